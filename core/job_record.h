@@ -1,0 +1,101 @@
+// The training job record and its lifecycle.
+//
+// A job is stored and served as one DescribeTrainingJobResponse message: the
+// record. These functions create and transition records; they are pure (no
+// I/O, no locking) so the job manager, the rules engine and tests share them.
+
+#ifndef DEBUGPLANE_CORE_JOB_RECORD_H_
+#define DEBUGPLANE_CORE_JOB_RECORD_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/time/time.h"
+#include "debugplane/v1/training_job.pb.h"
+
+namespace debugplane::core {
+
+using JobRecord = v1::DescribeTrainingJobResponse;
+using JobStatus = v1::TrainingJobStatus::Value;
+using SecondaryStatus = v1::SecondaryStatus::Value;
+using RuleStatus = v1::RuleEvaluationStatus::Value;
+
+// Where ARN-like identifiers say the job lives.
+struct ArnScope {
+  std::string partition = "aws";
+  std::string region = "local";
+  std::string account = "000000000000";
+};
+
+// Default profiling interval when ProfilerConfig gives none (SageMaker's).
+inline constexpr int64_t kDefaultProfilingIntervalMs = 500;
+
+// "arn:aws:sagemaker:<region>:<account>:training-job/<name>".
+std::string TrainingJobArn(const ArnScope& scope, absl::string_view job_name);
+
+// A processing-job-shaped ARN for one rule evaluation, SageMaker style:
+// "<job>-<rule>-<8 hex>" trimmed to a valid 63-character name. Deterministic
+// for (job, rule, creation time) so restarts and replicas agree.
+std::string RuleEvaluationJobArn(const ArnScope& scope, absl::string_view job_name,
+                                 absl::string_view rule_name, absl::Time creation_time);
+
+// The record of a newly created job: request members copied, defaults filled
+// (ProfilerConfig interval, output paths), TrainingJobStatus InProgress,
+// SecondaryStatus Starting with its transition, one InProgress status per
+// rule, ConfigVersion 1.
+// REQUIRES: `request` passed ValidateCreateTrainingJobRequest.
+JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnScope& scope,
+                       absl::Time now);
+
+// Enters `status`: closes the current SecondaryStatusTransition (EndTime) and
+// appends one for `status` with `message`. Updates LastModifiedTime.
+// A no-op if `status` is already current.
+void TransitionSecondaryStatus(JobRecord& job, SecondaryStatus status, absl::string_view message,
+                               absl::Time now);
+
+// StopTrainingJob: an InProgress job becomes Stopping (primary and secondary);
+// its InProgress rule evaluations become Stopping. Returns false (and changes
+// nothing) if the job is already Stopping or terminal.
+bool BeginStop(JobRecord& job, absl::Time now);
+
+// Completes a stop: a Stopping job becomes Stopped, its Stopping (or still
+// InProgress) rule evaluations Stopped, TrainingEndTime set. Returns false if
+// the job is not Stopping.
+bool CompleteStop(JobRecord& job, absl::Time now);
+
+// Sets the status of the rule evaluation named `rule` (debug or profiler).
+// Returns false if there is no such rule or nothing changes. Terminal rule
+// statuses are final: returns false when the rule is already terminal.
+bool SetRuleStatus(JobRecord& job, absl::string_view rule, RuleStatus status,
+                   absl::string_view details, absl::Time now);
+
+bool IsTerminal(JobStatus status);  // Completed, Failed, Stopped.
+bool IsTerminal(RuleStatus status);  // NoIssuesFound, IssuesFound, Error, Stopped.
+
+// True when the job and every rule evaluation are terminal: nothing about the
+// job will change any more and a watch stream ends.
+bool IsSettled(const JobRecord& job);
+
+// SageMaker's words for enum values ("InProgress", "IssuesFound", ...).
+absl::string_view JobStatusName(JobStatus status);
+absl::string_view SecondaryStatusName(SecondaryStatus status);
+absl::string_view RuleStatusName(RuleStatus status);
+
+// What changed between two versions of a job, as WatchTrainingJob reports it.
+// Empty if nothing a watcher cares about changed.
+std::vector<v1::StatusChange> DiffForWatch(const JobRecord& before, const JobRecord& after);
+
+// The status part of `job` as a watch event, with `changes`.
+v1::WatchTrainingJobResponse MakeWatchEvent(const JobRecord& job,
+                                            std::vector<v1::StatusChange> changes,
+                                            absl::Time event_time);
+
+// Conversions between absl::Time and google.protobuf.Timestamp.
+void SetTimestamp(absl::Time time, google::protobuf::Timestamp* out);
+absl::Time ToAbslTime(const google::protobuf::Timestamp& timestamp);
+int64_t ToUnixMicros(const google::protobuf::Timestamp& timestamp);
+
+}  // namespace debugplane::core
+
+#endif  // DEBUGPLANE_CORE_JOB_RECORD_H_

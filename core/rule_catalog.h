@@ -1,0 +1,36 @@
+// The built-in rules of SageMaker Debugger, by name, and how a rule
+// configuration selects one.
+
+#ifndef DEBUGPLANE_CORE_RULE_CATALOG_H_
+#define DEBUGPLANE_CORE_RULE_CATALOG_H_
+
+#include <span>
+#include "absl/strings/string_view.h"
+
+namespace debugplane::core {
+
+enum class RuleKind {
+  kDebug,     // Evaluates tensors (DebugRuleConfigurations).
+  kProfiler,  // Evaluates system and framework metrics (ProfilerRuleConfigurations).
+};
+
+struct BuiltinRuleInfo {
+  absl::string_view name;  // As in RuleParameters["rule_to_invoke"].
+  RuleKind kind;
+};
+
+// Every built-in rule of the Debugger developer guide's list.
+std::span<const BuiltinRuleInfo> BuiltinRules();
+
+// The rule named `name` (exact, case-sensitive), or nullptr.
+const BuiltinRuleInfo* FindBuiltinRule(absl::string_view name);
+
+// True if a RuleEvaluatorImage selects the built-in rules: the word
+// "builtin", or a SageMaker Debugger rules image URI
+// ("<account>.dkr.ecr.<region>.amazonaws.com/sagemaker-debugger-rules:<tag>"),
+// so SageMaker JSON works unchanged.
+bool IsBuiltinRuleEvaluatorImage(absl::string_view image);
+
+}  // namespace debugplane::core
+
+#endif  // DEBUGPLANE_CORE_RULE_CATALOG_H_

@@ -1,0 +1,723 @@
+#include "core/training_job_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/field_violations.h"
+#include "core/page_token.h"
+#include "spdlog/spdlog.h"
+
+namespace debugplane::core {
+namespace {
+
+constexpr int kDefaultMaxResults = 10;
+
+absl::Status JobNotFound(absl::string_view name) {
+  return absl::NotFoundError(absl::StrCat("training job '", name, "' does not exist"));
+}
+
+persistence::JobRow ToRow(const JobRecord& job) {
+  persistence::JobRow row;
+  row.name = job.training_job_name();
+  row.creation_time_us = ToUnixMicros(job.creation_time());
+  row.last_modified_us = ToUnixMicros(job.last_modified_time());
+  row.status = std::string(JobStatusName(job.training_job_status()));
+  row.record = job.SerializeAsString();
+  return row;
+}
+
+v1::TrainingJobSummary ToSummary(const JobRecord& job) {
+  v1::TrainingJobSummary summary;
+  summary.set_training_job_name(job.training_job_name());
+  summary.set_training_job_arn(job.training_job_arn());
+  *summary.mutable_creation_time() = job.creation_time();
+  if (job.has_training_end_time()) *summary.mutable_training_end_time() = job.training_end_time();
+  *summary.mutable_last_modified_time() = job.last_modified_time();
+  summary.set_training_job_status(job.training_job_status());
+  summary.set_secondary_status(job.secondary_status());
+  return summary;
+}
+
+// The filters of a ListTrainingJobs request, resolved once.
+struct ListFilter {
+  explicit ListFilter(const v1::ListTrainingJobsRequest& request)
+      : name_contains(absl::AsciiStrToLower(request.name_contains())),
+        status(request.status_equals()),
+        created_after(request.has_creation_time_after()
+                          ? ToUnixMicros(request.creation_time_after())
+                          : INT64_MIN),
+        created_before(request.has_creation_time_before()
+                           ? ToUnixMicros(request.creation_time_before())
+                           : INT64_MAX),
+        modified_after(request.has_last_modified_time_after()
+                           ? ToUnixMicros(request.last_modified_time_after())
+                           : INT64_MIN),
+        modified_before(request.has_last_modified_time_before()
+                            ? ToUnixMicros(request.last_modified_time_before())
+                            : INT64_MAX) {}
+
+  bool Matches(const JobRecord& job) const {
+    if (status != v1::TrainingJobStatus::TRAINING_JOB_STATUS_UNSPECIFIED &&
+        job.training_job_status() != status) {
+      return false;
+    }
+    const int64_t created = ToUnixMicros(job.creation_time());
+    if (created <= created_after || created >= created_before) return false;
+    const int64_t modified = ToUnixMicros(job.last_modified_time());
+    if (modified <= modified_after || modified >= modified_before) return false;
+    // SageMaker's NameContains is case-insensitive.
+    return name_contains.empty() ||
+           absl::StrContains(absl::AsciiStrToLower(job.training_job_name()), name_contains);
+  }
+
+  std::string name_contains;
+  JobStatus status;
+  int64_t created_after, created_before, modified_after, modified_before;
+};
+
+}  // namespace
+
+// One registered watcher.
+struct TrainingJobManager::Watch {
+  JobWatcher* watcher;
+  std::string job_name;
+};
+
+class TrainingJobManager::Registration final : public WatchRegistration {
+ public:
+  Registration(TrainingJobManager* manager, std::unique_ptr<Watch> watch)
+      : manager_(manager), watch_(std::move(watch)) {}
+  ~Registration() override {
+    if (watch_ != nullptr) manager_->Unwatch(watch_->job_name, watch_.get());
+  }
+
+ private:
+  TrainingJobManager* manager_;
+  std::unique_ptr<Watch> watch_;
+};
+
+absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
+    std::unique_ptr<persistence::Storage> storage, TrainingJobManagerOptions options) {
+  std::unique_ptr<TrainingJobManager> manager(
+      new TrainingJobManager(std::move(storage), std::move(options)));
+  if (absl::Status loaded = manager->Load(); !loaded.ok()) return loaded;
+  manager->committer_ = std::thread([m = manager.get()] { m->CommitLoop(); });
+
+  // Resume what a previous run left unfinished.
+  std::vector<std::string> stopping;
+  {
+    absl::MutexLock lock(&manager->mu_);
+    for (const auto& [name, entry] : manager->jobs_) {
+      if (entry.committed->training_job_status() == v1::TrainingJobStatus::Stopping) {
+        stopping.push_back(name);
+      }
+    }
+  }
+  for (const std::string& name : stopping) manager->ScheduleCompleteStop(name);
+  return manager;
+}
+
+TrainingJobManager::TrainingJobManager(std::unique_ptr<persistence::Storage> storage,
+                                       TrainingJobManagerOptions options)
+    : options_(std::move(options)), storage_(std::move(storage)) {}
+
+TrainingJobManager::~TrainingJobManager() { Shutdown(); }
+
+absl::Status TrainingJobManager::Load() {
+  absl::MutexLock lock(&mu_);
+  return storage_->ForEachJob([this](const persistence::JobRow& row) -> absl::Status {
+    mu_.AssertHeld();
+    auto record = std::make_shared<JobRecord>();
+    if (!record->ParseFromString(row.record) || record->training_job_name() != row.name) {
+      return absl::DataLossError(absl::StrCat(
+          "stored record of training job '", row.name,
+          "' is unreadable (corrupt or written by an incompatible version); refusing to start "
+          "rather than lose it"));
+    }
+    JobEntry& entry = jobs_[row.name];
+    entry.committed = record;
+    entry.latest = record;
+    IndexLocked(row.name, nullptr, record.get());
+    return absl::OkStatus();
+  });
+}
+
+void TrainingJobManager::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      // Another caller is shutting down or has: wait for the committer.
+      mu_.Await(absl::Condition(&committer_done_));
+      return;
+    }
+    shutting_down_ = true;
+    queue_cv_.SignalAll();
+  }
+  if (committer_.joinable()) committer_.join();
+  absl::MutexLock lock(&mu_);
+  committer_done_ = true;
+  for (auto& [name, entry] : jobs_) {
+    for (Watch* watch : entry.watches) {
+      watch->watcher->OnEnd(absl::UnavailableError("the server is shutting down"));
+    }
+    entry.watches.clear();
+  }
+}
+
+void TrainingJobManager::Mutate(const std::string& job_name, Mutation mutation,
+                                DoneCallback done) {
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      refused = absl::UnavailableError("the server is shutting down; retry on another server");
+    } else {
+      auto it = jobs_.find(job_name);
+      const JobRecord* latest = it == jobs_.end() ? nullptr : it->second.latest.get();
+      absl::StatusOr<Change> change = mutation(latest);
+      if (!change.ok()) {
+        refused = change.status();
+      } else {
+        PendingCommit commit;
+        commit.job_name = job_name;
+        commit.changed = change->changed;
+        commit.next = std::move(change->next);
+        commit.done = std::move(done);
+        commit.after_commit = std::move(change->after_commit);
+        if (commit.changed) {
+          JobEntry& entry = jobs_[job_name];
+          entry.latest = commit.next;
+          ++entry.queued_changes;
+        }
+        queue_.push_back(std::move(commit));
+        queue_cv_.Signal();
+        return;
+      }
+    }
+  }
+  std::move(done)(refused);
+}
+
+void TrainingJobManager::CommitLoop() {
+  while (true) {
+    std::vector<PendingCommit> group;
+    {
+      absl::MutexLock lock(&mu_);
+      while (queue_.empty() && !shutting_down_) queue_cv_.Wait(&mu_);
+      if (queue_.empty()) return;  // Shutting down with nothing left to write.
+      const size_t take =
+          std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_commit_group)));
+      group.reserve(take);
+      for (size_t i = 0; i < take; ++i) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+
+    // Serialize outside the lock: snapshots are immutable.
+    persistence::WriteBatch batch;
+    for (const PendingCommit& commit : group) {
+      if (!commit.changed) continue;
+      if (commit.next != nullptr) {
+        batch.Put(ToRow(*commit.next));
+      } else {
+        batch.Delete(commit.job_name);
+      }
+    }
+    absl::Status written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
+
+    {
+      absl::MutexLock lock(&mu_);
+      if (written.ok()) {
+        const absl::Time now = options_.now();
+        for (PendingCommit& commit : group) PublishLocked(commit, now);
+      } else {
+        spdlog::error("storage write of {} change(s) failed: {}", batch.size(),
+                      written.ToString());
+        // Everything queued behind the failed group may build on it: fail it
+        // too, and roll every job back to its committed state.
+        while (!queue_.empty()) {
+          group.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        for (const PendingCommit& commit : group) {
+          if (commit.changed) RollBackLocked(commit.job_name);
+        }
+      }
+    }
+
+    const absl::Status reply =
+        written.ok() ? absl::OkStatus()
+                     : absl::UnavailableError(absl::StrCat(
+                           "the change was not saved and not applied: storage failed (",
+                           written.message(), "); retry later"));
+    for (PendingCommit& commit : group) {
+      std::move(commit.done)(reply);
+      if (written.ok() && commit.after_commit) commit.after_commit();
+    }
+  }
+}
+
+void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
+  if (!commit.changed) return;
+  auto it = jobs_.find(commit.job_name);
+  if (it == jobs_.end()) return;  // Cannot happen: the entry has a queued change.
+  JobEntry& entry = it->second;
+  --entry.queued_changes;
+  std::shared_ptr<const JobRecord> before = std::move(entry.committed);
+  entry.committed = commit.next;
+  IndexLocked(commit.job_name, before.get(), entry.committed.get());
+
+  if (!entry.watches.empty()) {
+    if (entry.committed == nullptr) {
+      for (Watch* watch : entry.watches) {
+        watch->watcher->OnEnd(absl::NotFoundError(
+            absl::StrCat("training job '", commit.job_name, "' was deleted")));
+      }
+      entry.watches.clear();
+    } else {
+      std::vector<v1::StatusChange> changes =
+          before == nullptr ? std::vector<v1::StatusChange>{}
+                            : DiffForWatch(*before, *entry.committed);
+      if (!changes.empty()) {
+        auto event = std::make_shared<const v1::WatchTrainingJobResponse>(
+            MakeWatchEvent(*entry.committed, std::move(changes), now));
+        for (Watch* watch : entry.watches) watch->watcher->OnEvent(event);
+      }
+      if (IsSettled(*entry.committed)) {
+        for (Watch* watch : entry.watches) watch->watcher->OnEnd(absl::OkStatus());
+        entry.watches.clear();
+      }
+    }
+  }
+  if (entry.committed == nullptr && entry.latest == nullptr && entry.queued_changes == 0 &&
+      entry.watches.empty()) {
+    jobs_.erase(it);
+  }
+}
+
+void TrainingJobManager::RollBackLocked(const std::string& job_name) {
+  auto it = jobs_.find(job_name);
+  if (it == jobs_.end()) return;
+  JobEntry& entry = it->second;
+  entry.latest = entry.committed;
+  entry.queued_changes = 0;
+  if (entry.committed == nullptr && entry.watches.empty()) jobs_.erase(it);
+}
+
+void TrainingJobManager::IndexLocked(const std::string& name, const JobRecord* before,
+                                     const JobRecord* after) {
+  if (before != nullptr) {
+    by_creation_.erase({ToUnixMicros(before->creation_time()), name});
+    --committed_count_;
+  }
+  if (after != nullptr) {
+    by_creation_.insert({ToUnixMicros(after->creation_time()), name});
+    ++committed_count_;
+  }
+}
+
+void TrainingJobManager::ScheduleCompleteStop(const std::string& job_name) {
+  Mutate(
+      job_name,
+      [this](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr || latest->training_job_status() != v1::TrainingJobStatus::Stopping) {
+          return Change{.changed = false};
+        }
+        auto next = std::make_shared<JobRecord>(*latest);
+        CompleteStop(*next, options_.now());
+        return Change{.next = std::move(next)};
+      },
+      [job_name](absl::Status status) {
+        // Not lost on failure: the job stays Stopping on disk and the stop
+        // completes at the next start.
+        if (!status.ok()) {
+          spdlog::warn("completing the stop of training job '{}' failed: {}", job_name,
+                       status.ToString());
+        }
+      });
+}
+
+// --- Operations ---------------------------------------------------------------
+
+void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& request,
+                                           v1::CreateTrainingJobResponse* response,
+                                           DoneCallback done) {
+  if (absl::Status valid = ValidateCreateTrainingJobRequest(request, options_.validation);
+      !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  auto record = std::make_shared<const JobRecord>(
+      NewJobRecord(request, options_.arn_scope, options_.now()));
+  Mutate(
+      request.training_job_name(),
+      [record](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest != nullptr) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("a training job named '", record->training_job_name(),
+                           "' already exists; names are unique until the job is deleted"));
+        }
+        return Change{.next = record};
+      },
+      [record, response, done = std::move(done)](absl::Status status) mutable {
+        if (status.ok()) response->set_training_job_arn(record->training_job_arn());
+        std::move(done)(status);
+      });
+}
+
+void TrainingJobManager::DescribeTrainingJob(const v1::DescribeTrainingJobRequest& request,
+                                             v1::DescribeTrainingJobResponse* response,
+                                             DoneCallback done) {
+  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  std::shared_ptr<const JobRecord> job = GetJob(request.training_job_name());
+  if (job == nullptr) {
+    std::move(done)(JobNotFound(request.training_job_name()));
+    return;
+  }
+  *response = *job;
+  std::move(done)(absl::OkStatus());
+}
+
+void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& request,
+                                          v1::ListTrainingJobsResponse* response,
+                                          DoneCallback done) {
+  if (absl::Status valid = ValidateListTrainingJobsRequest(request); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  const uint32_t fingerprint = QueryFingerprint(request);
+  absl::optional<PageToken> after;
+  if (!request.next_token().empty()) {
+    absl::StatusOr<PageToken> token = DecodePageToken(request.next_token());
+    if (!token.ok()) {
+      std::move(done)(token.status());
+      return;
+    }
+    if (token->query_fingerprint != fingerprint) {
+      std::move(done)(InvalidField(
+          "NextToken", "this NextToken belongs to a query with other filters or sort order; "
+                       "repeat the original query's parameters with it"));
+      return;
+    }
+    after = *std::move(token);
+  }
+  // Validation allows only these values; empty means the default.
+  const std::string sort_by = request.sort_by().empty() ? "CreationTime" : request.sort_by();
+  const bool descending = request.sort_order() != "Ascending";
+  const size_t limit = request.has_max_results() ? request.max_results() : kDefaultMaxResults;
+  const ListFilter filter(request);
+
+  // Collect up to limit + 1 matches to learn whether another page follows.
+  std::vector<std::shared_ptr<const JobRecord>> page;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto take = [&](const std::shared_ptr<const JobRecord>& job) {
+      if (job != nullptr && filter.Matches(*job)) page.push_back(job);
+      return page.size() > limit;
+    };
+    if (sort_by == "Name") {
+      if (descending) {
+        auto it = after ? jobs_.lower_bound(after->last_name) : jobs_.end();
+        while (it != jobs_.begin()) {
+          --it;
+          if (take(it->second.committed)) break;
+        }
+      } else {
+        for (auto it = after ? jobs_.upper_bound(after->last_name) : jobs_.begin();
+             it != jobs_.end(); ++it) {
+          if (take(it->second.committed)) break;
+        }
+      }
+    } else if (sort_by == "CreationTime") {
+      const std::pair<int64_t, std::string> key =
+          after ? std::make_pair(after->last_creation_time_us, after->last_name)
+                : std::make_pair(int64_t{0}, std::string());
+      if (descending) {
+        auto it = after ? by_creation_.lower_bound(key) : by_creation_.end();
+        while (it != by_creation_.begin()) {
+          --it;
+          if (take(jobs_.at(it->second).committed)) break;
+        }
+      } else {
+        for (auto it = after ? by_creation_.upper_bound(key) : by_creation_.begin();
+             it != by_creation_.end(); ++it) {
+          if (take(jobs_.at(it->second).committed)) break;
+        }
+      }
+    } else {
+      // By status (then name): rare enough to sort the matches per call.
+      std::vector<std::shared_ptr<const JobRecord>> all;
+      for (const auto& [name, entry] : jobs_) {
+        if (entry.committed != nullptr && filter.Matches(*entry.committed)) {
+          all.push_back(entry.committed);
+        }
+      }
+      auto key_of = [](const JobRecord& job) {
+        return std::make_pair(std::string(JobStatusName(job.training_job_status())),
+                              job.training_job_name());
+      };
+      std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) {
+        return descending ? key_of(*b) < key_of(*a) : key_of(*a) < key_of(*b);
+      });
+      const auto after_key =
+          after ? std::make_pair(after->last_status, after->last_name) : std::make_pair("", "");
+      for (const auto& job : all) {
+        if (after) {
+          const auto key = key_of(*job);
+          if (descending ? !(key < after_key) : !(after_key < key)) continue;
+        }
+        page.push_back(job);
+        if (page.size() > limit) break;
+      }
+    }
+  }
+
+  const bool more = page.size() > limit;
+  if (more) page.resize(limit);
+  for (const auto& job : page) *response->add_training_job_summaries() = ToSummary(*job);
+  if (more && !page.empty()) {
+    const JobRecord& last = *page.back();
+    response->set_next_token(EncodePageToken(
+        {.query_fingerprint = fingerprint,
+         .last_creation_time_us = ToUnixMicros(last.creation_time()),
+         .last_status = std::string(JobStatusName(last.training_job_status())),
+         .last_name = last.training_job_name()}));
+  }
+  std::move(done)(absl::OkStatus());
+}
+
+void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
+                                           v1::UpdateTrainingJobResponse* response,
+                                           DoneCallback done) {
+  if (absl::Status valid = ValidateUpdateTrainingJobRequest(request, options_.validation);
+      !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  if (!request.has_profiler_config() && request.profiler_rule_configurations().empty()) {
+    std::move(done)(InvalidField(
+        "ProfilerConfig", "nothing to update: give ProfilerConfig, ProfilerRuleConfigurations "
+                          "or both"));
+    return;
+  }
+  auto update = std::make_shared<const v1::UpdateTrainingJobRequest>(request);
+  Mutate(
+      request.training_job_name(),
+      [this, update](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(update->training_job_name());
+        if (latest->training_job_status() != v1::TrainingJobStatus::InProgress) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "training job '", latest->training_job_name(), "' is ",
+              JobStatusName(latest->training_job_status()),
+              "; UpdateTrainingJob applies only while it is InProgress"));
+        }
+        // Rule names must stay unique across both lists, 20 profiler rules at most.
+        FieldViolations violations;
+        const int total =
+            latest->profiler_rule_configurations_size() + update->profiler_rule_configurations_size();
+        if (total > kMaxRulesPerKind) {
+          violations.Add("ProfilerRuleConfigurations",
+                         absl::StrCat("the job has ", latest->profiler_rule_configurations_size(),
+                                      " profiler rules; adding ",
+                                      update->profiler_rule_configurations_size(), " would make ",
+                                      total, ", more than the limit of ", kMaxRulesPerKind));
+        }
+        auto exists = [&](const std::string& name) {
+          for (const auto& r : latest->debug_rule_configurations()) {
+            if (r.rule_configuration_name() == name) return true;
+          }
+          for (const auto& r : latest->profiler_rule_configurations()) {
+            if (r.rule_configuration_name() == name) return true;
+          }
+          return false;
+        };
+        for (int i = 0; i < update->profiler_rule_configurations_size(); ++i) {
+          const std::string& name = update->profiler_rule_configurations(i).rule_configuration_name();
+          if (exists(name)) {
+            violations.Add(
+                absl::StrCat("ProfilerRuleConfigurations[", i, "].RuleConfigurationName"),
+                absl::StrCat("the job already has a rule named '", name, "'"));
+          }
+        }
+        if (!violations.empty()) return violations.ToStatus();
+
+        const absl::Time now = options_.now();
+        auto next = std::make_shared<JobRecord>(*latest);
+        if (update->has_profiler_config()) {
+          const v1::ProfilerConfigForUpdate& change = update->profiler_config();
+          v1::ProfilerConfig* config = next->mutable_profiler_config();
+          if (change.has_disable_profiler() && change.disable_profiler()) {
+            config->set_disable_profiler(true);
+            next->set_profiling_status(v1::ProfilingStatus::Disabled);
+          } else {
+            // Any other profiler change turns profiling (back) on.
+            config->set_disable_profiler(false);
+            next->set_profiling_status(v1::ProfilingStatus::Enabled);
+            if (change.has_profiling_interval_in_milliseconds()) {
+              config->set_profiling_interval_in_milliseconds(
+                  change.profiling_interval_in_milliseconds());
+            }
+            if (!change.s3_output_path().empty()) {
+              config->set_s3_output_path(change.s3_output_path());
+            }
+            for (const auto& [key, value] : change.profiling_parameters()) {
+              (*config->mutable_profiling_parameters())[key] = value;
+            }
+          }
+        }
+        for (const auto& rule : update->profiler_rule_configurations()) {
+          *next->add_profiler_rule_configurations() = rule;
+          auto* status = next->add_profiler_rule_evaluation_statuses();
+          status->set_rule_configuration_name(rule.rule_configuration_name());
+          status->set_rule_evaluation_job_arn(
+              RuleEvaluationJobArn(options_.arn_scope, next->training_job_name(),
+                                   rule.rule_configuration_name(), now));
+          status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
+          SetTimestamp(now, status->mutable_last_modified_time());
+        }
+        next->set_config_version(latest->config_version() + 1);
+        SetTimestamp(now, next->mutable_last_modified_time());
+        return Change{.next = std::move(next)};
+      },
+      [this, update, response, done = std::move(done)](absl::Status status) mutable {
+        if (status.ok()) {
+          response->set_training_job_arn(
+              TrainingJobArn(options_.arn_scope, update->training_job_name()));
+        }
+        std::move(done)(status);
+      });
+}
+
+void TrainingJobManager::StopTrainingJob(const v1::StopTrainingJobRequest& request,
+                                         v1::StopTrainingJobResponse* response,
+                                         DoneCallback done) {
+  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  const std::string name = request.training_job_name();
+  Mutate(
+      name,
+      [this, name](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(name);
+        auto next = std::make_shared<JobRecord>(*latest);
+        // Stopping a job that is stopping or finished is a no-op, as in SageMaker.
+        if (!BeginStop(*next, options_.now())) return Change{.changed = false};
+        return Change{.next = std::move(next),
+                      .after_commit = [this, name] { ScheduleCompleteStop(name); }};
+      },
+      std::move(done));
+}
+
+void TrainingJobManager::DeleteTrainingJob(const v1::DeleteTrainingJobRequest& request,
+                                           v1::DeleteTrainingJobResponse* response,
+                                           DoneCallback done) {
+  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  const std::string name = request.training_job_name();
+  Mutate(
+      name,
+      [name](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(name);
+        if (!IsTerminal(latest->training_job_status())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "training job '", name, "' is ", JobStatusName(latest->training_job_status()),
+              "; only Completed, Failed or Stopped jobs can be deleted (stop it first)"));
+        }
+        return Change{.next = nullptr};
+      },
+      std::move(done));
+}
+
+absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchTrainingJob(
+    const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) {
+  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
+    return valid;
+  }
+  auto watch = std::make_unique<Watch>(Watch{watcher, request.training_job_name()});
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("the server is shutting down");
+  auto it = jobs_.find(request.training_job_name());
+  if (it == jobs_.end() || it->second.committed == nullptr) {
+    return JobNotFound(request.training_job_name());
+  }
+  JobEntry& entry = it->second;
+  v1::StatusChange initial;
+  initial.set_kind(v1::StatusChange::KIND_INITIAL_STATE);
+  initial.set_to(absl::StrCat(JobStatusName(entry.committed->training_job_status()), "/",
+                              SecondaryStatusName(entry.committed->secondary_status())));
+  watcher->OnEvent(std::make_shared<const v1::WatchTrainingJobResponse>(
+      MakeWatchEvent(*entry.committed, {std::move(initial)}, options_.now())));
+  if (IsSettled(*entry.committed)) {
+    watcher->OnEnd(absl::OkStatus());
+    return std::make_unique<Registration>(this, nullptr);
+  }
+  entry.watches.push_back(watch.get());
+  return std::make_unique<Registration>(this, std::move(watch));
+}
+
+void TrainingJobManager::Unwatch(const std::string& job_name, Watch* watch) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_name);
+  if (it == jobs_.end()) return;
+  auto& watches = it->second.watches;
+  watches.erase(std::remove(watches.begin(), watches.end(), watch), watches.end());
+}
+
+void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
+                                                 const std::string& rule_name, RuleStatus status,
+                                                 std::string details, DoneCallback done) {
+  Mutate(
+      job_name,
+      [this, job_name, rule_name, status,
+       details = std::move(details)](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(job_name);
+        auto next = std::make_shared<JobRecord>(*latest);
+        if (SetRuleStatus(*next, rule_name, status, details, options_.now())) {
+          return Change{.next = std::move(next)};
+        }
+        auto current = [&]() -> absl::optional<RuleStatus> {
+          for (const auto& r : latest->debug_rule_evaluation_statuses()) {
+            if (r.rule_configuration_name() == rule_name) return r.rule_evaluation_status();
+          }
+          for (const auto& r : latest->profiler_rule_evaluation_statuses()) {
+            if (r.rule_configuration_name() == rule_name) return r.rule_evaluation_status();
+          }
+          return absl::nullopt;
+        }();
+        if (!current.has_value()) {
+          return absl::NotFoundError(absl::StrCat("training job '", job_name,
+                                                  "' has no rule configuration named '",
+                                                  rule_name, "'"));
+        }
+        if (IsTerminal(*current) && *current != status) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("rule '", rule_name, "' of training job '", job_name,
+                           "' already ended as ", RuleStatusName(*current)));
+        }
+        return Change{.changed = false};
+      },
+      std::move(done));
+}
+
+std::shared_ptr<const JobRecord> TrainingJobManager::GetJob(const std::string& name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.committed;
+}
+
+size_t TrainingJobManager::job_count() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return committed_count_;
+}
+
+}  // namespace debugplane::core

@@ -1,0 +1,170 @@
+// TrainingJobManager: the authority over training jobs.
+//
+// It serves reads from memory and makes every change durable before it is
+// acknowledged. Changes are computed on the caller's thread against the
+// latest (possibly not yet durable) state of a job, queued in order, and
+// written by one committer thread that groups everything queued into a single
+// storage transaction (group commit: one fsync for many calls). Readers and
+// watchers only ever see committed state.
+//
+// If a storage write fails, the changes in that group and every change queued
+// behind it (which may build on them) fail with UNAVAILABLE and the latest
+// state rolls back to the committed one: nothing acknowledged is lost and
+// nothing unacknowledged becomes visible.
+
+#ifndef DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_
+#define DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/job_record.h"
+#include "core/training_job_handler.h"
+#include "core/validation.h"
+#include "persistence/storage.h"
+
+namespace debugplane::core {
+
+struct TrainingJobManagerOptions {
+  ValidationOptions validation;
+  ArnScope arn_scope;
+  // Upper bound of job writes grouped into one storage transaction.
+  int max_commit_group = 1024;
+  // The clock; tests may fix it.
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+class TrainingJobManager final : public TrainingJobHandler {
+ public:
+  // Loads every job from `storage` and starts the committer thread. Work left
+  // unfinished by a previous run resumes: a job that was Stopping completes
+  // its stop.
+  // Returns DATA_LOSS naming the job if a stored record cannot be parsed, or
+  // the storage's error if reading fails.
+  static absl::StatusOr<std::unique_ptr<TrainingJobManager>> Create(
+      std::unique_ptr<persistence::Storage> storage, TrainingJobManagerOptions options);
+
+  // Shuts down (see Shutdown) and releases the storage.
+  ~TrainingJobManager() override;
+
+  TrainingJobManager(const TrainingJobManager&) = delete;
+  TrainingJobManager& operator=(const TrainingJobManager&) = delete;
+
+  // Refuses new changes with UNAVAILABLE, commits every change already
+  // queued (their callbacks run), ends all watch streams with UNAVAILABLE and
+  // stops the committer thread. Idempotent; blocks until done.
+  void Shutdown();
+
+  // TrainingJobHandler. Create, Update, Stop and Delete complete on the
+  // committer thread once durable; Describe and List complete inline.
+  void CreateTrainingJob(const v1::CreateTrainingJobRequest& request,
+                         v1::CreateTrainingJobResponse* response, DoneCallback done) override;
+  void DescribeTrainingJob(const v1::DescribeTrainingJobRequest& request,
+                           v1::DescribeTrainingJobResponse* response, DoneCallback done) override;
+  void ListTrainingJobs(const v1::ListTrainingJobsRequest& request,
+                        v1::ListTrainingJobsResponse* response, DoneCallback done) override;
+  void UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
+                         v1::UpdateTrainingJobResponse* response, DoneCallback done) override;
+  void StopTrainingJob(const v1::StopTrainingJobRequest& request,
+                       v1::StopTrainingJobResponse* response, DoneCallback done) override;
+  void DeleteTrainingJob(const v1::DeleteTrainingJobRequest& request,
+                         v1::DeleteTrainingJobResponse* response, DoneCallback done) override;
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
+      const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
+
+  // Sets the status of one rule evaluation of a job (for the rules engine).
+  // `done` gets OK once durable (also when nothing changed), NOT_FOUND for an
+  // unknown job or rule, FAILED_PRECONDITION if the rule is already terminal
+  // with another status.
+  void SetRuleEvaluationStatus(const std::string& job_name, const std::string& rule_name,
+                               RuleStatus status, std::string details, DoneCallback done);
+
+  // The committed record of a job, or nullptr. Thread-safe; the snapshot is
+  // immutable.
+  std::shared_ptr<const JobRecord> GetJob(const std::string& name) const;
+
+  // Number of committed jobs.
+  size_t job_count() const;
+
+  const TrainingJobManagerOptions& options() const { return options_; }
+
+ private:
+  // What a mutation decided.
+  struct Change {
+    // The new latest state; nullptr deletes the job.
+    std::shared_ptr<const JobRecord> next;
+    // False when the mutation left the job as it was: nothing is written, but
+    // `done` still waits until everything queued before it is durable.
+    bool changed = true;
+    // Runs on the committer thread after the change is durable (e.g. the
+    // second half of a stop).
+    std::function<void()> after_commit;
+  };
+  // Computes a change from the latest state (nullptr if there is none).
+  // Runs under mu_: must be quick and must not call back into the manager.
+  using Mutation = std::function<absl::StatusOr<Change>(const JobRecord* latest)>;
+
+  struct Watch;
+  class Registration;
+
+  struct JobEntry {
+    std::shared_ptr<const JobRecord> committed;  // What readers see.
+    std::shared_ptr<const JobRecord> latest;     // Committed + queued changes.
+    int queued_changes = 0;
+    std::vector<Watch*> watches;
+  };
+
+  struct PendingCommit {
+    std::string job_name;
+    bool changed = false;
+    std::shared_ptr<const JobRecord> next;
+    persistence::WriteBatch batch;
+    DoneCallback done;
+    std::function<void()> after_commit;
+  };
+
+  TrainingJobManager(std::unique_ptr<persistence::Storage> storage,
+                     TrainingJobManagerOptions options);
+
+  absl::Status Load();
+  void Mutate(const std::string& job_name, Mutation mutation, DoneCallback done);
+  void CommitLoop();
+  // Publishes committed changes: updates indexes and notifies watchers.
+  void PublishLocked(PendingCommit& commit, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RollBackLocked(const std::string& job_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IndexLocked(const std::string& name, const JobRecord* before, const JobRecord* after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unwatch(const std::string& job_name, Watch* watch);
+  void ScheduleCompleteStop(const std::string& job_name);
+
+  const TrainingJobManagerOptions options_;
+  std::unique_ptr<persistence::Storage> storage_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar queue_cv_;
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  // Committed jobs by (creation time in microseconds, name), for listing.
+  std::set<std::pair<int64_t, std::string>> by_creation_ ABSL_GUARDED_BY(mu_);
+  size_t committed_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<PendingCommit> queue_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool committer_done_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread committer_;
+};
+
+}  // namespace debugplane::core
+
+#endif  // DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_

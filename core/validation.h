@@ -1,0 +1,65 @@
+// Request validation as SageMaker documents it (shapes, limits, patterns in
+// reference/sagemaker-training-job-api.json), plus debugplane's own rules for
+// output paths and rule evaluators.
+//
+// Every function returns OK, or INVALID_ARGUMENT carrying one
+// google.rpc.BadRequest field violation per problem (see field_violations.h);
+// field paths use the SageMaker member names, e.g.
+// "DebugRuleConfigurations[1].RuleParameters.rule_to_invoke". All problems of
+// a request are reported at once, not only the first.
+// Thread-safe: all functions are pure.
+
+#ifndef DEBUGPLANE_CORE_VALIDATION_H_
+#define DEBUGPLANE_CORE_VALIDATION_H_
+
+#include <filesystem>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "debugplane/v1/training_job.pb.h"
+
+namespace debugplane::core {
+
+struct ValidationOptions {
+  // Absolute, canonical directories that local output paths may point into.
+  std::vector<std::filesystem::path> data_roots;
+  // RuleEvaluatorImage values (other than built-in images) the server runs
+  // as custom rule evaluators.
+  std::vector<std::string> allowed_custom_evaluators;
+};
+
+// The allowed ProfilingIntervalInMilliseconds values.
+inline constexpr int64_t kProfilingIntervalsMs[] = {100, 200, 500, 1000, 5000, 60000};
+inline constexpr int kMaxRulesPerKind = 20;
+
+// Checks a TrainingJobName ([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}, 1-63 chars)
+// reporting violations against `field`.
+absl::Status ValidateTrainingJobName(absl::string_view name, absl::string_view field = "TrainingJobName");
+
+// Checks a whole CreateTrainingJob request: required members, name pattern and
+// length, map sizes and key/value limits, list limits, unique rule
+// configuration names, at most 20 debug and 20 profiler rules, rule
+// evaluator images and rule_to_invoke (built-in names of the right kind, or
+// an allowed custom evaluator), ProfilingIntervalInMilliseconds, and output
+// paths (ResolveOutputPath against options.data_roots).
+absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest& request,
+                                              const ValidationOptions& options);
+
+// Checks what can be checked of an UpdateTrainingJob request without the
+// job: name, ProfilerConfig (interval, parameters, paths; DisableProfiler not
+// combined with other profiler changes), and each new profiler rule. Checks
+// against the job's state (InProgress, unique names across old and new rules,
+// 20 rules in all) are the job manager's.
+absl::Status ValidateUpdateTrainingJobRequest(const v1::UpdateTrainingJobRequest& request,
+                                              const ValidationOptions& options);
+
+// Checks a ListTrainingJobs request: MaxResults in 1..100, NameContains
+// pattern and length, time ranges, NextToken length (its content is checked
+// by the job manager).
+absl::Status ValidateListTrainingJobsRequest(const v1::ListTrainingJobsRequest& request);
+
+}  // namespace debugplane::core
+
+#endif  // DEBUGPLANE_CORE_VALIDATION_H_

@@ -1,0 +1,50 @@
+// SQLite implementation of Storage: one database file in WAL mode,
+// synchronous=FULL, schema versioned with PRAGMA user_version and migrated at
+// open, prepared statements only.
+
+#ifndef DEBUGPLANE_PERSISTENCE_SQLITE_STORAGE_H_
+#define DEBUGPLANE_PERSISTENCE_SQLITE_STORAGE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "persistence/storage.h"
+
+namespace debugplane::persistence {
+
+// The schema version this build writes. Open() migrates older databases up to
+// it and refuses newer ones.
+inline constexpr int kSqliteSchemaVersion = 1;
+
+class SqliteStorage final : public Storage {
+ public:
+  // Opens (creating if needed) the database at `path` and migrates its schema.
+  // The parent directory must exist.
+  // Returns FAILED_PRECONDITION if the file was written by a newer debugplane
+  // (schema version above kSqliteSchemaVersion), DATA_LOSS if it is not a
+  // SQLite database or is corrupt, UNAVAILABLE if it cannot be opened or
+  // locked; each message names the path.
+  static absl::StatusOr<std::unique_ptr<SqliteStorage>> Open(const std::string& path);
+
+  ~SqliteStorage() override;  // Closes the database cleanly (checkpoints WAL).
+
+  SqliteStorage(const SqliteStorage&) = delete;
+  SqliteStorage& operator=(const SqliteStorage&) = delete;
+
+  absl::Status Write(const WriteBatch& batch) override;
+  absl::Status ForEachJob(
+      const std::function<absl::Status(const JobRow&)>& visit) override;
+
+  // The schema version of the open database (after migration).
+  int schema_version() const;
+
+ private:
+  struct Impl;
+  explicit SqliteStorage(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace debugplane::persistence
+
+#endif  // DEBUGPLANE_PERSISTENCE_SQLITE_STORAGE_H_

@@ -1,0 +1,62 @@
+// Assembles the gRPC server: TrainingJobService, the standard health service
+// and server reflection, on one listening address, with optional TLS.
+
+#ifndef DEBUGPLANE_SERVICE_SERVER_H_
+#define DEBUGPLANE_SERVICE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/training_job_handler.h"
+#include "grpcpp/server.h"
+
+namespace debugplane::service {
+
+struct GrpcServerOptions {
+  // HOST:PORT; port 0 picks a free port (see GrpcServer::port()).
+  std::string listen_address = "127.0.0.1:7070";
+  // PEM files; both empty for plaintext, both set for TLS.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Largest request accepted; larger ones fail with RESOURCE_EXHAUSTED.
+  int max_receive_message_bytes = 4 * 1024 * 1024;
+};
+
+class TrainingJobServiceImpl;
+
+// A running server. Thread-safe.
+class GrpcServer {
+ public:
+  // Binds and starts serving `handler`.
+  // Returns INVALID_ARGUMENT if only one TLS file is given, NOT_FOUND if a TLS
+  // file cannot be read, UNAVAILABLE if the address cannot be bound (in use,
+  // bad host), each naming the file or address.
+  // REQUIRES: `handler` outlives the server.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
+                                                           core::TrainingJobHandler* handler);
+
+  // Shuts down (grace period zero) if still running.
+  ~GrpcServer();
+
+  // The bound port.
+  int port() const { return port_; }
+
+  // Marks the health service NOT_SERVING, stops accepting calls, lets calls in
+  // flight finish for up to `grace`, then cancels the rest. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  // Blocks until the server has shut down.
+  void Wait();
+
+ private:
+  GrpcServer() = default;
+  std::unique_ptr<TrainingJobServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace debugplane::service
+
+#endif  // DEBUGPLANE_SERVICE_SERVER_H_

@@ -1,0 +1,147 @@
+// debugplane-server: the training-job debug control plane.
+//
+//   debugplane-server [--listen HOST:PORT] [--data-dir DIR] [--data-root DIR]...
+//                     [--tls-cert PEM --tls-key PEM] [--log-level LEVEL] [--config FILE]
+//
+// Flags may also come from a config file (TOML or INI: `listen = "..."`,
+// `data-root = ["/a", "/b"]`). SIGTERM or SIGINT shut down gracefully: the
+// health service turns NOT_SERVING, queued changes are committed, calls in
+// flight finish, watch streams end with UNAVAILABLE, the database closes.
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/training_job_manager.h"
+#include "persistence/sqlite_storage.h"
+#include "service/logging.h"
+#include "service/server.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using debugplane::core::TrainingJobManager;
+using debugplane::core::TrainingJobManagerOptions;
+
+std::string DefaultDataDir() {
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (fs::path(xdg) / "debugplane").string();
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return (fs::path(home) / ".local/share/debugplane").string();
+  }
+  return "debugplane-data";
+}
+
+int Fail(const std::string& message) {
+  spdlog::critical("{}", message);
+  std::cerr << "debugplane-server: " << message << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"debugplane-server: the training-job debug control plane (gRPC)"};
+  app.set_config("--config", "", "Read flags from this TOML/INI file");
+  debugplane::service::GrpcServerOptions grpc_options;
+  std::string data_dir = DefaultDataDir();
+  std::vector<std::string> data_roots;
+  std::vector<std::string> allowed_evaluators;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  double shutdown_grace_s = 10;
+  TrainingJobManagerOptions manager_options;
+
+  app.add_option("--listen", grpc_options.listen_address, "Address to serve on (HOST:PORT)")
+      ->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Directory of the database")->capture_default_str();
+  app.add_option("--data-root", data_roots,
+                 "Directory that local output paths may point into (repeatable; default: the "
+                 "data directory)");
+  app.add_option("--tls-cert", grpc_options.tls_cert_file, "PEM certificate chain for TLS");
+  app.add_option("--tls-key", grpc_options.tls_key_file, "PEM private key for TLS");
+  app.add_option("--allow-evaluator", allowed_evaluators,
+                 "RuleEvaluatorImage value to accept as a custom rule evaluator (repeatable)");
+  app.add_option("--region", manager_options.arn_scope.region, "Region named in ARNs")
+      ->capture_default_str();
+  app.add_option("--account", manager_options.arn_scope.account, "Account named in ARNs")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or critical")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical"}));
+  app.add_option("--log-format", log_format, "text or json (one JSON object per line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--max-request-bytes", grpc_options.max_receive_message_bytes,
+                 "Largest request accepted")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 64 * 1024 * 1024));
+  app.add_option("--shutdown-grace", shutdown_grace_s,
+                 "Seconds calls in flight get to finish on SIGTERM")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  debugplane::service::ConfigureLogging(log_level, log_format);
+
+  // Block the shutdown signals in every thread; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::error_code error;
+  fs::create_directories(data_dir, error);
+  if (error) {
+    return Fail(absl::StrCat("cannot create the data directory ", data_dir, ": ", error.message()));
+  }
+  if (data_roots.empty()) data_roots.push_back(data_dir);
+  for (const std::string& root : data_roots) {
+    fs::path canonical = fs::canonical(root, error);
+    if (error || !fs::is_directory(canonical)) {
+      return Fail(absl::StrCat("--data-root ", root, " is not an existing directory"));
+    }
+    manager_options.validation.data_roots.push_back(canonical);
+  }
+  manager_options.validation.allowed_custom_evaluators = allowed_evaluators;
+
+  const std::string db_path = (fs::path(data_dir) / "debugplane.db").string();
+  auto storage = debugplane::persistence::SqliteStorage::Open(db_path);
+  if (!storage.ok()) return Fail(storage.status().ToString());
+  auto manager = TrainingJobManager::Create(*std::move(storage), std::move(manager_options));
+  if (!manager.ok()) return Fail(manager.status().ToString());
+
+  auto server = debugplane::service::GrpcServer::Start(grpc_options, manager->get());
+  if (!server.ok()) return Fail(server.status().ToString());
+
+  std::vector<std::string> root_names;
+  for (const auto& root : (*manager)->options().validation.data_roots) {
+    root_names.push_back(root.string());
+  }
+  spdlog::info("serving: listen={} port={} database={} data_roots=[{}] jobs={}",
+               grpc_options.listen_address, (*server)->port(), db_path,
+               absl::StrJoin(root_names, ","), (*manager)->job_count());
+  // A machine-readable line for scripts and tests that pass port 0.
+  std::cout << "debugplane-server listening on port " << (*server)->port() << std::endl;
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: shutting down", signal_number);
+
+  // Commit what is queued and refuse new changes first, so calls in flight
+  // complete; then stop the transport, then close the database.
+  (*manager)->Shutdown();
+  (*server)->Shutdown(absl::Seconds(shutdown_grace_s));
+  (*server)->Wait();
+  server->reset();
+  manager->reset();
+  spdlog::info("shut down cleanly");
+  return 0;
+}

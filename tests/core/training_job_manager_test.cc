@@ -1,0 +1,519 @@
+#include "core/training_job_manager.h"
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "core/field_violations.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "persistence/fault_injecting_storage.h"
+#include "persistence/sqlite_storage.h"
+#include "tests/core/test_util.h"
+
+namespace debugplane::core {
+namespace {
+
+using ::debugplane::testing::CallSync;
+using ::debugplane::testing::ScopedTempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using H = TrainingJobHandler;
+
+v1::CreateTrainingJobRequest JobRequest(const std::string& name, int debug_rules = 2,
+                                        int profiler_rules = 1) {
+  v1::CreateTrainingJobRequest request;
+  request.set_training_job_name(name);
+  request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
+  request.mutable_algorithm_specification()->set_training_input_mode("File");
+  request.mutable_output_data_config()->set_s3_output_path("s3://bucket/output");
+  request.mutable_debug_hook_config()->set_s3_output_path("s3://bucket/debug-output");
+  const char* debug_names[] = {"VanishingGradient", "ExplodingTensor", "LossNotDecreasing"};
+  for (int i = 0; i < debug_rules; ++i) {
+    auto* rule = request.add_debug_rule_configurations();
+    rule->set_rule_configuration_name(debug_names[i % 3] + std::to_string(i));
+    rule->set_rule_evaluator_image("builtin");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = debug_names[i % 3];
+  }
+  for (int i = 0; i < profiler_rules; ++i) {
+    auto* rule = request.add_profiler_rule_configurations();
+    rule->set_rule_configuration_name("ProfilerReport" + std::to_string(i));
+    rule->set_rule_evaluator_image(
+        "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
+  }
+  return request;
+}
+
+// Records every watch callback.
+class RecordingWatcher : public JobWatcher {
+ public:
+  void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse> event) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(event));
+  }
+  void OnEnd(absl::Status status) override {
+    absl::MutexLock lock(&mu_);
+    end_ = status;
+    ended_.Notify();
+  }
+  absl::Status WaitForEnd() {
+    EXPECT_TRUE(ended_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+  std::vector<std::shared_ptr<const v1::WatchTrainingJobResponse>> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<const v1::WatchTrainingJobResponse>> events_ ABSL_GUARDED_BY(mu_);
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
+  absl::Notification ended_;
+};
+
+class TrainingJobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open() {
+    auto sqlite = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
+    ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+    auto faulty = std::make_unique<persistence::FaultInjectingStorage>(*std::move(sqlite));
+    storage_ = faulty.get();
+    TrainingJobManagerOptions options;
+    options.validation.data_roots.push_back(dir_.path());
+    auto manager = TrainingJobManager::Create(std::move(faulty), std::move(options));
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = *std::move(manager);
+  }
+
+  void Reopen() {
+    manager_.reset();
+    Open();
+  }
+
+  absl::StatusOr<v1::CreateTrainingJobResponse> Create(const v1::CreateTrainingJobRequest& r) {
+    return CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, r);
+  }
+  absl::StatusOr<v1::DescribeTrainingJobResponse> Describe(const std::string& name) {
+    v1::DescribeTrainingJobRequest request;
+    request.set_training_job_name(name);
+    return CallSync<v1::DescribeTrainingJobResponse>(*manager_, &H::DescribeTrainingJob, request);
+  }
+  absl::Status Stop(const std::string& name) {
+    v1::StopTrainingJobRequest request;
+    request.set_training_job_name(name);
+    return CallSync<v1::StopTrainingJobResponse>(*manager_, &H::StopTrainingJob, request).status();
+  }
+  absl::Status Delete(const std::string& name) {
+    v1::DeleteTrainingJobRequest request;
+    request.set_training_job_name(name);
+    return CallSync<v1::DeleteTrainingJobResponse>(*manager_, &H::DeleteTrainingJob, request)
+        .status();
+  }
+  absl::StatusOr<v1::ListTrainingJobsResponse> List(const v1::ListTrainingJobsRequest& r) {
+    return CallSync<v1::ListTrainingJobsResponse>(*manager_, &H::ListTrainingJobs, r);
+  }
+  absl::StatusOr<v1::UpdateTrainingJobResponse> Update(const v1::UpdateTrainingJobRequest& r) {
+    return CallSync<v1::UpdateTrainingJobResponse>(*manager_, &H::UpdateTrainingJob, r);
+  }
+  // Waits until the job reaches `status` (the second half of a stop runs on
+  // the committer thread).
+  v1::DescribeTrainingJobResponse WaitForStatus(const std::string& name, JobStatus status) {
+    for (int i = 0; i < 500; ++i) {
+      auto job = Describe(name);
+      if (job.ok() && job->training_job_status() == status) return *job;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ADD_FAILURE() << name << " never reached " << JobStatusName(status);
+    return {};
+  }
+
+  ScopedTempDir dir_;
+  persistence::FaultInjectingStorage* storage_ = nullptr;
+  std::unique_ptr<TrainingJobManager> manager_;
+};
+
+TEST_F(TrainingJobManagerTest, CreateThenDescribeReturnsTheJobAsSageMakerDoes) {
+  auto created = Create(JobRequest("job-1"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->training_job_arn(), "arn:aws:sagemaker:local:000000000000:training-job/job-1");
+
+  auto job = Describe("job-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training_job_status(), v1::TrainingJobStatus::InProgress);
+  EXPECT_EQ(job->secondary_status(), v1::SecondaryStatus::Starting);
+  ASSERT_EQ(job->secondary_status_transitions_size(), 1);
+  EXPECT_TRUE(job->secondary_status_transitions(0).has_start_time());
+  EXPECT_TRUE(job->has_creation_time());
+  EXPECT_TRUE(job->has_last_modified_time());
+  EXPECT_EQ(job->profiling_status(), v1::ProfilingStatus::Enabled);
+  EXPECT_EQ(job->profiler_config().profiling_interval_in_milliseconds(), 500);
+  EXPECT_EQ(job->config_version(), 1);
+  ASSERT_EQ(job->debug_rule_evaluation_statuses_size(), 2);
+  ASSERT_EQ(job->profiler_rule_evaluation_statuses_size(), 1);
+  for (const auto& rule : job->debug_rule_evaluation_statuses()) {
+    EXPECT_EQ(rule.rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
+    EXPECT_THAT(rule.rule_evaluation_job_arn(),
+                HasSubstr("arn:aws:sagemaker:local:000000000000:processing-job/job-1-"));
+    EXPECT_TRUE(rule.has_last_modified_time());
+  }
+  EXPECT_EQ(job->debug_rule_evaluation_statuses(0).rule_configuration_name(),
+            "VanishingGradient0");
+}
+
+TEST_F(TrainingJobManagerTest, DuplicateNameIsAlreadyExists) {
+  ASSERT_TRUE(Create(JobRequest("dup")).ok());
+  auto again = Create(JobRequest("dup"));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.status().message(), HasSubstr("dup"));
+}
+
+TEST_F(TrainingJobManagerTest, InvalidRequestNamesTheField) {
+  auto request = JobRequest("bad_name!");
+  auto created = Create(request);
+  ASSERT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+  auto violations = FieldViolationsOf(created.status());
+  ASSERT_FALSE(violations.empty());
+  EXPECT_EQ(violations[0].field, "TrainingJobName");
+  EXPECT_EQ(Describe("bad_name!").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TrainingJobManagerTest, UnknownJobIsNotFound) {
+  EXPECT_EQ(Describe("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Stop("nope").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Delete("nope").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TrainingJobManagerTest, StopGoesThroughStoppingToStoppedWithRules) {
+  ASSERT_TRUE(Create(JobRequest("s")).ok());
+  ASSERT_TRUE(Stop("s").ok());
+  auto job = WaitForStatus("s", v1::TrainingJobStatus::Stopped);
+  EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::Stopped);
+  std::vector<SecondaryStatus> seen;
+  for (const auto& t : job.secondary_status_transitions()) seen.push_back(t.status());
+  EXPECT_THAT(seen, ElementsAre(v1::SecondaryStatus::Starting, v1::SecondaryStatus::Stopping,
+                                v1::SecondaryStatus::Stopped));
+  // Every transition but the current one has an end time.
+  EXPECT_TRUE(job.secondary_status_transitions(0).has_end_time());
+  EXPECT_TRUE(job.secondary_status_transitions(1).has_end_time());
+  EXPECT_FALSE(job.secondary_status_transitions(2).has_end_time());
+  EXPECT_TRUE(job.has_training_end_time());
+  for (const auto& rule : job.debug_rule_evaluation_statuses()) {
+    EXPECT_EQ(rule.rule_evaluation_status(), v1::RuleEvaluationStatus::Stopped);
+  }
+  // Stopping again is a no-op that succeeds, as in SageMaker.
+  EXPECT_TRUE(Stop("s").ok());
+}
+
+TEST_F(TrainingJobManagerTest, UpdateChangesProfilingOnlyWhileInProgress) {
+  ASSERT_TRUE(Create(JobRequest("u")).ok());
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("u");
+  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  (*update.mutable_profiler_config()->mutable_profiling_parameters())["DetailedProfilingConfig"] =
+      R"({"StartStep": 5, "NumSteps": 3})";
+  auto* rule = update.add_profiler_rule_configurations();
+  rule->set_rule_configuration_name("CPU");
+  rule->set_rule_evaluator_image("builtin");
+  (*rule->mutable_rule_parameters())["rule_to_invoke"] = "CPUBottleneck";
+  ASSERT_TRUE(Update(update).ok());
+
+  auto job = Describe("u");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->config_version(), 2);
+  EXPECT_EQ(job->profiler_config().profiling_interval_in_milliseconds(), 100);
+  EXPECT_EQ(job->profiler_config().profiling_parameters().at("DetailedProfilingConfig"),
+            R"({"StartStep": 5, "NumSteps": 3})");
+  ASSERT_EQ(job->profiler_rule_evaluation_statuses_size(), 2);
+  EXPECT_EQ(job->profiler_rule_evaluation_statuses(1).rule_configuration_name(), "CPU");
+  EXPECT_EQ(job->profiler_rule_evaluation_statuses(1).rule_evaluation_status(),
+            v1::RuleEvaluationStatus::InProgress);
+
+  // Same rule name again: refused, naming the field.
+  update.clear_profiler_config();
+  auto duplicate = Update(update);
+  ASSERT_EQ(duplicate.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldViolationsOf(duplicate.status())[0].field,
+            "ProfilerRuleConfigurations[0].RuleConfigurationName");
+
+  v1::UpdateTrainingJobRequest disable;
+  disable.set_training_job_name("u");
+  disable.mutable_profiler_config()->set_disable_profiler(true);
+  ASSERT_TRUE(Update(disable).ok());
+  EXPECT_EQ(Describe("u")->profiling_status(), v1::ProfilingStatus::Disabled);
+  EXPECT_EQ(Describe("u")->config_version(), 3);
+
+  ASSERT_TRUE(Stop("u").ok());
+  WaitForStatus("u", v1::TrainingJobStatus::Stopped);
+  EXPECT_EQ(Update(disable).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(TrainingJobManagerTest, UpdateRefusesMoreThanTwentyProfilerRules) {
+  ASSERT_TRUE(Create(JobRequest("many", 0, 19)).ok());
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("many");
+  for (int i = 0; i < 2; ++i) {
+    auto* rule = update.add_profiler_rule_configurations();
+    rule->set_rule_configuration_name("extra" + std::to_string(i));
+    rule->set_rule_evaluator_image("builtin");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "StepOutlier";
+  }
+  auto result = Update(update);
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("21"));
+  update.mutable_profiler_rule_configurations()->RemoveLast();
+  EXPECT_TRUE(Update(update).ok());
+}
+
+TEST_F(TrainingJobManagerTest, DeleteOnlyTerminalJobsAndNameBecomesFree) {
+  ASSERT_TRUE(Create(JobRequest("d")).ok());
+  EXPECT_EQ(Delete("d").code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Stop("d").ok());
+  WaitForStatus("d", v1::TrainingJobStatus::Stopped);
+  ASSERT_TRUE(Delete("d").ok());
+  EXPECT_EQ(Describe("d").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Create(JobRequest("d")).ok());
+}
+
+TEST_F(TrainingJobManagerTest, EverythingAcknowledgedSurvivesARestart) {
+  ASSERT_TRUE(Create(JobRequest("keep-1")).ok());
+  ASSERT_TRUE(Create(JobRequest("keep-2")).ok());
+  ASSERT_TRUE(Stop("keep-2").ok());
+  WaitForStatus("keep-2", v1::TrainingJobStatus::Stopped);
+  auto before = Describe("keep-1");
+  ASSERT_TRUE(before.ok());
+  Reopen();
+  auto after = Describe("keep-1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->SerializeAsString(), before->SerializeAsString());
+  EXPECT_EQ(Describe("keep-2")->training_job_status(), v1::TrainingJobStatus::Stopped);
+  EXPECT_EQ(manager_->job_count(), 2u);
+}
+
+TEST_F(TrainingJobManagerTest, AStopInterruptedByACrashCompletesAtStart) {
+  ASSERT_TRUE(Create(JobRequest("half")).ok());
+  ASSERT_TRUE(Stop("half").ok());
+  // Simulate a crash between the Stopping and Stopped commits: put the
+  // Stopping state back on disk directly, then start again.
+  auto job = WaitForStatus("half", v1::TrainingJobStatus::Stopped);
+  manager_.reset();
+  {
+    auto sqlite = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
+    ASSERT_TRUE(sqlite.ok());
+    JobRecord stopping = job;
+    stopping.set_training_job_status(v1::TrainingJobStatus::Stopping);
+    stopping.set_secondary_status(v1::SecondaryStatus::Stopping);
+    persistence::WriteBatch batch;
+    batch.Put({.name = "half",
+               .creation_time_us = ToUnixMicros(stopping.creation_time()),
+               .last_modified_us = ToUnixMicros(stopping.last_modified_time()),
+               .status = "Stopping",
+               .record = stopping.SerializeAsString()});
+    ASSERT_TRUE((*sqlite)->Write(batch).ok());
+  }
+  Open();
+  WaitForStatus("half", v1::TrainingJobStatus::Stopped);
+}
+
+TEST_F(TrainingJobManagerTest, StorageFailureFailsTheCallAndLosesNothing) {
+  ASSERT_TRUE(Create(JobRequest("before")).ok());
+  storage_->FailWrites(absl::ResourceExhaustedError("disk full (injected)"));
+  auto failed = Create(JobRequest("during"));
+  ASSERT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed.status().message(), HasSubstr("disk full"));
+  EXPECT_EQ(Describe("during").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Stop("before").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Describe("before")->training_job_status(), v1::TrainingJobStatus::InProgress);
+
+  storage_->Heal();
+  EXPECT_TRUE(Create(JobRequest("during")).ok());
+  Reopen();
+  EXPECT_TRUE(Describe("before").ok());
+  EXPECT_TRUE(Describe("during").ok());
+  EXPECT_EQ(Describe("before")->training_job_status(), v1::TrainingJobStatus::InProgress);
+}
+
+TEST_F(TrainingJobManagerTest, CorruptStoredRecordRefusesToStartNamingTheJob) {
+  manager_.reset();
+  {
+    auto sqlite = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
+    ASSERT_TRUE(sqlite.ok());
+    persistence::WriteBatch batch;
+    batch.Put({.name = "broken", .status = "InProgress", .record = "\xff\xff not a proto"});
+    ASSERT_TRUE((*sqlite)->Write(batch).ok());
+  }
+  auto sqlite = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
+  ASSERT_TRUE(sqlite.ok());
+  auto manager = TrainingJobManager::Create(*std::move(sqlite), {});
+  ASSERT_EQ(manager.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(manager.status().message(), HasSubstr("broken"));
+}
+
+TEST_F(TrainingJobManagerTest, WatchSeesCurrentStateThenEveryChangeThenEnds) {
+  ASSERT_TRUE(Create(JobRequest("w", 1, 0)).ok());
+  RecordingWatcher watcher;
+  v1::WatchTrainingJobRequest request;
+  request.set_training_job_name("w");
+  auto registration = manager_->WatchTrainingJob(request, &watcher);
+  ASSERT_TRUE(registration.ok()) << registration.status();
+
+  absl::Notification rule_set;
+  manager_->SetRuleEvaluationStatus("w", "VanishingGradient0", v1::RuleEvaluationStatus::IssuesFound,
+                                    "step 12: gradient mean 1e-9 < threshold 1e-7",
+                                    [&](absl::Status s) {
+                                      EXPECT_TRUE(s.ok()) << s;
+                                      rule_set.Notify();
+                                    });
+  rule_set.WaitForNotification();
+  ASSERT_TRUE(Stop("w").ok());
+  EXPECT_TRUE(watcher.WaitForEnd().ok());
+
+  auto events = watcher.events();
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0]->changes(0).kind(), v1::StatusChange::KIND_INITIAL_STATE);
+  EXPECT_EQ(events[1]->changes(0).kind(), v1::StatusChange::KIND_DEBUG_RULE_STATUS);
+  EXPECT_EQ(events[1]->changes(0).to(), "IssuesFound");
+  EXPECT_THAT(events[1]->changes(0).details(), HasSubstr("step 12"));
+  EXPECT_EQ(events[2]->training_job_status(), v1::TrainingJobStatus::Stopping);
+  EXPECT_EQ(events.back()->training_job_status(), v1::TrainingJobStatus::Stopped);
+  // The IssuesFound rule stays IssuesFound through the stop.
+  EXPECT_EQ(events.back()->debug_rule_evaluation_statuses(0).rule_evaluation_status(),
+            v1::RuleEvaluationStatus::IssuesFound);
+}
+
+TEST_F(TrainingJobManagerTest, WatchOfUnknownOrSettledJob) {
+  RecordingWatcher unknown;
+  v1::WatchTrainingJobRequest request;
+  request.set_training_job_name("ghost");
+  EXPECT_EQ(manager_->WatchTrainingJob(request, &unknown).status().code(),
+            absl::StatusCode::kNotFound);
+
+  ASSERT_TRUE(Create(JobRequest("done")).ok());
+  ASSERT_TRUE(Stop("done").ok());
+  WaitForStatus("done", v1::TrainingJobStatus::Stopped);
+  RecordingWatcher settled;
+  request.set_training_job_name("done");
+  auto registration = manager_->WatchTrainingJob(request, &settled);
+  ASSERT_TRUE(registration.ok());
+  EXPECT_TRUE(settled.WaitForEnd().ok());
+  EXPECT_EQ(settled.events().size(), 1u);
+}
+
+TEST_F(TrainingJobManagerTest, ListSortsFiltersAndPagesWithoutDuplicatesWhileJobsAreCreated) {
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_TRUE(Create(JobRequest(absl::StrCat("page-", 100 + i), 0, 0)).ok());
+  }
+  ASSERT_TRUE(Create(JobRequest("other-1", 0, 0)).ok());
+
+  v1::ListTrainingJobsRequest request;
+  request.set_name_contains("PAGE");  // Case-insensitive, as in SageMaker.
+  request.set_max_results(7);
+  request.set_sort_by("Name");
+  request.set_sort_order("Ascending");
+  std::vector<std::string> names;
+  int pages = 0;
+  int extra = 0;
+  while (true) {
+    auto page = List(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ++pages;
+    for (const auto& s : page->training_job_summaries()) names.push_back(s.training_job_name());
+    // New jobs that sort before the cursor must not disturb the paging.
+    ASSERT_TRUE(Create(JobRequest(absl::StrCat("page-0", extra++), 0, 0)).ok());
+    if (page->next_token().empty()) break;
+    request.set_next_token(page->next_token());
+  }
+  EXPECT_EQ(pages, 4);
+  ASSERT_EQ(names.size(), 25u);
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), 25u);
+
+  // Default: newest first.
+  v1::ListTrainingJobsRequest newest;
+  newest.set_max_results(1);
+  auto first = List(newest);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->training_job_summaries(0).training_job_name(), "page-03");
+
+  // A token replayed with other filters is refused.
+  v1::ListTrainingJobsRequest mismatched = request;
+  mismatched.set_name_contains("other");
+  mismatched.set_next_token(first->next_token());
+  auto refused = List(mismatched);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldViolationsOf(refused.status())[0].field, "NextToken");
+  mismatched.set_next_token("garbage!!");
+  EXPECT_EQ(List(mismatched).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Status filter.
+  ASSERT_TRUE(Stop("other-1").ok());
+  WaitForStatus("other-1", v1::TrainingJobStatus::Stopped);
+  v1::ListTrainingJobsRequest stopped;
+  stopped.set_status_equals(v1::TrainingJobStatus::Stopped);
+  auto only = List(stopped);
+  ASSERT_TRUE(only.ok());
+  ASSERT_EQ(only->training_job_summaries_size(), 1);
+  EXPECT_EQ(only->training_job_summaries(0).training_job_name(), "other-1");
+}
+
+TEST_F(TrainingJobManagerTest, ListPagesByCreationTimeAndStatusBothDirections) {
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Create(JobRequest(absl::StrCat("c", i), 0, 0)).ok());
+  }
+  for (const char* sort_by : {"CreationTime", "Status", "Name"}) {
+    for (const char* order : {"Ascending", "Descending"}) {
+      v1::ListTrainingJobsRequest request;
+      request.set_sort_by(sort_by);
+      request.set_sort_order(order);
+      request.set_max_results(5);
+      std::set<std::string> seen;
+      int count = 0;
+      while (true) {
+        auto page = List(request);
+        ASSERT_TRUE(page.ok()) << page.status();
+        for (const auto& s : page->training_job_summaries()) {
+          seen.insert(s.training_job_name());
+          ++count;
+        }
+        if (page->next_token().empty()) break;
+        request.set_next_token(page->next_token());
+      }
+      EXPECT_EQ(count, 12) << sort_by << "/" << order;
+      EXPECT_EQ(seen.size(), 12u);
+    }
+  }
+}
+
+TEST_F(TrainingJobManagerTest, ConcurrentCreatesAreAllDurable) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        if (Create(JobRequest(absl::StrCat("t", t, "-", i), 1, 1)).ok()) ++ok;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(ok.load(), kThreads * kPerThread);
+  Reopen();
+  EXPECT_EQ(manager_->job_count(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+TEST_F(TrainingJobManagerTest, ShutdownRefusesNewChangesButKeepsQueuedOnes) {
+  ASSERT_TRUE(Create(JobRequest("x")).ok());
+  manager_->Shutdown();
+  EXPECT_EQ(Create(JobRequest("y")).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Describe("x").ok());
+}
+
+}  // namespace
+}  // namespace debugplane::core
