@@ -5,10 +5,10 @@
 
 #include <filesystem>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace debugplane::core {
 
@@ -27,7 +27,14 @@ struct OutputLocation {
 // Local paths must lie within one of `data_roots` (absolute, canonical
 // directories): a path with a ".." component is refused, and the longest
 // existing prefix of the path is resolved with realpath so that a symlink
-// cannot lead outside the roots. The path itself need not exist yet.
+// cannot lead outside the roots. The path itself need not exist yet. The path
+// as given must be inside a root too (an alias of a root from outside is
+// refused), and a dangling or looping symlink on the way is refused: writing
+// through it would create its target, wherever that is.
+//
+// Any URI longer than 1024 characters (the S3Uri limit) or containing a
+// control character (NUL included) is refused. s3:// needs a bucket and
+// https:// a host; object-store keys are not interpreted (".." is literal).
 //
 // Returns the location, or INVALID_ARGUMENT whose message says what is wrong
 // (not a URI of a known scheme, relative, "..", outside the data roots, a

@@ -5,19 +5,28 @@
 // Every function returns OK, or INVALID_ARGUMENT carrying one
 // google.rpc.BadRequest field violation per problem (see field_violations.h);
 // field paths use the SageMaker member names, e.g.
-// "DebugRuleConfigurations[1].RuleParameters.rule_to_invoke". All problems of
-// a request are reported at once, not only the first.
-// Thread-safe: all functions are pure.
+// "DebugRuleConfigurations[1].RuleParameters.rule_to_invoke". A map entry is
+// `Map.key` when the key is an identifier ([A-Za-z_][A-Za-z0-9_]*, as
+// rule_to_invoke) and `Map["key"]` otherwise (e.g.
+// `CollectionParameters["train.save_interval"]`), as in JavaScript; user
+// values in paths and descriptions are escaped and cut to 64 characters.
+//
+// All problems of a request are reported at once, not only the first, up to
+// 20 violations or about 1.8 KB of text; a last violation then counts the
+// rest. That keeps the error within gRPC's default 8 KiB of trailers (the
+// message travels twice) whatever the size of the request.
+// Lengths are counted in characters (code points), as SageMaker does.
+// Thread-safe: all functions are pure (output paths read the file system).
 
 #ifndef DEBUGPLANE_CORE_VALIDATION_H_
 #define DEBUGPLANE_CORE_VALIDATION_H_
 
 #include <filesystem>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "debugplane/v1/training_job.pb.h"
 
 namespace debugplane::core {
@@ -36,7 +45,8 @@ inline constexpr int kMaxRulesPerKind = 20;
 
 // Checks a TrainingJobName ([a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}, 1-63 chars)
 // reporting violations against `field`.
-absl::Status ValidateTrainingJobName(absl::string_view name, absl::string_view field = "TrainingJobName");
+absl::Status ValidateTrainingJobName(absl::string_view name,
+                                     absl::string_view field = "TrainingJobName");
 
 // Checks a whole CreateTrainingJob request: required members, name pattern and
 // length, map sizes and key/value limits, list limits, unique rule

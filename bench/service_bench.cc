@@ -1,0 +1,307 @@
+// Load generator for TrainingJobService: Create, Describe and List throughput
+// and latency at several numbers of concurrent callers, against the real
+// server stack (job manager + SQLite with fsync, group commit) and, in the
+// same run, against a no-op handler on the same gRPC server stack: the
+// ceiling. Prints a table and the real/ceiling ratios.
+//
+//   service_bench [--seconds 3] [--callers 1,16,64] [--ops create,describe,list]
+//                 [--preload 1000] [--data-dir DIR]
+//
+// Each caller is closed-loop: it sends its next call when the previous one
+// returns. Callers share one channel (one HTTP/2 connection), as one client
+// process would.
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "core/training_job_manager.h"
+#include "debugplane/v1/training_job.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "persistence/sqlite_storage.h"
+#include "service/server.h"
+
+namespace debugplane::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The ceiling: answers every call at once with an empty response.
+class NoopHandler final : public core::TrainingJobHandler {
+ public:
+  void CreateTrainingJob(const v1::CreateTrainingJobRequest&, v1::CreateTrainingJobResponse*,
+                         core::DoneCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  void DescribeTrainingJob(const v1::DescribeTrainingJobRequest&,
+                           v1::DescribeTrainingJobResponse*, core::DoneCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  void ListTrainingJobs(const v1::ListTrainingJobsRequest&, v1::ListTrainingJobsResponse*,
+                        core::DoneCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  void UpdateTrainingJob(const v1::UpdateTrainingJobRequest&, v1::UpdateTrainingJobResponse*,
+                         core::DoneCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  void StopTrainingJob(const v1::StopTrainingJobRequest&, v1::StopTrainingJobResponse*,
+                       core::DoneCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  void DeleteTrainingJob(const v1::DeleteTrainingJobRequest&, v1::DeleteTrainingJobResponse*,
+                         core::DoneCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  absl::StatusOr<std::unique_ptr<core::WatchRegistration>> WatchTrainingJob(
+      const v1::WatchTrainingJobRequest&, core::JobWatcher*) override {
+    return absl::UnimplementedError("no-op");
+  }
+};
+
+// A realistic job: the Debugger guide's CLI template shape, with two debug
+// rules and ProfilerReport.
+v1::CreateTrainingJobRequest JobRequest(const std::string& name) {
+  v1::CreateTrainingJobRequest r;
+  r.set_training_job_name(name);
+  r.set_role_arn("arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole");
+  auto* algorithm = r.mutable_algorithm_specification();
+  algorithm->set_training_image(
+      "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:1.13-gpu-py39");
+  algorithm->set_training_input_mode("File");
+  (*r.mutable_hyper_parameters())["epochs"] = "10";
+  (*r.mutable_hyper_parameters())["sagemaker_program"] = "train.py";
+  r.mutable_output_data_config()->set_s3_output_path("s3://bucket/bench/output");
+  auto* hook = r.mutable_debug_hook_config();
+  hook->set_s3_output_path("s3://bucket/bench/debug-output");
+  auto* collection = hook->add_collection_configurations();
+  collection->set_collection_name("gradients");
+  (*collection->mutable_collection_parameters())["save_interval"] = "10";
+  for (const char* rule_name : {"VanishingGradient", "LossNotDecreasing"}) {
+    auto* rule = r.add_debug_rule_configurations();
+    rule->set_rule_configuration_name(rule_name);
+    rule->set_rule_evaluator_image(
+        "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_name;
+  }
+  auto* profiler_rule = r.add_profiler_rule_configurations();
+  profiler_rule->set_rule_configuration_name("ProfilerReport");
+  profiler_rule->set_rule_evaluator_image(
+      "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest");
+  (*profiler_rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
+  r.mutable_profiler_config()->set_profiling_interval_in_milliseconds(500);
+  r.mutable_resource_config()->set_instance_type("ml.p3.2xlarge");
+  r.mutable_resource_config()->set_instance_count(1);
+  r.mutable_stopping_condition()->set_max_runtime_in_seconds(86400);
+  return r;
+}
+
+struct Result {
+  double ops_per_second = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  int64_t errors = 0;
+};
+
+// Runs `callers` closed-loop callers of one operation for `duration`.
+class LoadRun {
+ public:
+  LoadRun(v1::TrainingJobService::Stub* stub, std::string op, std::string target, int callers,
+          int preloaded)
+      : stub_(stub),
+        op_(std::move(op)),
+        target_(std::move(target)),
+        callers_(callers),
+        preloaded_(preloaded) {}
+
+  Result Run(absl::Duration duration) {
+    deadline_ = absl::Now() + duration;
+    start_ = absl::Now();
+    active_ = callers_;
+    latencies_.resize(callers_);
+    for (int i = 0; i < callers_; ++i) Issue(i);
+    finished_.WaitForNotification();
+    const double seconds = absl::ToDoubleSeconds(end_ - start_);
+    std::vector<int64_t> all;
+    for (auto& l : latencies_) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    Result result;
+    result.errors = errors_.load();
+    if (all.empty()) return result;
+    result.ops_per_second = all.size() / seconds;
+    result.p50_us = all[all.size() / 2] / 1000.0;
+    result.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)] / 1000.0;
+    return result;
+  }
+
+ private:
+  struct Call {
+    grpc::ClientContext context;
+    v1::CreateTrainingJobRequest create;
+    v1::CreateTrainingJobResponse create_response;
+    v1::DescribeTrainingJobRequest describe;
+    v1::DescribeTrainingJobResponse describe_response;
+    v1::ListTrainingJobsRequest list;
+    v1::ListTrainingJobsResponse list_response;
+    absl::Time sent;
+  };
+
+  void Issue(int caller) {
+    if (absl::Now() >= deadline_) {
+      if (--active_ == 0) {
+        end_ = absl::Now();
+        finished_.Notify();
+      }
+      return;
+    }
+    auto call = std::make_shared<Call>();
+    const int64_t n = sequence_++;
+    auto on_done = [this, caller, call](grpc::Status status) {
+      const absl::Time now = absl::Now();
+      if (status.ok()) {
+        latencies_[caller].push_back(absl::ToInt64Nanoseconds(now - call->sent));
+      } else if (errors_++ < 3) {
+        std::fprintf(stderr, "%s %s: %s\n", target_.c_str(), op_.c_str(),
+                     status.error_message().c_str());
+      }
+      Issue(caller);
+    };
+    call->sent = absl::Now();
+    if (op_ == "create") {
+      call->create = JobRequest(absl::StrCat("run-", target_, "-", callers_, "-", n));
+      stub_->async()->CreateTrainingJob(&call->context, &call->create, &call->create_response,
+                                        std::move(on_done));
+    } else if (op_ == "describe") {
+      call->describe.set_training_job_name(absl::StrCat("pre-", n % preloaded_));
+      stub_->async()->DescribeTrainingJob(&call->context, &call->describe,
+                                          &call->describe_response, std::move(on_done));
+    } else {
+      call->list.set_max_results(20);
+      stub_->async()->ListTrainingJobs(&call->context, &call->list, &call->list_response,
+                                       std::move(on_done));
+    }
+  }
+
+  v1::TrainingJobService::Stub* stub_;
+  const std::string op_;
+  const std::string target_;
+  const int callers_;
+  const int preloaded_;
+  absl::Time start_, end_, deadline_;
+  std::atomic<int> active_{0};
+  std::atomic<int64_t> sequence_{0};
+  std::atomic<int64_t> errors_{0};
+  std::vector<std::vector<int64_t>> latencies_;
+  absl::Notification finished_;
+};
+
+struct Target {
+  std::string name;
+  std::unique_ptr<core::TrainingJobHandler> handler;
+  std::unique_ptr<service::GrpcServer> server;
+  std::unique_ptr<v1::TrainingJobService::Stub> stub;
+};
+
+}  // namespace
+}  // namespace debugplane::bench
+
+int main(int argc, char** argv) {
+  using namespace debugplane;
+  using namespace debugplane::bench;
+  CLI::App app{"TrainingJobService load generator: real server vs no-op ceiling"};
+  double seconds = 3;
+  std::vector<int> callers = {1, 16, 64};
+  std::vector<std::string> ops = {"create", "describe", "list"};
+  int preload = 1000;
+  std::string data_dir;
+  app.add_option("--seconds", seconds, "Duration of each measurement")->capture_default_str();
+  app.add_option("--callers", callers, "Concurrent callers")->delimiter(',');
+  app.add_option("--ops", ops, "Operations: create, describe, list")->delimiter(',');
+  app.add_option("--preload", preload, "Jobs created before Describe/List")->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Database directory (default: a fresh temp dir)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (data_dir.empty()) {
+    std::string pattern = (fs::temp_directory_path() / "dpbenchXXXXXX").string();
+    data_dir = mkdtemp(pattern.data());
+  }
+  fs::create_directories(data_dir);
+
+  auto storage = persistence::SqliteStorage::Open((fs::path(data_dir) / "bench.db").string());
+  if (!storage.ok()) {
+    std::fprintf(stderr, "%s\n", storage.status().ToString().c_str());
+    return 1;
+  }
+  auto manager = core::TrainingJobManager::Create(*std::move(storage), {});
+  if (!manager.ok()) {
+    std::fprintf(stderr, "%s\n", manager.status().ToString().c_str());
+    return 1;
+  }
+
+  std::vector<Target> targets;
+  targets.push_back({"real", *std::move(manager), nullptr, nullptr});
+  targets.push_back({"noop", std::make_unique<NoopHandler>(), nullptr, nullptr});
+  for (Target& target : targets) {
+    service::GrpcServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    auto server = service::GrpcServer::Start(options, target.handler.get());
+    if (!server.ok()) {
+      std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+      return 1;
+    }
+    target.server = *std::move(server);
+    grpc::ChannelArguments args;
+    // A channel per target, never shared with another target.
+    args.SetInt("grpc.channel_id", static_cast<int>(&target - targets.data()));
+    target.stub = v1::TrainingJobService::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", target.server->port()), grpc::InsecureChannelCredentials(),
+        args));
+  }
+
+  // Preload the real server for Describe and List.
+  {
+    for (int i = 0; i < preload; ++i) {
+      grpc::ClientContext context;
+      v1::CreateTrainingJobResponse response;
+      grpc::Status status = targets[0].stub->CreateTrainingJob(
+          &context, JobRequest(absl::StrCat("pre-", i)), &response);
+      if (!status.ok()) {
+        std::fprintf(stderr, "preload: %s\n", status.error_message().c_str());
+        return 1;
+      }
+    }
+  }
+
+  std::printf("service_bench: %.1f s per cell, %d preloaded jobs, data dir %s\n", seconds,
+              preload, data_dir.c_str());
+  std::printf("%-9s %7s | %12s %9s %9s | %12s %9s %9s | %6s\n", "op", "callers", "real ops/s",
+              "p50 us", "p99 us", "noop ops/s", "p50 us", "p99 us", "ratio");
+  for (const std::string& op : ops) {
+    for (int c : callers) {
+      Result results[2];
+      for (int t = 0; t < 2; ++t) {
+        LoadRun run(targets[t].stub.get(), op, targets[t].name, c, preload);
+        results[t] = run.Run(absl::Seconds(seconds));
+      }
+      const double ratio =
+          results[1].ops_per_second > 0 ? results[0].ops_per_second / results[1].ops_per_second : 0;
+      std::printf("%-9s %7d | %12.0f %9.0f %9.0f | %12.0f %9.0f %9.0f | %5.0f%%%s\n", op.c_str(), c,
+                  results[0].ops_per_second, results[0].p50_us, results[0].p99_us,
+                  results[1].ops_per_second, results[1].p50_us, results[1].p99_us, ratio * 100,
+                  results[0].errors + results[1].errors > 0 ? "  (errors!)" : "");
+      std::fflush(stdout);
+    }
+  }
+  for (Target& target : targets) target.server->Shutdown(absl::Seconds(1));
+  static_cast<core::TrainingJobManager*>(targets[0].handler.get())->Shutdown();
+  return 0;
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds debugplane and runs the server in the
+# foreground with an embedded SQLite database under the default data directory
+# ($XDG_DATA_HOME/debugplane or ~/.local/share/debugplane).
+# Extra arguments go to debugplane-server, e.g. --listen 0.0.0.0:7070.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDP_BUILD_TESTS=OFF \
+  -DDP_BUILD_BENCH=OFF > /dev/null
+cmake --build build/release --target debugplane-server debugplane
+echo "CLI: $(pwd)/build/release/debugplane (e.g. build/release/debugplane list)"
+exec build/release/debugplane-server "$@"

@@ -1,0 +1,121 @@
+// Runs the real debugplane-server binary for end-to-end tests: on loopback,
+// on a free port, with its own data directory.
+
+#ifndef DEBUGPLANE_TESTS_SERVICE_SERVER_PROCESS_H_
+#define DEBUGPLANE_TESTS_SERVICE_SERVER_PROCESS_H_
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "debugplane/v1/training_job.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+
+namespace debugplane::testing {
+
+class ServerProcess {
+ public:
+  // Starts debugplane-server with `--listen 127.0.0.1:0 --data-dir data_dir`
+  // plus `extra_args`, and waits until it reports its port.
+  ServerProcess(std::filesystem::path data_dir, std::vector<std::string> extra_args = {})
+      : data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)) {
+    Start();
+  }
+  ~ServerProcess() { Kill(SIGKILL); }
+
+  void Start() {
+    int out[2];
+    ASSERT_EQ(pipe(out), 0);
+    std::vector<std::string> args = {DP_SERVER_BINARY, "--listen", "127.0.0.1:0", "--data-dir",
+                                     data_dir_.string(), "--log-level", "warn"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      close(out[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    stdout_fd_ = out[0];
+    // Read "debugplane-server listening on port N".
+    std::string line;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      pollfd p{stdout_fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char c;
+      if (read(stdout_fd_, &c, 1) != 1) break;
+      if (c != '\n') {
+        line.push_back(c);
+        continue;
+      }
+      const std::string prefix = "debugplane-server listening on port ";
+      if (line.rfind(prefix, 0) == 0 && absl::SimpleAtoi(line.substr(prefix.size()), &port_)) {
+        break;
+      }
+      line.clear();
+    }
+    ASSERT_GT(port_, 0) << "server did not start";
+  }
+
+  // Sends `signal` and reaps the process. Returns its exit status (as from
+  // waitpid), or -1 if it was not running.
+  int Kill(int signal) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, signal);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    port_ = 0;
+    if (stdout_fd_ >= 0) close(stdout_fd_);
+    stdout_fd_ = -1;
+    return status;
+  }
+
+  void Restart() {
+    Kill(SIGKILL);
+    Start();
+  }
+
+  bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+  int port() const { return port_; }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+  std::shared_ptr<grpc::Channel> Channel() const {
+    return grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  }
+  std::unique_ptr<v1::TrainingJobService::Stub> Stub() const {
+    return v1::TrainingJobService::NewStub(Channel());
+  }
+
+ private:
+  std::filesystem::path data_dir_;
+  std::vector<std::string> extra_args_;
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace debugplane::testing
+
+#endif  // DEBUGPLANE_TESTS_SERVICE_SERVER_PROCESS_H_
