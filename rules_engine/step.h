@@ -1,0 +1,65 @@
+// What rules see of a training trial: steps of decoded tensors.
+
+#ifndef DEBUGPLANE_RULES_ENGINE_STEP_H_
+#define DEBUGPLANE_RULES_ENGINE_STEP_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace debugplane::rules_engine {
+
+// smdebug's modes; the values are those of the `mode` plugin data.
+enum class Mode { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
+
+// "TRAIN", "EVAL", "PREDICT", "GLOBAL".
+absl::string_view ModeName(Mode mode);
+
+// One decoded tensor of one worker at one step.
+struct Tensor {
+  std::string name;    // e.g. "gradient/Sequential_fc1.weight".
+  std::string worker;  // e.g. "worker_0".
+  int dtype = 0;       // TensorFlow DataType number (FLOAT=1, DOUBLE=2, ...).
+  std::vector<int64_t> shape;
+  // The elements in C order, converted to double (bool -> 0/1; half and
+  // bfloat16 widened). Empty for a tensor saved without values.
+  std::vector<double> values;
+};
+
+// Everything saved at one global step, by all workers, with only the
+// tensors that were asked for.
+struct Step {
+  int64_t global_step = 0;
+  Mode mode = Mode::kGlobal;
+  int64_t mode_step = 0;
+  std::vector<Tensor> tensors;  // Ordered by (name, worker).
+
+  // The tensor named `name` of the first worker that has it, or nullptr.
+  const Tensor* Find(absl::string_view name) const;
+};
+
+// One collection of the trial's collections file.
+struct Collection {
+  std::string name;
+  std::vector<std::string> include_regex;
+  std::vector<std::string> tensor_names;
+};
+
+// What the trial says about itself (collections file, workers).
+struct TrialInfo {
+  std::map<std::string, Collection> collections;  // By name.
+  int num_workers = 1;
+  std::vector<std::string> workers;  // Seen so far, sorted.
+
+  // True if `tensor` is listed in collection `name` or matches one of its
+  // include_regex patterns (RE2 syntax; smdebug's Python patterns such as
+  // "^(?!gradient).*bias" that RE2 cannot express fall back to std::regex).
+  bool InCollection(absl::string_view name, absl::string_view tensor) const;
+};
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_STEP_H_

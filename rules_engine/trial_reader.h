@@ -1,0 +1,73 @@
+// Reads an smdebug trial directory (../shared/reference/smdebug-format.md)
+// incrementally while training writes it.
+
+#ifndef DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
+#define DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rules_engine/step.h"
+#include "rules_engine/trial_storage.h"
+
+namespace debugplane::rules_engine {
+
+// Which tensors to decode; the others are skipped using the index files
+// without reading their records. Called with the tensor name and the trial
+// info as known when the step is read.
+using TensorFilter = std::function<bool(const std::string& tensor, const TrialInfo& info)>;
+
+// What the reader has seen, for error messages a person can act on
+// ("No debugging data" with the cause).
+struct TrialSummary {
+  std::string path;              // The trial location read.
+  bool exists = false;           // The directory is there.
+  bool has_collections = false;  // collections/ file parsed.
+  int64_t steps_seen = 0;        // Complete steps found.
+  int64_t last_global_step = -1;
+  std::vector<std::string> tensor_names_seen;  // Sorted, at most 200.
+  int64_t records_skipped = 0;   // Corrupt records skipped (see ReadNewSteps).
+  bool training_ended = false;   // training_job_end.ts present.
+};
+
+// Not thread-safe: one reader per rule evaluation (or one shared under the
+// caller's lock).
+class TrialReader {
+ public:
+  // A reader of the trial at `path` in `storage`. Does no I/O: a missing
+  // directory is not an error (training may not have started).
+  TrialReader(std::shared_ptr<TrialStorage> storage, std::string path);
+
+  // Returns the steps completed since the last call, in ascending global
+  // step order, each read once: a step is complete when its index and event
+  // files are there for all `num_workers` workers (or training has ended)
+  // and every record it needs is whole. A half-written last record is not an
+  // error: the step is returned by a later call.
+  //
+  // Errors (the trial is unusable; the message names the file, the byte
+  // offset and the tensor): DATA_LOSS for a CRC mismatch or a record that
+  // does not parse, INVALID_ARGUMENT for an unknown dtype or a size that
+  // does not match the shape, and the storage's errors. After an error the
+  // reader may be called again; the same error recurs.
+  absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted);
+
+  // True once training_job_end.ts was seen and every step was returned.
+  bool finished() const;
+
+  const TrialInfo& info() const;
+  const TrialSummary& summary() const;
+
+ private:
+  struct State;
+  std::shared_ptr<TrialStorage> storage_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
