@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libre2-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang
+  clang openssl
 )
 
 missing=()

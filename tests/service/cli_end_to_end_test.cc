@@ -1,0 +1,143 @@
+// The `debugplane` CLI binary against the real server: the README's example
+// session, exit codes, TLS and the server's config file.
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/core/test_util.h"
+#include "tests/service/server_process.h"
+
+namespace debugplane {
+namespace {
+
+using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together.
+};
+
+CliResult RunCli(const std::string& server, const std::string& args,
+                 const std::string& extra_global = "", int timeout_seconds = 10) {
+  const std::string command =
+      absl::StrCat(DP_CLI_BINARY, " --server ", server, " --timeout ", timeout_seconds, " ",
+                   extra_global, " ", args, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  CliResult result;
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) result.out += buffer;
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+const std::string kTemplate = std::string(DP_SOURCE_DIR) + "/deploy/examples/debugger-training-job.json";
+
+TEST(CliEndToEndTest, TheReadmeSessionWorksWithScriptableExitCodes) {
+  ScopedTempDir dir;
+  ServerProcess server(dir.path());
+  const std::string addr = server.address();
+
+  CliResult created = RunCli(addr, "create --file " + kTemplate);
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  EXPECT_THAT(created.out, HasSubstr("training-job/debugger-aws-cli-test"));
+
+  CliResult again = RunCli(addr, "create --file " + kTemplate);
+  EXPECT_EQ(again.exit_code, 5) << again.out;
+
+  CliResult described = RunCli(addr, "describe debugger-aws-cli-test");
+  ASSERT_EQ(described.exit_code, 0) << described.out;
+  nlohmann::json job = nlohmann::json::parse(described.out);
+  EXPECT_EQ(job["TrainingJobStatus"], "InProgress");
+  EXPECT_EQ(job["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"], "InProgress");
+
+  CliResult updated = RunCli(addr, "update debugger-aws-cli-test --interval 100");
+  ASSERT_EQ(updated.exit_code, 0) << updated.out;
+  CliResult bad_update = RunCli(addr, "update debugger-aws-cli-test --interval 750");
+  EXPECT_EQ(bad_update.exit_code, 3) << bad_update.out;
+  EXPECT_THAT(bad_update.out, HasSubstr("ProfilingIntervalInMilliseconds"));
+
+  CliResult stopped = RunCli(addr, "stop debugger-aws-cli-test");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.out;
+  // The watch starts from the current state and ends once everything is terminal.
+  CliResult watched = RunCli(addr, "watch debugger-aws-cli-test");
+  ASSERT_EQ(watched.exit_code, 0) << watched.out;
+  EXPECT_THAT(watched.out, HasSubstr(R"("TrainingJobStatus":"Stopped")"));
+
+  CliResult listed = RunCli(addr, "list --status Stopped");
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  EXPECT_THAT(listed.out, HasSubstr("debugger-aws-cli-test"));
+
+  EXPECT_EQ(RunCli(addr, "delete debugger-aws-cli-test").exit_code, 0);
+  EXPECT_EQ(RunCli(addr, "describe debugger-aws-cli-test").exit_code, 4);
+  EXPECT_EQ(RunCli(addr, "describe bad_name!").exit_code, 3);
+}
+
+TEST(CliEndToEndTest, ServerNotRunningIsExitCodeSeven) {
+  ScopedTempDir dir;
+  ServerProcess server(dir.path());
+  const std::string addr = server.address();
+  server.Kill(SIGKILL);
+  CliResult result = RunCli(addr, "describe anything", "", 2);
+  EXPECT_EQ(result.exit_code, 7) << result.out;
+}
+
+// Makes a self-signed certificate for 127.0.0.1 with the openssl command.
+bool MakeCertificate(const std::filesystem::path& dir) {
+  const std::string command = absl::StrCat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost",
+      " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ", (dir / "key.pem").string(),
+      " -out ", (dir / "cert.pem").string(), " > /dev/null 2>&1");
+  return std::system(command.c_str()) == 0;
+}
+
+TEST(CliEndToEndTest, TlsServerAndClient) {
+  ScopedTempDir dir;
+  ASSERT_TRUE(MakeCertificate(dir.path())) << "openssl failed";
+  ServerProcess server(dir.path(), {"--tls-cert", (dir.path() / "cert.pem").string(), "--tls-key",
+                                    (dir.path() / "key.pem").string()});
+  const std::string tls = "--tls --ca-cert " + (dir.path() / "cert.pem").string();
+  CliResult created = RunCli(server.address(), "create --file " + kTemplate, tls);
+  EXPECT_EQ(created.exit_code, 0) << created.out;
+  // Plaintext against a TLS server fails as unreachable, not as a crash.
+  CliResult plain = RunCli(server.address(), "describe debugger-aws-cli-test", "", 2);
+  EXPECT_EQ(plain.exit_code, 7) << plain.out;
+  EXPECT_TRUE(server.running());
+}
+
+TEST(CliEndToEndTest, ServerReadsFlagsFromAConfigFile) {
+  ScopedTempDir dir;
+  ScopedTempDir root;
+  std::ofstream(dir.path() / "server.toml")
+      << "data-root = [\"" << root.path().string() << "\"]\n"
+      << "log-level = \"error\"\n";
+  ServerProcess server(dir.path(), {"--config", (dir.path() / "server.toml").string()});
+  // The configured data root is in force: a local path inside it is accepted.
+  std::ifstream in(kTemplate);
+  nlohmann::json request = nlohmann::json::parse(in);
+  request["DebugHookConfig"]["S3OutputPath"] = (root.path() / "tensors").string();
+  std::ofstream(dir.path() / "job.json") << request.dump();
+  CliResult created = RunCli(server.address(), "create --file " + (dir.path() / "job.json").string());
+  EXPECT_EQ(created.exit_code, 0) << created.out;
+  request["TrainingJobName"] = "outside";
+  request["DebugHookConfig"]["S3OutputPath"] = (dir.path() / "tensors").string();
+  std::ofstream(dir.path() / "job2.json") << request.dump();
+  CliResult refused =
+      RunCli(server.address(), "create --file " + (dir.path() / "job2.json").string());
+  EXPECT_EQ(refused.exit_code, 3) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("DebugHookConfig.S3OutputPath"));
+}
+
+}  // namespace
+}  // namespace debugplane
