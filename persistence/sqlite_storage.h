@@ -17,6 +17,9 @@ namespace debugplane::persistence {
 // it and refuses newer ones.
 inline constexpr int kSqliteSchemaVersion = 1;
 
+// Thread-safe: one connection, every call serialized by a mutex. Another
+// connection to the same file (another process, or another SqliteStorage) is
+// waited for up to 5 seconds, then the call fails with UNAVAILABLE.
 class SqliteStorage final : public Storage {
  public:
   // Opens (creating if needed) the database at `path` and migrates its schema.
@@ -33,6 +36,10 @@ class SqliteStorage final : public Storage {
   SqliteStorage& operator=(const SqliteStorage&) = delete;
 
   absl::Status Write(const WriteBatch& batch) override;
+  // Names are ordered bytewise (SQLite's BINARY collation). Rows are read in
+  // pages of a few hundred, each page a consistent snapshot; `visit` runs
+  // without the lock held, so it may call Write. A Write made during the scan
+  // may or may not be seen for the rows not visited yet.
   absl::Status ForEachJob(
       const std::function<absl::Status(const JobRow&)>& visit) override;
 

@@ -1,0 +1,515 @@
+#include "persistence/sqlite_storage.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "persistence/sqlite_migrations.h"
+#include "tests/persistence/persistence_test_util.h"
+
+namespace debugplane::persistence {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::persistence::testing::AsTuple;
+using ::debugplane::persistence::testing::AsTuples;
+using ::debugplane::persistence::testing::MakeRow;
+using ::debugplane::persistence::testing::RawDb;
+using ::debugplane::persistence::testing::ReadAll;
+using ::debugplane::persistence::testing::ScopedTempDir;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class SqliteStorageTest : public ::testing::Test {
+ protected:
+  std::string db_path() const { return (dir_.path() / "jobs.db").string(); }
+
+  std::unique_ptr<SqliteStorage> OpenOrDie() {
+    auto storage = SqliteStorage::Open(db_path());
+    EXPECT_TRUE(storage.ok()) << storage.status();
+    return storage.ok() ? *std::move(storage) : nullptr;
+  }
+
+  std::vector<testing::RowTuple> Contents(Storage& storage) {
+    auto rows = ReadAll(storage);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    return rows.ok() ? AsTuples(*rows) : std::vector<testing::RowTuple>{};
+  }
+
+  ScopedTempDir dir_;
+};
+
+TEST_F(SqliteStorageTest, OpenCreatesAWalDatabaseAtTheCurrentSchemaVersion) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_EQ(storage->schema_version(), 1);
+  EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
+
+  RawDb raw(db_path());
+  EXPECT_EQ(raw.Value("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.Value("PRAGMA journal_mode"), "wal");
+  EXPECT_THAT(
+      raw.Column("SELECT name FROM sqlite_master WHERE tbl_name = 'training_jobs' AND "
+                 "sql IS NOT NULL ORDER BY name"),
+      ElementsAre("training_jobs", "training_jobs_by_creation_time", "training_jobs_by_status"));
+  EXPECT_THAT(raw.Column("SELECT name FROM pragma_index_info('training_jobs_by_creation_time') "
+                         "ORDER BY seqno"),
+              ElementsAre("creation_time_us", "name"));
+  EXPECT_THAT(raw.Column("SELECT name FROM pragma_index_info('training_jobs_by_status')"),
+              ElementsAre("status"));
+}
+
+TEST_F(SqliteStorageTest, MigrationStepsAreContiguousAndEndAtTheCurrentVersion) {
+  const auto steps = SqliteMigrations();
+  ASSERT_FALSE(steps.empty());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].to_version, static_cast<int>(i) + 1);
+  }
+  EXPECT_EQ(steps.back().to_version, kSqliteSchemaVersion);
+}
+
+TEST_F(SqliteStorageTest, AnEmptyFileIsMigratedFromVersionZero) {
+  { std::ofstream(db_path(), std::ios::binary); }
+  ASSERT_EQ(fs::file_size(db_path()), 0u);
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_EQ(storage->schema_version(), 1);
+}
+
+TEST_F(SqliteStorageTest, AFailedMigrationStepIsRolledBackWhole) {
+  // A version 0 database where a view holds the name of step 1's last index:
+  // the step fails after it created the table and the first index.
+  RawDb(db_path()).Exec(
+      "CREATE TABLE unrelated (x); INSERT INTO unrelated VALUES (1); "
+      "CREATE VIEW training_jobs_by_status AS SELECT 1");
+
+  auto storage = SqliteStorage::Open(db_path());
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kInternal) << storage.status();
+  EXPECT_THAT(storage.status().message(),
+              AllOf(HasSubstr(db_path()), HasSubstr("migrating to schema version 1")));
+  RawDb raw(db_path());
+  EXPECT_EQ(raw.Value("PRAGMA user_version"), "0");
+  EXPECT_THAT(raw.Column("SELECT name FROM sqlite_master WHERE name LIKE 'training_jobs%' AND "
+                         "type != 'view'"),
+              IsEmpty());
+  EXPECT_EQ(raw.Value("SELECT x FROM unrelated"), "1");
+}
+
+TEST_F(SqliteStorageTest, RowsRoundTripWithEveryColumnIntact) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  JobRow binary{.name = "binary",
+                .creation_time_us = -5,
+                .last_modified_us = INT64_MAX,
+                .status = "Stopping",
+                .record = std::string("\0\xff\x01 not text\0", 14)};
+  JobRow empty{
+      .name = "empty", .creation_time_us = 0, .last_modified_us = 0, .status = "", .record = ""};
+  JobRow unicode = MakeRow("naïve-ジョブ", 7);
+  WriteBatch batch;
+  batch.Put(binary);
+  batch.Put(empty);
+  batch.Put(unicode);
+  ASSERT_TRUE(storage->Write(batch).ok());
+
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(binary), AsTuple(empty), AsTuple(unicode)));
+}
+
+TEST_F(SqliteStorageTest, PutReplacesTheRowWithTheSameName) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch first;
+  first.Put(MakeRow("job", 1));
+  first.Put(MakeRow("other", 2));
+  ASSERT_TRUE(storage->Write(first).ok());
+  WriteBatch second;
+  second.Put(MakeRow("job", 3));
+  ASSERT_TRUE(storage->Write(second).ok());
+
+  EXPECT_THAT(Contents(*storage),
+              ElementsAre(AsTuple(MakeRow("job", 3)), AsTuple(MakeRow("other", 2))));
+  RawDb raw(db_path());
+  EXPECT_EQ(raw.Value("SELECT status FROM training_jobs WHERE name = 'job'"), "Stopped");
+}
+
+TEST_F(SqliteStorageTest, DeleteRemovesTheRowAndAMissingRowIsNoError) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch put;
+  put.Put(MakeRow("a", 1));
+  put.Put(MakeRow("b", 2));
+  ASSERT_TRUE(storage->Write(put).ok());
+  WriteBatch remove;
+  remove.Delete("a");
+  remove.Delete("never-existed");
+  ASSERT_TRUE(storage->Write(remove).ok());
+
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
+}
+
+TEST_F(SqliteStorageTest, OperationsApplyInBatchOrder) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch batch;
+  batch.Put(MakeRow("gone", 1));
+  batch.Delete("gone");
+  batch.Put(MakeRow("kept", 2));
+  batch.Put(MakeRow("kept", 4));
+  batch.Delete("back");
+  batch.Put(MakeRow("back", 5));
+  ASSERT_TRUE(storage->Write(batch).ok());
+
+  EXPECT_THAT(Contents(*storage),
+              ElementsAre(AsTuple(MakeRow("back", 5)), AsTuple(MakeRow("kept", 4))));
+}
+
+TEST_F(SqliteStorageTest, AnEmptyBatchIsOk) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_TRUE(storage->Write(WriteBatch()).ok());
+  EXPECT_THAT(Contents(*storage), IsEmpty());
+}
+
+TEST_F(SqliteStorageTest, ForEachJobVisitsInAscendingBytewiseNameOrderAcrossPages) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  // More rows than one page of the scan, written in random order.
+  std::vector<std::string> names = {"B", "a", "a\x01", "ab", "\xc3\xa9"};
+  for (int i = 0; i < 700; ++i) names.push_back(absl::StrCat("job-", i));
+  std::vector<std::string> shuffled = names;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(42));
+  WriteBatch batch;
+  for (const std::string& name : shuffled) batch.Put(MakeRow(name, 1));
+  ASSERT_TRUE(storage->Write(batch).ok());
+
+  std::vector<std::string> visited;
+  ASSERT_TRUE(storage
+                  ->ForEachJob([&](const JobRow& row) {
+                    visited.push_back(row.name);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  std::sort(names.begin(), names.end());  // std::string compares bytes as unsigned.
+  EXPECT_EQ(visited, names);
+}
+
+TEST_F(SqliteStorageTest, AVisitorErrorStopsTheScanAndIsReturned) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch batch;
+  for (int i = 0; i < 10; ++i) batch.Put(MakeRow(absl::StrCat("job-", i), i));
+  ASSERT_TRUE(storage->Write(batch).ok());
+
+  std::vector<std::string> visited;
+  absl::Status status = storage->ForEachJob([&](const JobRow& row) {
+    visited.push_back(row.name);
+    return visited.size() == 3 ? absl::DataLossError("bad record") : absl::OkStatus();
+  });
+  EXPECT_EQ(status, absl::DataLossError("bad record"));
+  EXPECT_THAT(visited, ElementsAre("job-0", "job-1", "job-2"));
+}
+
+TEST_F(SqliteStorageTest, AVisitorMayWriteDuringTheScan) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch batch;
+  for (int i = 0; i < 600; ++i)
+    batch.Put(MakeRow(absl::StrCat("job-", absl::Dec(i, absl::kZeroPad3)), i));
+  ASSERT_TRUE(storage->Write(batch).ok());
+
+  int visited = 0;
+  absl::Status status = storage->ForEachJob([&](const JobRow& row) {
+    ++visited;
+    WriteBatch remove;
+    remove.Delete(row.name);
+    return storage->Write(remove);  // Would deadlock if the scan held the lock.
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(visited, 600);
+  EXPECT_THAT(Contents(*storage), IsEmpty());
+}
+
+TEST_F(SqliteStorageTest, ABatchFailingMidwayAppliesNothing) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch before;
+  before.Put(MakeRow("keep", 1));
+  ASSERT_TRUE(storage->Write(before).ok());
+  // A real engine error in the 4th operation, after three that succeeded.
+  RawDb(db_path()).Exec(
+      "CREATE TRIGGER poison BEFORE INSERT ON training_jobs WHEN NEW.name = 'poison' "
+      "BEGIN SELECT RAISE(ABORT, 'poisoned row refused'); END");
+
+  WriteBatch batch;
+  batch.Put(MakeRow("new-1", 2));
+  batch.Delete("keep");
+  batch.Put(MakeRow("keep", 3));
+  batch.Put(MakeRow("poison", 4));
+  batch.Put(MakeRow("new-2", 5));
+  absl::Status failed = storage->Write(batch);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_THAT(failed.message(), AllOf(HasSubstr(db_path()), HasSubstr("poisoned row refused"),
+                                      HasSubstr("'poison'"), HasSubstr("operation 4 of 5")));
+
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("keep", 1))));
+  // The connection is not left inside the failed transaction.
+  WriteBatch after;
+  after.Put(MakeRow("new-1", 6));
+  ASSERT_TRUE(storage->Write(after).ok());
+  storage.reset();
+  storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_THAT(Contents(*storage),
+              ElementsAre(AsTuple(MakeRow("keep", 1)), AsTuple(MakeRow("new-1", 6))));
+}
+
+// Lowers the file size limit of this process for its lifetime, with SIGXFSZ
+// ignored so that an oversized write fails with EFBIG instead of killing it.
+class ScopedFileSizeLimit {
+ public:
+  explicit ScopedFileSizeLimit(rlim_t bytes) {
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    EXPECT_EQ(sigaction(SIGXFSZ, &ignore, &old_action_), 0);
+    EXPECT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit_), 0);
+    struct rlimit limit = old_limit_;
+    limit.rlim_cur = std::min(bytes, old_limit_.rlim_max);
+    EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  }
+  ~ScopedFileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_limit_);
+    sigaction(SIGXFSZ, &old_action_, nullptr);
+  }
+
+ private:
+  struct rlimit old_limit_ = {};
+  struct sigaction old_action_ = {};
+};
+
+TEST_F(SqliteStorageTest, ABatchThatRunsOutOfFileSpaceAppliesNothing) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  WriteBatch before;
+  before.Put(MakeRow("keep", 1));
+  ASSERT_TRUE(storage->Write(before).ok());
+  // ~3 MiB: more than SQLite's page cache, so pages spill to the WAL while
+  // the batch is still being applied, and part of it reaches the file.
+  WriteBatch big;
+  for (int i = 0; i < 96; ++i) {
+    JobRow row = MakeRow(absl::StrCat("big-", i), i);
+    row.record = std::string(32 * 1024, static_cast<char>('a' + i % 26));
+    big.Put(std::move(row));
+  }
+
+  absl::Status failed;
+  {
+    ScopedFileSizeLimit limit(256 * 1024);
+    failed = storage->Write(big);
+  }
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_THAT(failed.message(), AllOf(HasSubstr(db_path()), HasSubstr("File too large")));
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("keep", 1))));
+
+  // Space is back: the same batch now goes through, and a reopened database
+  // holds exactly what was acknowledged.
+  ASSERT_TRUE(storage->Write(big).ok());
+  storage.reset();
+  storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_EQ(Contents(*storage).size(), 97u);
+}
+
+TEST_F(SqliteStorageTest, DataSurvivesCloseAndReopenAndCloseTruncatesTheWal) {
+  {
+    auto storage = OpenOrDie();
+    ASSERT_NE(storage, nullptr);
+    WriteBatch batch;
+    batch.Put(MakeRow("a", 1));
+    batch.Put(MakeRow("b", 2));
+    ASSERT_TRUE(storage->Write(batch).ok());
+    WriteBatch remove;
+    remove.Delete("a");
+    ASSERT_TRUE(storage->Write(remove).ok());
+  }
+  const fs::path wal = db_path() + "-wal";
+  EXPECT_TRUE(!fs::exists(wal) || fs::file_size(wal) == 0);
+
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_EQ(storage->schema_version(), 1);
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
+}
+
+TEST_F(SqliteStorageTest, ADatabaseOfANewerSchemaIsRefusedUntouched) {
+  {
+    RawDb raw(db_path());
+    raw.Exec("CREATE TABLE future (x); PRAGMA user_version = 99");
+  }
+  const std::string before = ReadFile(db_path());
+
+  auto storage = SqliteStorage::Open(db_path());
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kFailedPrecondition) << storage.status();
+  EXPECT_THAT(
+      storage.status().message(),
+      AllOf(HasSubstr(db_path()), HasSubstr("schema version 99"), HasSubstr("schema version 1 ")));
+  EXPECT_EQ(ReadFile(db_path()), before);  // Not even switched to WAL.
+  EXPECT_FALSE(fs::exists(db_path() + "-wal"));
+}
+
+TEST_F(SqliteStorageTest, AFileThatIsNotADatabaseIsDataLossNamingThePath) {
+  std::string garbage;
+  for (int i = 0; i < 512; ++i) garbage += "this is not a SQLite file. ";
+  { std::ofstream(db_path(), std::ios::binary) << garbage; }
+
+  auto storage = SqliteStorage::Open(db_path());
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kDataLoss) << storage.status();
+  EXPECT_THAT(storage.status().message(),
+              AllOf(HasSubstr(db_path()), HasSubstr("file is not a database")));
+  EXPECT_EQ(ReadFile(db_path()), garbage);
+}
+
+TEST_F(SqliteStorageTest, CorruptTablePagesAreDataLossOnRead) {
+  {
+    auto storage = OpenOrDie();
+    ASSERT_NE(storage, nullptr);
+    WriteBatch batch;
+    for (int i = 0; i < 200; ++i) {
+      JobRow row = MakeRow(absl::StrCat("job-", i), i);
+      row.record = std::string(1000, 'x');
+      batch.Put(std::move(row));
+    }
+    ASSERT_TRUE(storage->Write(batch).ok());
+  }  // Closing checkpoints everything into the main file.
+  // Keep page 1 (header and schema), scribble over every later page.
+  std::string bytes = ReadFile(db_path());
+  ASSERT_GT(bytes.size(), 16u * 4096);
+  for (size_t i = 4096; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  { std::ofstream(db_path(), std::ios::binary | std::ios::trunc) << bytes; }
+
+  absl::Status status;
+  auto storage = SqliteStorage::Open(db_path());
+  if (storage.ok()) {
+    status = ReadAll(**storage).status();
+  } else {
+    status = storage.status();
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr(db_path()));
+}
+
+TEST_F(SqliteStorageTest, AMissingDirectoryIsUnavailableNamingThePath) {
+  const std::string path = (dir_.path() / "no-such-dir" / "jobs.db").string();
+  auto storage = SqliteStorage::Open(path);
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kUnavailable) << storage.status();
+  EXPECT_THAT(storage.status().message(),
+              AllOf(HasSubstr(path), HasSubstr("unable to open database file")));
+}
+
+TEST_F(SqliteStorageTest, AWriteWaitsForAnotherConnectionsLock) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  RawDb other(db_path());
+  other.Exec("BEGIN IMMEDIATE");
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    other.Exec("COMMIT");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  WriteBatch batch;
+  batch.Put(MakeRow("a", 1));
+  absl::Status written = storage->Write(batch);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  release.join();
+  EXPECT_TRUE(written.ok()) << written;
+  EXPECT_GE(waited, std::chrono::milliseconds(250));
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("a", 1))));
+}
+
+TEST_F(SqliteStorageTest, ALockHeldPastTheBusyTimeoutIsUnavailableAndAppliesNothing) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  RawDb other(db_path());
+  other.Exec("BEGIN IMMEDIATE");
+  WriteBatch batch;
+  batch.Put(MakeRow("a", 1));
+  absl::Status written = storage->Write(batch);  // Waits out the 5 s busy timeout.
+  EXPECT_EQ(written.code(), absl::StatusCode::kUnavailable) << written;
+  EXPECT_THAT(written.message(), AllOf(HasSubstr(db_path()), HasSubstr("database is locked")));
+  other.Exec("COMMIT");
+
+  EXPECT_THAT(Contents(*storage), IsEmpty());
+  EXPECT_TRUE(storage->Write(batch).ok());
+}
+
+TEST_F(SqliteStorageTest, ConcurrentWritersLoseNothing) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  // A second connection to the same file competes through SQLite's locks.
+  auto second = OpenOrDie();
+  ASSERT_NE(second, nullptr);
+  constexpr int kThreadsPerConnection = 3;
+  constexpr int kBatches = 40;
+  constexpr int kRowsPerBatch = 3;
+
+  std::atomic<bool> writing = true;
+  std::atomic<int> failures = 0;
+  std::thread reader([&] {
+    while (writing.load()) {
+      if (!ReadAll(*storage).ok()) failures.fetch_add(1);
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2 * kThreadsPerConnection; ++t) {
+    writers.emplace_back([&, t] {
+      SqliteStorage& target = t < kThreadsPerConnection ? *storage : *second;
+      for (int b = 0; b < kBatches; ++b) {
+        WriteBatch batch;
+        for (int r = 0; r < kRowsPerBatch; ++r) {
+          batch.Put(MakeRow(absl::StrCat("t", t, "-b", b, "-r", r), b));
+        }
+        if (!target.Write(batch).ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  writing = false;
+  reader.join();
+
+  EXPECT_EQ(failures.load(), 0);
+  std::vector<testing::RowTuple> expected;
+  for (int t = 0; t < 2 * kThreadsPerConnection; ++t) {
+    for (int b = 0; b < kBatches; ++b) {
+      for (int r = 0; r < kRowsPerBatch; ++r) {
+        expected.push_back(AsTuple(MakeRow(absl::StrCat("t", t, "-b", b, "-r", r), b)));
+      }
+    }
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Contents(*storage), expected);
+  EXPECT_EQ(Contents(*second), expected);
+}
+
+}  // namespace
+}  // namespace debugplane::persistence
