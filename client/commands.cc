@@ -1,0 +1,294 @@
+#include "client/commands.h"
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/grpc_errors.h"
+#include "client/output.h"
+#include "debugplane/v1/training_job.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace debugplane::client {
+namespace {
+
+using Stub = v1::TrainingJobService::Stub;
+
+// A failure before any RPC: bad input is the user's to fix (exit 2), the
+// rest is ours (exit 1).
+int ReportLocalError(const CommandEnv& env, const absl::Status& status) {
+  *env.err << FormatLocalError(status);
+  const bool usage = status.code() == absl::StatusCode::kInvalidArgument ||
+                     status.code() == absl::StatusCode::kNotFound;
+  return usage ? kExitUsage : kExitError;
+}
+
+int ReportRpcError(const CommandEnv& env, const grpc::Status& status) {
+  *env.err << FormatGrpcError(status, env.connection.server) << std::flush;
+  return ExitCodeForGrpcStatus(status.error_code());
+}
+
+absl::StatusOr<std::unique_ptr<Stub>> Connect(const CommandEnv& env) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(env.connection);
+  if (!channel.ok()) return channel.status();
+  return v1::TrainingJobService::NewStub(*std::move(channel));
+}
+
+void SetDeadline(const CommandEnv& env, grpc::ClientContext* context) {
+  const auto timeout = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::duration<double>(env.connection.timeout_seconds));
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+// Connects and makes one unary call with the --timeout deadline. On success
+// `print` writes the response; either way, returns the exit code.
+int CallUnary(const CommandEnv& env,
+              const std::function<grpc::Status(Stub&, grpc::ClientContext*)>& call,
+              const std::function<void()>& print) {
+  absl::StatusOr<std::unique_ptr<Stub>> stub = Connect(env);
+  if (!stub.ok()) return ReportLocalError(env, stub.status());
+  grpc::ClientContext context;
+  SetDeadline(env, &context);
+  const grpc::Status status = call(**stub, &context);
+  if (!status.ok()) return ReportRpcError(env, status);
+  print();
+  *env.out << std::flush;
+  return kExitOk;
+}
+
+void PrintJson(const CommandEnv& env, const google::protobuf::Message& message) {
+  *env.out << ToPrettyJson(message);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.ca_cert.empty()) {
+      // ReadInput's errors already name the file; say what it was for.
+      std::istringstream no_stdin;
+      absl::StatusOr<std::string> pem = ReadInput(options.ca_cert, no_stdin);
+      if (!pem.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--ca-cert ", pem.status().message()));
+      }
+      // gRPC only logs an unusable root file and then fails every call with
+      // "empty address list"; say what is wrong before trying.
+      if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--ca-cert ", options.ca_cert, ": no PEM certificate in it"));
+      }
+      ssl.pem_root_certs = *std::move(pem);
+    }
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments arguments;
+  // Lets server logs tell CLI calls from other clients.
+  arguments.SetUserAgentPrefix("debugplane-cli");
+  return grpc::CreateCustomChannel(options.server, credentials, arguments);
+}
+
+absl::StatusOr<v1::CreateTrainingJobRequest> BuildCreateRequest(const CreateArgs& args,
+                                                                std::istream& in) {
+  v1::CreateTrainingJobRequest request;
+  if (absl::Status status = ReadJsonMessage(args.file, in, &request, args.json); !status.ok()) {
+    return status;
+  }
+  if (!args.name.empty()) request.set_training_job_name(args.name);
+  return request;
+}
+
+absl::StatusOr<v1::UpdateTrainingJobRequest> BuildUpdateRequest(const UpdateArgs& args,
+                                                                std::istream& in) {
+  v1::UpdateTrainingJobRequest request;
+  if (!args.file.empty()) {
+    if (absl::Status status = ReadJsonMessage(args.file, in, &request, args.json); !status.ok()) {
+      return status;
+    }
+  } else if (!args.interval_ms.has_value() && !args.disable_profiler &&
+             args.profiling_parameters.empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to update: give --file, --interval, --disable-profiler or "
+        "--profiling-parameter");
+  }
+  // Only touch ProfilerConfig for flags: an empty one in the request would
+  // read as a (meaningless) profiler change when the file only adds rules.
+  if (args.interval_ms.has_value()) {
+    request.mutable_profiler_config()->set_profiling_interval_in_milliseconds(*args.interval_ms);
+  }
+  if (args.disable_profiler) request.mutable_profiler_config()->set_disable_profiler(true);
+  for (const std::string& parameter : args.profiling_parameters) {
+    const size_t equals = parameter.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--profiling-parameter \"", parameter, "\" is not KEY=VALUE"));
+    }
+    (*request.mutable_profiler_config()
+          ->mutable_profiling_parameters())[parameter.substr(0, equals)] =
+        parameter.substr(equals + 1);
+  }
+  request.set_training_job_name(args.name);
+  return request;
+}
+
+int RunCreate(const CommandEnv& env, const CreateArgs& args) {
+  absl::StatusOr<v1::CreateTrainingJobRequest> request = BuildCreateRequest(args, *env.in);
+  if (!request.ok()) return ReportLocalError(env, request.status());
+  if (args.dry_run) {
+    PrintJson(env, *request);
+    return kExitOk;
+  }
+  v1::CreateTrainingJobResponse response;
+  return CallUnary(
+      env,
+      [&](Stub& stub, grpc::ClientContext* context) {
+        return stub.CreateTrainingJob(context, *request, &response);
+      },
+      [&] {
+        if (env.format == OutputFormat::kJson) return PrintJson(env, response);
+        *env.out << response.training_job_arn() << "\n";
+        for (const std::string& warning : response.warnings()) {
+          *env.err << "warning: " << warning << "\n";
+        }
+      });
+}
+
+int RunDescribe(const CommandEnv& env, const std::string& name) {
+  v1::DescribeTrainingJobRequest request;
+  request.set_training_job_name(name);
+  v1::DescribeTrainingJobResponse response;
+  return CallUnary(
+      env,
+      [&](Stub& stub, grpc::ClientContext* context) {
+        return stub.DescribeTrainingJob(context, request, &response);
+      },
+      [&] {
+        if (env.format == OutputFormat::kJson) return PrintJson(env, response);
+        *env.out << DescribeAsText(response);
+      });
+}
+
+int RunList(const CommandEnv& env, const ListArgs& args) {
+  absl::StatusOr<std::unique_ptr<Stub>> stub = Connect(env);
+  if (!stub.ok()) return ReportLocalError(env, stub.status());
+  v1::ListTrainingJobsRequest request = args.request;
+  v1::ListTrainingJobsResponse result;
+  // A server that hands out a token twice would loop forever; stop instead.
+  std::set<std::string> seen_tokens;
+  while (true) {
+    grpc::ClientContext context;
+    SetDeadline(env, &context);
+    v1::ListTrainingJobsResponse page;
+    const grpc::Status status = (*stub)->ListTrainingJobs(&context, request, &page);
+    if (!status.ok()) return ReportRpcError(env, status);
+    if (!args.all) {
+      result = std::move(page);
+      break;
+    }
+    for (auto& summary : *page.mutable_training_job_summaries()) {
+      *result.add_training_job_summaries() = std::move(summary);
+    }
+    if (page.next_token().empty()) break;
+    if (!seen_tokens.insert(page.next_token()).second) {
+      *env.err << "error: the server returned NextToken \"" << page.next_token()
+               << "\" twice; stopping --all\n";
+      return kExitError;
+    }
+    request.set_next_token(page.next_token());
+  }
+  if (env.format == OutputFormat::kJson) {
+    PrintJson(env, result);
+  } else {
+    *env.out << ListAsText(result);
+  }
+  *env.out << std::flush;
+  return kExitOk;
+}
+
+int RunUpdate(const CommandEnv& env, const UpdateArgs& args) {
+  absl::StatusOr<v1::UpdateTrainingJobRequest> request = BuildUpdateRequest(args, *env.in);
+  if (!request.ok()) return ReportLocalError(env, request.status());
+  if (args.dry_run) {
+    PrintJson(env, *request);
+    return kExitOk;
+  }
+  v1::UpdateTrainingJobResponse response;
+  return CallUnary(
+      env,
+      [&](Stub& stub, grpc::ClientContext* context) {
+        return stub.UpdateTrainingJob(context, *request, &response);
+      },
+      [&] {
+        if (env.format == OutputFormat::kJson) return PrintJson(env, response);
+        *env.out << response.training_job_arn() << "\n";
+      });
+}
+
+int RunStop(const CommandEnv& env, const std::string& name) {
+  v1::StopTrainingJobRequest request;
+  request.set_training_job_name(name);
+  v1::StopTrainingJobResponse response;
+  return CallUnary(
+      env,
+      [&](Stub& stub, grpc::ClientContext* context) {
+        return stub.StopTrainingJob(context, request, &response);
+      },
+      [&] {
+        // Empty in SageMaker too; JSON still prints "{}" so that scripts
+        // piping every command into a JSON parser keep working.
+        if (env.format == OutputFormat::kJson) PrintJson(env, response);
+      });
+}
+
+int RunDelete(const CommandEnv& env, const std::string& name) {
+  v1::DeleteTrainingJobRequest request;
+  request.set_training_job_name(name);
+  v1::DeleteTrainingJobResponse response;
+  return CallUnary(
+      env,
+      [&](Stub& stub, grpc::ClientContext* context) {
+        return stub.DeleteTrainingJob(context, request, &response);
+      },
+      [&] {
+        if (env.format == OutputFormat::kJson) PrintJson(env, response);
+      });
+}
+
+int RunWatch(const CommandEnv& env, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<Stub>> stub = Connect(env);
+  if (!stub.ok()) return ReportLocalError(env, stub.status());
+  v1::WatchTrainingJobRequest request;
+  request.set_training_job_name(name);
+  // No deadline: the stream lasts as long as the job does. An unreachable
+  // server still fails fast (the call is not wait-for-ready).
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::WatchTrainingJobResponse>> reader =
+      (*stub)->WatchTrainingJob(&context, request);
+  v1::WatchTrainingJobResponse event;
+  while (reader->Read(&event)) {
+    *env.out << (env.format == OutputFormat::kJson ? ToJsonLine(event) : WatchEventAsText(event))
+             << std::flush;  // Whoever reads the pipe sees each event now.
+    if (!*env.out) {
+      // The reader went away (`watch x | head -1`): stop watching rather
+      // than stream into the void until the job ends.
+      context.TryCancel();
+      reader->Finish();
+      *env.err << "error: cannot write the output; stopped watching\n";
+      return kExitError;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return ReportRpcError(env, status);
+  return kExitOk;
+}
+
+}  // namespace debugplane::client

@@ -1,0 +1,91 @@
+// The subcommands of `debugplane`, once their flags are parsed: build the
+// request, call debugplane.v1.TrainingJobService, print the result and
+// return the exit code (see grpc_errors.h). cli.cc maps flags onto these.
+
+#ifndef DEBUGPLANE_CLIENT_COMMANDS_H_
+#define DEBUGPLANE_CLIENT_COMMANDS_H_
+
+#include <cstdint>
+#include <istream>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/json_input.h"
+#include "debugplane/v1/training_job.pb.h"
+#include "grpcpp/channel.h"
+
+namespace debugplane::client {
+
+// Where and how to reach the server.
+struct ConnectionOptions {
+  std::string server = "127.0.0.1:7070";  // A gRPC target, e.g. HOST:PORT.
+  double timeout_seconds = 30;            // Deadline of each unary call.
+  bool tls = false;                       // Else an insecure channel.
+  std::string ca_cert;                    // PEM roots for TLS; "" = system roots.
+};
+
+enum class OutputFormat { kJson, kText };
+
+// What every command runs with. The streams must outlive the call.
+struct CommandEnv {
+  ConnectionOptions connection;
+  OutputFormat format = OutputFormat::kJson;
+  std::istream* in;   // Read for `--file -`.
+  std::ostream* out;  // Results.
+  std::ostream* err;  // Diagnostics.
+};
+
+// A channel to `options.server`. INVALID_ARGUMENT if the CA certificate
+// cannot be read. Does not connect: the first call does.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options);
+
+struct CreateArgs {
+  std::string file;  // CreateTrainingJobRequest JSON; "-" for stdin.
+  std::string name;  // Overrides TrainingJobName when not empty.
+  JsonInputOptions json;
+  bool dry_run = false;  // Print the request instead of sending it.
+};
+
+struct UpdateArgs {
+  std::string name;                    // Overrides TrainingJobName. Required.
+  std::string file;                    // UpdateTrainingJobRequest JSON; "-" for stdin; optional.
+  std::optional<int64_t> interval_ms;  // ProfilingIntervalInMilliseconds.
+  bool disable_profiler = false;       // DisableProfiler = true.
+  std::vector<std::string> profiling_parameters;  // KEY=VALUE each.
+  JsonInputOptions json;
+  bool dry_run = false;
+};
+
+struct ListArgs {
+  v1::ListTrainingJobsRequest request;
+  bool all = false;  // Follow NextToken to the end, print one response.
+};
+
+// The request `create` sends: the file, then --name. INVALID_ARGUMENT or
+// NOT_FOUND (file) naming the problem.
+absl::StatusOr<v1::CreateTrainingJobRequest> BuildCreateRequest(const CreateArgs& args,
+                                                                std::istream& in);
+
+// The request `update` sends: the file if any, then the flags on top of it,
+// then NAME. INVALID_ARGUMENT if nothing would change or a
+// --profiling-parameter is not KEY=VALUE.
+absl::StatusOr<v1::UpdateTrainingJobRequest> BuildUpdateRequest(const UpdateArgs& args,
+                                                                std::istream& in);
+
+int RunCreate(const CommandEnv& env, const CreateArgs& args);
+int RunDescribe(const CommandEnv& env, const std::string& name);
+int RunList(const CommandEnv& env, const ListArgs& args);
+int RunUpdate(const CommandEnv& env, const UpdateArgs& args);
+int RunStop(const CommandEnv& env, const std::string& name);
+int RunDelete(const CommandEnv& env, const std::string& name);
+// Prints each event as it arrives (one JSON line each) until the server
+// ends the stream; no deadline, the server decides when it is over.
+int RunWatch(const CommandEnv& env, const std::string& name);
+
+}  // namespace debugplane::client
+
+#endif  // DEBUGPLANE_CLIENT_COMMANDS_H_

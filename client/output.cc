@@ -1,0 +1,184 @@
+#include "client/output.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
+#include "nlohmann/json.hpp"
+
+namespace debugplane::client {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+std::string CompactJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.preserve_proto_field_names = false;  // json_name: SageMaker's names.
+  options.always_print_enums_as_ints = false;
+  std::string json;
+  // Printing fails only for Any with unknown types, which these messages do
+  // not contain; fall back to an empty object rather than printing garbage.
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return "{}";
+  return json;
+}
+
+std::string Time(const google::protobuf::Timestamp& time) { return TimeUtil::ToString(time); }
+
+std::string JobStatus(v1::TrainingJobStatus::Value status) {
+  return status == v1::TrainingJobStatus::TRAINING_JOB_STATUS_UNSPECIFIED
+             ? "-"
+             : v1::TrainingJobStatus::Value_Name(status);
+}
+
+std::string Secondary(v1::SecondaryStatus::Value status) {
+  return status == v1::SecondaryStatus::SECONDARY_STATUS_UNSPECIFIED
+             ? "-"
+             : v1::SecondaryStatus::Value_Name(status);
+}
+
+std::string RuleStatus(v1::RuleEvaluationStatus::Value status) {
+  return status == v1::RuleEvaluationStatus::RULE_EVALUATION_STATUS_UNSPECIFIED
+             ? "-"
+             : v1::RuleEvaluationStatus::Value_Name(status);
+}
+
+// Left-aligned columns separated by two spaces; the last column is not
+// padded so lines carry no trailing blanks.
+std::string Table(const std::vector<std::vector<std::string>>& rows,
+                  absl::string_view indent = "") {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line(indent);
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+template <typename RuleStatuses>
+void AppendRules(absl::string_view title, const RuleStatuses& statuses, std::string* out) {
+  if (statuses.empty()) return;
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& rule : statuses) {
+    rows.push_back({rule.rule_configuration_name(), RuleStatus(rule.rule_evaluation_status()),
+                    rule.status_details()});
+  }
+  absl::StrAppend(out, title, ":\n", Table(rows, "  "));
+}
+
+}  // namespace
+
+std::string ToPrettyJson(const google::protobuf::Message& message) {
+  // protobuf indents by one space; re-indent, keeping the field order.
+  // Replace, not throw: printing what the server sent beats failing on it.
+  return nlohmann::ordered_json::parse(CompactJson(message))
+             .dump(2, ' ', /*ensure_ascii=*/false,
+                   nlohmann::ordered_json::error_handler_t::replace) +
+         "\n";
+}
+
+std::string ToJsonLine(const google::protobuf::Message& message) {
+  return CompactJson(message) + "\n";
+}
+
+std::string DescribeAsText(const v1::DescribeTrainingJobResponse& job) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"TrainingJobName:", job.training_job_name()});
+  rows.push_back({"TrainingJobArn:", job.training_job_arn()});
+  rows.push_back({"TrainingJobStatus:", absl::StrCat(JobStatus(job.training_job_status()), " (",
+                                                     Secondary(job.secondary_status()), ")")});
+  if (!job.failure_reason().empty()) rows.push_back({"FailureReason:", job.failure_reason()});
+  if (job.has_creation_time()) rows.push_back({"CreationTime:", Time(job.creation_time())});
+  if (job.has_training_start_time()) {
+    rows.push_back({"TrainingStartTime:", Time(job.training_start_time())});
+  }
+  if (job.has_training_end_time()) {
+    rows.push_back({"TrainingEndTime:", Time(job.training_end_time())});
+  }
+  if (job.has_last_modified_time()) {
+    rows.push_back({"LastModifiedTime:", Time(job.last_modified_time())});
+  }
+  if (job.profiling_status() != v1::ProfilingStatus::PROFILING_STATUS_UNSPECIFIED) {
+    std::string profiling = v1::ProfilingStatus::Value_Name(job.profiling_status());
+    if (job.profiler_config().has_profiling_interval_in_milliseconds()) {
+      absl::StrAppend(&profiling, ", every ",
+                      job.profiler_config().profiling_interval_in_milliseconds(), " ms");
+    }
+    rows.push_back({"ProfilingStatus:", profiling});
+  }
+  rows.push_back({"ConfigVersion:", absl::StrCat(job.config_version())});
+  if (job.has_progress_info()) {
+    const auto& progress = job.progress_info();
+    std::vector<std::string> parts;
+    if (progress.has_current_epoch()) {
+      parts.push_back(absl::StrCat(
+          "epoch ", progress.current_epoch(),
+          progress.has_max_epoch() ? absl::StrCat("/", progress.max_epoch()) : std::string()));
+    }
+    if (progress.has_current_step()) {
+      parts.push_back(absl::StrCat("step ", progress.current_step()));
+    }
+    if (!parts.empty()) rows.push_back({"ProgressInfo:", absl::StrJoin(parts, ", ")});
+  }
+  std::string out = Table(rows);
+  AppendRules("DebugRuleEvaluationStatuses", job.debug_rule_evaluation_statuses(), &out);
+  AppendRules("ProfilerRuleEvaluationStatuses", job.profiler_rule_evaluation_statuses(), &out);
+  return out;
+}
+
+std::string ListAsText(const v1::ListTrainingJobsResponse& page) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "STATUS", "SECONDARY", "CREATED"}};
+  for (const auto& job : page.training_job_summaries()) {
+    rows.push_back({job.training_job_name(), JobStatus(job.training_job_status()),
+                    Secondary(job.secondary_status()),
+                    job.has_creation_time() ? Time(job.creation_time()) : "-"});
+  }
+  std::string out = Table(rows);
+  if (!page.next_token().empty()) {
+    absl::StrAppend(&out, "(more: --next-token ", page.next_token(), ", or --all)\n");
+  }
+  return out;
+}
+
+std::string WatchEventAsText(const v1::WatchTrainingJobResponse& event) {
+  std::string out = absl::StrCat(
+      event.has_event_time() ? Time(event.event_time()) : "-", "  ", event.training_job_name(),
+      "  ", JobStatus(event.training_job_status()), "/", Secondary(event.secondary_status()));
+  std::vector<std::string> changes;
+  for (const auto& change : event.changes()) {
+    if (change.kind() == v1::StatusChange::KIND_INITIAL_STATE) {
+      changes.push_back("initial state");
+      continue;
+    }
+    std::string text;
+    if (!change.rule_configuration_name().empty()) {
+      absl::StrAppend(&text, change.rule_configuration_name(), ": ");
+    }
+    if (!change.from().empty() || !change.to().empty()) {
+      absl::StrAppend(&text, change.from().empty() ? "-" : change.from(), " -> ", change.to());
+    } else if (change.kind() == v1::StatusChange::KIND_CONFIGURATION) {
+      absl::StrAppend(&text, "configuration v", event.config_version());
+    } else if (change.kind() == v1::StatusChange::KIND_PROGRESS) {
+      absl::StrAppend(&text, "progress");
+    }
+    if (!change.details().empty()) absl::StrAppend(&text, " (", change.details(), ")");
+    if (!text.empty()) changes.push_back(std::move(text));
+  }
+  if (!changes.empty()) absl::StrAppend(&out, "  ", absl::StrJoin(changes, "; "));
+  return out + "\n";
+}
+
+}  // namespace debugplane::client

@@ -1,0 +1,31 @@
+// How the CLI prints responses: JSON (the default, for scripts and for
+// people used to `aws sagemaker`) or a short text form (for people).
+
+#ifndef DEBUGPLANE_CLIENT_OUTPUT_H_
+#define DEBUGPLANE_CLIENT_OUTPUT_H_
+
+#include <string>
+
+#include "debugplane/v1/training_job.pb.h"
+#include "google/protobuf/message.h"
+
+namespace debugplane::client {
+
+// JSON as SageMaker spells it: json_names (PascalCase members), enum value
+// names, fields at their default value left out. Indented by two spaces,
+// ends with '\n'.
+std::string ToPrettyJson(const google::protobuf::Message& message);
+
+// The same on one line, ending with '\n' (one NDJSON record).
+std::string ToJsonLine(const google::protobuf::Message& message);
+
+// Text renderings, each ending with '\n'.
+std::string DescribeAsText(const v1::DescribeTrainingJobResponse& job);
+// A table: NAME STATUS SECONDARY CREATED.
+std::string ListAsText(const v1::ListTrainingJobsResponse& page);
+// One line per event: time, job status, then what changed.
+std::string WatchEventAsText(const v1::WatchTrainingJobResponse& event);
+
+}  // namespace debugplane::client
+
+#endif  // DEBUGPLANE_CLIENT_OUTPUT_H_
