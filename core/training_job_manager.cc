@@ -229,8 +229,10 @@ void TrainingJobManager::CommitLoop() {
     }
     absl::Status written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
 
+    std::shared_ptr<const CommitObserver> observer;
     {
       absl::MutexLock lock(&mu_);
+      observer = observer_;
       if (written.ok()) {
         const absl::Time now = options_.now();
         for (PendingCommit& commit : group) PublishLocked(commit, now);
@@ -255,6 +257,9 @@ void TrainingJobManager::CommitLoop() {
                            "the change was not saved and not applied: storage failed (",
                            written.message(), "); retry later"));
     for (PendingCommit& commit : group) {
+      if (written.ok() && commit.changed && observer != nullptr) {
+        (*observer)(commit.job_name, commit.next);
+      }
       std::move(commit.done)(reply);
       if (written.ok() && commit.after_commit) commit.after_commit();
     }
@@ -707,6 +712,18 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
         return Change{.changed = false};
       },
       std::move(done));
+}
+
+std::vector<std::shared_ptr<const JobRecord>> TrainingJobManager::ObserveCommits(
+    CommitObserver observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = std::make_shared<const CommitObserver>(std::move(observer));
+  std::vector<std::shared_ptr<const JobRecord>> jobs;
+  jobs.reserve(committed_count_);
+  for (const auto& [name, entry] : jobs_) {
+    if (entry.committed != nullptr) jobs.push_back(entry.committed);
+  }
+  return jobs;
 }
 
 std::shared_ptr<const JobRecord> TrainingJobManager::GetJob(const std::string& name) const {

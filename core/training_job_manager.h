@@ -91,6 +91,16 @@ class TrainingJobManager final : public TrainingJobHandler {
   void SetRuleEvaluationStatus(const std::string& job_name, const std::string& rule_name,
                                RuleStatus status, std::string details, DoneCallback done);
 
+  // Called after every committed change of a job with its new record
+  // (nullptr once deleted), in commit order, on the committer thread and
+  // outside the manager's lock. It must not block (hand work to a pool); it
+  // may call the manager.
+  using CommitObserver =
+      std::function<void(const std::string& job_name, std::shared_ptr<const JobRecord> job)>;
+  // Installs the observer (replacing any) and returns the committed jobs at
+  // that moment: every later change reaches the observer.
+  std::vector<std::shared_ptr<const JobRecord>> ObserveCommits(CommitObserver observer);
+
   // The committed record of a job, or nullptr. Thread-safe; the snapshot is
   // immutable.
   std::shared_ptr<const JobRecord> GetJob(const std::string& name) const;
@@ -161,6 +171,7 @@ class TrainingJobManager final : public TrainingJobHandler {
   std::deque<PendingCommit> queue_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool committer_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<const CommitObserver> observer_ ABSL_GUARDED_BY(mu_);
 
   std::thread committer_;
 };

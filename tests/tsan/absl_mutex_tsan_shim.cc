@@ -9,10 +9,10 @@
 // happens-before edge that a mutex provides. It adds only the edges a correct
 // mutex really gives, so it hides no real race.
 //
-// Limit: Await, LockWhen and CondVar::Wait release and re-acquire inside the
-// library and stay invisible; the persistence tests do not use them. Every
-// test binary that uses absl::Mutex under TSan needs this file (or a shared
-// copy of it).
+// Await, AwaitWithTimeout, LockWhen and CondVar::Wait(WithTimeout) release
+// and re-acquire the mutex inside the library: they are wrapped too, with a
+// release before and an acquire after. CMake links this file into every
+// binary of a DP_SANITIZE=thread build.
 
 #include "absl/base/config.h"
 
@@ -36,17 +36,24 @@ namespace {
 
 // The library's definition of absl::Mutex::<method>, found by its mangled
 // name (which carries absl's inline namespace, e.g. "debian3").
+// `method` is the mangled method name and parameter list; "S0_" in it
+// stands for the absl inline namespace, as in the library's mangling.
 template <typename Function>
-Function Real(const char* method) {
+Function RealSymbol(const std::string& class_and_method) {
   const std::string inline_namespace = DP_STRINGIFY(ABSL_OPTION_INLINE_NAMESPACE_NAME);
   const std::string symbol = "_ZN4absl" + std::to_string(inline_namespace.size()) +
-                             inline_namespace + "5Mutex" + method + "Ev";
+                             inline_namespace + class_and_method;
   void* function = dlsym(RTLD_NEXT, symbol.c_str());
   if (function == nullptr) {
     std::fprintf(stderr, "absl_mutex_tsan_shim: %s not found\n", symbol.c_str());
     std::abort();
   }
   return reinterpret_cast<Function>(function);
+}
+
+template <typename Function>
+Function Real(const char* method) {
+  return RealSymbol<Function>(std::string("5Mutex") + method + "Ev");
 }
 
 using Void = void (*)(absl::Mutex*);
@@ -93,6 +100,48 @@ void Mutex::ReaderUnlock() {
   static const Void real = Real<Void>("12ReaderUnlock");
   __tsan_release(this);
   real(this);
+}
+
+void Mutex::Await(const Condition& cond) {
+  using Fn = void (*)(Mutex*, const Condition&);
+  static const Fn real = RealSymbol<Fn>("5Mutex5AwaitERKNS0_9ConditionE");
+  __tsan_release(this);
+  real(this, cond);
+  __tsan_acquire(this);
+}
+
+bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
+  using Fn = bool (*)(Mutex*, const Condition&, absl::Duration);
+  static const Fn real =
+      RealSymbol<Fn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  __tsan_release(this);
+  const bool result = real(this, cond, timeout);
+  __tsan_acquire(this);
+  return result;
+}
+
+void Mutex::LockWhen(const Condition& cond) {
+  using Fn = void (*)(Mutex*, const Condition&);
+  static const Fn real = RealSymbol<Fn>("5Mutex8LockWhenERKNS0_9ConditionE");
+  real(this, cond);
+  __tsan_acquire(this);
+}
+
+void CondVar::Wait(Mutex* mu) {
+  using Fn = void (*)(CondVar*, Mutex*);
+  static const Fn real = RealSymbol<Fn>("7CondVar4WaitEPNS0_5MutexE");
+  __tsan_release(mu);
+  real(this, mu);
+  __tsan_acquire(mu);
+}
+
+bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
+  using Fn = bool (*)(CondVar*, Mutex*, absl::Duration);
+  static const Fn real = RealSymbol<Fn>("7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
+  __tsan_release(mu);
+  const bool result = real(this, mu, timeout);
+  __tsan_acquire(mu);
+  return result;
 }
 
 ABSL_NAMESPACE_END
