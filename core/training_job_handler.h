@@ -70,6 +70,13 @@ class TrainingJobHandler {
   // REQUIRES: `watcher` outlives the returned registration.
   virtual absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
       const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) = 0;
+
+  // DescribeTrainingJob's response already serialized (protobuf wire
+  // format), for the hot read path: the gRPC adapter sends these bytes as
+  // they are. Same errors as DescribeTrainingJob; returns synchronously. The
+  // default serializes DescribeTrainingJob's response.
+  virtual absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
+      const v1::DescribeTrainingJobRequest& request);
 };
 
 }  // namespace debugplane::core

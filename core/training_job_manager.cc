@@ -19,13 +19,13 @@ absl::Status JobNotFound(absl::string_view name) {
   return absl::NotFoundError(absl::StrCat("training job '", name, "' does not exist"));
 }
 
-persistence::JobRow ToRow(const JobRecord& job) {
+persistence::JobRow ToRow(const JobRecord& job, const std::string& encoded) {
   persistence::JobRow row;
   row.name = job.training_job_name();
   row.creation_time_us = ToUnixMicros(job.creation_time());
   row.last_modified_us = ToUnixMicros(job.last_modified_time());
   row.status = std::string(JobStatusName(job.training_job_status()));
-  row.record = job.SerializeAsString();
+  row.record = encoded;
   return row;
 }
 
@@ -139,6 +139,7 @@ absl::Status TrainingJobManager::Load() {
     }
     JobEntry& entry = jobs_[row.name];
     entry.committed = record;
+    entry.committed_encoded = std::make_shared<const std::string>(row.record);
     entry.latest = record;
     IndexLocked(row.name, nullptr, record.get());
     return absl::OkStatus();
@@ -219,10 +220,11 @@ void TrainingJobManager::CommitLoop() {
 
     // Serialize outside the lock: snapshots are immutable.
     persistence::WriteBatch batch;
-    for (const PendingCommit& commit : group) {
+    for (PendingCommit& commit : group) {
       if (!commit.changed) continue;
       if (commit.next != nullptr) {
-        batch.Put(ToRow(*commit.next));
+        commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
+        batch.Put(ToRow(*commit.next, *commit.encoded));
       } else {
         batch.Delete(commit.job_name);
       }
@@ -274,6 +276,7 @@ void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
   --entry.queued_changes;
   std::shared_ptr<const JobRecord> before = std::move(entry.committed);
   entry.committed = commit.next;
+  entry.committed_encoded = commit.encoded;
   IndexLocked(commit.job_name, before.get(), entry.committed.get());
 
   if (!entry.watches.empty()) {
@@ -388,6 +391,19 @@ void TrainingJobManager::DescribeTrainingJob(const v1::DescribeTrainingJobReques
   }
   *response = *job;
   std::move(done)(absl::OkStatus());
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> TrainingJobManager::DescribeTrainingJobEncoded(
+    const v1::DescribeTrainingJobRequest& request) {
+  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
+    return valid;
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = jobs_.find(request.training_job_name());
+  if (it == jobs_.end() || it->second.committed_encoded == nullptr) {
+    return JobNotFound(request.training_job_name());
+  }
+  return it->second.committed_encoded;
 }
 
 void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& request,

@@ -83,6 +83,8 @@ class TrainingJobManager final : public TrainingJobHandler {
                          v1::DeleteTrainingJobResponse* response, DoneCallback done) override;
   absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
       const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
+  absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
+      const v1::DescribeTrainingJobRequest& request) override;
 
   // Sets the status of one rule evaluation of a job (for the rules engine).
   // `done` gets OK once durable (also when nothing changed), NOT_FOUND for an
@@ -131,6 +133,9 @@ class TrainingJobManager final : public TrainingJobHandler {
 
   struct JobEntry {
     std::shared_ptr<const JobRecord> committed;  // What readers see.
+    // `committed` serialized: written to storage, and served by Describe
+    // without copying or encoding the record again.
+    std::shared_ptr<const std::string> committed_encoded;
     std::shared_ptr<const JobRecord> latest;     // Committed + queued changes.
     int queued_changes = 0;
     std::vector<Watch*> watches;
@@ -140,7 +145,7 @@ class TrainingJobManager final : public TrainingJobHandler {
     std::string job_name;
     bool changed = false;
     std::shared_ptr<const JobRecord> next;
-    persistence::WriteBatch batch;
+    std::shared_ptr<const std::string> encoded;  // `next` serialized, at commit.
     DoneCallback done;
     std::function<void()> after_commit;
   };

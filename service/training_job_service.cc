@@ -4,6 +4,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "service/status_mapping.h"
 
 namespace debugplane::service {
@@ -124,10 +125,35 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::CreateTrainingJob(
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
-    grpc::CallbackServerContext* context, const v1::DescribeTrainingJobRequest* request,
-    v1::DescribeTrainingJobResponse* response) {
-  return ServeUnary(handler_, context, request, response,
-                    &core::TrainingJobHandler::DescribeTrainingJob);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::DescribeTrainingJobRequest parsed;
+  grpc::ByteBuffer copy(*request);  // Shares the slices; Deserialize consumes its input.
+  grpc::Status decoded =
+      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::DescribeTrainingJobRequest>(&copy,
+                                                                                       &parsed);
+  if (!decoded.ok()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "the request is not a DescribeTrainingJobRequest"));
+    return reactor;
+  }
+  absl::StatusOr<std::shared_ptr<const std::string>> encoded =
+      handler_->DescribeTrainingJobEncoded(parsed);
+  if (!encoded.ok()) {
+    reactor->Finish(ToGrpcStatus(encoded.status()));
+    return reactor;
+  }
+  // The slice borrows the bytes and keeps them alive until gRPC is done.
+  auto* owner = new std::shared_ptr<const std::string>(*std::move(encoded));
+  grpc::Slice slice(
+      const_cast<char*>((*owner)->data()), (*owner)->size(),
+      [](void* user_data) { delete static_cast<std::shared_ptr<const std::string>*>(user_data); },
+      owner);
+  grpc::ByteBuffer bytes(&slice, 1);
+  response->Swap(&bytes);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::ListTrainingJobs(

@@ -10,7 +10,12 @@
 
 namespace debugplane::service {
 
-class TrainingJobServiceImpl final : public v1::TrainingJobService::CallbackService {
+// DescribeTrainingJob, the hot read, is a raw method: it sends the job's
+// committed bytes (encoded once per change, shared) without copying the record
+// or encoding it again.
+class TrainingJobServiceImpl final
+    : public v1::TrainingJobService::WithRawCallbackMethod_DescribeTrainingJob<
+          v1::TrainingJobService::CallbackService> {
  public:
   // REQUIRES: `handler` outlives the service and every call it serves.
   explicit TrainingJobServiceImpl(core::TrainingJobHandler* handler) : handler_(handler) {}
@@ -18,9 +23,9 @@ class TrainingJobServiceImpl final : public v1::TrainingJobService::CallbackServ
   grpc::ServerUnaryReactor* CreateTrainingJob(grpc::CallbackServerContext* context,
                                               const v1::CreateTrainingJobRequest* request,
                                               v1::CreateTrainingJobResponse* response) override;
-  grpc::ServerUnaryReactor* DescribeTrainingJob(
-      grpc::CallbackServerContext* context, const v1::DescribeTrainingJobRequest* request,
-      v1::DescribeTrainingJobResponse* response) override;
+  grpc::ServerUnaryReactor* DescribeTrainingJob(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTrainingJobs(grpc::CallbackServerContext* context,
                                              const v1::ListTrainingJobsRequest* request,
                                              v1::ListTrainingJobsResponse* response) override;
