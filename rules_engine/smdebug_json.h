@@ -1,0 +1,51 @@
+// Parsers for smdebug's JSON files in a trial directory: the per-step index
+// files and the collections file (../shared/reference/smdebug-format.md).
+
+#ifndef DEBUGPLANE_RULES_ENGINE_SMDEBUG_JSON_H_
+#define DEBUGPLANE_RULES_ENGINE_SMDEBUG_JSON_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rules_engine/step.h"
+
+namespace debugplane::rules_engine {
+
+// Where one tensor's record sits in the step's event file.
+struct IndexEntry {
+  std::string tensor_name;
+  uint64_t start_idx = 0;
+  uint64_t length = 0;  // Of the whole record, framing included.
+};
+
+// index/<prefix>/<step:012d>_<worker>.json
+struct StepIndex {
+  std::optional<Mode> mode;          // meta.mode ("TRAIN", ...), if valid.
+  std::optional<int64_t> mode_step;  // meta.mode_step, if present.
+  std::string event_file_name;       // meta.event_file_name, as written.
+  std::vector<IndexEntry> tensors;   // tensor_payload, in file order.
+};
+
+// DATA_LOSS naming `file` if the text is not a JSON object of that shape
+// (the caller decides whether that means "still being written").
+absl::StatusOr<StepIndex> ParseIndexJson(absl::string_view json, absl::string_view file);
+
+// collections/000000000/<worker>_collections.json
+struct CollectionsFile {
+  std::map<std::string, Collection> collections;
+  int num_workers = 1;  // _meta.num_workers; 1 if absent.
+};
+absl::StatusOr<CollectionsFile> ParseCollectionsJson(absl::string_view json,
+                                                     absl::string_view file);
+
+// "TRAIN" -> kTrain, ...; nullopt for anything else.
+std::optional<Mode> ParseModeName(absl::string_view name);
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_SMDEBUG_JSON_H_

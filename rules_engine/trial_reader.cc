@@ -1,0 +1,302 @@
+#include "rules_engine/trial_reader.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "rules_engine/smdebug_json.h"
+#include "rules_engine/tensor_decode.h"
+#include "rules_engine/tfrecord.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+constexpr size_t kMaxTensorNamesSeen = 200;
+// smdebug puts at most this many steps' index files in one index/<prefix>/.
+constexpr int64_t kStepsPerIndexDir = 1000;
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "<step:012d>_<worker>.json" -> (step, worker).
+std::optional<std::pair<int64_t, std::string>> ParseIndexFileName(absl::string_view name) {
+  if (!absl::ConsumeSuffix(&name, ".json")) return std::nullopt;
+  const size_t underscore = name.find('_');
+  if (underscore == absl::string_view::npos || underscore + 1 >= name.size()) return std::nullopt;
+  const absl::string_view digits = name.substr(0, underscore);
+  int64_t step;
+  if (!AllDigits(digits) || !absl::SimpleAtoi(digits, &step)) return std::nullopt;
+  const absl::string_view worker = name.substr(underscore + 1);
+  // The worker becomes part of a path: keep it a plain file name component.
+  if (absl::StrContains(worker, "/") || worker == "." || worker == "..") return std::nullopt;
+  return std::make_pair(step, std::string(worker));
+}
+
+}  // namespace
+
+struct TrialReader::State {
+  std::string path;
+  TrialInfo info;
+  TrialSummary summary;
+  bool collections_loaded = false;
+  bool finished = false;
+  int64_t last_returned = -1;  // Highest global step returned (or given up on).
+
+  struct Worker {
+    std::string index_path;
+    std::optional<StepIndex> index;  // Once it parsed.
+    absl::Status index_error;        // Last parse failure (maybe still being written).
+    bool event_exists = false;
+  };
+  // Steps seen in index/ and not returned yet, by global step; then worker.
+  std::map<int64_t, std::map<std::string, Worker>> pending;
+  std::set<std::string> tensor_names_seen;
+  std::set<std::string> workers_seen;
+
+  std::string Join(absl::string_view rel) const { return absl::StrCat(path, "/", rel); }
+  std::string EventFile(int64_t step, const std::string& worker) const {
+    return absl::StrFormat("events/%012d/%012d_%s.tfevents", step, step, worker);
+  }
+};
+
+TrialReader::TrialReader(std::shared_ptr<TrialStorage> storage, std::string path)
+    : storage_(std::move(storage)), state_(std::make_shared<State>()) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  state_->path = path;
+  state_->summary.path = state_->path;
+}
+
+bool TrialReader::finished() const { return state_->finished; }
+const TrialInfo& TrialReader::info() const { return state_->info; }
+const TrialSummary& TrialReader::summary() const { return state_->summary; }
+
+namespace {
+
+// Outcome of reading one step's records.
+enum class StepRead { kDone, kWait };
+
+}  // namespace
+
+absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted) {
+  State& st = *state_;
+  std::vector<Step> out;
+  if (st.finished) return out;
+
+  st.summary.exists = storage_->Exists(st.path);
+  if (!st.summary.exists) return out;  // Training may not have started.
+
+  // Checked before listing: if the marker is there, the listings below see
+  // every file training wrote.
+  const bool ended = storage_->Exists(st.Join("training_job_end.ts"));
+  st.summary.training_ended = ended;
+
+  // Collections: read once, when first parsable. smdebug writes it before
+  // the first step; without it num_workers is unknown, so wait for it
+  // unless training has ended.
+  if (!st.collections_loaded) {
+    const std::string dir = st.Join("collections/000000000");
+    absl::StatusOr<std::vector<std::string>> names = storage_->List(dir);
+    if (!names.ok() && !absl::IsNotFound(names.status())) return names.status();
+    if (names.ok()) {
+      for (const std::string& name : *names) {
+        if (!absl::EndsWith(name, "_collections.json")) continue;
+        const std::string file = absl::StrCat(dir, "/", name);
+        absl::StatusOr<std::string> text = storage_->Read(file);
+        if (!text.ok()) return text.status();
+        absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
+        if (!parsed.ok()) {
+          if (ended) return parsed.status();
+          break;  // Probably still being written: retry next call.
+        }
+        st.info.collections = std::move(parsed->collections);
+        st.info.num_workers = parsed->num_workers;
+        st.collections_loaded = true;
+        st.summary.has_collections = true;
+        break;
+      }
+    }
+    if (!st.collections_loaded && !ended) return out;
+  }
+
+  // Discover new index files. Only index/<prefix>/ directories that can hold
+  // steps after the last returned one are listed.
+  {
+    absl::StatusOr<std::vector<std::string>> prefixes = storage_->List(st.Join("index"));
+    if (!prefixes.ok() && !absl::IsNotFound(prefixes.status())) return prefixes.status();
+    const int64_t min_prefix = std::max<int64_t>(0, st.last_returned) / kStepsPerIndexDir;
+    for (const std::string& prefix : prefixes.ok() ? *prefixes : std::vector<std::string>()) {
+      int64_t p;
+      if (!AllDigits(prefix) || !absl::SimpleAtoi(prefix, &p) || p < min_prefix) continue;
+      const std::string dir = st.Join(absl::StrCat("index/", prefix));
+      absl::StatusOr<std::vector<std::string>> files = storage_->List(dir);
+      if (!files.ok()) {
+        if (absl::IsNotFound(files.status())) continue;
+        return files.status();
+      }
+      for (const std::string& name : *files) {
+        auto parsed = ParseIndexFileName(name);
+        if (!parsed || parsed->first <= st.last_returned) continue;
+        auto& workers = st.pending[parsed->first];
+        if (workers.count(parsed->second)) continue;
+        workers[parsed->second].index_path = absl::StrCat(dir, "/", name);
+      }
+    }
+  }
+
+  // Parse index files not parsed yet and look for event files.
+  for (auto& [step, workers] : st.pending) {
+    for (auto& [worker, w] : workers) {
+      if (!w.index) {
+        absl::StatusOr<std::string> text = storage_->Read(w.index_path);
+        if (!text.ok()) return text.status();
+        absl::StatusOr<StepIndex> index = ParseIndexJson(*text, w.index_path);
+        if (!index.ok()) {
+          w.index_error = index.status();
+          continue;
+        }
+        w.index = std::move(*index);
+        w.index_error = absl::OkStatus();
+        for (const IndexEntry& e : w.index->tensors) {
+          if (st.tensor_names_seen.size() < kMaxTensorNamesSeen ||
+              st.tensor_names_seen.count(e.tensor_name)) {
+            st.tensor_names_seen.insert(e.tensor_name);
+          }
+        }
+        if (st.workers_seen.insert(worker).second) {
+          st.info.workers.assign(st.workers_seen.begin(), st.workers_seen.end());
+        }
+      }
+      if (!w.event_exists) w.event_exists = storage_->Exists(st.Join(st.EventFile(step, worker)));
+    }
+  }
+  st.summary.tensor_names_seen.assign(st.tensor_names_seen.begin(), st.tensor_names_seen.end());
+
+  const auto fully_present = [&](const std::map<std::string, State::Worker>& workers) {
+    if (static_cast<int>(workers.size()) < st.info.num_workers) return false;
+    for (const auto& [name, w] : workers) {
+      if (!w.index || !w.event_exists) return false;
+    }
+    return true;
+  };
+  // A step is "superseded" when a later step is fully present: a worker
+  // that skipped this step (or a file that stopped changing) will not come
+  // back to it, as smdebug writes steps in order.
+  int64_t last_full = -1;
+  for (const auto& [step, workers] : st.pending) {
+    if (fully_present(workers)) last_full = step;
+  }
+
+  absl::Status error;
+  while (!st.pending.empty()) {
+    auto it = st.pending.begin();
+    const int64_t step = it->first;
+    auto& workers = it->second;
+    const bool settled = ended || step < last_full;
+    if (!fully_present(workers) && !settled) break;
+
+    Step result;
+    result.global_step = step;
+    bool wait = false;
+    bool have_mode = false;
+    for (auto& [worker, w] : workers) {
+      if (!w.index) {
+        // Unparsable index of a step that will not change any more.
+        error = w.index_error;
+        break;
+      }
+      if (!have_mode && w.index->mode) {
+        result.mode = *w.index->mode;
+        result.mode_step = w.index->mode_step.value_or(0);
+        have_mode = true;
+      }
+      const std::string event_rel = st.EventFile(step, worker);
+      const std::string event_file = st.Join(event_rel);
+      for (const IndexEntry& e : w.index->tensors) {
+        if (!wanted(e.tensor_name, st.info)) continue;
+        if (!w.event_exists) {
+          ++st.summary.records_skipped;  // settled: the file will never come.
+          continue;
+        }
+        absl::StatusOr<std::string> bytes = storage_->ReadRange(event_file, e.start_idx, e.length);
+        if (!bytes.ok()) {
+          error = bytes.status();
+          break;
+        }
+        TfRecordParse record = ParseTfRecordAt(*bytes, event_rel, e.start_idx, e.length);
+        if (record.kind == TfRecordParse::Kind::kIncomplete) {
+          if (ended) {
+            ++st.summary.records_skipped;  // Cut short when training stopped.
+            continue;
+          }
+          wait = true;
+          break;
+        }
+        if (record.kind == TfRecordParse::Kind::kCorrupt) {
+          error = absl::DataLossError(
+              absl::StrCat(st.path, "/", record.error, " (tensor ", e.tensor_name, ")"));
+          break;
+        }
+        const std::string where =
+            absl::StrCat(event_file, " offset ", e.start_idx, " (tensor ", e.tensor_name, ")");
+        absl::StatusOr<std::vector<DecodedValue>> values = DecodeEvent(record.payload, where);
+        if (!values.ok()) {
+          error = values.status();
+          break;
+        }
+        // smdebug writes one value per event; prefer the one the index names.
+        const DecodedValue* chosen = nullptr;
+        for (const DecodedValue& v : *values) {
+          if (v.tag == e.tensor_name) {
+            chosen = &v;
+            break;
+          }
+        }
+        if (chosen == nullptr && !values->empty()) chosen = &values->front();
+        if (chosen == nullptr) {
+          error = absl::DataLossError(absl::StrCat(where, ": record holds no tensor"));
+          break;
+        }
+        if (!have_mode && chosen->mode) {
+          result.mode = *chosen->mode;
+          result.mode_step = chosen->mode_step.value_or(0);
+          have_mode = true;
+        }
+        Tensor t = chosen->tensor;
+        t.name = e.tensor_name;
+        t.worker = worker;
+        result.tensors.push_back(std::move(t));
+      }
+      if (wait || !error.ok()) break;
+    }
+    if (!error.ok() || wait) break;
+    std::sort(result.tensors.begin(), result.tensors.end(), [](const Tensor& a, const Tensor& b) {
+      return std::tie(a.name, a.worker) < std::tie(b.name, b.worker);
+    });
+    st.last_returned = step;
+    ++st.summary.steps_seen;
+    st.summary.last_global_step = step;
+    st.pending.erase(it);
+    out.push_back(std::move(result));
+  }
+
+  if (!error.ok()) {
+    // Steps read before the error are returned now (each step is returned
+    // once); the error recurs on the next call since the step stays pending.
+    if (out.empty()) return error;
+    return out;
+  }
+  st.finished = ended && st.pending.empty();
+  return out;
+}
+
+}  // namespace debugplane::rules_engine
