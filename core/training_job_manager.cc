@@ -168,7 +168,7 @@ void TrainingJobManager::Shutdown() {
   }
 }
 
-void TrainingJobManager::Mutate(const std::string& job_name, Mutation mutation,
+void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mutation,
                                 DoneCallback done) {
   absl::Status refused;
   {
@@ -339,7 +339,7 @@ void TrainingJobManager::ScheduleCompleteStop(const std::string& job_name) {
         CompleteStop(*next, options_.now());
         return Change{.next = std::move(next)};
       },
-      [job_name](absl::Status status) {
+      [job_name](const absl::Status& status) {
         // Not lost on failure: the job stays Stopping on disk and the stop
         // completes at the next start.
         if (!status.ok()) {
@@ -371,7 +371,7 @@ void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& r
         }
         return Change{.next = record};
       },
-      [record, response, done = std::move(done)](absl::Status status) mutable {
+      [record, response, done = std::move(done)](const absl::Status& status) mutable {
         if (status.ok()) response->set_training_job_arn(record->training_job_arn());
         std::move(done)(status);
       });
@@ -607,7 +607,7 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
         SetTimestamp(now, next->mutable_last_modified_time());
         return Change{.next = std::move(next)};
       },
-      [this, update, response, done = std::move(done)](absl::Status status) mutable {
+      [this, update, response, done = std::move(done)](const absl::Status& status) mutable {
         if (status.ok()) {
           response->set_training_job_arn(
               TrainingJobArn(options_.arn_scope, update->training_job_name()));
@@ -623,7 +623,7 @@ void TrainingJobManager::StopTrainingJob(const v1::StopTrainingJobRequest& reque
     std::move(done)(valid);
     return;
   }
-  const std::string name = request.training_job_name();
+  const std::string& name = request.training_job_name();
   Mutate(
       name,
       [this, name](const JobRecord* latest) -> absl::StatusOr<Change> {
@@ -644,7 +644,7 @@ void TrainingJobManager::DeleteTrainingJob(const v1::DeleteTrainingJobRequest& r
     std::move(done)(valid);
     return;
   }
-  const std::string name = request.training_job_name();
+  const std::string& name = request.training_job_name();
   Mutate(
       name,
       [name](const JobRecord* latest) -> absl::StatusOr<Change> {

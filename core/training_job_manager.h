@@ -154,7 +154,7 @@ class TrainingJobManager final : public TrainingJobHandler {
                      TrainingJobManagerOptions options);
 
   absl::Status Load();
-  void Mutate(const std::string& job_name, Mutation mutation, DoneCallback done);
+  void Mutate(const std::string& job_name, const Mutation& mutation, DoneCallback done);
   void CommitLoop();
   // Publishes committed changes: updates indexes and notifies watchers.
   void PublishLocked(PendingCommit& commit, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

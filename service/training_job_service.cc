@@ -18,7 +18,7 @@ grpc::ServerUnaryReactor* ServeUnary(core::TrainingJobHandler* handler,
                                      Response* response, Method method) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   (handler->*method)(*request, response,
-                     [reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); });
+                     [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
   return reactor;
 }
 
