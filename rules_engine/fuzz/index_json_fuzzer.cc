@@ -2,9 +2,8 @@
 //
 // Build and run (see tfrecord_fuzzer.cc for the cmake line):
 //   ninja -C /work/main/build-fuzz -j2 index_json_fuzzer
-//   mkdir -p /tmp/json_corpus && cp
-//   ../shared/fixtures/smdebug/healthy/index/000000000/00000000000[0-5]* \
-//     ../shared/fixtures/smdebug/healthy/collections/000000000/* /tmp/json_corpus/
+//   mkdir -p /tmp/json_corpus && cd /work/shared/fixtures/smdebug/healthy
+//   cp index/000000000/00000000000[0-5]* collections/000000000/* /tmp/json_corpus/
 //   /work/main/build-fuzz/index_json_fuzzer -max_total_time=60 -max_len=65536 /tmp/json_corpus
 
 #include <cstddef>

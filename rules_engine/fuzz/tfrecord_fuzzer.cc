@@ -5,8 +5,8 @@
 //     -DDP_FUZZ=ON -DDP_BUILD_TESTS=OFF -DDP_BUILD_BENCH=OFF \
 //     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
 //   ninja -C /work/main/build-fuzz -j2 tfrecord_fuzzer
-//   mkdir -p /tmp/tfrecord_corpus && cp
-//   ../shared/fixtures/smdebug/healthy/events/00000000000[0-5]/* /tmp/tfrecord_corpus/
+//   mkdir -p /tmp/tfrecord_corpus
+//   cp /work/shared/fixtures/smdebug/healthy/events/00000000000[0-5]/* /tmp/tfrecord_corpus/
 //   /work/main/build-fuzz/tfrecord_fuzzer -max_total_time=60 -max_len=65536 /tmp/tfrecord_corpus
 
 #include <cstddef>
