@@ -215,6 +215,8 @@ struct Target {
 }  // namespace debugplane::bench
 
 int main(int argc, char** argv) {
+  // As in debugplane-server: no absl::Mutex deadlock detection in production.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   using namespace debugplane;
   using namespace debugplane::bench;
   CLI::App app{"TrainingJobService load generator: real server vs no-op ceiling"};

@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds debugplane with its tests and runs them.
-#   scripts/test.sh                 # RelWithDebInfo build, all tests
-#   DP_SANITIZE=address scripts/test.sh   # the same under a sanitizer
-#                                         # (address, undefined or thread)
+#   scripts/test.sh                              # RelWithDebInfo build, all tests
+#   DP_SANITIZE=address,undefined scripts/test.sh  # all tests under ASan + UBSan
+#   DP_SANITIZE=thread scripts/test.sh             # TSan: core, persistence,
+#                                                  # rules engine (see below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/install-deps.sh
 sanitize="${DP_SANITIZE:-}"
-build_dir="build/test${sanitize:+-$sanitize}"
+build_dir="build/test${sanitize:+-${sanitize//,/-}}"
+ctest_args=()
+if [[ "$sanitize" == *thread* ]]; then
+  # Debian's libgrpc is not built with TSan, so TSan reports races inside it
+  # (its arenas, call batches) that it cannot see synchronized; suppressing
+  # them would hide races in our gRPC callbacks too. TSan therefore runs the
+  # areas where debugplane's own concurrency lives; the gRPC areas run under
+  # ASan + UBSan.
+  ctest_args+=(-LE "service|client")
+fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDP_SANITIZE="$sanitize" > /dev/null
 cmake --build "$build_dir"
 cd "$build_dir"
-ctest --output-on-failure --timeout 600 -j2
+ctest --output-on-failure --timeout 600 -j2 "${ctest_args[@]}"

@@ -18,6 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/training_job_manager.h"
 #include "persistence/sqlite_storage.h"
 #include "service/logging.h"
@@ -49,6 +50,10 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's abseil ships with absl::Mutex deadlock detection on: a global
+  // graph update on every lock acquisition, ours and gRPC's. Tests keep it
+  // on; the server does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"debugplane-server: the training-job debug control plane (gRPC)"};
   app.set_config("--config", "", "Read flags from this TOML/INI file");
   debugplane::service::GrpcServerOptions grpc_options;
