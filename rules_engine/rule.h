@@ -3,6 +3,7 @@
 #ifndef DEBUGPLANE_RULES_ENGINE_RULE_H_
 #define DEBUGPLANE_RULES_ENGINE_RULE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "rules_engine/step.h"
 
 namespace debugplane::rules_engine {
@@ -58,6 +61,31 @@ class Rule {
   // (for rules that judge the whole run) or Error (no usable data; details
   // say what was needed).
   virtual RuleVerdict OnTrainingEnd(const TrialInfo& info) = 0;
+
+  // Wall-clock rules (StalledTrainingRule). A scheduler that evaluates a rule
+  // also drives time: after creating it and after every OnStep it asks
+  // NextDeadline(); if that is set, it calls OnTick(now) at (or after) that
+  // time, and again whenever the deadline moves. Rules that do not depend on
+  // time return nullopt and ignore ticks (the defaults).
+  virtual absl::optional<absl::Time> NextDeadline() const { return absl::nullopt; }
+  virtual RuleVerdict OnTick(absl::Time now) { return RuleVerdict::Continue(); }
+};
+
+// Reads tensor `tensor` at global step `global_step` of the trial named by
+// SimilarAcrossRuns' `other_trials` parameter (a training job name or trial
+// path: the caller resolves it). NOT_FOUND when that trial has no such
+// tensor at that step (the rule skips it); any other error makes the rule
+// report kError with the message.
+using OtherTrialLookup = std::function<absl::StatusOr<Tensor>(
+    const std::string& other_trial, int64_t global_step, const std::string& tensor)>;
+
+// What some rules need from their environment.
+struct RuleContext {
+  // The clock of wall-clock rules; absl::Now when unset.
+  std::function<absl::Time()> now;
+  // SimilarAcrossRuns' access to the other trial; without it that rule is
+  // UNIMPLEMENTED at creation.
+  OtherTrialLookup other_trial;
 };
 
 // Creates the built-in rule `rule_name` (rule_to_invoke) with `parameters`
@@ -68,6 +96,18 @@ class Rule {
 // UNIMPLEMENTED for a rule that is not a tensor rule.
 absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
                                                         const RuleParameters& parameters);
+absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
+                                                        const RuleParameters& parameters,
+                                                        const RuleContext& context);
+
+// Checks `parameters` of built-in rule `rule_name` exactly as
+// CreateBuiltinRule does (same errors) without needing a RuleContext: for
+// CreateTrainingJob-time validation.
+absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
+                                           const RuleParameters& parameters);
+
+// The names of the built-in tensor rules CreateBuiltinRule knows, sorted.
+std::vector<std::string> BuiltinTensorRuleNames();
 
 }  // namespace debugplane::rules_engine
 

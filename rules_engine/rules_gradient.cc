@@ -1,0 +1,333 @@
+// Gradient and weight rules: VanishingGradient, ExplodingTensor,
+// WeightUpdateRatio, PoorWeightInitialization.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "rules_engine/rule_internal.h"
+
+namespace debugplane::rules_engine::internal {
+namespace {
+
+// The gradients: smdebug's built-in collection, whose include_regex is
+// "^gradient"; the name prefix also catches them when the collections file
+// does not list the collection.
+TensorSelector Gradients() { return TensorSelector{{"gradients"}, {"gradient/"}, false}; }
+
+// --- VanishingGradient ----------------------------------------------------------
+// smdebug: for each tensor of collection `gradients` at each step, the mean of
+// |values| below `threshold` fires. A NaN mean (exploded gradient) is not
+// "vanishing": ExplodingTensor reports it.
+class VanishingGradient : public EvaluatingRule {
+ public:
+  explicit VanishingGradient(double threshold)
+      : EvaluatingRule("VanishingGradient"), threshold_(threshold) {}
+
+  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
+    return Gradients().Matches(tensor, info);
+  }
+  std::vector<std::string> RequiredCollections() const override { return {"gradients"}; }
+
+  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+    bool any = false;
+    for (const Tensor& t : step.tensors) {
+      if (t.values.empty() || !Wants(t.name, info)) continue;
+      any = true;
+      ++evaluations_;
+      const double m = MeanAbs(t.values);
+      if (m < threshold_) {
+        return RuleVerdict::Issues(Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info),
+                                                     " mean |x| ", Num(m), " < threshold ",
+                                                     Num(threshold_))));
+      }
+    }
+    if (any) ++steps_evaluated_;
+    return RuleVerdict::Continue();
+  }
+
+ protected:
+  std::string MissingData() const override {
+    return "no tensor of collection 'gradients' was saved (save the 'gradients' collection)";
+  }
+
+ private:
+  double threshold_;
+};
+
+// --- ExplodingTensor ------------------------------------------------------------
+// Decision: with neither collection_names nor tensor_regex the rule inspects
+// every tensor saved (the doc's "If no patterns are passed, the rule compares
+// all tensors gathered"). Any NaN, or +-inf unless only_nan, fires.
+class ExplodingTensor : public EvaluatingRule {
+ public:
+  ExplodingTensor(TensorSelector selector, bool only_nan)
+      : EvaluatingRule("ExplodingTensor"), selector_(std::move(selector)), only_nan_(only_nan) {}
+
+  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
+    return selector_.Matches(tensor, info);
+  }
+  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
+
+  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+    bool any = false;
+    for (const Tensor& t : step.tensors) {
+      if (t.values.empty() || !Wants(t.name, info)) continue;
+      any = true;
+      ++evaluations_;
+      for (size_t i = 0; i < t.values.size(); ++i) {
+        const double v = t.values[i];
+        if (std::isnan(v) || (!only_nan_ && std::isinf(v))) {
+          return RuleVerdict::Issues(Clip(absl::StrCat(
+              StepLabel(step), ": ", TensorLabel(t, info), " element ", i, " is ", Num(v),
+              only_nan_ ? " (only_nan: NaN is exploding)" : " (NaN or infinity is exploding)")));
+        }
+      }
+    }
+    if (any) ++steps_evaluated_;
+    return RuleVerdict::Continue();
+  }
+
+ protected:
+  std::string MissingData() const override {
+    return absl::StrCat("no tensor with values matched ", selector_.Describe());
+  }
+
+ private:
+  TensorSelector selector_;
+  bool only_nan_;
+};
+
+// --- WeightUpdateRatio ----------------------------------------------------------
+// ratio = ||w(s) - w(prev)||_2 / (||w(prev)||_2 + epsilon) for each tensor of
+// collection `weights`; above large_threshold or below small_threshold fires.
+// Decisions: only TRAIN (and GLOBAL) steps count, since EVAL steps do not
+// update weights and would always look "unchanged"; without num_steps the
+// previous saved step is the comparison point, with num_steps a previous
+// step older than s - num_steps is not compared (it becomes the new base).
+// State: one copy of each weight tensor (inherent to the rule).
+class WeightUpdateRatio : public EvaluatingRule {
+ public:
+  WeightUpdateRatio(absl::optional<int64_t> num_steps, double large, double small, double eps)
+      : EvaluatingRule("WeightUpdateRatio"),
+        num_steps_(num_steps),
+        large_(large),
+        small_(small),
+        epsilon_(eps) {}
+
+  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
+    return info.InCollection("weights", tensor);
+  }
+  std::vector<std::string> RequiredCollections() const override { return {"weights"}; }
+
+  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+    if (step.mode == Mode::kEval || step.mode == Mode::kPredict) return RuleVerdict::Continue();
+    bool any = false;
+    for (const Tensor& t : step.tensors) {
+      if (t.values.empty() || !Wants(t.name, info)) continue;
+      Previous& prev = previous_[{t.name, t.worker}];
+      const bool comparable = prev.step >= 0 && prev.values.size() == t.values.size() &&
+                              (!num_steps_ || step.global_step - prev.step <= *num_steps_);
+      if (comparable) {
+        double diff2 = 0, base2 = 0;
+        for (size_t i = 0; i < t.values.size(); ++i) {
+          const double d = t.values[i] - prev.values[i];
+          diff2 += d * d;
+          base2 += prev.values[i] * prev.values[i];
+        }
+        const double ratio = std::sqrt(diff2) / (std::sqrt(base2) + epsilon_);
+        any = true;
+        ++evaluations_;
+        if (ratio > large_ || ratio < small_) {
+          return RuleVerdict::Issues(Clip(absl::StrCat(
+              StepLabel(step), ": ", TensorLabel(t, info), " update/weight ratio ", Num(ratio),
+              " since step ", prev.step, ratio > large_ ? " > large_threshold " : " < small_threshold ",
+              Num(ratio > large_ ? large_ : small_))));
+        }
+      }
+      prev.step = step.global_step;
+      prev.values = t.values;
+    }
+    if (any) ++steps_evaluated_;
+    return RuleVerdict::Continue();
+  }
+
+ protected:
+  std::string MissingData() const override {
+    return previous_.empty()
+               ? "no tensor of collection 'weights' was saved in TRAIN steps"
+               : "tensors of collection 'weights' were never saved at two TRAIN steps within "
+                 "num_steps of each other";
+  }
+
+ private:
+  struct Previous {
+    int64_t step = -1;
+    std::vector<double> values;
+  };
+  absl::optional<int64_t> num_steps_;
+  double large_, small_, epsilon_;
+  std::map<std::pair<std::string, std::string>, Previous> previous_;
+};
+
+// --- PoorWeightInitialization ---------------------------------------------------
+// Analyses the first `steps` TRAIN steps (mode step < steps), three checks:
+//  1. activation inputs (activation_inputs_regex): the ratio of the largest
+//     to the smallest per-layer variance at a step above `threshold` fires;
+//  2. gradients: decision: all gradient values of a step pooled into one
+//     distribution (per-tensor percentiles of tiny bias vectors are noise);
+//     95th - 5th percentile below distribution_range fires;
+//  3. loss (collection 'losses'): no new minimum for `patience` consecutive
+//     analysed steps fires.
+// Whichever data is missing is skipped; none of the three -> kError.
+class PoorWeightInitialization : public EvaluatingRule {
+ public:
+  PoorWeightInitialization(std::vector<std::string> activation_regex, double threshold,
+                           double distribution_range, int64_t patience, int64_t steps)
+      : EvaluatingRule("PoorWeightInitialization"),
+        activations_{{}, std::move(activation_regex), false},
+        threshold_(threshold),
+        distribution_range_(distribution_range),
+        patience_(patience),
+        steps_(steps) {}
+
+  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
+    return activations_.Matches(tensor, info) || Gradients().Matches(tensor, info) ||
+           info.InCollection("losses", tensor);
+  }
+  std::vector<std::string> RequiredCollections() const override {
+    return {"gradients", "losses"};
+  }
+
+  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+    if (step.mode == Mode::kEval || step.mode == Mode::kPredict) return RuleVerdict::Continue();
+    if (step.mode_step >= steps_) return RuleVerdict::Continue();
+    bool any = false;
+    // 1. Activation input variances across layers.
+    const Tensor* min_t = nullptr;
+    const Tensor* max_t = nullptr;
+    double min_v = std::numeric_limits<double>::infinity(), max_v = -1;
+    std::vector<double> gradient_values;
+    double loss_sum = 0;
+    int loss_count = 0;
+    for (const Tensor& t : step.tensors) {
+      if (t.values.empty()) continue;
+      if (activations_.Matches(t.name, info)) {
+        const double v = Variance(t.values);
+        if (v < min_v) min_v = v, min_t = &t;
+        if (v > max_v) max_v = v, max_t = &t;
+      } else if (Gradients().Matches(t.name, info)) {
+        gradient_values.insert(gradient_values.end(), t.values.begin(), t.values.end());
+      } else if (info.InCollection("losses", t.name)) {
+        loss_sum += Mean(t.values);
+        ++loss_count;
+      }
+    }
+    if (min_t != nullptr && max_t != nullptr && min_t != max_t) {
+      any = true;
+      ++evaluations_;
+      const double ratio = min_v > 0 ? max_v / min_v : std::numeric_limits<double>::infinity();
+      if (ratio > threshold_) {
+        return RuleVerdict::Issues(Clip(absl::StrCat(
+            StepLabel(step), ": activation input variance ratio ", Num(ratio), " (",
+            TensorLabel(*max_t, info), " ", Num(max_v), " / ", TensorLabel(*min_t, info), " ",
+            Num(min_v), ") > threshold ", Num(threshold_))));
+      }
+    }
+    // 2. Gradient distribution width.
+    if (gradient_values.size() >= 2) {
+      any = true;
+      ++evaluations_;
+      const double p5 = Percentile(gradient_values, 5), p95 = Percentile(gradient_values, 95);
+      if (p95 - p5 < distribution_range_) {
+        return RuleVerdict::Issues(Clip(absl::StrCat(
+            StepLabel(step), ": gradients' 95th - 5th percentile ", Num(p95 - p5), " (",
+            gradient_values.size(), " values) < distribution_range ", Num(distribution_range_))));
+      }
+    }
+    // 3. Loss convergence over the first steps.
+    if (loss_count > 0) {
+      any = true;
+      ++evaluations_;
+      const double loss = loss_sum / loss_count;
+      if (!best_loss_ || loss < *best_loss_) {
+        best_loss_ = loss;
+        steps_without_improvement_ = 0;
+      } else if (++steps_without_improvement_ >= patience_) {
+        return RuleVerdict::Issues(Clip(absl::StrCat(
+            StepLabel(step), ": loss ", Num(loss), " has not improved on ", Num(*best_loss_),
+            " for ", steps_without_improvement_, " steps (patience ", patience_,
+            ") in the first ", steps_, " steps")));
+      }
+    }
+    if (any) ++steps_evaluated_;
+    return RuleVerdict::Continue();
+  }
+
+ protected:
+  std::string MissingData() const override {
+    return absl::StrCat("in the first ", steps_,
+                        " TRAIN steps no activation input (", activations_.Describe(),
+                        "), gradient (collection 'gradients') or loss (collection 'losses') "
+                        "was saved");
+  }
+
+ private:
+  TensorSelector activations_;
+  double threshold_, distribution_range_;
+  int64_t patience_, steps_;
+  absl::optional<double> best_loss_;
+  int64_t steps_without_improvement_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Rule>> MakeVanishingGradient(RuleParameterReader& p,
+                                                            const RuleContext&) {
+  const double threshold = p.Float("threshold", 0.0000001, 0);
+  if (absl::Status s = p.status(); !s.ok()) return s;
+  return std::make_unique<VanishingGradient>(threshold);
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> MakeExplodingTensor(RuleParameterReader& p,
+                                                          const RuleContext&) {
+  TensorSelector selector;
+  selector.collections = p.List("collection_names");
+  selector.regexes = p.RegexList("tensor_regex");
+  selector.all_when_empty = true;
+  const bool only_nan = p.Bool("only_nan", false);
+  if (absl::Status s = p.status(); !s.ok()) return s;
+  return std::make_unique<ExplodingTensor>(std::move(selector), only_nan);
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> MakeWeightUpdateRatio(RuleParameterReader& p,
+                                                            const RuleContext&) {
+  const absl::optional<int64_t> num_steps =
+      p.OptionalInt("num_steps", 1, std::numeric_limits<int64_t>::max());
+  const double large = p.Float("large_threshold", 10.0, 0);
+  const double small = p.Float("small_threshold", 0.00000001, 0);
+  const double epsilon = p.Float("epsilon", 0.000000001, 0);
+  if (p.status().ok() && small > large) {
+    p.Fail("small_threshold", absl::StrCat("must not exceed large_threshold (", Num(large), ")"));
+  }
+  if (absl::Status s = p.status(); !s.ok()) return s;
+  return std::make_unique<WeightUpdateRatio>(num_steps, large, small, epsilon);
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> MakePoorWeightInitialization(RuleParameterReader& p,
+                                                                   const RuleContext&) {
+  std::vector<std::string> regex = p.RegexList("activation_inputs_regex", {".*relu_input"});
+  const double threshold = p.Float("threshold", 10.0, 1);
+  const double range = p.Float("distribution_range", 0.001, 0);
+  const int64_t patience = p.Int("patience", 5, 1);
+  const int64_t steps = p.Int("steps", 10, 1);
+  if (absl::Status s = p.status(); !s.ok()) return s;
+  return std::make_unique<PoorWeightInitialization>(std::move(regex), threshold, range, patience,
+                                                    steps);
+}
+
+}  // namespace debugplane::rules_engine::internal
