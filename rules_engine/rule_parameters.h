@@ -73,7 +73,7 @@ class RuleParameterReader {
   absl::optional<std::string> Raw(absl::string_view name);
 
   std::string rule_name_;
-  const RuleParameters& parameters_;
+  const RuleParameters parameters_;  // A copy: callers pass temporaries.
   std::set<std::string> known_;
   absl::Status error_;
 };
