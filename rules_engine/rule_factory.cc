@@ -167,9 +167,10 @@ const std::map<std::string, internal::RuleMaker>& Makers() {
 // report generators, evaluated elsewhere (or not at all).
 bool IsNonTensorBuiltin(const std::string& name) {
   static const auto* names = new std::set<std::string>{
-      "ProfilerReport", "BatchSize",          "CPUBottleneck",       "GPUMemoryIncrease",
-      "IOBottleneck",   "LoadBalancing",      "LowGPUUtilization",   "OverallSystemUsage",
-      "MaxInitializationTime", "OverallFrameworkMetrics", "StepOutlier", "CreateXgboostReport",
+      "ProfilerReport",          "BatchSize",          "CPUBottleneck",
+      "GPUMemoryIncrease",       "IOBottleneck",       "LoadBalancing",
+      "LowGPUUtilization",       "OverallSystemUsage", "MaxInitializationTime",
+      "OverallFrameworkMetrics", "StepOutlier",        "CreateXgboostReport",
       "DLProfilerReport"};
   return names->count(name) > 0;
 }
@@ -183,9 +184,9 @@ absl::StatusOr<std::unique_ptr<Rule>> Create(const std::string& rule_name,
       return absl::UnimplementedError(absl::StrCat(
           "built-in rule '", rule_name, "' is not a tensor rule and is not evaluated here"));
     }
-    return absl::NotFoundError(absl::StrCat("unknown built-in rule '", rule_name,
-                                            "'; tensor rules: ",
-                                            absl::StrJoin(BuiltinTensorRuleNames(), ", ")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown built-in rule '", rule_name,
+                     "'; tensor rules: ", absl::StrJoin(BuiltinTensorRuleNames(), ", ")));
   }
   RuleParameterReader reader(rule_name, parameters);
   return it->second(reader, context);

@@ -80,15 +80,14 @@ class EvaluatingRule : public Rule {
   std::string name_;
 };
 
-using RuleMaker =
-    absl::StatusOr<std::unique_ptr<Rule>> (*)(RuleParameterReader& params, const RuleContext& ctx);
+using RuleMaker = absl::StatusOr<std::unique_ptr<Rule>> (*)(RuleParameterReader& params,
+                                                            const RuleContext& ctx);
 
 // One per rule, defined in the rules_*.cc files. Each reads every parameter
 // it declares from `params` and returns params.status() if it is not OK.
 absl::StatusOr<std::unique_ptr<Rule>> MakeVanishingGradient(RuleParameterReader&,
                                                             const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeExplodingTensor(RuleParameterReader&,
-                                                          const RuleContext&);
+absl::StatusOr<std::unique_ptr<Rule>> MakeExplodingTensor(RuleParameterReader&, const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakeWeightUpdateRatio(RuleParameterReader&,
                                                             const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakePoorWeightInitialization(RuleParameterReader&,
@@ -100,15 +99,12 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeOvertraining(RuleParameterReader&, con
 absl::StatusOr<std::unique_ptr<Rule>> MakeDeadRelu(RuleParameterReader&, const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakeSaturatedActivation(RuleParameterReader&,
                                                               const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeTensorVariance(RuleParameterReader&,
-                                                         const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeUnchangedTensor(RuleParameterReader&,
-                                                          const RuleContext&);
+absl::StatusOr<std::unique_ptr<Rule>> MakeTensorVariance(RuleParameterReader&, const RuleContext&);
+absl::StatusOr<std::unique_ptr<Rule>> MakeUnchangedTensor(RuleParameterReader&, const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakeAllZero(RuleParameterReader&, const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakeSimilarAcrossRuns(RuleParameterReader&,
                                                             const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeClassImbalance(RuleParameterReader&,
-                                                         const RuleContext&);
+absl::StatusOr<std::unique_ptr<Rule>> MakeClassImbalance(RuleParameterReader&, const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakeCheckInputImages(RuleParameterReader&,
                                                            const RuleContext&);
 absl::StatusOr<std::unique_ptr<Rule>> MakeNLPSequenceRatio(RuleParameterReader&,

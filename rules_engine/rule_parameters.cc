@@ -118,8 +118,8 @@ double RuleParameterReader::Float(absl::string_view name, double default_value, 
   return v;
 }
 
-double RuleParameterReader::FloatExclusive(absl::string_view name, double default_value,
-                                           double min, double max) {
+double RuleParameterReader::FloatExclusive(absl::string_view name, double default_value, double min,
+                                           double max) {
   double v = Float(name, default_value);
   if (Has(name) && error_.ok() && (v <= min || v >= max)) {
     Fail(name, absl::StrCat("must be greater than ", min, " and less than ", max, ", got ",
@@ -188,8 +188,8 @@ std::string RuleParameterReader::String(absl::string_view name, std::string defa
     for (const std::string& a : allowed) {
       if (*raw == a) return *raw;
     }
-    Fail(name, absl::StrCat("must be one of ", absl::StrJoin(allowed, ", "), ", got ",
-                            Quote(*raw)));
+    Fail(name,
+         absl::StrCat("must be one of ", absl::StrJoin(allowed, ", "), ", got ", Quote(*raw)));
     return default_value;
   }
   return *raw;
@@ -262,8 +262,8 @@ absl::Status RuleParameterReader::status() const {
     if (known_.count(key) > 0 || IsReservedRuleParameter(key)) continue;
     std::vector<std::string> names(known_.begin(), known_.end());
     return absl::InvalidArgumentError(absl::StrCat(
-        rule_name_, ": unknown parameter ", Quote(key), "; allowed: ",
-        names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
+        rule_name_, ": unknown parameter ", Quote(key),
+        "; allowed: ", names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
   }
   return absl::OkStatus();
 }

@@ -51,7 +51,8 @@ class RuleParameterReader {
   absl::optional<std::string> OptionalString(absl::string_view name);
   // A list: "a, b", "a" or a Python list literal "['a', 'b']". Empty items
   // are dropped; absent, "" or "None" -> `default_value`.
-  std::vector<std::string> List(absl::string_view name, std::vector<std::string> default_value = {});
+  std::vector<std::string> List(absl::string_view name,
+                                std::vector<std::string> default_value = {});
   // A list of regular expressions, each checked to compile.
   std::vector<std::string> RegexList(absl::string_view name,
                                      std::vector<std::string> default_value = {});

@@ -62,13 +62,13 @@ class DeadRelu : public EvaluatingRule {
       any = true;
       ++evaluations_;
       int64_t units = 0;
-      const double dead = PercentInactiveUnits(t, threshold_inactivity_,
-                                               [](double v) { return v > 0; }, &units);
+      const double dead = PercentInactiveUnits(
+          t, threshold_inactivity_, [](double v) { return v > 0; }, &units);
       if (dead > threshold_layer_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": ", TensorLabel(t, info), " ", Num(dead), "% of ", units,
-            " ReLUs are dead (active in < ", Num(threshold_inactivity_),
-            "% of samples) > threshold_layer ", Num(threshold_layer_), "%")));
+        return RuleVerdict::Issues(
+            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " ", Num(dead), "% of ",
+                              units, " ReLUs are dead (active in < ", Num(threshold_inactivity_),
+                              "% of samples) > threshold_layer ", Num(threshold_layer_), "%")));
       }
     }
     if (any) ++steps_evaluated_;

@@ -108,24 +108,23 @@ class ClassImbalance : public EvaluatingRule {
     auto [min_it, max_it] = std::minmax_element(
         classes_.begin(), classes_.end(),
         [](const auto& a, const auto& b) { return a.second.samples < b.second.samples; });
-    const double ratio = static_cast<double>(max_it->second.samples) /
-                         static_cast<double>(min_it->second.samples);
+    const double ratio =
+        static_cast<double>(max_it->second.samples) / static_cast<double>(min_it->second.samples);
     if (classes_.size() >= 2 && ratio > threshold_imbalance_) {
       return RuleVerdict::Issues(Clip(absl::StrCat(
           StepLabel(step), ": after ", total_, " labels, class ", max_it->first, " has ",
-          max_it->second.samples, " samples and class ", min_it->first, " ",
-          min_it->second.samples, ": ratio ", Num(ratio), " > threshold_imbalance ",
-          Num(threshold_imbalance_))));
+          max_it->second.samples, " samples and class ", min_it->first, " ", min_it->second.samples,
+          ": ratio ", Num(ratio), " > threshold_imbalance ", Num(threshold_imbalance_))));
     }
     for (const auto& [cls, c] : classes_) {
       if (c.predicted == 0) continue;
       const double wrong =
           static_cast<double>(c.predicted - c.correct) / static_cast<double>(c.predicted);
       if (wrong > threshold_misprediction_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": class ", cls, " mispredicted in ", c.predicted - c.correct, " of ",
-            c.predicted, " samples (", Num(wrong), ") > threshold_misprediction ",
-            Num(threshold_misprediction_))));
+        return RuleVerdict::Issues(Clip(
+            absl::StrCat(StepLabel(step), ": class ", cls, " mispredicted in ",
+                         c.predicted - c.correct, " of ", c.predicted, " samples (", Num(wrong),
+                         ") > threshold_misprediction ", Num(threshold_misprediction_))));
       }
     }
     return RuleVerdict::Continue();
@@ -133,12 +132,11 @@ class ClassImbalance : public EvaluatingRule {
 
  protected:
   std::string MissingData() const override {
-    std::string out =
-        total_ == 0
-            ? absl::StrCat("no labels tensor matching '", labels_regex_,
-                           "' was saved in TRAIN steps")
-            : absl::StrCat("only ", total_, " labels were seen, fewer than samples (", samples_,
-                           ")");
+    std::string out = total_ == 0
+                          ? absl::StrCat("no labels tensor matching '", labels_regex_,
+                                         "' was saved in TRAIN steps")
+                          : absl::StrCat("only ", total_, " labels were seen, fewer than samples (",
+                                         samples_, ")");
     if (mismatched_ > 0) {
       absl::StrAppend(&out, "; ", mismatched_,
                       " predictions tensors did not have one class per label (set argmax to "
@@ -274,10 +272,10 @@ class NLPSequenceRatio : public EvaluatingRule {
         for (double v : t.values) n += v == tokens_[k] ? 1 : 0;
         const double pct = 100.0 * static_cast<double>(n) / static_cast<double>(t.values.size());
         if (pct > thresholds_[k]) {
-          return RuleVerdict::Issues(Clip(absl::StrCat(
-              StepLabel(step), ": ", TensorLabel(t, info), " token ", Num(tokens_[k]), " is ", n,
-              " of ", t.values.size(), " values (", Num(pct), "%) > token_thresholds_percent ",
-              Num(thresholds_[k]), "%")));
+          return RuleVerdict::Issues(Clip(
+              absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " token ", Num(tokens_[k]),
+                           " is ", n, " of ", t.values.size(), " values (", Num(pct),
+                           "%) > token_thresholds_percent ", Num(thresholds_[k]), "%")));
         }
       }
     }
@@ -367,10 +365,10 @@ class Confusion : public EvaluatingRule {
         if (j == i) continue;
         const double off = static_cast<double>(m[j * k + i]) / static_cast<double>(col);
         if (off > max_off_diag_) {
-          return RuleVerdict::Issues(Clip(absl::StrCat(
-              StepLabel(step), ": ", y->name, "/", p->name, " confusion[", j, "][", i,
-              "] / column ", i, " = ", m[j * k + i], "/", col, " = ", Num(off),
-              " > max_off_diag ", Num(max_off_diag_))));
+          return RuleVerdict::Issues(
+              Clip(absl::StrCat(StepLabel(step), ": ", y->name, "/", p->name, " confusion[", j,
+                                "][", i, "] / column ", i, " = ", m[j * k + i], "/", col, " = ",
+                                Num(off), " > max_off_diag ", Num(max_off_diag_))));
         }
       }
     }

@@ -41,9 +41,9 @@ class VanishingGradient : public EvaluatingRule {
       ++evaluations_;
       const double m = MeanAbs(t.values);
       if (m < threshold_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info),
-                                                     " mean |x| ", Num(m), " < threshold ",
-                                                     Num(threshold_))));
+        return RuleVerdict::Issues(
+            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " mean |x| ", Num(m),
+                              " < threshold ", Num(threshold_))));
       }
     }
     if (any) ++steps_evaluated_;
@@ -143,10 +143,11 @@ class WeightUpdateRatio : public EvaluatingRule {
         any = true;
         ++evaluations_;
         if (ratio > large_ || ratio < small_) {
-          return RuleVerdict::Issues(Clip(absl::StrCat(
-              StepLabel(step), ": ", TensorLabel(t, info), " update/weight ratio ", Num(ratio),
-              " since step ", prev.step, ratio > large_ ? " > large_threshold " : " < small_threshold ",
-              Num(ratio > large_ ? large_ : small_))));
+          return RuleVerdict::Issues(
+              Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info),
+                                " update/weight ratio ", Num(ratio), " since step ", prev.step,
+                                ratio > large_ ? " > large_threshold " : " < small_threshold ",
+                                Num(ratio > large_ ? large_ : small_))));
         }
       }
       prev.step = step.global_step;
@@ -199,9 +200,7 @@ class PoorWeightInitialization : public EvaluatingRule {
     return activations_.Matches(tensor, info) || Gradients().Matches(tensor, info) ||
            info.InCollection("losses", tensor);
   }
-  std::vector<std::string> RequiredCollections() const override {
-    return {"gradients", "losses"};
-  }
+  std::vector<std::string> RequiredCollections() const override { return {"gradients", "losses"}; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
     if (step.mode == Mode::kEval || step.mode == Mode::kPredict) return RuleVerdict::Continue();
@@ -258,10 +257,10 @@ class PoorWeightInitialization : public EvaluatingRule {
         best_loss_ = loss;
         steps_without_improvement_ = 0;
       } else if (++steps_without_improvement_ >= patience_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": loss ", Num(loss), " has not improved on ", Num(*best_loss_),
-            " for ", steps_without_improvement_, " steps (patience ", patience_,
-            ") in the first ", steps_, " steps")));
+        return RuleVerdict::Issues(Clip(
+            absl::StrCat(StepLabel(step), ": loss ", Num(loss), " has not improved on ",
+                         Num(*best_loss_), " for ", steps_without_improvement_, " steps (patience ",
+                         patience_, ") in the first ", steps_, " steps")));
       }
     }
     if (any) ++steps_evaluated_;
@@ -270,8 +269,8 @@ class PoorWeightInitialization : public EvaluatingRule {
 
  protected:
   std::string MissingData() const override {
-    return absl::StrCat("in the first ", steps_,
-                        " TRAIN steps no activation input (", activations_.Describe(),
+    return absl::StrCat("in the first ", steps_, " TRAIN steps no activation input (",
+                        activations_.Describe(),
                         "), gradient (collection 'gradients') or loss (collection 'losses') "
                         "was saved");
   }

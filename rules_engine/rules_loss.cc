@@ -113,18 +113,18 @@ class LossNotDecreasing : public EvaluatingRule {
       const std::string where = absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " ");
       const double allowed = s.min + std::fabs(s.min) * increase_percent_ / 100.0;
       if (v > allowed) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            where, Num(v), " is ", Num(Percent(v - s.min, s.min)),
-            "% above its lowest checked value ", Num(s.min), ", more than increase_threshold_percent ",
-            Num(increase_percent_))));
+        return RuleVerdict::Issues(
+            Clip(absl::StrCat(where, Num(v), " is ", Num(Percent(v - s.min, s.min)),
+                              "% above its lowest checked value ", Num(s.min),
+                              ", more than increase_threshold_percent ", Num(increase_percent_))));
       }
       const double decrease = s.base == 0 ? (v < 0 ? std::numeric_limits<double>::infinity() : 0)
                                           : (s.base - v) / std::fabs(s.base) * 100.0;
       if (!(decrease >= diff_percent_)) {
         return RuleVerdict::Issues(Clip(absl::StrCat(
             where, Num(v), " decreased by ", Num(decrease), "% since ", Num(s.base), " at ",
-            ModeView(step), " step ", s.base_step, ", less than diff_percent ",
-            Num(diff_percent_), " in ", n - s.base_step, " steps (num_steps ", num_steps_, ")")));
+            ModeView(step), " step ", s.base_step, ", less than diff_percent ", Num(diff_percent_),
+            " in ", n - s.base_step, " steps (num_steps ", num_steps_, ")")));
       }
       s.base_step = n;
       s.base = v;
@@ -139,9 +139,8 @@ class LossNotDecreasing : public EvaluatingRule {
     if (steps_with_loss_ == 0) {
       return absl::StrCat("no loss tensor was saved (", selector_.Describe(), ")");
     }
-    return absl::StrCat("losses were saved at ", steps_with_loss_,
-                        " steps, but never num_steps (", num_steps_,
-                        ") steps apart in one mode: nothing to compare");
+    return absl::StrCat("losses were saved at ", steps_with_loss_, " steps, but never num_steps (",
+                        num_steps_, ") steps apart in one mode: nothing to compare");
   }
 
  private:
@@ -260,8 +259,7 @@ class Overfit : public EvaluatingRule {
             last_eval_label_, ": mean validation loss ", Num(val), " over ", eval_count,
             " EVAL steps vs mean training loss ", Num(train), " over ", pass_train_count_,
             " TRAIN steps: (val - train) / train ", Num(ratio), " > ratio_threshold ",
-            Num(ratio_threshold_), " for ", exceeded_, " evaluations (patience ", patience_,
-            ")")));
+            Num(ratio_threshold_), " for ", exceeded_, " evaluations (patience ", patience_, ")")));
       }
     } else {
       exceeded_ = 0;
@@ -318,8 +316,8 @@ class Overtraining : public EvaluatingRule {
       return RuleVerdict::Issues(Clip(absl::StrCat(
           StepLabel(step), ": ", train ? "training" : "validation", " loss ", Num(*loss),
           " has not improved by more than delta ", Num(delta_), " on its best ", Num(*tr.best),
-          " (", ModeName(step.mode), " step ", tr.best_step, ") for ", tr.since_best,
-          " steps (", train ? "patience_train " : "patience_validation ", patience, ")")));
+          " (", ModeName(step.mode), " step ", tr.best_step, ") for ", tr.since_best, " steps (",
+          train ? "patience_train " : "patience_validation ", patience, ")")));
     }
     return RuleVerdict::Continue();
   }
@@ -352,16 +350,18 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeLossNotDecreasing(RuleParameterReader&
   const double diff_percent = p.FloatExclusive("diff_percent", 0.1, 0, 100);
   const double increase = p.FloatExclusive("increase_threshold_percent", 5, 0, 100);
   absl::optional<std::string> mode;
-  if (p.Has("mode")) mode = p.String("mode", "GLOBAL", {"EVAL", "TRAIN", "GLOBAL"});
-  else p.OptionalString("mode");
+  if (p.Has("mode"))
+    mode = p.String("mode", "GLOBAL", {"EVAL", "TRAIN", "GLOBAL"});
+  else
+    p.OptionalString("mode");
   if (use_losses) selector.collections.push_back("losses");
   if (p.status().ok() && selector.empty()) {
     p.Fail("collection_names",
            "or 'tensor_regex' must be given when use_losses_collection is False");
   }
   if (absl::Status s = p.status(); !s.ok()) return s;
-  return std::make_unique<LossNotDecreasing>(std::move(selector), num_steps, diff_percent,
-                                             increase, std::move(mode));
+  return std::make_unique<LossNotDecreasing>(std::move(selector), num_steps, diff_percent, increase,
+                                             std::move(mode));
 }
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeOverfit(RuleParameterReader& p, const RuleContext&) {
@@ -375,8 +375,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeOverfit(RuleParameterReader& p, const 
   return std::make_unique<Overfit>(std::move(selector), start_step, patience, ratio_threshold);
 }
 
-absl::StatusOr<std::unique_ptr<Rule>> MakeOvertraining(RuleParameterReader& p,
-                                                       const RuleContext&) {
+absl::StatusOr<std::unique_ptr<Rule>> MakeOvertraining(RuleParameterReader& p, const RuleContext&) {
   const int64_t patience_train = p.Int("patience_train", 5, 1);
   const int64_t patience_validation = p.Int("patience_validation", 10, 1);
   const double delta = p.Float("delta", 0.01, 0);

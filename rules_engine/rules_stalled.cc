@@ -60,8 +60,8 @@ class StalledTrainingRule : public Rule {
         last_step_ < 0 ? std::string("evaluation started") : absl::StrCat("step ", last_step_);
     return RuleVerdict::Issues(Clip(absl::StrCat(
         "no new step for ", absl::FormatDuration(now - last_progress_), " since ", since, " at ",
-        absl::FormatTime(absl::RFC3339_sec, last_progress_, absl::UTCTimeZone()),
-        " >= threshold ", absl::ToInt64Seconds(threshold_), "s")));
+        absl::FormatTime(absl::RFC3339_sec, last_progress_, absl::UTCTimeZone()), " >= threshold ",
+        absl::ToInt64Seconds(threshold_), "s")));
   }
 
  private:

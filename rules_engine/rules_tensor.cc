@@ -63,14 +63,14 @@ class TensorVariance : public EvaluatingRule {
       ++evaluations_;
       const double var = Variance(t.values);
       if (max_ && var > *max_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info),
-                                                     " variance ", Num(var), " > max_threshold ",
-                                                     Num(*max_))));
+        return RuleVerdict::Issues(
+            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " variance ", Num(var),
+                              " > max_threshold ", Num(*max_))));
       }
       if (min_ && var < *min_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info),
-                                                     " variance ", Num(var), " < min_threshold ",
-                                                     Num(*min_))));
+        return RuleVerdict::Issues(
+            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " variance ", Num(var),
+                              " < min_threshold ", Num(*min_))));
       }
     }
     if (any) ++steps_evaluated_;
@@ -124,9 +124,9 @@ class UnchangedTensor : public EvaluatingRule {
         if (last.unchanged + 1 >= num_steps_) {
           return RuleVerdict::Issues(Clip(absl::StrCat(
               StepLabel(step), ": ", TensorLabel(t, info), " is unchanged (allclose rtol ",
-              Num(rtol_), ", atol ", Num(atol_), ") over the last ", last.unchanged + 1,
-              " saved ", ModeName(step.mode), " steps since step ", last.first_step,
-              " (num_steps ", num_steps_, ")")));
+              Num(rtol_), ", atol ", Num(atol_), ") over the last ", last.unchanged + 1, " saved ",
+              ModeName(step.mode), " steps since step ", last.first_step, " (num_steps ",
+              num_steps_, ")")));
         }
       }
       last.step = step.global_step;
@@ -234,23 +234,23 @@ class SimilarAcrossRuns : public EvaluatingRule {
         continue;
       }
       if (!other.ok()) {
-        return RuleVerdict::Error(Clip(absl::StrCat("reading ", t.name, " at step ",
-                                                    step.global_step, " of other trial '", other_,
-                                                    "': ", other.status().ToString())));
+        return RuleVerdict::Error(
+            Clip(absl::StrCat("reading ", t.name, " at step ", step.global_step,
+                              " of other trial '", other_, "': ", other.status().ToString())));
       }
       any = true;
       ++evaluations_;
       if (other->values.size() != t.values.size()) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": ", TensorLabel(t, info), " has ", t.values.size(),
-            " values here and ", other->values.size(), " in trial '", other_, "'")));
+        return RuleVerdict::Issues(Clip(
+            absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " has ", t.values.size(),
+                         " values here and ", other->values.size(), " in trial '", other_, "'")));
       }
       const int64_t i = FirstNotClose(t.values, other->values, 1e-5, 1e-8, false);
       if (i >= 0) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": ", TensorLabel(t, info), " element ", i, " is ", Num(t.values[i]),
-            " here and ", Num(other->values[i]), " in trial '", other_,
-            "' (not allclose: rtol 1e-05, atol 1e-08)")));
+        return RuleVerdict::Issues(
+            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " element ", i, " is ",
+                              Num(t.values[i]), " here and ", Num(other->values[i]), " in trial '",
+                              other_, "' (not allclose: rtol 1e-05, atol 1e-08)")));
       }
     }
     if (any) ++steps_evaluated_;

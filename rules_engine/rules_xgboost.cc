@@ -57,10 +57,10 @@ class FeatureImportanceOverweight : public EvaluatingRule {
     ++steps_evaluated_;
     const double share = top / total;
     if (share > threshold_) {
-      return RuleVerdict::Issues(Clip(absl::StrCat(
-          StepLabel(step), ": the ", nfeatures_, " largest of ", importances.size(),
-          " feature importances (", selector_.Describe(), ") hold ", Num(share),
-          " of the total > threshold ", Num(threshold_))));
+      return RuleVerdict::Issues(
+          Clip(absl::StrCat(StepLabel(step), ": the ", nfeatures_, " largest of ",
+                            importances.size(), " feature importances (", selector_.Describe(),
+                            ") hold ", Num(share), " of the total > threshold ", Num(threshold_))));
     }
     return RuleVerdict::Continue();
   }
@@ -71,8 +71,10 @@ class FeatureImportanceOverweight : public EvaluatingRule {
       return absl::StrCat("no feature importance tensor matching ", selector_.Describe(),
                           " was saved (save the 'feature_importance' collection)");
     }
-    return absl::StrCat("at most ", most_features_, " feature importances were saved at a step, "
-                        "not more than nfeatures (", nfeatures_, ")");
+    return absl::StrCat("at most ", most_features_,
+                        " feature importances were saved at a step, "
+                        "not more than nfeatures (",
+                        nfeatures_, ")");
   }
 
  private:
@@ -112,10 +114,10 @@ class TreeDepth : public EvaluatingRule {
       ++steps_evaluated_;
       const double depth = std::floor(std::log2(max_id + 1));
       if (depth < depth_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": ", TensorLabel(t, info), " largest node id ", Num(max_id),
-            " gives tree depth ", Num(depth), " < depth ", Num(depth_),
-            " (splits were rejected: the trees do not grow that deep)")));
+        return RuleVerdict::Issues(Clip(
+            absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " largest node id ",
+                         Num(max_id), " gives tree depth ", Num(depth), " < depth ", Num(depth_),
+                         " (splits were rejected: the trees do not grow that deep)")));
       }
       break;
     }

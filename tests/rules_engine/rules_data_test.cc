@@ -8,8 +8,8 @@ namespace debugplane::rules_engine {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::Feed;
+using ::testing::HasSubstr;
 using testing::Make;
 using testing::S;
 using testing::T;
@@ -30,7 +30,8 @@ TEST(ClassImbalanceTest, ImbalanceFiresAfterSamples) {
   y[0] = 1;  // 19:1
   RuleVerdict v = Feed(*Make("ClassImbalance"), LabelSteps(30, y, y));
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
-  EXPECT_THAT(v.details, AllOf(HasSubstr("step 24"), HasSubstr("ratio 19 > threshold_imbalance 10")));
+  EXPECT_THAT(v.details,
+              AllOf(HasSubstr("step 24"), HasSubstr("ratio 19 > threshold_imbalance 10")));
 }
 
 TEST(ClassImbalanceTest, MispredictionsAndBalancedData) {
@@ -61,9 +62,9 @@ TEST(CheckInputImagesTest, UnnormalizedChannelFires) {
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, AllOf(HasSubstr("step 1"), HasSubstr("channel 1 mean 100")));
   Tensor ok = T("hybridsequential0_input_0", {0.1, -0.1, 0.1, -0.1}, {2, 2});
-  EXPECT_EQ(Feed(*Make("CheckInputImages", {{"threshold_samples", "4"}}), {S(0, {ok}), S(1, {ok})})
-                .kind,
-            Kind::kNoIssuesFound);
+  EXPECT_EQ(
+      Feed(*Make("CheckInputImages", {{"threshold_samples", "4"}}), {S(0, {ok}), S(1, {ok})}).kind,
+      Kind::kNoIssuesFound);
   v = Feed(*Make("CheckInputImages"), {S(0, {ok})});
   EXPECT_EQ(v.kind, Kind::kError);
   EXPECT_THAT(v.details, HasSubstr("fewer than threshold_samples (500)"));
@@ -73,10 +74,12 @@ TEST(NLPSequenceRatioTest, PaddingTokenShare) {
   Tensor seq = T("embedding0_input_0", {5, 0, 0, 0}, {1, 4});
   RuleVerdict v = Feed(*Make("NLPSequenceRatio"), {S(0, {seq})});
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
-  EXPECT_THAT(v.details, HasSubstr("token 0 is 3 of 4 values (75%) > token_thresholds_percent 50%"));
-  EXPECT_EQ(Feed(*Make("NLPSequenceRatio", {{"token_values", "3, 0"},
-                                            {"token_thresholds_percent", "50, 80"}}),
-                 {S(0, {seq})}).kind,
+  EXPECT_THAT(v.details,
+              HasSubstr("token 0 is 3 of 4 values (75%) > token_thresholds_percent 50%"));
+  EXPECT_EQ(Feed(*Make("NLPSequenceRatio",
+                       {{"token_values", "3, 0"}, {"token_thresholds_percent", "50, 80"}}),
+                 {S(0, {seq})})
+                .kind,
             Kind::kNoIssuesFound);
   EXPECT_EQ(Feed(*Make("NLPSequenceRatio"), {S(0, {T("x", {0})})}).kind, Kind::kError);
 }
@@ -149,10 +152,9 @@ TEST(StalledTrainingRuleTest, DefaultsAndEnd) {
   absl::Time now = absl::FromUnixSeconds(0);
   RuleContext ctx;
   ctx.now = [&now] { return now; };
-  auto rule = CreateBuiltinRule("StalledTrainingRule",
-                                {{"stop_training_on_fire", "True"},
-                                 {"training_job_name_prefix", "job-"}},
-                                ctx);
+  auto rule = CreateBuiltinRule(
+      "StalledTrainingRule",
+      {{"stop_training_on_fire", "True"}, {"training_job_name_prefix", "job-"}}, ctx);
   ASSERT_TRUE(rule.ok()) << rule.status();
   EXPECT_EQ(*(*rule)->NextDeadline(), now + absl::Seconds(1800));
   EXPECT_EQ((*rule)->OnTrainingEnd(testing::PyTorchInfo()).kind, Kind::kError);

@@ -38,7 +38,7 @@ const char* KindName(Kind k) {
 // wanted tensors are decoded, steps in order, OnTrainingEnd unless a step
 // already concluded.
 RuleVerdict RunRule(const std::string& fixture, const std::string& rule_name,
-                const RuleParameters& params = {}) {
+                    const RuleParameters& params = {}) {
   absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(rule_name, params);
   EXPECT_TRUE(rule.ok()) << rule.status();
   if (!rule.ok()) return RuleVerdict::Error("create failed");
@@ -82,8 +82,8 @@ TEST_P(RulesFixtureTest, ReachesTheDocumentedOutcome) {
   if (v.kind == Kind::kIssuesFound) {
     EXPECT_THAT(v.details, ::testing::HasSubstr("step ")) << v.details;
   }
-  std::cout << "  [" << e.fixture << "] " << e.rule << ": " << KindName(v.kind) << ": "
-            << v.details << "\n";
+  std::cout << "  [" << e.fixture << "] " << e.rule << ": " << KindName(v.kind) << ": " << v.details
+            << "\n";
 }
 
 const Kind kIssues = Kind::kIssuesFound;
@@ -92,27 +92,26 @@ const Kind kNo = Kind::kNoIssuesFound;
 // fixtures/README.md, with the rules' documented defaults.
 INSTANTIATE_TEST_SUITE_P(
     Readme, RulesFixtureTest,
-    ::testing::Values(
-        Expectation{"healthy", "VanishingGradient", kNo, {}},
-        Expectation{"healthy", "ExplodingTensor", kNo, {}},
-        Expectation{"healthy", "LossNotDecreasing", kNo, {}},
-        Expectation{"healthy", "DeadRelu", kNo, {}},
-        Expectation{"healthy", "ClassImbalance", kNo, {}},
-        Expectation{"healthy", "AllZero", kNo, {}},
-        Expectation{"vanishing_gradient", "VanishingGradient", kIssues, {}},
-        Expectation{"vanishing_gradient", "ExplodingTensor", kNo, {}},
-        Expectation{"exploding_tensor", "ExplodingTensor", kIssues, {}},
-        Expectation{"loss_not_decreasing", "LossNotDecreasing", kIssues, {}},
-        Expectation{"loss_not_decreasing",
-                    "UnchangedTensor",
-                    kIssues,
-                    {{"collection_names", "weights"}}},
-        Expectation{"loss_not_decreasing", "ExplodingTensor", kNo, {}},
-        Expectation{"loss_not_decreasing", "VanishingGradient", kNo, {}},
-        Expectation{"dead_relu", "DeadRelu", kIssues, {}},
-        Expectation{"dead_relu", "ExplodingTensor", kNo, {}},
-        Expectation{"overfit", "Overfit", kIssues, {}},
-        Expectation{"overfit", "ExplodingTensor", kNo, {}}),
+    ::testing::Values(Expectation{"healthy", "VanishingGradient", kNo, {}},
+                      Expectation{"healthy", "ExplodingTensor", kNo, {}},
+                      Expectation{"healthy", "LossNotDecreasing", kNo, {}},
+                      Expectation{"healthy", "DeadRelu", kNo, {}},
+                      Expectation{"healthy", "ClassImbalance", kNo, {}},
+                      Expectation{"healthy", "AllZero", kNo, {}},
+                      Expectation{"vanishing_gradient", "VanishingGradient", kIssues, {}},
+                      Expectation{"vanishing_gradient", "ExplodingTensor", kNo, {}},
+                      Expectation{"exploding_tensor", "ExplodingTensor", kIssues, {}},
+                      Expectation{"loss_not_decreasing", "LossNotDecreasing", kIssues, {}},
+                      Expectation{"loss_not_decreasing",
+                                  "UnchangedTensor",
+                                  kIssues,
+                                  {{"collection_names", "weights"}}},
+                      Expectation{"loss_not_decreasing", "ExplodingTensor", kNo, {}},
+                      Expectation{"loss_not_decreasing", "VanishingGradient", kNo, {}},
+                      Expectation{"dead_relu", "DeadRelu", kIssues, {}},
+                      Expectation{"dead_relu", "ExplodingTensor", kNo, {}},
+                      Expectation{"overfit", "Overfit", kIssues, {}},
+                      Expectation{"overfit", "ExplodingTensor", kNo, {}}),
     Name);
 
 // Beyond the table: outcomes that follow from what each run did.

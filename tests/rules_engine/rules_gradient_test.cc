@@ -6,8 +6,8 @@ namespace debugplane::rules_engine {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::Feed;
+using ::testing::HasSubstr;
 using testing::Make;
 using testing::S;
 using testing::T;
@@ -50,18 +50,18 @@ TEST(ExplodingTensorTest, NanOrInfInAnyTensorByDefault) {
 }
 
 TEST(ExplodingTensorTest, OnlyNanIgnoresInfinityAndSelectionRestricts) {
-  EXPECT_EQ(Feed(*Make("ExplodingTensor", {{"only_nan", "True"}}),
-                 {S(0, {T("a", {INFINITY})})}).kind,
-            Kind::kNoIssuesFound);
+  EXPECT_EQ(
+      Feed(*Make("ExplodingTensor", {{"only_nan", "True"}}), {S(0, {T("a", {INFINITY})})}).kind,
+      Kind::kNoIssuesFound);
   auto grads = Make("ExplodingTensor", {{"collection_names", "gradients"}});
   EXPECT_EQ(grads->RequiredCollections(), std::vector<std::string>{"gradients"});
   EXPECT_EQ(Feed(*grads, {S(0, {T("fc1.weight", {NAN}), T("gradient/fc1.weight", {1})})}).kind,
             Kind::kNoIssuesFound);
   auto regex = Make("ExplodingTensor", {{"tensor_regex", ".*weight"}});
   EXPECT_EQ(Feed(*regex, {S(0, {T("fc1.weight", {NAN})})}).kind, Kind::kIssuesFound);
-  EXPECT_EQ(Feed(*Make("ExplodingTensor", {{"tensor_regex", "nomatch"}}),
-                 {S(0, {T("a", {NAN})})}).kind,
-            Kind::kError);
+  EXPECT_EQ(
+      Feed(*Make("ExplodingTensor", {{"tensor_regex", "nomatch"}}), {S(0, {T("a", {NAN})})}).kind,
+      Kind::kError);
 }
 
 TEST(WeightUpdateRatioTest, TooSmallAndTooLargeUpdates) {
@@ -78,17 +78,17 @@ TEST(WeightUpdateRatioTest, TooSmallAndTooLargeUpdates) {
 
 TEST(WeightUpdateRatioTest, EvalStepsAndDistantStepsAreNotCompared) {
   auto rule = Make("WeightUpdateRatio", {{"num_steps", "2"}});
-  RuleVerdict v = Feed(*rule, {S(0, {T("fc1.weight", {1, 2})}),
-                               S(1, {T("fc1.weight", {1, 2})}, Mode::kEval, 0),
-                               S(5, {T("fc1.weight", {1, 2})}),  // 5 steps later: new base.
-                               S(6, {T("fc1.weight", {1.01, 2})})});
+  RuleVerdict v =
+      Feed(*rule, {S(0, {T("fc1.weight", {1, 2})}), S(1, {T("fc1.weight", {1, 2})}, Mode::kEval, 0),
+                   S(5, {T("fc1.weight", {1, 2})}),  // 5 steps later: new base.
+                   S(6, {T("fc1.weight", {1.01, 2})})});
   EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
   EXPECT_EQ(Feed(*Make("WeightUpdateRatio"), {S(0, {T("fc1.weight", {1})})}).kind, Kind::kError);
 }
 
 TEST(PoorWeightInitializationTest, NarrowGradientDistributionFires) {
-  RuleVerdict v = Feed(*Make("PoorWeightInitialization"),
-                       {S(0, {T("gradient/a", {1e-5, -1e-5, 2e-5, 0})})});
+  RuleVerdict v =
+      Feed(*Make("PoorWeightInitialization"), {S(0, {T("gradient/a", {1e-5, -1e-5, 2e-5, 0})})});
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, HasSubstr("< distribution_range 0.001"));
 }

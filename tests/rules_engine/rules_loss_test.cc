@@ -6,8 +6,8 @@ namespace debugplane::rules_engine {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::Feed;
+using ::testing::HasSubstr;
 using testing::Make;
 using testing::S;
 using testing::T;
@@ -33,13 +33,12 @@ TEST(LossNotDecreasingTest, FlatLossFiresAfterNumSteps) {
 }
 
 TEST(LossNotDecreasingTest, DecreasingLossAndCustomNumSteps) {
-  EXPECT_EQ(Feed(*Make("LossNotDecreasing"), TrainLosses(40, [](int i) { return 1.0 / (i + 1); }))
-                .kind,
-            Kind::kNoIssuesFound);
+  EXPECT_EQ(
+      Feed(*Make("LossNotDecreasing"), TrainLosses(40, [](int i) { return 1.0 / (i + 1); })).kind,
+      Kind::kNoIssuesFound);
   // With num_steps 30 only steps 0 and 30 are compared.
   auto rule = Make("LossNotDecreasing", {{"num_steps", "30"}});
-  EXPECT_EQ(Feed(*rule, TrainLosses(31, [](int i) { return i == 10 ? 5.0 : 1.0 - i * 0.01; }))
-                .kind,
+  EXPECT_EQ(Feed(*rule, TrainLosses(31, [](int i) { return i == 10 ? 5.0 : 1.0 - i * 0.01; })).kind,
             Kind::kNoIssuesFound);
 }
 
@@ -47,8 +46,8 @@ TEST(LossNotDecreasingTest, IncreaseAboveTheMinimumFires) {
   // 1.0 -> 0.5 -> 2.0 (check fires: not decreasing) ; with a big jump then a partial
   // recovery the increase check names the minimum.
   auto rule = Make("LossNotDecreasing", {{"num_steps", "1"}});
-  RuleVerdict v = Feed(*rule, {S(0, {T(kLoss, {1.0})}), S(1, {T(kLoss, {0.5})}),
-                               S(2, {T(kLoss, {0.6})})});
+  RuleVerdict v =
+      Feed(*rule, {S(0, {T(kLoss, {1.0})}), S(1, {T(kLoss, {0.5})}), S(2, {T(kLoss, {0.6})})});
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, HasSubstr("above its lowest checked value 0.5"));
 }
@@ -62,13 +61,10 @@ TEST(LossNotDecreasingTest, UnsetModePrefersEvalOnceSeen) {
     steps.push_back(S(g++, {T(kLoss, {1.0 - 0.02 * i})}, Mode::kEval, i));
   }
   EXPECT_EQ(Feed(*Make("LossNotDecreasing"), steps).kind, Kind::kNoIssuesFound);
-  EXPECT_EQ(Feed(*Make("LossNotDecreasing", {{"mode", "TRAIN"}}), steps).kind,
-            Kind::kIssuesFound);
-  EXPECT_EQ(Feed(*Make("LossNotDecreasing", {{"mode", "EVAL"}}), steps).kind,
-            Kind::kNoIssuesFound);
+  EXPECT_EQ(Feed(*Make("LossNotDecreasing", {{"mode", "TRAIN"}}), steps).kind, Kind::kIssuesFound);
+  EXPECT_EQ(Feed(*Make("LossNotDecreasing", {{"mode", "EVAL"}}), steps).kind, Kind::kNoIssuesFound);
   // GLOBAL: all steps by global step, mixing the modes.
-  EXPECT_EQ(Feed(*Make("LossNotDecreasing", {{"mode", "GLOBAL"}}), steps).kind,
-            Kind::kIssuesFound);
+  EXPECT_EQ(Feed(*Make("LossNotDecreasing", {{"mode", "GLOBAL"}}), steps).kind, Kind::kIssuesFound);
 }
 
 TEST(LossNotDecreasingTest, ErrorsSayWhatWasMissing) {
@@ -79,8 +75,8 @@ TEST(LossNotDecreasingTest, ErrorsSayWhatWasMissing) {
   EXPECT_EQ(v.kind, Kind::kError);
   EXPECT_THAT(v.details, HasSubstr("never num_steps (10) steps apart"));
   // Custom selection without the losses collection.
-  auto rule = Make("LossNotDecreasing", {{"use_losses_collection", "False"},
-                                         {"tensor_regex", "my_loss"}});
+  auto rule =
+      Make("LossNotDecreasing", {{"use_losses_collection", "False"}, {"tensor_regex", "my_loss"}});
   EXPECT_EQ(Feed(*rule, TrainLosses(20, [](int) { return 1.0; })).kind, Kind::kError);
 }
 
@@ -98,7 +94,8 @@ std::vector<Step> Passes(int passes, double train, double val) {
 TEST(OverfitTest, ValidationFarAboveTrainingFires) {
   RuleVerdict v = Feed(*Make("Overfit"), Passes(3, 0.1, 1.0));
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
-  EXPECT_THAT(v.details, AllOf(HasSubstr("step 4 (EVAL step 0)"), HasSubstr("> ratio_threshold 0.1")));
+  EXPECT_THAT(v.details,
+              AllOf(HasSubstr("step 4 (EVAL step 0)"), HasSubstr("> ratio_threshold 0.1")));
 }
 
 TEST(OverfitTest, CloseLossesPatienceAndStartStep) {
@@ -122,8 +119,7 @@ TEST(OvertrainingTest, PlateauFiresImprovementDoesNot) {
   RuleVerdict v = Feed(*Make("Overtraining"), TrainLosses(10, [](int i) { return 0.5; }));
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, AllOf(HasSubstr("training loss"), HasSubstr("patience_train 5")));
-  EXPECT_EQ(Feed(*Make("Overtraining"), TrainLosses(30, [](int i) { return 1.0 - 0.02 * i; }))
-                .kind,
+  EXPECT_EQ(Feed(*Make("Overtraining"), TrainLosses(30, [](int i) { return 1.0 - 0.02 * i; })).kind,
             Kind::kNoIssuesFound);
   EXPECT_EQ(Feed(*Make("Overtraining", {{"patience_train", "100"}, {"patience_validation", "2"}}),
                  Passes(4, 0.1, 1.0))

@@ -12,9 +12,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(RuleParameterReaderTest, TypedValuesAndDefaults) {
-  RuleParameters params = {{"f", "1e-7"},       {"i", "10.0"},     {"b", "False"},
-                           {"l", "['a', 'b']"}, {"n", "None"},     {"fl", "3, 0"},
-                           {"s", "TRAIN"},      {"rule_to_invoke", "X"}};
+  RuleParameters params = {{"f", "1e-7"}, {"i", "10.0"},  {"b", "False"}, {"l", "['a', 'b']"},
+                           {"n", "None"}, {"fl", "3, 0"}, {"s", "TRAIN"}, {"rule_to_invoke", "X"}};
   RuleParameterReader p("X", params);
   EXPECT_DOUBLE_EQ(p.Float("f", 0), 1e-7);
   EXPECT_EQ(p.Int("i", 0), 10);
@@ -62,10 +61,9 @@ TEST(RuleParameterReaderTest, BadValuesNameTheParameter) {
 }
 
 TEST(RuleParameterReaderTest, UnknownParameterIsRejectedReservedOnesIgnored) {
-  RuleParameterReader p("R", {{"thresh", "1"},
-                              {"rule_to_invoke", "R"},
-                              {"action_json", "[]"},
-                              {"base_trial", "job"}});
+  RuleParameterReader p(
+      "R",
+      {{"thresh", "1"}, {"rule_to_invoke", "R"}, {"action_json", "[]"}, {"base_trial", "job"}});
   p.Float("threshold", 1);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(p.status().message(),
@@ -93,7 +91,8 @@ TEST(CreateBuiltinRuleTest, EveryRuleBuildsWithItsDefaults) {
   for (const std::string& name : BuiltinTensorRuleNames()) {
     RuleParameters params;
     // The rules whose doc requires a selection or a value.
-    if (name == "TensorVariance") params = {{"collection_names", "weights"}, {"max_threshold", "1"}};
+    if (name == "TensorVariance")
+      params = {{"collection_names", "weights"}, {"max_threshold", "1"}};
     if (name == "UnchangedTensor") params = {{"collection_names", "weights"}};
     if (name == "SimilarAcrossRuns") params = {{"other_trials", "job-2"}};
     EXPECT_TRUE(ValidateBuiltinRuleParameters(name, params).ok()) << name;

@@ -8,8 +8,8 @@ namespace debugplane::rules_engine {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::Feed;
+using ::testing::HasSubstr;
 using testing::Make;
 using testing::PyTorchInfo;
 using testing::S;
@@ -40,12 +40,14 @@ TEST(DeadReluTest, DefaultsUseTheReluOutputCollection) {
 
 TEST(DeadReluTest, ThresholdsAndExplicitRegex) {
   EXPECT_EQ(Feed(*Make("DeadRelu", {{"threshold_layer", "10"}}),
-                 {S(0, {Relu("relu1_output_0", 4, 8, 1)})}).kind,
+                 {S(0, {Relu("relu1_output_0", 4, 8, 1)})})
+                .kind,
             Kind::kIssuesFound);
   // A unit active in 1 of 4 samples (25%) is dead under threshold_inactivity 30.
   Tensor t = T("relu1_output_0", {1, 1, 0, 1, 0, 1, 0, 1}, {4, 2});
   EXPECT_EQ(Feed(*Make("DeadRelu", {{"threshold_inactivity", "30"}, {"threshold_layer", "40"}}),
-                 {S(0, {t})}).kind,
+                 {S(0, {t})})
+                .kind,
             Kind::kIssuesFound);
   auto custom = Make("DeadRelu", {{"tensor_regex", ".*ReLU_output"}});
   EXPECT_FALSE(custom->Wants("relu1_output_0", PyTorchInfo()));
@@ -59,13 +61,13 @@ TEST(SaturatedActivationTest, SaturatedTanhAndSigmoidInputs) {
   RuleVerdict v = Feed(*Make("SaturatedActivation"), {S(1, {all})});
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, AllOf(HasSubstr("100% of 2 sigmoid units"), HasSubstr("(-23, 17)")));
-  EXPECT_EQ(Feed(*Make("SaturatedActivation"), {S(0, {T("fc1.weight", {1})})}).kind,
-            Kind::kError);
+  EXPECT_EQ(Feed(*Make("SaturatedActivation"), {S(0, {T("fc1.weight", {1})})}).kind, Kind::kError);
 }
 
 TEST(TensorVarianceTest, AboveMaxBelowMin) {
-  auto rule = Make("TensorVariance", {{"collection_names", "weights"}, {"max_threshold", "10"},
-                                      {"min_threshold", "0.00001"}});
+  auto rule = Make(
+      "TensorVariance",
+      {{"collection_names", "weights"}, {"max_threshold", "10"}, {"min_threshold", "0.00001"}});
   EXPECT_EQ(rule->RequiredCollections(), std::vector<std::string>{"weights"});
   EXPECT_EQ(Feed(*rule, {S(0, {T("fc1.weight", {-1, 1})})}).kind, Kind::kNoIssuesFound);
   auto r2 = Make("TensorVariance", {{"collection_names", "weights"}, {"max_threshold", "10"}});
@@ -90,17 +92,17 @@ TEST(UnchangedTensorTest, UnchangedForNumStepsFires) {
 TEST(UnchangedTensorTest, ChangesEvalInterleavingAndTolerances) {
   auto rule = Make("UnchangedTensor", {{"collection_names", "weights"}});
   // Weights do not change during EVAL steps: series are per mode.
-  RuleVerdict v = Feed(*rule, {S(0, {T("fc1.weight", {1})}), S(1, {T("fc1.weight", {1.1})}),
-                               S(2, {T("fc1.weight", {1.1})}, Mode::kEval, 0),
-                               S(3, {T("fc1.weight", {1.2})}),
-                               S(4, {T("fc1.weight", {1.2})}, Mode::kEval, 1)});
+  RuleVerdict v =
+      Feed(*rule, {S(0, {T("fc1.weight", {1})}), S(1, {T("fc1.weight", {1.1})}),
+                   S(2, {T("fc1.weight", {1.1})}, Mode::kEval, 0), S(3, {T("fc1.weight", {1.2})}),
+                   S(4, {T("fc1.weight", {1.2})}, Mode::kEval, 1)});
   EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
-  auto loose = Make("UnchangedTensor", {{"tensor_regex", "fc1"}, {"atol", "0.5"},
-                                        {"num_steps", "2"}});
+  auto loose =
+      Make("UnchangedTensor", {{"tensor_regex", "fc1"}, {"atol", "0.5"}, {"num_steps", "2"}});
   EXPECT_EQ(Feed(*loose, {S(0, {T("fc1.weight", {1})}), S(1, {T("fc1.weight", {1.1})})}).kind,
             Kind::kIssuesFound);
-  auto nan = Make("UnchangedTensor", {{"tensor_regex", "x"}, {"num_steps", "2"},
-                                      {"equal_nan", "True"}});
+  auto nan =
+      Make("UnchangedTensor", {{"tensor_regex", "x"}, {"num_steps", "2"}, {"equal_nan", "True"}});
   EXPECT_EQ(Feed(*nan, {S(0, {T("x", {NAN})}), S(1, {T("x", {NAN})})}).kind, Kind::kIssuesFound);
   EXPECT_EQ(Feed(*Make("UnchangedTensor", {{"tensor_regex", "x"}}), {S(0, {T("x", {1})})}).kind,
             Kind::kError);
@@ -109,13 +111,14 @@ TEST(UnchangedTensorTest, ChangesEvalInterleavingAndTolerances) {
 TEST(AllZeroTest, AllTensorsByDefaultAndThreshold) {
   RuleVerdict v = Feed(*Make("AllZero"), {S(0, {T("a", {1, 2}), T("b", {0, 0, 0})})});
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
-  EXPECT_THAT(v.details, AllOf(HasSubstr("b has 3 of 3 values zero"), HasSubstr(">= threshold 100%")));
+  EXPECT_THAT(v.details,
+              AllOf(HasSubstr("b has 3 of 3 values zero"), HasSubstr(">= threshold 100%")));
   EXPECT_EQ(Feed(*Make("AllZero"), {S(0, {T("b", {0, 0, 1})})}).kind, Kind::kNoIssuesFound);
   EXPECT_EQ(Feed(*Make("AllZero", {{"threshold", "60"}}), {S(0, {T("b", {0, 0, 1})})}).kind,
             Kind::kIssuesFound);
-  EXPECT_EQ(Feed(*Make("AllZero", {{"collection_names", "gradients"}}),
-                 {S(0, {T("b", {0, 0})})}).kind,
-            Kind::kError);
+  EXPECT_EQ(
+      Feed(*Make("AllZero", {{"collection_names", "gradients"}}), {S(0, {T("b", {0, 0})})}).kind,
+      Kind::kError);
 }
 
 TEST(SimilarAcrossRunsTest, ComparesWithTheOtherTrialThroughTheLookup) {
@@ -137,12 +140,12 @@ TEST(SimilarAcrossRunsTest, ComparesWithTheOtherTrialThroughTheLookup) {
   RuleVerdict v = Feed(**rule, {S(0, {T("CrossEntropyLoss_output_0", {0.7})}),
                                 S(1, {T("CrossEntropyLoss_output_0", {0.5})})});
   EXPECT_EQ(v.kind, Kind::kIssuesFound);
-  EXPECT_THAT(v.details, AllOf(HasSubstr("step 1"), HasSubstr("0.5 here and 0.9 in trial 'job-2'")));
+  EXPECT_THAT(v.details,
+              AllOf(HasSubstr("step 1"), HasSubstr("0.5 here and 0.9 in trial 'job-2'")));
   EXPECT_EQ(asked.front(), "job-2");
 
   auto same = CreateBuiltinRule("SimilarAcrossRuns", {{"other_trials", "job-2"}}, ctx);
-  EXPECT_EQ(Feed(**same, {S(0, {T("CrossEntropyLoss_output_0", {0.7})}), S(5, {T("z", {1})})})
-                .kind,
+  EXPECT_EQ(Feed(**same, {S(0, {T("CrossEntropyLoss_output_0", {0.7})}), S(5, {T("z", {1})})}).kind,
             Kind::kNoIssuesFound);
   auto none = CreateBuiltinRule("SimilarAcrossRuns", {{"other_trials", "job-2"}}, ctx);
   v = Feed(**none, {S(7, {T("z", {1})})});
