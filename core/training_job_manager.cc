@@ -361,6 +361,8 @@ void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& r
   }
   auto record = std::make_shared<const JobRecord>(
       NewJobRecord(request, options_.arn_scope, options_.now()));
+  auto warnings = std::make_shared<const std::vector<std::string>>(
+      CreateTrainingJobWarnings(request, options_.validation));
   Mutate(
       request.training_job_name(),
       [record](const JobRecord* latest) -> absl::StatusOr<Change> {
@@ -371,8 +373,11 @@ void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& r
         }
         return Change{.next = record};
       },
-      [record, response, done = std::move(done)](const absl::Status& status) mutable {
-        if (status.ok()) response->set_training_job_arn(record->training_job_arn());
+      [record, warnings, response, done = std::move(done)](const absl::Status& status) mutable {
+        if (status.ok()) {
+          response->set_training_job_arn(record->training_job_arn());
+          for (const std::string& warning : *warnings) response->add_warnings(warning);
+        }
         std::move(done)(status);
       });
 }
@@ -733,7 +738,7 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
 std::vector<std::shared_ptr<const JobRecord>> TrainingJobManager::ObserveCommits(
     CommitObserver observer) {
   absl::MutexLock lock(&mu_);
-  observer_ = std::make_shared<const CommitObserver>(std::move(observer));
+  observer_ = observer ? std::make_shared<const CommitObserver>(std::move(observer)) : nullptr;
   std::vector<std::shared_ptr<const JobRecord>> jobs;
   jobs.reserve(committed_count_);
   for (const auto& [name, entry] : jobs_) {

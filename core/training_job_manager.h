@@ -99,8 +99,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   // may call the manager.
   using CommitObserver =
       std::function<void(const std::string& job_name, std::shared_ptr<const JobRecord> job)>;
-  // Installs the observer (replacing any) and returns the committed jobs at
-  // that moment: every later change reaches the observer.
+  // Installs the observer (replacing any; nullptr removes it) and returns the
+  // committed jobs at that moment: every later change reaches the observer.
   std::vector<std::shared_ptr<const JobRecord>> ObserveCommits(CommitObserver observer);
 
   // The committed record of a job, or nullptr. Thread-safe; the snapshot is

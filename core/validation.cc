@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -377,6 +378,11 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
       v.Add(invoke_field, absl::StrCat("'", builtin->name, "' is a built-in ",
                                        KindWord(builtin->kind), " rule; configure it in ",
                                        ListOf(builtin->kind), ", not in ", ListOf(kind)));
+    } else if (kind == RuleKind::kDebug && options.check_rule_parameters) {
+      const RuleParameterMap parameters(rule.rule_parameters().begin(),
+                                        rule.rule_parameters().end());
+      absl::Status checked = options.check_rule_parameters(it->second, parameters);
+      if (!checked.ok()) v.Add(params_field, std::string(checked.message()));
     }
     return;
   }
@@ -840,6 +846,42 @@ absl::Status ValidateListTrainingJobsRequest(const v1::ListTrainingJobsRequest& 
     CheckEnum(v, "SortOrder", request.sort_order(), {"Ascending", "Descending"});
   }
   return v.ToStatus();
+}
+
+std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRequest& request,
+                                                   const ValidationOptions& options) {
+  std::vector<std::string> warnings;
+  if (request.debug_rule_configurations().empty()) return warnings;
+  if (!request.has_debug_hook_config()) {
+    warnings.push_back(
+        "DebugRuleConfigurations are set but DebugHookConfig is not: no tensors will be saved, "
+        "so the rules will end in Error; add a DebugHookConfig with S3OutputPath and the "
+        "collections the rules read");
+    return warnings;
+  }
+  if (!options.rule_collections) return warnings;
+  std::set<std::string> saved = {"losses"};  // smdebug saves losses by default.
+  for (const auto& collection : request.debug_hook_config().collection_configurations()) {
+    saved.insert(collection.collection_name());
+  }
+  for (int i = 0; i < request.debug_rule_configurations_size(); ++i) {
+    const auto& rule = request.debug_rule_configurations(i);
+    if (!IsBuiltinRuleEvaluatorImage(rule.rule_evaluator_image())) continue;
+    auto invoke = rule.rule_parameters().find("rule_to_invoke");
+    if (invoke == rule.rule_parameters().end()) continue;
+    const RuleParameterMap parameters(rule.rule_parameters().begin(),
+                                      rule.rule_parameters().end());
+    for (const std::string& needed : options.rule_collections(invoke->second, parameters)) {
+      if (saved.count(needed) != 0) continue;
+      warnings.push_back(absl::StrCat(
+          "DebugRuleConfigurations[", i, "] (", rule.rule_configuration_name(), ", ",
+          invoke->second, ") reads the '", needed,
+          "' collection, which DebugHookConfig.CollectionConfigurations does not save: the "
+          "rule will find no data unless the training script saves it; add {\"CollectionName\": \"",
+          needed, "\"}"));
+    }
+  }
+  return warnings;
 }
 
 }  // namespace debugplane::core

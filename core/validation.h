@@ -22,6 +22,8 @@
 #define DEBUGPLANE_CORE_VALIDATION_H_
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,12 +33,25 @@
 
 namespace debugplane::core {
 
+using RuleParameterMap = std::map<std::string, std::string>;
+
 struct ValidationOptions {
   // Absolute, canonical directories that local output paths may point into.
   std::vector<std::filesystem::path> data_roots;
   // RuleEvaluatorImage values (other than built-in images) the server runs
   // as custom rule evaluators.
   std::vector<std::string> allowed_custom_evaluators;
+  // Checks the parameters of built-in rule `rule` (rule_to_invoke): OK or
+  // INVALID_ARGUMENT whose message names the parameter. Unset: parameters are
+  // not checked beyond their sizes. The rules engine provides it, so core
+  // does not depend on the rules.
+  std::function<absl::Status(const std::string& rule, const RuleParameterMap& parameters)>
+      check_rule_parameters;
+  // The tensor collections built-in rule `rule` reads (e.g. {"gradients"}),
+  // for CreateTrainingJobWarnings. Unset: no collection warnings.
+  std::function<std::vector<std::string>(const std::string& rule,
+                                         const RuleParameterMap& parameters)>
+      rule_collections;
 };
 
 // The allowed ProfilingIntervalInMilliseconds values.
@@ -56,6 +71,14 @@ absl::Status ValidateTrainingJobName(absl::string_view name,
 // paths (ResolveOutputPath against options.data_roots).
 absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest& request,
                                               const ValidationOptions& options);
+
+// Problems that do not make a valid CreateTrainingJob request invalid but
+// that a person should hear of now rather than find as a rule Error later:
+// a built-in debug rule that reads a collection the DebugHookConfig does not
+// save (e.g. VanishingGradient without "gradients"), debug rules with no
+// DebugHookConfig at all. REQUIRES: the request passed validation.
+std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRequest& request,
+                                                   const ValidationOptions& options);
 
 // Checks what can be checked of an UpdateTrainingJob request without the
 // job: name, ProfilerConfig (interval, parameters, paths; DisableProfiler not

@@ -21,6 +21,8 @@
 #include "absl/synchronization/mutex.h"
 #include "core/training_job_manager.h"
 #include "persistence/sqlite_storage.h"
+#include "rules_engine/evaluation_scheduler.h"
+#include "rules_engine/validation_hooks.h"
 #include "service/logging.h"
 #include "service/server.h"
 #include "spdlog/spdlog.h"
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   double shutdown_grace_s = 10;
   TrainingJobManagerOptions manager_options;
+  int rule_workers = 2;
 
   app.add_option("--listen", grpc_options.listen_address, "Address to serve on (HOST:PORT)")
       ->capture_default_str();
@@ -89,6 +92,9 @@ int main(int argc, char** argv) {
                  "Largest request accepted")
       ->capture_default_str()
       ->check(CLI::Range(1024, 64 * 1024 * 1024));
+  app.add_option("--rule-workers", rule_workers, "Threads that evaluate rules")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--shutdown-grace", shutdown_grace_s,
                  "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str();
@@ -117,12 +123,20 @@ int main(int argc, char** argv) {
     manager_options.validation.data_roots.push_back(canonical);
   }
   manager_options.validation.allowed_custom_evaluators = allowed_evaluators;
+  debugplane::rules_engine::InstallRuleValidation(&manager_options.validation);
 
   const std::string db_path = (fs::path(data_dir) / "debugplane.db").string();
   auto storage = debugplane::persistence::SqliteStorage::Open(db_path);
   if (!storage.ok()) return Fail(storage.status().ToString());
   auto manager = TrainingJobManager::Create(*std::move(storage), std::move(manager_options));
   if (!manager.ok()) return Fail(manager.status().ToString());
+
+  debugplane::rules_engine::EvaluationSchedulerOptions scheduler_options;
+  scheduler_options.worker_threads = rule_workers;
+  scheduler_options.data_roots = (*manager)->options().validation.data_roots;
+  auto scheduler = std::make_unique<debugplane::rules_engine::EvaluationScheduler>(
+      manager->get(), scheduler_options);
+  scheduler->Start();
 
   auto server = debugplane::service::GrpcServer::Start(grpc_options, manager->get());
   if (!server.ok()) return Fail(server.status().ToString());
@@ -141,12 +155,14 @@ int main(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   spdlog::info("signal {}: shutting down", signal_number);
 
-  // Commit what is queued and refuse new changes first, so calls in flight
-  // complete; then stop the transport, then close the database.
+  // Stop evaluating, commit what is queued and refuse new changes, so calls
+  // in flight complete; then stop the transport, then close the database.
+  scheduler->Shutdown();
   (*manager)->Shutdown();
   (*server)->Shutdown(absl::Seconds(shutdown_grace_s));
   (*server)->Wait();
   server->reset();
+  scheduler.reset();
   manager->reset();  // Commits the last changes and closes the database.
   spdlog::info("shut down cleanly");
   spdlog::shutdown();

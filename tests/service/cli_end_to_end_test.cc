@@ -48,12 +48,19 @@ TEST(CliEndToEndTest, TheReadmeSessionWorksWithScriptableExitCodes) {
   ScopedTempDir dir;
   ServerProcess server(dir.path());
   const std::string addr = server.address();
+  // The guide's template, with tensors saved under the server's data root
+  // (nothing is written there yet, so the rule waits, InProgress).
+  std::ifstream in(kTemplate);
+  nlohmann::json request = nlohmann::json::parse(in);
+  request["DebugHookConfig"]["S3OutputPath"] = (dir.path() / "tensors").string();
+  const std::string job_file = (dir.path() / "job.json").string();
+  std::ofstream(job_file) << request.dump();
 
-  CliResult created = RunCli(addr, "create --file " + kTemplate);
+  CliResult created = RunCli(addr, "create --file " + job_file);
   ASSERT_EQ(created.exit_code, 0) << created.out;
   EXPECT_THAT(created.out, HasSubstr("training-job/debugger-aws-cli-test"));
 
-  CliResult again = RunCli(addr, "create --file " + kTemplate);
+  CliResult again = RunCli(addr, "create --file " + job_file);
   EXPECT_EQ(again.exit_code, 5) << again.out;
 
   CliResult described = RunCli(addr, "describe debugger-aws-cli-test");

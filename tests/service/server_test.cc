@@ -194,7 +194,10 @@ TEST_F(ServerTest, MalformedAndOversizedRequestsAreRefusedAndTheServerLives) {
 TEST_F(ServerTest, WatchStreamsCurrentStateAndEveryChangeUntilTerminal) {
   auto stub = server_.Stub();
   v1::CreateTrainingJobResponse created;
-  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), TemplateRequest("watched"), &created).ok());
+  // Tensors under the data root, none written yet: the rule waits InProgress.
+  v1::CreateTrainingJobRequest request = TemplateRequest("watched");
+  request.mutable_debug_hook_config()->set_s3_output_path((dir_.path() / "tensors").string());
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), request, &created).ok());
 
   v1::WatchTrainingJobRequest watch;
   watch.set_training_job_name("watched");

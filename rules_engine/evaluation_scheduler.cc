@@ -1,0 +1,423 @@
+#include "rules_engine/evaluation_scheduler.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/output_path.h"
+#include "core/rule_catalog.h"
+#include "rules_engine/rule.h"
+#include "rules_engine/trial_reader.h"
+#include "spdlog/spdlog.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+using core::JobRecord;
+
+constexpr size_t kMaxDetails = 1024;
+
+// Describes what the reader found, for a rule that saw no usable data.
+std::string DescribeTrial(const TrialSummary& summary) {
+  if (!summary.exists) {
+    return absl::StrCat("the directory ", summary.path,
+                        " does not exist: the training script saved nothing there (is the smdebug "
+                        "hook registered and its LocalPath/S3OutputPath this one?)");
+  }
+  if (summary.steps_seen == 0) {
+    return absl::StrCat(summary.path, " has no complete step",
+                        summary.has_collections ? "" : " and no collections file");
+  }
+  const size_t shown = std::min<size_t>(summary.tensor_names_seen.size(), 12);
+  return absl::StrCat(
+      summary.path, " has ", summary.steps_seen, " steps (last global step ",
+      summary.last_global_step, ") with tensors [",
+      absl::StrJoin(summary.tensor_names_seen.begin(), summary.tensor_names_seen.begin() + shown,
+                    ", "),
+      summary.tensor_names_seen.size() > shown ? ", ..." : "", "]");
+}
+
+std::string Truncate(std::string text) {
+  if (text.size() > kMaxDetails) {
+    text.resize(kMaxDetails - 3);
+    text += "...";
+  }
+  return text;
+}
+
+bool JobIsStopping(const JobRecord& job) {
+  return job.training_job_status() == v1::TrainingJobStatus::Stopping ||
+         job.training_job_status() == v1::TrainingJobStatus::Stopped;
+}
+
+}  // namespace
+
+struct EvaluationScheduler::JobEvaluation {
+  struct RuleRun {
+    std::string configuration_name;
+    std::unique_ptr<Rule> rule;
+    bool done = false;
+  };
+
+  std::string job_name;
+  int64_t record_time_us = -1;
+  // Why the trial cannot be read at all (reported as every rule's Error).
+  std::string trial_problem;
+  std::string trial_path;
+  std::unique_ptr<TrialReader> reader;
+  std::vector<RuleRun> rules;
+  std::atomic<bool> cancelled{false};
+  // Guarded by the scheduler's mu_.
+  bool queued = false;
+  bool running = false;
+  bool rerun = false;
+  std::vector<int> watches;
+};
+
+EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
+                                         EvaluationSchedulerOptions options)
+    : manager_(manager), options_(std::move(options)) {}
+
+EvaluationScheduler::~EvaluationScheduler() { Shutdown(); }
+
+void EvaluationScheduler::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return;
+    started_ = true;
+  }
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) {
+    spdlog::warn("inotify unavailable ({}); new training data is noticed by polling every {}",
+                 std::strerror(errno), absl::FormatDuration(options_.poll_interval));
+  }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  poller_ = std::thread([this] { PollLoop(); });
+  if (inotify_fd_ >= 0) watcher_ = std::thread([this] { WatchLoop(); });
+
+  std::vector<std::shared_ptr<const JobRecord>> jobs = manager_->ObserveCommits(
+      [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
+        OnCommit(name, std::move(job));
+      });
+  absl::MutexLock lock(&mu_);
+  for (auto& job : jobs) Apply(job->training_job_name(), job);
+}
+
+void EvaluationScheduler::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || !started_) {
+      stopping_ = true;
+      return;
+    }
+    stopping_ = true;
+    for (auto& [name, evaluation] : jobs_) evaluation->cancelled = true;
+  }
+  manager_->ObserveCommits(nullptr);
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  for (auto& worker : workers_) worker.join();
+  if (poller_.joinable()) poller_.join();
+  if (watcher_.joinable()) watcher_.join();
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+size_t EvaluationScheduler::active_jobs() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.size();
+}
+
+void EvaluationScheduler::OnCommit(const std::string& job_name,
+                                   std::shared_ptr<const JobRecord> job) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  Apply(job_name, std::move(job));
+}
+
+void EvaluationScheduler::Apply(const std::string& job_name,
+                                std::shared_ptr<const JobRecord> job) {
+  auto it = jobs_.find(job_name);
+  if (job == nullptr || JobIsStopping(*job)) {
+    // Deleted or stopped: the manager settles the rule statuses itself.
+    if (it != jobs_.end()) {
+      it->second->cancelled = true;
+      for (int wd : it->second->watches) {
+        if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
+        watch_owner_.erase(wd);
+      }
+      jobs_.erase(it);
+    }
+    return;
+  }
+  const int64_t version = core::ToUnixMicros(job->last_modified_time());
+  if (it != jobs_.end()) {
+    // Snapshots and notifications may arrive out of order; keep the newest.
+    it->second->record_time_us = std::max(it->second->record_time_us, version);
+    return;
+  }
+
+  auto evaluation = std::make_shared<JobEvaluation>();
+  evaluation->job_name = job_name;
+  evaluation->record_time_us = version;
+  std::vector<std::pair<std::string, std::string>> errors;
+  for (int i = 0; i < job->debug_rule_configurations_size(); ++i) {
+    const v1::DebugRuleConfiguration& config = job->debug_rule_configurations(i);
+    if (i >= job->debug_rule_evaluation_statuses_size() ||
+        job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
+            v1::RuleEvaluationStatus::InProgress) {
+      continue;
+    }
+    if (!core::IsBuiltinRuleEvaluatorImage(config.rule_evaluator_image())) {
+      errors.emplace_back(config.rule_configuration_name(),
+                          absl::StrCat("custom rule evaluator '", config.rule_evaluator_image(),
+                                       "' cannot be run by this server version; use a built-in "
+                                       "rule (RuleEvaluatorImage \"builtin\")"));
+      continue;
+    }
+    RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
+    const auto rule_to_invoke = config.rule_parameters().find("rule_to_invoke");
+    absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(
+        rule_to_invoke == config.rule_parameters().end() ? "" : rule_to_invoke->second,
+        parameters, RuleContext{.now = [] { return absl::Now(); }});
+    if (!rule.ok()) {
+      errors.emplace_back(config.rule_configuration_name(), std::string(rule.status().message()));
+      continue;
+    }
+    evaluation->rules.push_back({config.rule_configuration_name(), *std::move(rule), false});
+  }
+  for (auto& [rule_name, message] : errors) {
+    manager_->SetRuleEvaluationStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error,
+                                      Truncate(message), [](absl::Status) {});
+  }
+  if (evaluation->rules.empty()) return;
+
+  if (!job->has_debug_hook_config()) {
+    evaluation->trial_problem =
+        "the job has no DebugHookConfig, so the training script saves no tensors; add one with "
+        "S3OutputPath and the collections the rule needs";
+  } else {
+    absl::StatusOr<core::OutputLocation> location =
+        core::ResolveOutputPath(job->debug_hook_config().s3_output_path(), options_.data_roots);
+    if (!location.ok()) {
+      evaluation->trial_problem = absl::StrCat("DebugHookConfig.S3OutputPath cannot be read: ",
+                                               location.status().message());
+    } else if (location->kind != core::OutputLocation::Kind::kLocal) {
+      evaluation->trial_problem = absl::StrCat(
+          "DebugHookConfig.S3OutputPath ", location->location,
+          " is in object storage, which this server does not read yet; save tensors to a local "
+          "path (or file:// URI) under the server's --data-root");
+    } else {
+      evaluation->trial_path = location->location;
+      evaluation->reader = std::make_unique<TrialReader>(options_.storage, location->location);
+    }
+  }
+  jobs_[job_name] = evaluation;
+  EnqueueLocked(evaluation);
+}
+
+void EvaluationScheduler::EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
+  if (evaluation->running) {
+    evaluation->rerun = true;
+    return;
+  }
+  if (evaluation->queued) return;
+  evaluation->queued = true;
+  ready_.push_back(evaluation);
+}
+
+void EvaluationScheduler::WorkerLoop() {
+  while (true) {
+    std::shared_ptr<JobEvaluation> evaluation;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](EvaluationScheduler* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+            return self->stopping_ || !self->ready_.empty();
+          },
+          this));
+      if (stopping_) return;
+      evaluation = std::move(ready_.front());
+      ready_.pop_front();
+      evaluation->queued = false;
+      evaluation->running = true;
+    }
+    Evaluate(*evaluation);
+    absl::MutexLock lock(&mu_);
+    evaluation->running = false;
+    bool active = false;
+    for (const auto& run : evaluation->rules) active = active || !run.done;
+    if (!active || evaluation->cancelled) {
+      auto it = jobs_.find(evaluation->job_name);
+      if (it != jobs_.end() && it->second == evaluation) {
+        for (int wd : evaluation->watches) {
+          if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
+          watch_owner_.erase(wd);
+        }
+        jobs_.erase(it);
+      }
+      continue;
+    }
+    EnsureWatches(*evaluation);
+    if (evaluation->rerun) {
+      evaluation->rerun = false;
+      EnqueueLocked(evaluation);
+    }
+  }
+}
+
+void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, int status,
+                                 std::string details) {
+  auto& run = evaluation.rules[rule_index];
+  run.done = true;
+  const std::string job = evaluation.job_name;
+  const std::string rule = run.configuration_name;
+  manager_->SetRuleEvaluationStatus(
+      job, rule, static_cast<core::RuleStatus>(status), Truncate(std::move(details)),
+      [job, rule](absl::Status result) {
+        // FAILED_PRECONDITION: the rule was settled already (e.g. stopped).
+        if (!result.ok() && result.code() != absl::StatusCode::kFailedPrecondition) {
+          spdlog::warn("recording the status of rule '{}' of job '{}' failed: {}", rule, job,
+                       result.ToString());
+        }
+      });
+}
+
+void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
+  if (!evaluation.trial_problem.empty()) {
+    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+      if (!evaluation.rules[i].done) {
+        Report(evaluation, i, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
+      }
+    }
+    return;
+  }
+  auto wanted = [&evaluation](const std::string& tensor, const TrialInfo& info) {
+    for (const auto& run : evaluation.rules) {
+      if (!run.done && run.rule->Wants(tensor, info)) return true;
+    }
+    return false;
+  };
+  absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted);
+  if (!steps.ok()) {
+    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+      if (!evaluation.rules[i].done) {
+        Report(evaluation, i, v1::RuleEvaluationStatus::Error,
+               absl::StrCat("cannot read the training data: ", steps.status().message()));
+      }
+    }
+    return;
+  }
+  const TrialInfo& info = evaluation.reader->info();
+  for (const Step& step : *steps) {
+    if (evaluation.cancelled) return;
+    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+      auto& run = evaluation.rules[i];
+      if (run.done) continue;
+      RuleVerdict verdict = run.rule->OnStep(step, info);
+      if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
+        Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+      } else if (verdict.kind == RuleVerdict::Kind::kError) {
+        Report(evaluation, i, v1::RuleEvaluationStatus::Error, std::move(verdict.details));
+      }
+    }
+  }
+  // Wall-clock rules (StalledTrainingRule): the poll pass brings every job
+  // here at least once per poll interval, which bounds how late a tick is.
+  const absl::Time now = absl::Now();
+  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+    auto& run = evaluation.rules[i];
+    if (run.done) continue;
+    const absl::optional<absl::Time> deadline = run.rule->NextDeadline();
+    if (!deadline.has_value() || *deadline > now) continue;
+    RuleVerdict verdict = run.rule->OnTick(now);
+    if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
+      Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+    } else if (verdict.kind == RuleVerdict::Kind::kError) {
+      Report(evaluation, i, v1::RuleEvaluationStatus::Error, std::move(verdict.details));
+    }
+  }
+  if (!evaluation.reader->finished() || evaluation.cancelled) return;
+  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+    auto& run = evaluation.rules[i];
+    if (run.done) continue;
+    RuleVerdict verdict = run.rule->OnTrainingEnd(info);
+    switch (verdict.kind) {
+      case RuleVerdict::Kind::kIssuesFound:
+        Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+        break;
+      case RuleVerdict::Kind::kError:
+        Report(evaluation, i, v1::RuleEvaluationStatus::Error,
+               absl::StrCat(verdict.details, ". Read: ",
+                            DescribeTrial(evaluation.reader->summary())));
+        break;
+      default:
+        Report(evaluation, i, v1::RuleEvaluationStatus::NoIssuesFound,
+               verdict.details.empty()
+                   ? absl::StrCat("evaluated ", evaluation.reader->summary().steps_seen,
+                                  " steps; no issues found")
+                   : std::move(verdict.details));
+    }
+  }
+}
+
+void EvaluationScheduler::EnsureWatches(JobEvaluation& evaluation) {
+  if (inotify_fd_ < 0 || evaluation.trial_path.empty()) return;
+  // The trial directory (training_job_end.ts, new subdirectories) and the
+  // index directory: smdebug writes a step's index file after its event
+  // file, so a new index file means a new step to read.
+  const std::string dirs[] = {evaluation.trial_path,
+                              evaluation.trial_path + "/index/000000000"};
+  for (const std::string& dir : dirs) {
+    const int wd =
+        inotify_add_watch(inotify_fd_, dir.c_str(),
+                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_MASK_ADD);
+    if (wd < 0) continue;  // Not there yet: polling covers it.
+    if (watch_owner_.emplace(wd, evaluation.job_name).second) evaluation.watches.push_back(wd);
+  }
+}
+
+void EvaluationScheduler::WatchLoop() {
+  alignas(inotify_event) char buffer[16 * 1024];
+  while (true) {
+    pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    const ssize_t length = read(inotify_fd_, buffer, sizeof(buffer));
+    if (length <= 0) continue;
+    absl::MutexLock lock(&mu_);
+    for (ssize_t offset = 0; offset < length;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
+      offset += sizeof(inotify_event) + event->len;
+      auto owner = watch_owner_.find(event->wd);
+      if (owner == watch_owner_.end()) continue;
+      auto job = jobs_.find(owner->second);
+      if (job != jobs_.end()) EnqueueLocked(job->second);
+    }
+  }
+}
+
+void EvaluationScheduler::PollLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_interval);
+    if (stopping_) return;
+    for (auto& [name, evaluation] : jobs_) EnqueueLocked(evaluation);
+  }
+}
+
+}  // namespace debugplane::rules_engine

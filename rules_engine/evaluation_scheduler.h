@@ -1,0 +1,102 @@
+// EvaluationScheduler: evaluates every job's built-in debugging rules on the
+// job's tensor output, step by step as it lands, and records each rule's
+// status through the job manager (durable, pushed to watchers).
+//
+// Work is per job, not per rule: one TrialReader per job reads each new step
+// once, decoding only the tensors some rule of the job wants, and feeds it to
+// all the job's rules. Jobs with new data are queued for a fixed pool of
+// worker threads; a job is never on two workers at once. New data is noticed
+// through inotify on the trial's directories (milliseconds), with a slow
+// polling pass as the fallback for directories that do not exist yet or file
+// systems without inotify.
+//
+// Restart: terminal rule statuses are durable; rules still InProgress are
+// evaluated again from the first step (rules are deterministic, so replaying
+// reaches the same state and a status already recorded is not changed).
+
+#ifndef DEBUGPLANE_RULES_ENGINE_EVALUATION_SCHEDULER_H_
+#define DEBUGPLANE_RULES_ENGINE_EVALUATION_SCHEDULER_H_
+
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/training_job_manager.h"
+#include "rules_engine/trial_storage.h"
+
+namespace debugplane::rules_engine {
+
+struct EvaluationSchedulerOptions {
+  // Threads that read trials and evaluate rules.
+  int worker_threads = 2;
+  // How often every active job is checked for new data regardless of
+  // inotify (the fallback path).
+  absl::Duration poll_interval = absl::Seconds(1);
+  // Where local output paths may point (the server's --data-root).
+  std::vector<std::filesystem::path> data_roots;
+  std::shared_ptr<TrialStorage> storage = LocalTrialStorage();
+};
+
+class EvaluationScheduler {
+ public:
+  // REQUIRES: `manager` outlives the scheduler.
+  EvaluationScheduler(core::TrainingJobManager* manager, EvaluationSchedulerOptions options);
+  // Shuts down.
+  ~EvaluationScheduler();
+
+  EvaluationScheduler(const EvaluationScheduler&) = delete;
+  EvaluationScheduler& operator=(const EvaluationScheduler&) = delete;
+
+  // Subscribes to the manager's commits and starts evaluating every job that
+  // has rules InProgress.
+  void Start();
+
+  // Stops the threads; evaluations in progress finish their current step
+  // batch. Idempotent.
+  void Shutdown();
+
+  // Jobs currently evaluated (with at least one rule InProgress).
+  size_t active_jobs() const;
+
+ private:
+  struct JobEvaluation;
+
+  void OnCommit(const std::string& job_name, std::shared_ptr<const core::JobRecord> job);
+  void Apply(const std::string& job_name, std::shared_ptr<const core::JobRecord> job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerLoop();
+  void PollLoop();
+  void WatchLoop();
+  void Evaluate(JobEvaluation& evaluation);
+  void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
+  void EnsureWatches(JobEvaluation& evaluation);
+
+  core::TrainingJobManager* const manager_;
+  const EvaluationSchedulerOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<JobEvaluation>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<JobEvaluation>> ready_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::string> watch_owner_ ABSL_GUARDED_BY(mu_);  // inotify wd -> job.
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd that wakes the watch thread at shutdown.
+  std::vector<std::thread> workers_;
+  std::thread poller_;
+  std::thread watcher_;
+};
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_EVALUATION_SCHEDULER_H_
