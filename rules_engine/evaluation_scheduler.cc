@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -73,6 +76,11 @@ struct EvaluationScheduler::JobEvaluation {
   std::unique_ptr<TrialReader> reader;
   std::vector<RuleRun> rules;
   std::atomic<bool> cancelled{false};
+  // Whether some active rule wants a tensor, by name: rules match names with
+  // regexes, so decide once per name, again when rules finish or the
+  // trial's collections change.
+  std::unordered_map<std::string, bool> wanted;
+  std::pair<size_t, size_t> wanted_key{SIZE_MAX, SIZE_MAX};  // (active rules, collections)
   // Guarded by the scheduler's mu_.
   bool queued = false;
   bool running = false;
@@ -304,10 +312,23 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
     return;
   }
   auto wanted = [&evaluation](const std::string& tensor, const TrialInfo& info) {
-    for (const auto& run : evaluation.rules) {
-      if (!run.done && run.rule->Wants(tensor, info)) return true;
+    size_t active = 0;
+    for (const auto& run : evaluation.rules) active += run.done ? 0 : 1;
+    const std::pair<size_t, size_t> key{active, info.collections.size()};
+    if (key != evaluation.wanted_key) {
+      evaluation.wanted.clear();
+      evaluation.wanted_key = key;
     }
-    return false;
+    auto [it, inserted] = evaluation.wanted.try_emplace(tensor, false);
+    if (inserted) {
+      for (const auto& run : evaluation.rules) {
+        if (!run.done && run.rule->Wants(tensor, info)) {
+          it->second = true;
+          break;
+        }
+      }
+    }
+    return it->second;
   };
   absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted);
   if (!steps.ok()) {

@@ -103,11 +103,14 @@ double Variance(const std::vector<double>& v) {
 
 double Percentile(std::vector<double> v, double percent) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
   const double pos = percent / 100.0 * static_cast<double>(v.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(pos));
   const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  // Selection, not a full sort: the same two order statistics in O(n).
+  std::nth_element(v.begin(), v.begin() + lo, v.end());
+  const double low = v[lo];
+  const double high = hi == lo ? low : *std::min_element(v.begin() + lo + 1, v.end());
+  return low + (high - low) * (pos - static_cast<double>(lo));
 }
 
 BatchView ViewAsBatch(const Tensor& t) {

@@ -89,16 +89,27 @@ const Tensor* Step::Find(absl::string_view name) const {
 }
 
 bool TrialInfo::InCollection(absl::string_view name, absl::string_view tensor) const {
-  auto it = collections.find(std::string(name));
-  if (it == collections.end()) return false;
-  const Collection& c = it->second;
-  for (const std::string& t : c.tensor_names) {
-    if (t == tensor) return true;
+  if (membership_collections_ != collections.size()) {
+    membership_.clear();
+    membership_collections_ = collections.size();
   }
-  for (const std::string& pattern : c.include_regex) {
-    if (Search(pattern, tensor)) return true;
-  }
-  return false;
+  auto key = std::make_pair(std::string(name), std::string(tensor));
+  auto known = membership_.find(key);
+  if (known != membership_.end()) return known->second;
+  const bool member = [&] {
+    auto it = collections.find(key.first);
+    if (it == collections.end()) return false;
+    const Collection& c = it->second;
+    for (const std::string& t : c.tensor_names) {
+      if (t == tensor) return true;
+    }
+    for (const std::string& pattern : c.include_regex) {
+      if (Search(pattern, tensor)) return true;
+    }
+    return false;
+  }();
+  membership_.emplace(std::move(key), member);
+  return member;
 }
 
 }  // namespace debugplane::rules_engine

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,14 @@ struct TrialInfo {
   // True if `tensor` is listed in collection `name` or matches one of its
   // include_regex patterns (RE2 syntax; smdebug's Python patterns such as
   // "^(?!gradient).*bias" that RE2 cannot express fall back to std::regex).
+  // Answers are remembered per (collection, tensor): rules ask at every step.
+  // Not thread-safe (one evaluation uses a TrialInfo at a time).
   bool InCollection(absl::string_view name, absl::string_view tensor) const;
+
+ private:
+  // (collection, tensor) -> member; cleared when `collections` changes size.
+  mutable std::map<std::pair<std::string, std::string>, bool> membership_;
+  mutable size_t membership_collections_ = 0;
 };
 
 }  // namespace debugplane::rules_engine

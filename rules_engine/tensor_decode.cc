@@ -26,9 +26,12 @@ T Load(const char* p) {
 template <typename T>
 void FromContent(absl::string_view content, std::vector<double>* out) {
   const size_t n = content.size() / sizeof(T);
-  out->resize(n);
-  for (size_t i = 0; i < n; ++i)
-    (*out)[i] = static_cast<double>(Load<T>(content.data() + i * sizeof(T)));
+  // reserve + push_back: no zero-fill of a buffer that is overwritten anyway.
+  out->clear();
+  out->reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    out->push_back(static_cast<double>(Load<T>(content.data() + i * sizeof(T))));
+  }
 }
 
 // Copies `vals` into `out`, padding to `n` with the last value as TensorFlow

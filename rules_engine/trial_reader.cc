@@ -221,18 +221,49 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       }
       const std::string event_rel = st.EventFile(step, worker);
       const std::string event_file = st.Join(event_rel);
+      // The wanted records, and whether to read the event file whole: one
+      // read instead of one per tensor, unless only a small part is wanted.
+      std::vector<const IndexEntry*> entries;
+      uint64_t wanted_bytes = 0;
+      uint64_t file_end = 0;
       for (const IndexEntry& e : w.index->tensors) {
+        file_end = std::max(file_end, e.start_idx + e.length);
         if (!wanted(e.tensor_name, st.info)) continue;
-        if (!w.event_exists) {
-          ++st.summary.records_skipped;  // settled: the file will never come.
-          continue;
-        }
-        absl::StatusOr<std::string> bytes = storage_->ReadRange(event_file, e.start_idx, e.length);
-        if (!bytes.ok()) {
-          error = bytes.status();
+        entries.push_back(&e);
+        wanted_bytes += e.length;
+      }
+      if (!entries.empty() && !w.event_exists) {
+        st.summary.records_skipped += entries.size();  // settled: the file will never come.
+        entries.clear();
+      }
+      std::string whole;
+      const bool read_whole = !entries.empty() && wanted_bytes * 4 >= file_end;
+      if (read_whole) {
+        absl::StatusOr<std::string> content = storage_->Read(event_file);
+        if (!content.ok()) {
+          error = content.status();
           break;
         }
-        TfRecordParse record = ParseTfRecordAt(*bytes, event_rel, e.start_idx, e.length);
+        whole = *std::move(content);
+      }
+      for (const IndexEntry* entry : entries) {
+        const IndexEntry& e = *entry;
+        std::string ranged;
+        absl::string_view bytes;
+        if (read_whole) {
+          bytes = e.start_idx < whole.size()
+                      ? absl::string_view(whole).substr(e.start_idx, e.length)
+                      : absl::string_view();
+        } else {
+          absl::StatusOr<std::string> range = storage_->ReadRange(event_file, e.start_idx, e.length);
+          if (!range.ok()) {
+            error = range.status();
+            break;
+          }
+          ranged = *std::move(range);
+          bytes = ranged;
+        }
+        TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
         if (record.kind == TfRecordParse::Kind::kIncomplete) {
           if (ended) {
             ++st.summary.records_skipped;  // Cut short when training stopped.
@@ -254,8 +285,8 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           break;
         }
         // smdebug writes one value per event; prefer the one the index names.
-        const DecodedValue* chosen = nullptr;
-        for (const DecodedValue& v : *values) {
+        DecodedValue* chosen = nullptr;
+        for (DecodedValue& v : *values) {
           if (v.tag == e.tensor_name) {
             chosen = &v;
             break;
@@ -271,7 +302,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           result.mode_step = chosen->mode_step.value_or(0);
           have_mode = true;
         }
-        Tensor t = chosen->tensor;
+        Tensor t = std::move(chosen->tensor);
         t.name = e.tensor_name;
         t.worker = worker;
         result.tensors.push_back(std::move(t));
