@@ -129,6 +129,8 @@ void EvaluationScheduler::Shutdown() {
     }
     stopping_ = true;
     for (auto& [name, evaluation] : jobs_) evaluation->cancelled = true;
+    work_cv_.SignalAll();
+    stop_cv_.SignalAll();
   }
   manager_->ObserveCommits(nullptr);
   if (wake_fd_ >= 0) {
@@ -161,10 +163,7 @@ void EvaluationScheduler::Apply(const std::string& job_name,
     // Deleted or stopped: the manager settles the rule statuses itself.
     if (it != jobs_.end()) {
       it->second->cancelled = true;
-      for (int wd : it->second->watches) {
-        if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
-        watch_owner_.erase(wd);
-      }
+      DropWatchesLocked(*it->second);
       jobs_.erase(it);
     }
     return;
@@ -243,6 +242,7 @@ void EvaluationScheduler::EnqueueLocked(const std::shared_ptr<JobEvaluation>& ev
   if (evaluation->queued) return;
   evaluation->queued = true;
   ready_.push_back(evaluation);
+  work_cv_.Signal();
 }
 
 void EvaluationScheduler::WorkerLoop() {
@@ -250,11 +250,7 @@ void EvaluationScheduler::WorkerLoop() {
     std::shared_ptr<JobEvaluation> evaluation;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](EvaluationScheduler* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-            return self->stopping_ || !self->ready_.empty();
-          },
-          this));
+      while (!stopping_ && ready_.empty()) work_cv_.Wait(&mu_);
       if (stopping_) return;
       evaluation = std::move(ready_.front());
       ready_.pop_front();
@@ -269,15 +265,14 @@ void EvaluationScheduler::WorkerLoop() {
     if (!active || evaluation->cancelled) {
       auto it = jobs_.find(evaluation->job_name);
       if (it != jobs_.end() && it->second == evaluation) {
-        for (int wd : evaluation->watches) {
-          if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
-          watch_owner_.erase(wd);
-        }
+        DropWatchesLocked(*evaluation);
         jobs_.erase(it);
       }
       continue;
     }
-    EnsureWatches(*evaluation);
+    // A watch added now misses what landed since this evaluation listed the
+    // trial: evaluate once more.
+    if (EnsureWatchesLocked(*evaluation)) evaluation->rerun = true;
     if (evaluation->rerun) {
       evaluation->rerun = false;
       EnqueueLocked(evaluation);
@@ -393,20 +388,49 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
   }
 }
 
-void EvaluationScheduler::EnsureWatches(JobEvaluation& evaluation) {
-  if (inotify_fd_ < 0 || evaluation.trial_path.empty()) return;
-  // The trial directory (training_job_end.ts, new subdirectories) and the
-  // index directory: smdebug writes a step's index file after its event
-  // file, so a new index file means a new step to read.
-  const std::string dirs[] = {evaluation.trial_path,
-                              evaluation.trial_path + "/index/000000000"};
+bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
+  if (inotify_fd_ < 0 || evaluation.trial_path.empty()) return false;
+  // The trial directory (training_job_end.ts, new subdirectories), index/
+  // (its 000000000 subdirectory appears after it) and the index directory:
+  // smdebug writes a step's index file after its event file, so a new index
+  // file means a new step to read. Until the trial
+  // directory exists, its nearest existing ancestor, to hear of its creation.
+  std::vector<std::string> dirs = {evaluation.trial_path, evaluation.trial_path + "/index",
+                                   evaluation.trial_path + "/index/000000000"};
+  std::error_code error;
+  if (!std::filesystem::is_directory(evaluation.trial_path, error)) {
+    std::filesystem::path ancestor = std::filesystem::path(evaluation.trial_path).parent_path();
+    while (!ancestor.empty() && ancestor != ancestor.root_path() &&
+           !std::filesystem::is_directory(ancestor, error)) {
+      ancestor = ancestor.parent_path();
+    }
+    dirs = {ancestor.string()};
+  }
+  bool added = false;
   for (const std::string& dir : dirs) {
     const int wd =
         inotify_add_watch(inotify_fd_, dir.c_str(),
                           IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_MASK_ADD);
-    if (wd < 0) continue;  // Not there yet: polling covers it.
-    if (watch_owner_.emplace(wd, evaluation.job_name).second) evaluation.watches.push_back(wd);
+    if (wd < 0) continue;  // Not there yet: the ancestor watch or polling covers it.
+    if (watch_owners_[wd].insert(evaluation.job_name).second) {
+      evaluation.watches.push_back(wd);
+      added = true;
+    }
   }
+  return added;
+}
+
+void EvaluationScheduler::DropWatchesLocked(JobEvaluation& evaluation) {
+  for (int wd : evaluation.watches) {
+    auto owners = watch_owners_.find(wd);
+    if (owners == watch_owners_.end()) continue;
+    owners->second.erase(evaluation.job_name);
+    if (owners->second.empty()) {
+      if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
+      watch_owners_.erase(owners);
+    }
+  }
+  evaluation.watches.clear();
 }
 
 void EvaluationScheduler::WatchLoop() {
@@ -424,10 +448,12 @@ void EvaluationScheduler::WatchLoop() {
     for (ssize_t offset = 0; offset < length;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
       offset += sizeof(inotify_event) + event->len;
-      auto owner = watch_owner_.find(event->wd);
-      if (owner == watch_owner_.end()) continue;
-      auto job = jobs_.find(owner->second);
-      if (job != jobs_.end()) EnqueueLocked(job->second);
+      auto owners = watch_owners_.find(event->wd);
+      if (owners == watch_owners_.end()) continue;
+      for (const std::string& name : owners->second) {
+        auto job = jobs_.find(name);
+        if (job != jobs_.end()) EnqueueLocked(job->second);
+      }
     }
   }
 }
@@ -435,7 +461,10 @@ void EvaluationScheduler::WatchLoop() {
 void EvaluationScheduler::PollLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_interval);
+    const absl::Time deadline = absl::Now() + options_.poll_interval;
+    while (!stopping_ && absl::Now() < deadline) {
+      stop_cv_.WaitWithTimeout(&mu_, deadline - absl::Now());
+    }
     if (stopping_) return;
     for (auto& [name, evaluation] : jobs_) EnqueueLocked(evaluation);
   }

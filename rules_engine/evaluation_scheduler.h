@@ -20,6 +20,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -78,15 +79,24 @@ class EvaluationScheduler {
   void WatchLoop();
   void Evaluate(JobEvaluation& evaluation);
   void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
-  void EnsureWatches(JobEvaluation& evaluation);
+  // Adds the inotify watches the job's trial needs now; true if one is new.
+  bool EnsureWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   core::TrainingJobManager* const manager_;
   const EvaluationSchedulerOptions options_;
 
   mutable absl::Mutex mu_;
+  // Signalled when ready_ gains work or stopping_ is set. A CondVar, not
+  // Mutex::Await: absl evaluates Await conditions inside other threads'
+  // Unlock, which the TSan shim for Debian's abseil cannot annotate.
+  absl::CondVar work_cv_;
+  absl::CondVar stop_cv_;  // Signalled when stopping_ is set.
   std::map<std::string, std::shared_ptr<JobEvaluation>> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<JobEvaluation>> ready_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::string> watch_owner_ ABSL_GUARDED_BY(mu_);  // inotify wd -> job.
+  // inotify wd -> the jobs it wakes (one directory may serve several jobs:
+  // inotify gives the same wd for the same directory).
+  std::map<int, std::set<std::string>> watch_owners_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 
