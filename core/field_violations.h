@@ -8,15 +8,14 @@
 #define DEBUGPLANE_CORE_FIELD_VIOLATIONS_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace debugplane::core {
 
-inline constexpr absl::string_view kBadRequestTypeUrl =
-    "type.googleapis.com/google.rpc.BadRequest";
+inline constexpr absl::string_view kBadRequestTypeUrl = "type.googleapis.com/google.rpc.BadRequest";
 
 struct FieldViolation {
   std::string field;        // e.g. "DebugRuleConfigurations[2].RuleParameters".

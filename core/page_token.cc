@@ -30,8 +30,9 @@ int64_t MicrosOrZero(bool present, const google::protobuf::Timestamp& ts) {
 
 absl::Status BadToken(absl::string_view why) {
   return InvalidField("NextToken",
-                      absl::StrCat(why, "; pass the NextToken of the previous response unchanged, "
-                                        "with the same filters and sort"));
+                      absl::StrCat(why,
+                                   "; pass the NextToken of the previous response unchanged, "
+                                   "with the same filters and sort"));
 }
 
 }  // namespace
@@ -49,8 +50,8 @@ uint32_t QueryFingerprint(const v1::ListTrainingJobsRequest& request) {
 
 std::string EncodePageToken(const PageToken& token) {
   return absl::WebSafeBase64Escape(absl::StrCat(kVersion, ":", token.query_fingerprint, ":",
-                                                token.last_creation_time_us, ":",
-                                                token.last_status, ":", token.last_name));
+                                                token.last_creation_time_us, ":", token.last_status,
+                                                ":", token.last_name));
 }
 
 absl::StatusOr<PageToken> DecodePageToken(absl::string_view text) {

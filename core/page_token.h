@@ -11,9 +11,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "debugplane/v1/training_job.pb.h"
 
 namespace debugplane::core {

@@ -5,6 +5,7 @@
 #define DEBUGPLANE_CORE_RULE_CATALOG_H_
 
 #include <span>
+
 #include "absl/strings/string_view.h"
 
 namespace debugplane::core {
