@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "core/rule_actions.h"
 
 namespace debugplane::core {
 namespace {
@@ -197,16 +198,16 @@ JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnSco
   for (const auto& rule : request.debug_rule_configurations()) {
     auto* status = job.add_debug_rule_evaluation_statuses();
     status->set_rule_configuration_name(rule.rule_configuration_name());
-    status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(
-        scope, request.training_job_name(), rule.rule_configuration_name(), now));
+    status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(scope, request.training_job_name(),
+                                                             rule.rule_configuration_name(), now));
     status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
     SetTimestamp(now, status->mutable_last_modified_time());
   }
   for (const auto& rule : request.profiler_rule_configurations()) {
     auto* status = job.add_profiler_rule_evaluation_statuses();
     status->set_rule_configuration_name(rule.rule_configuration_name());
-    status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(
-        scope, request.training_job_name(), rule.rule_configuration_name(), now));
+    status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(scope, request.training_job_name(),
+                                                             rule.rule_configuration_name(), now));
     status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
     SetTimestamp(now, status->mutable_last_modified_time());
   }
@@ -232,10 +233,11 @@ void TransitionSecondaryStatus(JobRecord& job, SecondaryStatus status, absl::str
   SetTimestamp(now, job.mutable_last_modified_time());
 }
 
-bool BeginStop(JobRecord& job, absl::Time now) {
+bool BeginStop(JobRecord& job, absl::Time now, absl::string_view reason) {
   if (job.training_job_status() != v1::TrainingJobStatus::InProgress) return false;
   job.set_training_job_status(v1::TrainingJobStatus::Stopping);
-  TransitionSecondaryStatus(job, v1::SecondaryStatus::Stopping, "Stopping the training job", now);
+  TransitionSecondaryStatus(job, v1::SecondaryStatus::Stopping,
+                            reason.empty() ? "Stopping the training job" : reason, now);
   for (auto& rule : *job.mutable_debug_rule_evaluation_statuses()) {
     if (rule.rule_evaluation_status() == v1::RuleEvaluationStatus::InProgress) {
       rule.set_rule_evaluation_status(v1::RuleEvaluationStatus::Stopping);
@@ -254,8 +256,7 @@ bool BeginStop(JobRecord& job, absl::Time now) {
 bool CompleteStop(JobRecord& job, absl::Time now) {
   if (job.training_job_status() != v1::TrainingJobStatus::Stopping) return false;
   job.set_training_job_status(v1::TrainingJobStatus::Stopped);
-  TransitionSecondaryStatus(job, v1::SecondaryStatus::Stopped, "The training job was stopped",
-                            now);
+  TransitionSecondaryStatus(job, v1::SecondaryStatus::Stopped, "The training job was stopped", now);
   SetTimestamp(now, job.mutable_training_end_time());
   auto finish = [&](auto& rule) {
     if (!IsTerminal(rule.rule_evaluation_status())) {
@@ -283,12 +284,26 @@ bool SetRuleStatus(JobRecord& job, absl::string_view rule, RuleStatus status,
     return true;
   };
   if (auto* debug = FindRule(job.mutable_debug_rule_evaluation_statuses(), rule)) {
-    return apply(debug);
+    if (!apply(debug)) return false;
+    // The actions become durable in the same write as the status, so they
+    // are carried out once: never lost, never triggered again.
+    if (status == v1::RuleEvaluationStatus::IssuesFound) RecordTriggeredActions(job, rule, now);
+    return true;
   }
   if (auto* profiler = FindRule(job.mutable_profiler_rule_evaluation_statuses(), rule)) {
     return apply(profiler);
   }
   return false;
+}
+
+bool SetRuleProgress(JobRecord& job, absl::string_view rule, int64_t last_evaluated_step) {
+  auto* target = FindRule(job.mutable_debug_rule_evaluation_statuses(), rule);
+  if (target == nullptr || IsTerminal(target->rule_evaluation_status())) return false;
+  if (target->has_last_evaluated_step() && target->last_evaluated_step() >= last_evaluated_step) {
+    return false;
+  }
+  target->set_last_evaluated_step(last_evaluated_step);
+  return true;
 }
 
 bool IsTerminal(JobStatus status) {
@@ -310,7 +325,7 @@ bool IsSettled(const JobRecord& job) {
   for (const auto& rule : job.profiler_rule_evaluation_statuses()) {
     if (!IsTerminal(rule.rule_evaluation_status())) return false;
   }
-  return true;
+  return !HasPendingActions(job);
 }
 
 absl::string_view JobStatusName(JobStatus status) {
@@ -353,6 +368,24 @@ std::vector<v1::StatusChange> DiffForWatch(const JobRecord& before, const JobRec
                                     v1::ProfilingStatus::Value_Name(after.profiling_status())));
     changes.push_back(std::move(change));
   }
+  for (const auto& now : after.rule_actions()) {
+    const v1::RuleAction* was = nullptr;
+    for (const auto& candidate : before.rule_actions()) {
+      if (candidate.action_id() == now.action_id()) was = &candidate;
+    }
+    if (was != nullptr && was->status() == now.status() && was->attempts() == now.attempts() &&
+        was->details() == now.details()) {
+      continue;
+    }
+    v1::StatusChange change;
+    change.set_kind(v1::StatusChange::KIND_RULE_ACTION);
+    change.set_rule_configuration_name(now.rule_configuration_name());
+    if (was != nullptr) change.set_from(std::string(RuleActionStatusName(was->status())));
+    change.set_to(std::string(RuleActionStatusName(now.status())));
+    change.set_details(absl::StrCat(now.action(), " ", now.target(),
+                                    now.details().empty() ? "" : ": ", now.details()));
+    changes.push_back(std::move(change));
+  }
   if (before.progress_info().SerializeAsString() != after.progress_info().SerializeAsString()) {
     v1::StatusChange change;
     change.set_kind(v1::StatusChange::KIND_PROGRESS);
@@ -379,6 +412,7 @@ v1::WatchTrainingJobResponse MakeWatchEvent(const JobRecord& job,
   event.set_profiling_status(job.profiling_status());
   event.set_config_version(job.config_version());
   *event.mutable_last_modified_time() = job.last_modified_time();
+  *event.mutable_rule_actions() = job.rule_actions();
   return event;
 }
 

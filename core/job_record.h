@@ -8,9 +8,9 @@
 #define DEBUGPLANE_CORE_JOB_RECORD_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "debugplane/v1/training_job.pb.h"
 
@@ -54,10 +54,11 @@ JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnSco
 void TransitionSecondaryStatus(JobRecord& job, SecondaryStatus status, absl::string_view message,
                                absl::Time now);
 
-// StopTrainingJob: an InProgress job becomes Stopping (primary and secondary);
-// its InProgress rule evaluations become Stopping. Returns false (and changes
+// StopTrainingJob: an InProgress job becomes Stopping (primary and secondary,
+// with `reason` as the transition's StatusMessage, a default if empty); its
+// InProgress rule evaluations become Stopping. Returns false (and changes
 // nothing) if the job is already Stopping or terminal.
-bool BeginStop(JobRecord& job, absl::Time now);
+bool BeginStop(JobRecord& job, absl::Time now, absl::string_view reason = "");
 
 // Completes a stop: a Stopping job becomes Stopped, its Stopping (or still
 // InProgress) rule evaluations Stopped, TrainingEndTime set. Returns false if
@@ -67,14 +68,23 @@ bool CompleteStop(JobRecord& job, absl::Time now);
 // Sets the status of the rule evaluation named `rule` (debug or profiler).
 // Returns false if there is no such rule or nothing changes. Terminal rule
 // statuses are final: returns false when the rule is already terminal.
+// A debug rule turning IssuesFound also records its action_json's actions
+// (RecordTriggeredActions in core/rule_actions.h), Pending.
 bool SetRuleStatus(JobRecord& job, absl::string_view rule, RuleStatus status,
                    absl::string_view details, absl::Time now);
 
-bool IsTerminal(JobStatus status);  // Completed, Failed, Stopped.
+// Records that debug rule `rule` evaluated every step up to global step
+// `last_evaluated_step`. Returns false (and changes nothing) if there is no
+// such rule, it is terminal, or it had reached that step already. Does not
+// touch LastModifiedTime: progress is not a status change.
+bool SetRuleProgress(JobRecord& job, absl::string_view rule, int64_t last_evaluated_step);
+
+bool IsTerminal(JobStatus status);   // Completed, Failed, Stopped.
 bool IsTerminal(RuleStatus status);  // NoIssuesFound, IssuesFound, Error, Stopped.
 
-// True when the job and every rule evaluation are terminal: nothing about the
-// job will change any more and a watch stream ends.
+// True when the job and every rule evaluation are terminal and no rule action
+// is Pending: nothing about the job will change any more and a watch stream
+// ends.
 bool IsSettled(const JobRecord& job);
 
 // SageMaker's words for enum values ("InProgress", "IssuesFound", ...).

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/field_violations.h"
 #include "core/page_token.h"
+#include "core/rule_actions.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::core {
@@ -231,16 +232,13 @@ void TrainingJobManager::CommitLoop() {
     }
     absl::Status written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
 
-    std::shared_ptr<const CommitObserver> observer;
     {
       absl::MutexLock lock(&mu_);
-      observer = observer_;
       if (written.ok()) {
         const absl::Time now = options_.now();
         for (PendingCommit& commit : group) PublishLocked(commit, now);
       } else {
-        spdlog::error("storage write of {} change(s) failed: {}", batch.size(),
-                      written.ToString());
+        spdlog::error("storage write of {} change(s) failed: {}", batch.size(), written.ToString());
         // Everything queued behind the failed group may build on it: fail it
         // too, and roll every job back to its committed state.
         while (!queue_.empty()) {
@@ -258,10 +256,14 @@ void TrainingJobManager::CommitLoop() {
                      : absl::UnavailableError(absl::StrCat(
                            "the change was not saved and not applied: storage failed (",
                            written.message(), "); retry later"));
-    for (PendingCommit& commit : group) {
-      if (written.ok() && commit.changed && observer != nullptr) {
-        (*observer)(commit.job_name, commit.next);
+    if (written.ok()) {
+      absl::ReaderMutexLock lock(&observers_mu_);
+      for (const PendingCommit& commit : group) {
+        if (!commit.changed) continue;
+        for (const auto& [id, observer] : observers_) observer(commit.job_name, commit.next);
       }
+    }
+    for (PendingCommit& commit : group) {
       std::move(commit.done)(reply);
       if (written.ok() && commit.after_commit) commit.after_commit();
     }
@@ -282,14 +284,14 @@ void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
   if (!entry.watches.empty()) {
     if (entry.committed == nullptr) {
       for (Watch* watch : entry.watches) {
-        watch->watcher->OnEnd(absl::NotFoundError(
-            absl::StrCat("training job '", commit.job_name, "' was deleted")));
+        watch->watcher->OnEnd(
+            absl::NotFoundError(absl::StrCat("training job '", commit.job_name, "' was deleted")));
       }
       entry.watches.clear();
     } else {
-      std::vector<v1::StatusChange> changes =
-          before == nullptr ? std::vector<v1::StatusChange>{}
-                            : DiffForWatch(*before, *entry.committed);
+      std::vector<v1::StatusChange> changes = before == nullptr
+                                                  ? std::vector<v1::StatusChange>{}
+                                                  : DiffForWatch(*before, *entry.committed);
       if (!changes.empty()) {
         auto event = std::make_shared<const v1::WatchTrainingJobResponse>(
             MakeWatchEvent(*entry.committed, std::move(changes), now));
@@ -359,8 +361,8 @@ void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& r
     std::move(done)(valid);
     return;
   }
-  auto record = std::make_shared<const JobRecord>(
-      NewJobRecord(request, options_.arn_scope, options_.now()));
+  auto record =
+      std::make_shared<const JobRecord>(NewJobRecord(request, options_.arn_scope, options_.now()));
   auto warnings = std::make_shared<const std::vector<std::string>>(
       CreateTrainingJobWarnings(request, options_.validation));
   Mutate(
@@ -427,8 +429,9 @@ void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& req
       return;
     }
     if (token->query_fingerprint != fingerprint) {
-      std::move(done)(InvalidField(
-          "NextToken", "this NextToken belongs to a query with other filters or sort order; "
+      std::move(done)(
+          InvalidField("NextToken",
+                       "this NextToken belongs to a query with other filters or sort order; "
                        "repeat the original query's parameters with it"));
       return;
     }
@@ -510,11 +513,11 @@ void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& req
   for (const auto& job : page) *response->add_training_job_summaries() = ToSummary(*job);
   if (more && !page.empty()) {
     const JobRecord& last = *page.back();
-    response->set_next_token(EncodePageToken(
-        {.query_fingerprint = fingerprint,
-         .last_creation_time_us = ToUnixMicros(last.creation_time()),
-         .last_status = std::string(JobStatusName(last.training_job_status())),
-         .last_name = last.training_job_name()}));
+    response->set_next_token(
+        EncodePageToken({.query_fingerprint = fingerprint,
+                         .last_creation_time_us = ToUnixMicros(last.creation_time()),
+                         .last_status = std::string(JobStatusName(last.training_job_status())),
+                         .last_name = last.training_job_name()}));
   }
   std::move(done)(absl::OkStatus());
 }
@@ -528,9 +531,10 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
     return;
   }
   if (!request.has_profiler_config() && request.profiler_rule_configurations().empty()) {
-    std::move(done)(InvalidField(
-        "ProfilerConfig", "nothing to update: give ProfilerConfig, ProfilerRuleConfigurations "
-                          "or both"));
+    std::move(done)(
+        InvalidField("ProfilerConfig",
+                     "nothing to update: give ProfilerConfig, ProfilerRuleConfigurations "
+                     "or both"));
     return;
   }
   auto update = std::make_shared<const v1::UpdateTrainingJobRequest>(request);
@@ -539,21 +543,21 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
       [this, update](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(update->training_job_name());
         if (latest->training_job_status() != v1::TrainingJobStatus::InProgress) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "training job '", latest->training_job_name(), "' is ",
-              JobStatusName(latest->training_job_status()),
-              "; UpdateTrainingJob applies only while it is InProgress"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("training job '", latest->training_job_name(), "' is ",
+                           JobStatusName(latest->training_job_status()),
+                           "; UpdateTrainingJob applies only while it is InProgress"));
         }
         // Rule names must stay unique across both lists, 20 profiler rules at most.
         FieldViolations violations;
-        const int total =
-            latest->profiler_rule_configurations_size() + update->profiler_rule_configurations_size();
+        const int total = latest->profiler_rule_configurations_size() +
+                          update->profiler_rule_configurations_size();
         if (total > kMaxRulesPerKind) {
-          violations.Add("ProfilerRuleConfigurations",
-                         absl::StrCat("the job has ", latest->profiler_rule_configurations_size(),
-                                      " profiler rules; adding ",
-                                      update->profiler_rule_configurations_size(), " would make ",
-                                      total, ", more than the limit of ", kMaxRulesPerKind));
+          violations.Add(
+              "ProfilerRuleConfigurations",
+              absl::StrCat("the job has ", latest->profiler_rule_configurations_size(),
+                           " profiler rules; adding ", update->profiler_rule_configurations_size(),
+                           " would make ", total, ", more than the limit of ", kMaxRulesPerKind));
         }
         auto exists = [&](const std::string& name) {
           for (const auto& r : latest->debug_rule_configurations()) {
@@ -565,7 +569,8 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
           return false;
         };
         for (int i = 0; i < update->profiler_rule_configurations_size(); ++i) {
-          const std::string& name = update->profiler_rule_configurations(i).rule_configuration_name();
+          const std::string& name =
+              update->profiler_rule_configurations(i).rule_configuration_name();
           if (exists(name)) {
             violations.Add(
                 absl::StrCat("ProfilerRuleConfigurations[", i, "].RuleConfigurationName"),
@@ -602,9 +607,8 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
           *next->add_profiler_rule_configurations() = rule;
           auto* status = next->add_profiler_rule_evaluation_statuses();
           status->set_rule_configuration_name(rule.rule_configuration_name());
-          status->set_rule_evaluation_job_arn(
-              RuleEvaluationJobArn(options_.arn_scope, next->training_job_name(),
-                                   rule.rule_configuration_name(), now));
+          status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(
+              options_.arn_scope, next->training_job_name(), rule.rule_configuration_name(), now));
           status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
           SetTimestamp(now, status->mutable_last_modified_time());
         }
@@ -622,8 +626,7 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
 }
 
 void TrainingJobManager::StopTrainingJob(const v1::StopTrainingJobRequest& request,
-                                         v1::StopTrainingJobResponse* response,
-                                         DoneCallback done) {
+                                         v1::StopTrainingJobResponse* response, DoneCallback done) {
   if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
     std::move(done)(valid);
     return;
@@ -721,9 +724,8 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
           return absl::nullopt;
         }();
         if (!current.has_value()) {
-          return absl::NotFoundError(absl::StrCat("training job '", job_name,
-                                                  "' has no rule configuration named '",
-                                                  rule_name, "'"));
+          return absl::NotFoundError(absl::StrCat(
+              "training job '", job_name, "' has no rule configuration named '", rule_name, "'"));
         }
         if (IsTerminal(*current) && *current != status) {
           return absl::FailedPreconditionError(
@@ -735,16 +737,101 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
       std::move(done));
 }
 
-std::vector<std::shared_ptr<const JobRecord>> TrainingJobManager::ObserveCommits(
-    CommitObserver observer) {
+TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(CommitObserver observer) {
+  Observation observation;
+  // mu_ first: no commit is published between the snapshot and the
+  // registration that this observer would then miss.
   absl::MutexLock lock(&mu_);
-  observer_ = observer ? std::make_shared<const CommitObserver>(std::move(observer)) : nullptr;
-  std::vector<std::shared_ptr<const JobRecord>> jobs;
-  jobs.reserve(committed_count_);
-  for (const auto& [name, entry] : jobs_) {
-    if (entry.committed != nullptr) jobs.push_back(entry.committed);
+  {
+    absl::MutexLock observers_lock(&observers_mu_);
+    observation.id = next_observer_id_++;
+    observers_.emplace(observation.id, std::move(observer));
   }
-  return jobs;
+  observation.jobs.reserve(committed_count_);
+  for (const auto& [name, entry] : jobs_) {
+    if (entry.committed != nullptr) observation.jobs.push_back(entry.committed);
+  }
+  return observation;
+}
+
+void TrainingJobManager::RemoveCommitObserver(int64_t id) {
+  absl::MutexLock lock(&observers_mu_);
+  observers_.erase(id);
+}
+
+void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
+                                            std::vector<std::pair<std::string, int64_t>> progress,
+                                            DoneCallback done) {
+  Mutate(
+      job_name,
+      [job_name,
+       progress = std::move(progress)](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(job_name);
+        auto next = std::make_shared<JobRecord>(*latest);
+        bool changed = false;
+        for (const auto& [rule, step] : progress) changed |= SetRuleProgress(*next, rule, step);
+        if (!changed) return Change{.changed = false};
+        return Change{.next = std::move(next)};
+      },
+      std::move(done));
+}
+
+void TrainingJobManager::SetRuleActionStatus(const std::string& job_name,
+                                             const std::string& action_id,
+                                             v1::RuleActionStatus::Value status,
+                                             std::string details, int attempts, DoneCallback done) {
+  Mutate(
+      job_name,
+      [this, job_name, action_id, status, attempts,
+       details = std::move(details)](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(job_name);
+        auto next = std::make_shared<JobRecord>(*latest);
+        if (core::SetRuleActionStatus(*next, action_id, status, details, attempts,
+                                      options_.now())) {
+          return Change{.next = std::move(next)};
+        }
+        for (const auto& action : latest->rule_actions()) {
+          if (action.action_id() != action_id) continue;
+          if (action.status() != v1::RuleActionStatus::Pending) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("rule action '", action_id, "' is already ",
+                             RuleActionStatusName(action.status())));
+          }
+          return Change{.changed = false};
+        }
+        return absl::NotFoundError(
+            absl::StrCat("training job '", job_name, "' has no rule action '", action_id, "'"));
+      },
+      std::move(done));
+}
+
+void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, std::string reason,
+                                                   DoneCallback done) {
+  Mutate(
+      job_name,
+      [this, job_name,
+       reason = std::move(reason)](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(job_name);
+        auto next = std::make_shared<JobRecord>(*latest);
+        if (!BeginStop(*next, options_.now(), reason)) return Change{.changed = false};
+        return Change{.next = std::move(next),
+                      .after_commit = [this, job_name] { ScheduleCompleteStop(job_name); }};
+      },
+      std::move(done));
+}
+
+std::vector<std::string> TrainingJobManager::ActiveJobNamesWithPrefix(
+    const std::string& prefix) const {
+  std::vector<std::string> names;
+  absl::ReaderMutexLock lock(&mu_);
+  for (auto it = jobs_.lower_bound(prefix);
+       it != jobs_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    if (it->second.committed != nullptr &&
+        it->second.committed->training_job_status() == v1::TrainingJobStatus::InProgress) {
+      names.push_back(it->first);
+    }
+  }
+  return names;
 }
 
 std::shared_ptr<const JobRecord> TrainingJobManager::GetJob(const std::string& name) const {

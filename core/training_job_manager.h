@@ -93,15 +93,52 @@ class TrainingJobManager final : public TrainingJobHandler {
   void SetRuleEvaluationStatus(const std::string& job_name, const std::string& rule_name,
                                RuleStatus status, std::string details, DoneCallback done);
 
+  // Records that the rules of a job evaluated every step up to the given
+  // global steps ((rule configuration name, step) pairs), for resuming after
+  // a restart. Rules that are terminal or unknown are left as they are. Not a
+  // status change: no watch event. `done` gets OK once durable, NOT_FOUND for
+  // an unknown job.
+  void RecordRuleProgress(const std::string& job_name,
+                          std::vector<std::pair<std::string, int64_t>> progress, DoneCallback done);
+
+  // Sets the status of rule action `action_id` of a job (for the action
+  // dispatcher): Pending with more attempts while retrying, then Succeeded,
+  // Failed or Skipped. `done` gets OK once durable (also when nothing
+  // changed), NOT_FOUND for an unknown job or action, FAILED_PRECONDITION if
+  // the action is no longer Pending.
+  void SetRuleActionStatus(const std::string& job_name, const std::string& action_id,
+                           v1::RuleActionStatus::Value status, std::string details, int attempts,
+                           DoneCallback done);
+
+  // StopTrainingJob on behalf of a rule action: as StopTrainingJob, with
+  // `reason` as the Stopping transition's StatusMessage. `done` gets OK once
+  // the stop is durable, also when the job was already stopping or ended
+  // (nothing changes then), NOT_FOUND for an unknown job.
+  void StopTrainingJobWithReason(const std::string& job_name, std::string reason,
+                                 DoneCallback done);
+
+  // Names of the committed InProgress jobs whose name starts with `prefix`,
+  // in name order (for the StopTraining action's training_job_prefix).
+  std::vector<std::string> ActiveJobNamesWithPrefix(const std::string& prefix) const;
+
   // Called after every committed change of a job with its new record
   // (nullptr once deleted), in commit order, on the committer thread and
   // outside the manager's lock. It must not block (hand work to a pool); it
-  // may call the manager.
+  // may call the manager, but not Add/RemoveCommitObserver.
   using CommitObserver =
       std::function<void(const std::string& job_name, std::shared_ptr<const JobRecord> job)>;
-  // Installs the observer (replacing any; nullptr removes it) and returns the
-  // committed jobs at that moment: every later change reaches the observer.
-  std::vector<std::shared_ptr<const JobRecord>> ObserveCommits(CommitObserver observer);
+  struct Observation {
+    int64_t id = 0;  // For RemoveCommitObserver.
+    // The committed jobs when the observer was added: every later change
+    // reaches the observer (a change may also be in this snapshot).
+    std::vector<std::shared_ptr<const JobRecord>> jobs;
+  };
+  // Adds an observer of committed changes. Thread-safe.
+  Observation AddCommitObserver(CommitObserver observer);
+  // Removes the observer; when it returns, the observer is not running and
+  // will not be called again. Unknown ids are ignored.
+  // REQUIRES: not called from inside a commit observer.
+  void RemoveCommitObserver(int64_t id);
 
   // The committed record of a job, or nullptr. Thread-safe; the snapshot is
   // immutable.
@@ -136,7 +173,7 @@ class TrainingJobManager final : public TrainingJobHandler {
     // `committed` serialized: written to storage, and served by Describe
     // without copying or encoding the record again.
     std::shared_ptr<const std::string> committed_encoded;
-    std::shared_ptr<const JobRecord> latest;     // Committed + queued changes.
+    std::shared_ptr<const JobRecord> latest;  // Committed + queued changes.
     int queued_changes = 0;
     std::vector<Watch*> watches;
   };
@@ -176,7 +213,12 @@ class TrainingJobManager final : public TrainingJobHandler {
   std::deque<PendingCommit> queue_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool committer_done_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<const CommitObserver> observer_ ABSL_GUARDED_BY(mu_);
+
+  // Observers are called with observers_mu_ held (shared), outside mu_, so
+  // that RemoveCommitObserver can wait for calls in flight.
+  mutable absl::Mutex observers_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<int64_t, CommitObserver> observers_ ABSL_GUARDED_BY(observers_mu_);
+  int64_t next_observer_id_ ABSL_GUARDED_BY(observers_mu_) = 1;
 
   std::thread committer_;
 };

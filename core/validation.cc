@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "core/field_violations.h"
 #include "core/output_path.h"
+#include "core/rule_actions.h"
 #include "core/rule_catalog.h"
 #include "core/validation_text.h"
 #include "google/protobuf/map.h"
@@ -349,6 +350,19 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
   const std::string params_field = field + ".RuleParameters";
   CheckMap(v, params_field, rule.rule_parameters(),
            {.max_entries = 100, .key_min = 1, .key_max = 256, .value_max = 256});
+  if (auto actions = rule.rule_parameters().find(std::string(kActionJsonParameter));
+      actions != rule.rule_parameters().end()) {
+    const std::string actions_field = EntryField(params_field, kActionJsonParameter);
+    if (kind == RuleKind::kProfiler) {
+      v.Add(actions_field,
+            "profiler rules take no actions (as in SageMaker Debugger); put the action on a "
+            "debugging rule or watch the job with WatchTrainingJob");
+    } else if (absl::StatusOr<std::vector<RuleActionSpec>> parsed =
+                   ParseActionJson(actions->second);
+               !parsed.ok()) {
+      v.Add(actions_field, std::string(parsed.status().message()));
+    }
+  }
 
   const std::string& image = rule.rule_evaluator_image();
   const std::string image_field = field + ".RuleEvaluatorImage";
@@ -869,8 +883,7 @@ std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRe
     if (!IsBuiltinRuleEvaluatorImage(rule.rule_evaluator_image())) continue;
     auto invoke = rule.rule_parameters().find("rule_to_invoke");
     if (invoke == rule.rule_parameters().end()) continue;
-    const RuleParameterMap parameters(rule.rule_parameters().begin(),
-                                      rule.rule_parameters().end());
+    const RuleParameterMap parameters(rule.rule_parameters().begin(), rule.rule_parameters().end());
     for (const std::string& needed : options.rule_collections(invoke->second, parameters)) {
       if (saved.count(needed) != 0) continue;
       warnings.push_back(absl::StrCat(

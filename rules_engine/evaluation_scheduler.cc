@@ -7,9 +7,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <unordered_map>
 #include <utility>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,12 +38,11 @@ std::string DescribeTrial(const TrialSummary& summary) {
                         summary.has_collections ? "" : " and no collections file");
   }
   const size_t shown = std::min<size_t>(summary.tensor_names_seen.size(), 12);
-  return absl::StrCat(
-      summary.path, " has ", summary.steps_seen, " steps (last global step ",
-      summary.last_global_step, ") with tensors [",
-      absl::StrJoin(summary.tensor_names_seen.begin(), summary.tensor_names_seen.begin() + shown,
-                    ", "),
-      summary.tensor_names_seen.size() > shown ? ", ..." : "", "]");
+  return absl::StrCat(summary.path, " has ", summary.steps_seen, " steps (last global step ",
+                      summary.last_global_step, ") with tensors [",
+                      absl::StrJoin(summary.tensor_names_seen.begin(),
+                                    summary.tensor_names_seen.begin() + shown, ", "),
+                      summary.tensor_names_seen.size() > shown ? ", ..." : "", "]");
 }
 
 std::string Truncate(std::string text) {
@@ -66,6 +65,8 @@ struct EvaluationScheduler::JobEvaluation {
     std::string configuration_name;
     std::unique_ptr<Rule> rule;
     bool done = false;
+    int64_t last_step = -1;      // The last global step the rule evaluated.
+    int64_t recorded_step = -1;  // The last one recorded durably (or asked to be).
   };
 
   std::string job_name;
@@ -76,6 +77,9 @@ struct EvaluationScheduler::JobEvaluation {
   std::unique_ptr<TrialReader> reader;
   std::vector<RuleRun> rules;
   std::atomic<bool> cancelled{false};
+  // When progress was last recorded: recording at most once per
+  // progress_interval keeps a fast writer from costing a write per step.
+  absl::Time progress_recorded = absl::InfinitePast();
   // Whether some active rule wants a tensor, by name: rules match names with
   // regexes, so decide once per name, again when rules finish or the
   // trial's collections change.
@@ -112,12 +116,13 @@ void EvaluationScheduler::Start() {
   poller_ = std::thread([this] { PollLoop(); });
   if (inotify_fd_ >= 0) watcher_ = std::thread([this] { WatchLoop(); });
 
-  std::vector<std::shared_ptr<const JobRecord>> jobs = manager_->ObserveCommits(
+  core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
         OnCommit(name, std::move(job));
       });
+  observer_id_ = observation.id;
   absl::MutexLock lock(&mu_);
-  for (auto& job : jobs) Apply(job->training_job_name(), job);
+  for (auto& job : observation.jobs) Apply(job->training_job_name(), job);
 }
 
 void EvaluationScheduler::Shutdown() {
@@ -132,7 +137,7 @@ void EvaluationScheduler::Shutdown() {
     work_cv_.SignalAll();
     stop_cv_.SignalAll();
   }
-  manager_->ObserveCommits(nullptr);
+  manager_->RemoveCommitObserver(observer_id_);
   if (wake_fd_ >= 0) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
@@ -156,8 +161,7 @@ void EvaluationScheduler::OnCommit(const std::string& job_name,
   Apply(job_name, std::move(job));
 }
 
-void EvaluationScheduler::Apply(const std::string& job_name,
-                                std::shared_ptr<const JobRecord> job) {
+void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<const JobRecord> job) {
   auto it = jobs_.find(job_name);
   if (job == nullptr || JobIsStopping(*job)) {
     // Deleted or stopped: the manager settles the rule statuses itself.
@@ -196,8 +200,8 @@ void EvaluationScheduler::Apply(const std::string& job_name,
     RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
     const auto rule_to_invoke = config.rule_parameters().find("rule_to_invoke");
     absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(
-        rule_to_invoke == config.rule_parameters().end() ? "" : rule_to_invoke->second,
-        parameters, RuleContext{.now = [] { return absl::Now(); }});
+        rule_to_invoke == config.rule_parameters().end() ? "" : rule_to_invoke->second, parameters,
+        RuleContext{.now = [] { return absl::Now(); }});
     if (!rule.ok()) {
       errors.emplace_back(config.rule_configuration_name(), std::string(rule.status().message()));
       continue;
@@ -341,6 +345,7 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
     for (size_t i = 0; i < evaluation.rules.size(); ++i) {
       auto& run = evaluation.rules[i];
       if (run.done) continue;
+      run.last_step = step.global_step;
       RuleVerdict verdict = run.rule->OnStep(step, info);
       if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
         Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
@@ -364,6 +369,7 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
       Report(evaluation, i, v1::RuleEvaluationStatus::Error, std::move(verdict.details));
     }
   }
+  RecordProgress(evaluation, /*force=*/evaluation.reader->finished());
   if (!evaluation.reader->finished() || evaluation.cancelled) return;
   for (size_t i = 0; i < evaluation.rules.size(); ++i) {
     auto& run = evaluation.rules[i];
@@ -374,9 +380,9 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
         Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
         break;
       case RuleVerdict::Kind::kError:
-        Report(evaluation, i, v1::RuleEvaluationStatus::Error,
-               absl::StrCat(verdict.details, ". Read: ",
-                            DescribeTrial(evaluation.reader->summary())));
+        Report(
+            evaluation, i, v1::RuleEvaluationStatus::Error,
+            absl::StrCat(verdict.details, ". Read: ", DescribeTrial(evaluation.reader->summary())));
         break;
       default:
         Report(evaluation, i, v1::RuleEvaluationStatus::NoIssuesFound,
@@ -386,6 +392,27 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
                    : std::move(verdict.details));
     }
   }
+}
+
+void EvaluationScheduler::RecordProgress(JobEvaluation& evaluation, bool force) {
+  const absl::Time now = absl::Now();
+  if (!force && now - evaluation.progress_recorded < options_.progress_interval) return;
+  std::vector<std::pair<std::string, int64_t>> progress;
+  for (auto& run : evaluation.rules) {
+    if (run.done || run.last_step <= run.recorded_step) continue;
+    progress.emplace_back(run.configuration_name, run.last_step);
+    run.recorded_step = run.last_step;
+  }
+  if (progress.empty()) return;
+  evaluation.progress_recorded = now;
+  const std::string job = evaluation.job_name;
+  // Queued behind this batch's verdicts, so a recorded step never runs
+  // ahead of a verdict reached at or before it.
+  manager_->RecordRuleProgress(job, std::move(progress), [job](const absl::Status& result) {
+    if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
+      spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
+    }
+  });
 }
 
 bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {

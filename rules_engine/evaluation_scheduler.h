@@ -10,9 +10,13 @@
 // polling pass as the fallback for directories that do not exist yet or file
 // systems without inotify.
 //
-// Restart: terminal rule statuses are durable; rules still InProgress are
-// evaluated again from the first step (rules are deterministic, so replaying
-// reaches the same state and a status already recorded is not changed).
+// Restart: terminal rule statuses (and the actions they triggered) are
+// durable, so a finished rule is never evaluated, and never acts, again.
+// Each rule's progress (LastEvaluatedStep) is recorded as it goes, behind
+// its verdicts. A rule still InProgress after a restart rebuilds its state by
+// replaying the steps up to its recorded progress (rules are deterministic and
+// any verdict reached there is already durable, so the replay cannot report
+// anything new), then continues with the steps after it.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_EVALUATION_SCHEDULER_H_
 #define DEBUGPLANE_RULES_ENGINE_EVALUATION_SCHEDULER_H_
@@ -20,8 +24,8 @@
 #include <deque>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +47,9 @@ struct EvaluationSchedulerOptions {
   // Where local output paths may point (the server's --data-root).
   std::vector<std::filesystem::path> data_roots;
   std::shared_ptr<TrialStorage> storage = LocalTrialStorage();
+  // How often, at most, each job's rule progress (LastEvaluatedStep) is
+  // recorded while steps keep coming; always at the end of training.
+  absl::Duration progress_interval = absl::Seconds(1);
 };
 
 class EvaluationScheduler {
@@ -79,6 +86,9 @@ class EvaluationScheduler {
   void WatchLoop();
   void Evaluate(JobEvaluation& evaluation);
   void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
+  // Records the rules' last evaluated steps, at most once per
+  // progress_interval unless `force`.
+  void RecordProgress(JobEvaluation& evaluation, bool force);
   // Adds the inotify watches the job's trial needs now; true if one is new.
   bool EnsureWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -100,6 +110,7 @@ class EvaluationScheduler {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 
+  int64_t observer_id_ = 0;  // Set by Start.
   int inotify_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that wakes the watch thread at shutdown.
   std::vector<std::thread> workers_;

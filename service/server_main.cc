@@ -13,14 +13,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/training_job_manager.h"
 #include "persistence/sqlite_storage.h"
+#include "rules_engine/action_dispatcher.h"
 #include "rules_engine/evaluation_scheduler.h"
 #include "rules_engine/validation_hooks.h"
 #include "service/logging.h"
@@ -67,6 +70,10 @@ int main(int argc, char** argv) {
   double shutdown_grace_s = 10;
   TrainingJobManagerOptions manager_options;
   int rule_workers = 2;
+  std::vector<std::string> notify_webhooks;
+  debugplane::rules_engine::SmtpSinkOptions smtp;
+  std::string smtp_password_file;
+  int action_attempts = 8;
 
   app.add_option("--listen", grpc_options.listen_address, "Address to serve on (HOST:PORT)")
       ->capture_default_str();
@@ -98,6 +105,19 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-grace", shutdown_grace_s,
                  "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str();
+  app.add_option("--notify-webhook", notify_webhooks,
+                 "URL that Email and SMS rule actions are POSTed to as JSON (repeatable)");
+  app.add_option("--smtp-url", smtp.url,
+                 "SMTP server for Email rule actions: smtp://host:port (STARTTLS when offered) "
+                 "or smtps://host:port");
+  app.add_option("--smtp-from", smtp.from, "Sender address of Email rule actions");
+  app.add_option("--smtp-user", smtp.username, "SMTP user name (AUTH)");
+  app.add_option("--smtp-password-file", smtp_password_file,
+                 "File whose first line is the SMTP password");
+  app.add_option("--action-attempts", action_attempts,
+                 "Deliveries of a notification before its action ends Failed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 
   debugplane::service::ConfigureLogging(log_level, log_format);
@@ -125,6 +145,28 @@ int main(int argc, char** argv) {
   manager_options.validation.allowed_custom_evaluators = allowed_evaluators;
   debugplane::rules_engine::InstallRuleValidation(&manager_options.validation);
 
+  debugplane::rules_engine::ActionDispatcherOptions action_options;
+  action_options.max_attempts = action_attempts;
+  for (const std::string& url : notify_webhooks) {
+    if (!absl::StartsWith(url, "http://") && !absl::StartsWith(url, "https://")) {
+      return Fail(absl::StrCat("--notify-webhook ", url, " is not an http:// or https:// URL"));
+    }
+    action_options.sinks.push_back(debugplane::rules_engine::MakeWebhookSink({.url = url}));
+  }
+  if (!smtp.url.empty()) {
+    if (!absl::StartsWith(smtp.url, "smtp://") && !absl::StartsWith(smtp.url, "smtps://")) {
+      return Fail(absl::StrCat("--smtp-url ", smtp.url, " is not an smtp:// or smtps:// URL"));
+    }
+    if (smtp.from.empty()) return Fail("--smtp-url needs --smtp-from (the sender address)");
+    if (!smtp_password_file.empty()) {
+      std::ifstream in(smtp_password_file);
+      if (!in || !std::getline(in, smtp.password)) {
+        return Fail(absl::StrCat("--smtp-password-file ", smtp_password_file, " cannot be read"));
+      }
+    }
+    action_options.sinks.push_back(debugplane::rules_engine::MakeSmtpSink(smtp));
+  }
+
   const std::string db_path = (fs::path(data_dir) / "debugplane.db").string();
   auto storage = debugplane::persistence::SqliteStorage::Open(db_path);
   if (!storage.ok()) return Fail(storage.status().ToString());
@@ -137,6 +179,9 @@ int main(int argc, char** argv) {
   auto scheduler = std::make_unique<debugplane::rules_engine::EvaluationScheduler>(
       manager->get(), scheduler_options);
   scheduler->Start();
+  auto actions = std::make_unique<debugplane::rules_engine::ActionDispatcher>(
+      manager->get(), std::move(action_options));
+  actions->Start();
 
   auto server = debugplane::service::GrpcServer::Start(grpc_options, manager->get());
   if (!server.ok()) return Fail(server.status().ToString());
@@ -157,11 +202,13 @@ int main(int argc, char** argv) {
 
   // Stop evaluating, commit what is queued and refuse new changes, so calls
   // in flight complete; then stop the transport, then close the database.
+  actions->Shutdown();
   scheduler->Shutdown();
   (*manager)->Shutdown();
   (*server)->Shutdown(absl::Seconds(shutdown_grace_s));
   (*server)->Wait();
   server->reset();
+  actions.reset();
   scheduler.reset();
   manager->reset();  // Commits the last changes and closes the database.
   spdlog::info("shut down cleanly");

@@ -525,6 +525,23 @@ TEST_F(ValidationTest, RuleToInvokeIsRequiredWithABuiltinImage) {
       HasSubstr("required"));
 }
 
+TEST_F(ValidationTest, ActionJsonIsCheckedNamingTheProblem) {
+  auto request = Valid();
+  auto& parameters = *request.mutable_debug_rule_configurations(0)->mutable_rule_parameters();
+  parameters["action_json"] =
+      R"([{"name": "stoptraining", "training_job_prefix": "job"},
+          {"name": "email", "endpoint": "ml@example.com"}, {"name": "sms", "endpoint": "+12223334444"}])";
+  EXPECT_TRUE(Validate(request).ok());
+  parameters["action_json"] = R"({"name": "email", "endpoint": "not an address"})";
+  EXPECT_THAT(
+      OnlyViolation(Validate(request), "DebugRuleConfigurations[0].RuleParameters.action_json"),
+      HasSubstr("an email address like"));
+  parameters["action_json"] = R"([{"name": "stoptraining"}, {"name": "page"}])";
+  EXPECT_THAT(
+      OnlyViolation(Validate(request), "DebugRuleConfigurations[0].RuleParameters.action_json"),
+      HasSubstr("action 1: unknown action \"page\""));
+}
+
 TEST_F(ValidationTest, UnknownRuleToInvokeSuggestsCloseNames) {
   auto request = Valid();
   (*request.mutable_debug_rule_configurations(0)->mutable_rule_parameters())["rule_to_invoke"] =
