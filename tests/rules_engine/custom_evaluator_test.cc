@@ -59,10 +59,11 @@ class Results {
   bool WaitFor(size_t count, absl::Duration timeout = kPatience) {
     const absl::Time deadline = absl::Now() + timeout;
     absl::MutexLock lock(&state_->mu);
+    // WaitWithTimeout, not WaitWithDeadline: the TSan shim wraps the former.
     while (state_->results.size() < count) {
-      if (state_->cv.WaitWithDeadline(&state_->mu, deadline)) {
-        return state_->results.size() >= count;
-      }
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      state_->cv.WaitWithTimeout(&state_->mu, left);
     }
     return true;
   }
