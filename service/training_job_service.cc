@@ -41,7 +41,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchTrainingJobR
 
   void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse> event) override {
     absl::MutexLock lock(&mu_);
-    if (finished_ || ended_) return;
+    if (finished_ || ended_ || cancelled_) return;
     if (in_flight_ == nullptr) {
       in_flight_ = std::move(event);
       StartWrite(in_flight_.get());
@@ -71,7 +71,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchTrainingJobR
     absl::MutexLock lock(&mu_);
     in_flight_ = nullptr;
     if (finished_) return;
-    if (!ok) {  // The client went away.
+    // The client went away. gRPC does not order OnCancel and the completion
+    // of a write in flight: if OnCancel came first it left the finishing to
+    // this write, which may still have succeeded (ok), and no reaction
+    // follows. Not finishing here would leave the stream registered until the
+    // job ends, and GrpcServer::Shutdown waiting for it.
+    if (!ok || cancelled_) {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client"));
       return;
     }
@@ -85,10 +90,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchTrainingJobR
 
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    // With a write in flight, its OnWriteDone finishes (gRPC allows one
+    // write at a time, and Finish after it).
     if (!finished_ && in_flight_ == nullptr) {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
     }
-    cancelled_ = true;
   }
 
   void OnDone() override {
