@@ -737,16 +737,20 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
       std::move(done));
 }
 
-TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(CommitObserver observer) {
+TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(
+    CommitObserver observer) {
   Observation observation;
-  // mu_ first: no commit is published between the snapshot and the
-  // registration that this observer would then miss.
-  absl::MutexLock lock(&mu_);
+  // Register first, then take the snapshot (the two locks never nest, so an
+  // observer may call the manager while holding its own lock): a commit
+  // whose notification comes after the registration reaches the observer,
+  // and one whose notification came before it was published before it, so
+  // it is in the snapshot.
   {
-    absl::MutexLock observers_lock(&observers_mu_);
+    absl::MutexLock lock(&observers_mu_);
     observation.id = next_observer_id_++;
     observers_.emplace(observation.id, std::move(observer));
   }
+  absl::ReaderMutexLock lock(&mu_);
   observation.jobs.reserve(committed_count_);
   for (const auto& [name, entry] : jobs_) {
     if (entry.committed != nullptr) observation.jobs.push_back(entry.committed);

@@ -215,8 +215,9 @@ class TrainingJobManager final : public TrainingJobHandler {
   bool committer_done_ ABSL_GUARDED_BY(mu_) = false;
 
   // Observers are called with observers_mu_ held (shared), outside mu_, so
-  // that RemoveCommitObserver can wait for calls in flight.
-  mutable absl::Mutex observers_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // that RemoveCommitObserver can wait for calls in flight. Never held
+  // together with mu_.
+  mutable absl::Mutex observers_mu_;
   std::map<int64_t, CommitObserver> observers_ ABSL_GUARDED_BY(observers_mu_);
   int64_t next_observer_id_ ABSL_GUARDED_BY(observers_mu_) = 1;
 

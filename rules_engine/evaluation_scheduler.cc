@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "core/output_path.h"
 #include "core/rule_catalog.h"
+#include "rules_engine/custom_evaluator.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/trial_reader.h"
 #include "spdlog/spdlog.h"
@@ -110,6 +111,8 @@ void EvaluationScheduler::Start() {
                  std::strerror(errno), absl::FormatDuration(options_.poll_interval));
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  custom_runner_ = std::make_unique<CustomEvaluatorRunner>(
+      CustomEvaluatorRunner::Options{.max_concurrent = options_.custom_evaluator_concurrency});
   for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
@@ -138,6 +141,9 @@ void EvaluationScheduler::Shutdown() {
     stop_cv_.SignalAll();
   }
   manager_->RemoveCommitObserver(observer_id_);
+  // Evaluators still running are stopped; their rules stay InProgress and
+  // run again at the next start.
+  custom_runner_->Shutdown();
   if (wake_fd_ >= 0) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
@@ -165,6 +171,12 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   auto it = jobs_.find(job_name);
   if (job == nullptr || JobIsStopping(*job)) {
     // Deleted or stopped: the manager settles the rule statuses itself.
+    if (auto runs = custom_runs_.find(job_name); runs != custom_runs_.end()) {
+      for (const auto& [rule, id] : runs->second) {
+        if (id != 0) custom_runner_->Cancel(id);
+      }
+      if (job == nullptr) custom_runs_.erase(runs);
+    }
     if (it != jobs_.end()) {
       it->second->cancelled = true;
       DropWatchesLocked(*it->second);
@@ -183,6 +195,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   evaluation->job_name = job_name;
   evaluation->record_time_us = version;
   std::vector<std::pair<std::string, std::string>> errors;
+  std::vector<const v1::DebugRuleConfiguration*> custom;
   for (int i = 0; i < job->debug_rule_configurations_size(); ++i) {
     const v1::DebugRuleConfiguration& config = job->debug_rule_configurations(i);
     if (i >= job->debug_rule_evaluation_statuses_size() ||
@@ -191,10 +204,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       continue;
     }
     if (!core::IsBuiltinRuleEvaluatorImage(config.rule_evaluator_image())) {
-      errors.emplace_back(config.rule_configuration_name(),
-                          absl::StrCat("custom rule evaluator '", config.rule_evaluator_image(),
-                                       "' cannot be run by this server version; use a built-in "
-                                       "rule (RuleEvaluatorImage \"builtin\")"));
+      custom.push_back(&config);
       continue;
     }
     RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
@@ -212,6 +222,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     manager_->SetRuleEvaluationStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error,
                                       Truncate(message), [](absl::Status) {});
   }
+  if (!custom.empty()) StartCustomLocked(*job, custom);
   if (evaluation->rules.empty()) return;
 
   if (!job->has_debug_hook_config()) {
@@ -236,6 +247,77 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   }
   jobs_[job_name] = evaluation;
   EnqueueLocked(evaluation);
+}
+
+void EvaluationScheduler::StartCustomLocked(
+    const JobRecord& job, const std::vector<const v1::DebugRuleConfiguration*>& configs) {
+  const std::string& job_name = job.training_job_name();
+  // Where the evaluator finds the tensors: the local trial directory, or the
+  // output URI as given when it is in object storage (the evaluator may read
+  // it itself).
+  std::string trial;
+  if (job.has_debug_hook_config()) {
+    absl::StatusOr<core::OutputLocation> location =
+        core::ResolveOutputPath(job.debug_hook_config().s3_output_path(), options_.data_roots);
+    trial = location.ok() ? location->location : job.debug_hook_config().s3_output_path();
+  }
+  auto& runs = custom_runs_[job_name];
+  for (const v1::DebugRuleConfiguration* config : configs) {
+    const std::string& rule = config->rule_configuration_name();
+    // Once per process: a later commit of the job that still shows the rule
+    // InProgress (its verdict not yet durable) must not start it again.
+    if (runs.count(rule) > 0) continue;
+    auto command = options_.custom_evaluators.find(config->rule_evaluator_image());
+    if (command == options_.custom_evaluators.end() || command->second.empty()) {
+      manager_->SetRuleEvaluationStatus(
+          job_name, rule, v1::RuleEvaluationStatus::Error,
+          Truncate(absl::StrCat("custom rule evaluator '", config->rule_evaluator_image(),
+                                "' is not configured on this server (--allow-evaluator)")),
+          [](absl::Status) {});
+      continue;
+    }
+    CustomEvaluation evaluation;
+    evaluation.argv = command->second;
+    evaluation.environment = CustomEvaluatorEnvironment(
+        job_name, rule, trial,
+        RuleParameters(config->rule_parameters().begin(), config->rule_parameters().end()));
+    evaluation.time_limit = options_.custom_evaluator_time_limit;
+    evaluation.description = absl::StrCat("rule '", rule, "' of job '", job_name, "'");
+    runs[rule] = custom_runner_->Start(std::move(evaluation),
+                                       [this, job_name, rule](CustomEvaluationResult result) {
+                                         {
+                                           absl::MutexLock lock(&mu_);
+                                           auto job_runs = custom_runs_.find(job_name);
+                                           if (job_runs != custom_runs_.end()) {
+                                             auto run = job_runs->second.find(rule);
+                                             if (run != job_runs->second.end())
+                                               run->second = 0;  // Finished.
+                                           }
+                                         }
+                                         // Stopped (the manager records Stopped) or shutting down
+                                         // (the rule stays InProgress and runs again after the
+                                         // restart).
+                                         if (result.cancelled) return;
+                                         RecordStatus(job_name, rule, result.verdict);
+                                       });
+  }
+}
+
+void EvaluationScheduler::RecordStatus(const std::string& job, const std::string& rule,
+                                       const RuleVerdict& verdict) {
+  v1::RuleEvaluationStatus::Value status = v1::RuleEvaluationStatus::Error;
+  if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
+    status = v1::RuleEvaluationStatus::IssuesFound;
+  } else if (verdict.kind == RuleVerdict::Kind::kNoIssuesFound) {
+    status = v1::RuleEvaluationStatus::NoIssuesFound;
+  }
+  manager_->SetRuleEvaluationStatus(
+      job, rule, status, Truncate(verdict.details), [job, rule](absl::Status result) {
+        if (!result.ok() && result.code() != absl::StatusCode::kFailedPrecondition) {
+          spdlog::warn("recording the status of rule '{}' of job '{}' failed: {}", rule, job,
+                       result.ToString());
+        }
+      });
 }
 
 void EvaluationScheduler::EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation) {

@@ -34,6 +34,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/training_job_manager.h"
+#include "rules_engine/custom_evaluator.h"
+#include "rules_engine/rule.h"
 #include "rules_engine/trial_storage.h"
 
 namespace debugplane::rules_engine {
@@ -47,6 +49,13 @@ struct EvaluationSchedulerOptions {
   // Where local output paths may point (the server's --data-root).
   std::vector<std::filesystem::path> data_roots;
   std::shared_ptr<TrialStorage> storage = LocalTrialStorage();
+  // Custom rule evaluators: RuleEvaluatorImage -> the command (absolute
+  // executable path, then arguments) that evaluates such a rule. A rule whose
+  // image is not here ends in Error.
+  std::map<std::string, std::vector<std::string>> custom_evaluators;
+  // Evaluator processes running at once (more wait) and each one's limit.
+  int custom_evaluator_concurrency = 16;
+  absl::Duration custom_evaluator_time_limit = absl::Hours(24);
   // How often, at most, each job's rule progress (LastEvaluatedStep) is
   // recorded while steps keep coming; always at the end of training.
   absl::Duration progress_interval = absl::Seconds(1);
@@ -86,6 +95,13 @@ class EvaluationScheduler {
   void WatchLoop();
   void Evaluate(JobEvaluation& evaluation);
   void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
+  // Starts the custom evaluators of `configs` (rules of `job` InProgress
+  // whose image is not built-in), once per rule and process.
+  void StartCustomLocked(const core::JobRecord& job,
+                         const std::vector<const v1::DebugRuleConfiguration*>& configs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a verdict as the rule's status (durable, watched).
+  void RecordStatus(const std::string& job, const std::string& rule, const RuleVerdict& verdict);
   // Records the rules' last evaluated steps, at most once per
   // progress_interval unless `force`.
   void RecordProgress(JobEvaluation& evaluation, bool force);
@@ -107,10 +123,14 @@ class EvaluationScheduler {
   // inotify wd -> the jobs it wakes (one directory may serve several jobs:
   // inotify gives the same wd for the same directory).
   std::map<int, std::set<std::string>> watch_owners_ ABSL_GUARDED_BY(mu_);
+  // Custom evaluator runs by job and rule: the runner's id, 0 once finished
+  // (kept so that a run is started once per process).
+  std::map<std::string, std::map<std::string, uint64_t>> custom_runs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 
-  int64_t observer_id_ = 0;  // Set by Start.
+  int64_t observer_id_ = 0;                               // Set by Start.
+  std::unique_ptr<CustomEvaluatorRunner> custom_runner_;  // Set by Start.
   int inotify_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that wakes the watch thread at shutdown.
   std::vector<std::thread> workers_;

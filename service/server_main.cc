@@ -9,17 +9,20 @@
 // flight finish, watch streams end with UNAVAILABLE, the database closes.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "core/training_job_manager.h"
 #include "persistence/sqlite_storage.h"
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   std::string data_dir = DefaultDataDir();
   std::vector<std::string> data_roots;
   std::vector<std::string> allowed_evaluators;
+  double evaluator_time_limit_s = 86400;
   std::string log_level = "info";
   std::string log_format = "text";
   double shutdown_grace_s = 10;
@@ -84,7 +88,13 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", grpc_options.tls_cert_file, "PEM certificate chain for TLS");
   app.add_option("--tls-key", grpc_options.tls_key_file, "PEM private key for TLS");
   app.add_option("--allow-evaluator", allowed_evaluators,
-                 "RuleEvaluatorImage value to accept as a custom rule evaluator (repeatable)");
+                 "Custom rule evaluator to accept (repeatable): an absolute executable path "
+                 "used as RuleEvaluatorImage, or IMAGE=COMMAND [ARGS] mapping a "
+                 "RuleEvaluatorImage to a local command");
+  app.add_option("--evaluator-time-limit", evaluator_time_limit_s,
+                 "Seconds a custom rule evaluator may run before it is killed")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 30.0 * 86400));
   app.add_option("--region", manager_options.arn_scope.region, "Region named in ARNs")
       ->capture_default_str();
   app.add_option("--account", manager_options.arn_scope.account, "Account named in ARNs")
@@ -142,7 +152,25 @@ int main(int argc, char** argv) {
     }
     manager_options.validation.data_roots.push_back(canonical);
   }
-  manager_options.validation.allowed_custom_evaluators = allowed_evaluators;
+  std::map<std::string, std::vector<std::string>> custom_evaluators;
+  for (const std::string& allowed : allowed_evaluators) {
+    const size_t equals = allowed.find('=');
+    std::string image = allowed.substr(0, equals);
+    std::vector<std::string> command =
+        equals == std::string::npos
+            ? std::vector<std::string>{image}
+            : absl::StrSplit(allowed.substr(equals + 1), ' ', absl::SkipWhitespace());
+    if (image.empty() || command.empty() || !fs::path(command[0]).is_absolute()) {
+      return Fail(absl::StrCat("--allow-evaluator ", allowed,
+                               ": give an absolute executable path, or IMAGE=/abs/command [ARGS]"));
+    }
+    if (access(command[0].c_str(), X_OK) != 0) {
+      return Fail(absl::StrCat("--allow-evaluator ", allowed, ": ", command[0],
+                               " is not an executable file"));
+    }
+    manager_options.validation.allowed_custom_evaluators.push_back(image);
+    custom_evaluators[image] = std::move(command);
+  }
   debugplane::rules_engine::InstallRuleValidation(&manager_options.validation);
 
   debugplane::rules_engine::ActionDispatcherOptions action_options;
@@ -175,6 +203,8 @@ int main(int argc, char** argv) {
 
   debugplane::rules_engine::EvaluationSchedulerOptions scheduler_options;
   scheduler_options.worker_threads = rule_workers;
+  scheduler_options.custom_evaluators = std::move(custom_evaluators);
+  scheduler_options.custom_evaluator_time_limit = absl::Seconds(evaluator_time_limit_s);
   scheduler_options.data_roots = (*manager)->options().validation.data_roots;
   auto scheduler = std::make_unique<debugplane::rules_engine::EvaluationScheduler>(
       manager->get(), scheduler_options);
