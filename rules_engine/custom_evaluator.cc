@@ -708,12 +708,13 @@ void CustomEvaluatorRunner::Launch(std::unique_ptr<Process> process) {
   process->output_fd = pipe_fds[0];
   // The child is ours and not yet reaped, so its pid cannot be reused before
   // pidfd_open: no race.
-  process->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (process->pidfd < 0) {
-    spdlog::debug("custom evaluators: pidfd_open: {}; polling for the exit of pid {}",
-                  ErrnoText(errno), pid);
-  } else {
-    fcntl(process->pidfd, F_SETFD, FD_CLOEXEC);
+  // pidfd_open sets close-on-exec itself.
+  if (options_.use_pidfd) {
+    process->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (process->pidfd < 0) {
+      spdlog::debug("custom evaluators: pidfd_open: {}; polling for the exit of pid {}",
+                    ErrnoText(errno), pid);
+    }
   }
   process->started = Clock::now();
   process->deadline = After(process->started, evaluation.time_limit);

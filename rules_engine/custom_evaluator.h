@@ -133,6 +133,10 @@ class CustomEvaluatorRunner {
     int output_tail_lines = 20;
     // Time between SIGTERM and SIGKILL on Cancel, Shutdown and time limit.
     absl::Duration kill_grace = absl::Seconds(5);
+    // Watch exits through pidfds. Without them (or where pidfd_open fails:
+    // Linux before 5.3) the loop checks for exits every 20ms instead. False
+    // only to test that fallback.
+    bool use_pidfd = true;
   };
 
   // Starts the supervisor thread.
@@ -162,7 +166,10 @@ class CustomEvaluatorRunner {
   // Stops evaluation `id`: a queued one never starts; a running one gets
   // SIGTERM on its process group, then SIGKILL after kill_grace. Its `done`
   // gets cancelled=true once the process is gone. Returns at once (does not
-  // wait for the process). Unknown or finished id: no-op.
+  // wait for the process). Unknown or finished id: no-op; an evaluation that
+  // ends on its own before the supervisor sees the Cancel reports that ending
+  // (cancelled=false): callers racing Cancel with completion get one of the
+  // two, exactly once.
   void Cancel(uint64_t id);
 
   // Sends SIGTERM to every running evaluator (SIGKILL after kill_grace), runs

@@ -587,6 +587,28 @@ TEST_F(CustomEvaluatorTest, ConcurrentShutdownCallsAllReturnAfterTheProcessesAre
   EXPECT_EQ(results.size(), 1u);
 }
 
+// Kernels before 5.3 have no pidfd_open: exits are then found by polling.
+TEST_F(CustomEvaluatorTest, WorksWithoutPidfds) {
+  CustomEvaluatorRunner::Options options;
+  options.use_pidfd = false;
+  options.kill_grace = absl::Milliseconds(200);
+  CustomEvaluatorRunner runner(options);
+  auto issues = Run(runner, Evaluation(Script("issues.sh", "echo 'found it'\nexit 10")));
+  EXPECT_EQ(issues.verdict.kind, Kind::kIssuesFound);
+  EXPECT_EQ(issues.verdict.details, "found it");
+  const std::string pid_file = Path("leftover.pid");
+  CustomEvaluation evaluation =
+      Evaluation(Script("leaves.sh", "sleep 1000 &\necho $! > \"$PID_FILE\"\nexit 0"));
+  evaluation.environment["PID_FILE"] = pid_file;
+  EXPECT_EQ(Run(runner, std::move(evaluation)).verdict.kind, Kind::kNoIssuesFound);
+  EXPECT_TRUE(WaitUntilGone(std::atoi(WaitForFile(pid_file).c_str())));
+  CustomEvaluation slow = Evaluation(Script("slow.sh", "sleep 1000"));
+  slow.time_limit = absl::Milliseconds(100);
+  auto timed_out = Run(runner, std::move(slow));
+  EXPECT_EQ(timed_out.verdict.kind, Kind::kError);
+  EXPECT_THAT(timed_out.verdict.details, StartsWith("evaluator killed after 100ms"));
+}
+
 // --- OutputTail and ComposeDetails ------------------------------------------
 
 TEST(CustomEvaluatorOutputTailTest, KeepsTheLastNonBlankLines) {
