@@ -253,6 +253,43 @@ bool BeginStop(JobRecord& job, absl::Time now, absl::string_view reason) {
   return true;
 }
 
+bool MarkTrainingStarted(JobRecord& job, absl::Time now) {
+  if (job.training_job_status() != v1::TrainingJobStatus::InProgress ||
+      job.secondary_status() == v1::SecondaryStatus::Training) {
+    return false;
+  }
+  TransitionSecondaryStatus(job, v1::SecondaryStatus::Training, "Training the model", now);
+  if (!job.has_training_start_time()) SetTimestamp(now, job.mutable_training_start_time());
+  return true;
+}
+
+bool SetTrainingStep(JobRecord& job, int64_t step) {
+  if (job.training_job_status() != v1::TrainingJobStatus::InProgress) return false;
+  if (job.progress_info().has_current_step() && job.progress_info().current_step() >= step) {
+    return false;
+  }
+  job.mutable_progress_info()->set_current_step(step);
+  return true;
+}
+
+bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reason, absl::Time now) {
+  if (job.training_job_status() != v1::TrainingJobStatus::InProgress) return false;
+  if (succeeded) {
+    job.set_training_job_status(v1::TrainingJobStatus::Completed);
+    TransitionSecondaryStatus(job, v1::SecondaryStatus::Completed, "Training job completed", now);
+  } else {
+    job.set_training_job_status(v1::TrainingJobStatus::Failed);
+    job.set_failure_reason(std::string(failure_reason.substr(0, 1024)));
+    TransitionSecondaryStatus(job, v1::SecondaryStatus::Failed, failure_reason, now);
+  }
+  SetTimestamp(now, job.mutable_training_end_time());
+  if (job.has_training_start_time()) {
+    job.set_training_time_in_seconds(
+        static_cast<int32_t>(absl::ToInt64Seconds(now - ToAbslTime(job.training_start_time()))));
+  }
+  return true;
+}
+
 bool CompleteStop(JobRecord& job, absl::Time now) {
   if (job.training_job_status() != v1::TrainingJobStatus::Stopping) return false;
   job.set_training_job_status(v1::TrainingJobStatus::Stopped);

@@ -65,6 +65,22 @@ bool BeginStop(JobRecord& job, absl::Time now, absl::string_view reason = "");
 // the job is not Stopping.
 bool CompleteStop(JobRecord& job, absl::Time now);
 
+// The training process started on its host: SecondaryStatus Training,
+// TrainingStartTime set. Returns false (no change) unless the job is
+// InProgress and not yet Training.
+bool MarkTrainingStarted(JobRecord& job, absl::Time now);
+
+// Training progress: ProgressInfo.CurrentStep. Returns false if the job is
+// not InProgress or the step is not newer.
+bool SetTrainingStep(JobRecord& job, int64_t step);
+
+// The training process ended: exit 0 makes the job Completed, anything else
+// Failed with `failure_reason` (primary and secondary status,
+// TrainingEndTime, TrainingTimeInSeconds). Rule evaluations go on until
+// they have read all the data. Returns false if the job is not InProgress
+// (a stopped job stays Stopped).
+bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reason, absl::Time now);
+
 // Sets the status of the rule evaluation named `rule` (debug or profiler).
 // Returns false if there is no such rule or nothing changes. Terminal rule
 // statuses are final: returns false when the rule is already terminal.

@@ -29,6 +29,11 @@ class JobWatcher {
   // A committed change. The first call carries the state when watching
   // started (a KIND_INITIAL_STATE change).
   virtual void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse> event) = 0;
+  // The committed record of the job, before each OnEvent (also the initial
+  // one) and after every other committed change of the job (e.g. progress),
+  // for watchers that need more than the status (the agents'
+  // configuration). The default ignores it.
+  virtual void OnRecord(std::shared_ptr<const v1::DescribeTrainingJobResponse> job) {}
   // The stream is over: OK once the job and its rules are terminal, NOT_FOUND
   // when the job was deleted, UNAVAILABLE when the server shuts down. No
   // OnEvent follows.

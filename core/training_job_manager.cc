@@ -289,6 +289,7 @@ void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
       }
       entry.watches.clear();
     } else {
+      for (Watch* watch : entry.watches) watch->watcher->OnRecord(entry.committed);
       std::vector<v1::StatusChange> changes = before == nullptr
                                                   ? std::vector<v1::StatusChange>{}
                                                   : DiffForWatch(*before, *entry.committed);
@@ -684,6 +685,7 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchTrai
   initial.set_kind(v1::StatusChange::KIND_INITIAL_STATE);
   initial.set_to(absl::StrCat(JobStatusName(entry.committed->training_job_status()), "/",
                               SecondaryStatusName(entry.committed->secondary_status())));
+  watcher->OnRecord(entry.committed);
   watcher->OnEvent(std::make_shared<const v1::WatchTrainingJobResponse>(
       MakeWatchEvent(*entry.committed, {std::move(initial)}, options_.now())));
   if (IsSettled(*entry.committed)) {
@@ -737,8 +739,7 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
       std::move(done));
 }
 
-TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(
-    CommitObserver observer) {
+TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(CommitObserver observer) {
   Observation observation;
   // Register first, then take the snapshot (the two locks never nest, so an
   // observer may call the manager while holding its own lock): a commit
@@ -822,6 +823,58 @@ void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, 
                       .after_commit = [this, job_name] { ScheduleCompleteStop(job_name); }};
       },
       std::move(done));
+}
+
+void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,
+                                              v1::ReportTrainingStatusResponse* response,
+                                              DoneCallback done) {
+  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  using Event = v1::ReportTrainingStatusRequest;
+  if (request.event() == Event::EVENT_UNSPECIFIED || !Event::Event_IsValid(request.event())) {
+    std::move(done)(InvalidField(
+        "Event", "is required: EVENT_STARTED, EVENT_PROGRESS, EVENT_COMPLETED or EVENT_FAILED"));
+    return;
+  }
+  if (request.event() == Event::EVENT_PROGRESS && !request.has_current_step()) {
+    std::move(done)(InvalidField("CurrentStep", "is required with EVENT_PROGRESS"));
+    return;
+  }
+  if (request.event() == Event::EVENT_FAILED && request.failure_reason().empty()) {
+    std::move(done)(InvalidField("FailureReason", "is required with EVENT_FAILED"));
+    return;
+  }
+  auto status = std::make_shared<v1::TrainingJobStatus::Value>();
+  const std::string name = request.training_job_name();
+  Mutate(
+      name,
+      [this, request, status, name](const JobRecord* latest) -> absl::StatusOr<Change> {
+        if (latest == nullptr) return JobNotFound(name);
+        auto next = std::make_shared<JobRecord>(*latest);
+        const absl::Time now = options_.now();
+        bool changed = false;
+        switch (request.event()) {
+          case Event::EVENT_STARTED:
+            changed = MarkTrainingStarted(*next, now);
+            break;
+          case Event::EVENT_PROGRESS:
+            changed = SetTrainingStep(*next, request.current_step());
+            break;
+          default:
+            changed = EndTraining(*next, request.event() == Event::EVENT_COMPLETED,
+                                  request.failure_reason(), now);
+        }
+        if (changed) SetTimestamp(now, next->mutable_last_modified_time());
+        *status = next->training_job_status();
+        if (!changed) return Change{.changed = false};
+        return Change{.next = std::move(next)};
+      },
+      [response, status, done = std::move(done)](const absl::Status& result) mutable {
+        if (result.ok()) response->set_training_job_status(*status);
+        std::move(done)(result);
+      });
 }
 
 std::vector<std::string> TrainingJobManager::ActiveJobNamesWithPrefix(

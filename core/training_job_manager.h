@@ -33,6 +33,7 @@
 #include "core/job_record.h"
 #include "core/training_job_handler.h"
 #include "core/validation.h"
+#include "debugplane/v1/training_agent.pb.h"
 #include "persistence/storage.h"
 
 namespace debugplane::core {
@@ -116,6 +117,14 @@ class TrainingJobManager final : public TrainingJobHandler {
   // (nothing changes then), NOT_FOUND for an unknown job.
   void StopTrainingJobWithReason(const std::string& job_name, std::string reason,
                                  DoneCallback done);
+
+  // TrainingAgentService.ReportTrainingStatus: the training process started,
+  // progressed or ended (Completed / Failed). `response` gets the job's
+  // status; `done` OK once durable (also when nothing changes, e.g. a
+  // progress report for a stopped job), INVALID_ARGUMENT for a bad request,
+  // NOT_FOUND for an unknown job.
+  void ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,
+                            v1::ReportTrainingStatusResponse* response, DoneCallback done);
 
   // Names of the committed InProgress jobs whose name starts with `prefix`,
   // in name order (for the StopTraining action's training_job_prefix).

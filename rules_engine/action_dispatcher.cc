@@ -224,8 +224,11 @@ ActionDispatcher::Outcome ActionDispatcher::StopTraining(const JobRecord& job,
   const std::string& prefix = action.target();
   std::vector<std::string> matches = manager_->ActiveJobNamesWithPrefix(prefix);
   std::string target;
-  if (std::find(matches.begin(), matches.end(), prefix) != matches.end()) {
-    target = prefix;  // An exact name is unambiguous.
+  if (prefix == job.training_job_name() &&
+      std::find(matches.begin(), matches.end(), prefix) != matches.end()) {
+    // No prefix given (or the rule's own job name): the rule's own job, even
+    // if other names start with it.
+    target = prefix;
   } else if (matches.size() == 1) {
     target = matches.front();
   } else if (matches.empty()) {

@@ -7,8 +7,9 @@
 // every Pending action on its own threads (sinks block on the network), and
 // records the outcome on the job (durable, pushed to watchers):
 // - StopTraining stops the one InProgress job whose name starts with the
-//   action's prefix (an exact name match wins; with several matches none is
-//   stopped and the action is Skipped naming them; with none, Skipped).
+//   action's prefix (with several matches none is stopped and the action is
+//   Skipped naming them; with none, Skipped). Without a prefix it stops the
+//   rule's own job, even if other job names start with that name.
 // - Email and SMS are delivered to every configured sink that handles the
 //   channel; failures worth retrying are retried with exponential backoff
 //   (attempts persisted on the action), permanent ones and exhausted retries

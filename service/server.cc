@@ -8,6 +8,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/training_agent_service.h"
 #include "service/training_job_service.h"
 
 // Linked in so that reflection serves grpc.health.v1's descriptors: clients
@@ -46,7 +47,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
-                                                              core::TrainingJobHandler* handler) {
+                                                              core::TrainingJobHandler* handler,
+                                                              core::TrainingAgentHandler* agents) {
   // Force the health descriptors into the generated pool for reflection.
   grpc::health::v1::HealthCheckRequest::descriptor();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
@@ -59,12 +61,16 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  if (agents != nullptr) {
+    server->agent_service_ = std::make_unique<TrainingAgentServiceImpl>(agents);
+    builder.RegisterService(server->agent_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", options.listen_address,
-        " (address in use, or not a local HOST:PORT?); pick another with --listen"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen_address,
+                     " (address in use, or not a local HOST:PORT?); pick another with --listen"));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   return server;

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
 
@@ -25,17 +26,20 @@ struct GrpcServerOptions {
 };
 
 class TrainingJobServiceImpl;
+class TrainingAgentServiceImpl;
 
 // A running server. Thread-safe.
 class GrpcServer {
  public:
-  // Binds and starts serving `handler`.
+  // Binds and starts serving `handler` (TrainingJobService) and, if given,
+  // `agents` (TrainingAgentService).
   // Returns INVALID_ARGUMENT if only one TLS file is given, NOT_FOUND if a TLS
   // file cannot be read, UNAVAILABLE if the address cannot be bound (in use,
   // bad host), each naming the file or address.
-  // REQUIRES: `handler` outlives the server.
-  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
-                                                           core::TrainingJobHandler* handler);
+  // REQUIRES: `handler` and `agents` outlive the server.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      const GrpcServerOptions& options, core::TrainingJobHandler* handler,
+      core::TrainingAgentHandler* agents = nullptr);
 
   // Shuts down (grace period zero) if still running.
   ~GrpcServer();
@@ -53,6 +57,7 @@ class GrpcServer {
  private:
   GrpcServer() = default;
   std::unique_ptr<TrainingJobServiceImpl> service_;
+  std::unique_ptr<TrainingAgentServiceImpl> agent_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

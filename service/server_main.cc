@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/action_dispatcher.h"
@@ -213,7 +214,8 @@ int main(int argc, char** argv) {
       manager->get(), std::move(action_options));
   actions->Start();
 
-  auto server = debugplane::service::GrpcServer::Start(grpc_options, manager->get());
+  debugplane::core::TrainingAgentManager agents(manager->get());
+  auto server = debugplane::service::GrpcServer::Start(grpc_options, manager->get(), &agents);
   if (!server.ok()) return Fail(server.status().ToString());
 
   std::vector<std::string> root_names;

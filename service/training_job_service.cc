@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "service/status_mapping.h"
+#include "service/stream_writer.h"
 
 namespace debugplane::service {
 namespace {
@@ -17,109 +18,45 @@ grpc::ServerUnaryReactor* ServeUnary(core::TrainingJobHandler* handler,
                                      grpc::CallbackServerContext* context, const Request* request,
                                      Response* response, Method method) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  (handler->*method)(*request, response,
-                     [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
+  (handler->*method)(*request, response, [reactor](const absl::Status& status) {
+    reactor->Finish(ToGrpcStatus(status));
+  });
   return reactor;
 }
 
-// One WatchTrainingJob stream. Events arrive from the job manager's thread and
-// must not block it: one write is in flight at a time and events that arrive
-// meanwhile are coalesced into one (latest state, all changes kept), so a
-// slow reader costs bounded memory and loses no change.
-class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchTrainingJobResponse>,
+// One WatchTrainingJob stream: events from the job manager's thread, merged
+// while a write is in flight into the latest state with every change kept.
+class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
                            public core::JobWatcher {
  public:
   WatchReactor(core::TrainingJobHandler* handler, const v1::WatchTrainingJobRequest& request) {
     auto registration = handler->WatchTrainingJob(request, this);
     if (!registration.ok()) {
-      absl::MutexLock lock(&mu_);
-      FinishLocked(ToGrpcStatus(registration.status()));
+      End(ToGrpcStatus(registration.status()));
       return;
     }
     registration_ = *std::move(registration);
   }
 
   void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse> event) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || ended_ || cancelled_) return;
-    if (in_flight_ == nullptr) {
-      in_flight_ = std::move(event);
-      StartWrite(in_flight_.get());
-      return;
-    }
-    if (pending_ == nullptr) {
-      pending_ = std::move(event);
-      return;
-    }
-    // Coalesce: the latest state, with every change since the last write.
-    auto merged = std::make_shared<v1::WatchTrainingJobResponse>(*event);
-    merged->clear_changes();
-    for (const auto& change : pending_->changes()) *merged->add_changes() = change;
-    for (const auto& change : event->changes()) *merged->add_changes() = change;
-    pending_ = std::move(merged);
+    Push(std::move(event));
   }
-
-  void OnEnd(absl::Status status) override {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || ended_) return;
-    ended_ = true;
-    end_status_ = ToGrpcStatus(status);
-    if (in_flight_ == nullptr) FinishLocked(end_status_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    in_flight_ = nullptr;
-    if (finished_) return;
-    // The client went away. gRPC does not order OnCancel and the completion
-    // of a write in flight: if OnCancel came first it left the finishing to
-    // this write, which may still have succeeded (ok), and no reaction
-    // follows. Not finishing here would leave the stream registered until the
-    // job ends, and GrpcServer::Shutdown waiting for it.
-    if (!ok || cancelled_) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client"));
-      return;
-    }
-    if (pending_ != nullptr) {
-      in_flight_ = std::move(pending_);
-      StartWrite(in_flight_.get());
-    } else if (ended_) {
-      FinishLocked(end_status_);
-    }
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    // With a write in flight, its OnWriteDone finishes (gRPC allows one
-    // write at a time, and Finish after it).
-    if (!finished_ && in_flight_ == nullptr) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
-    }
-  }
-
-  void OnDone() override {
-    // Unregister first: afterwards no JobWatcher callback runs.
-    registration_.reset();
-    delete this;
-  }
+  void OnEnd(absl::Status status) override { End(ToGrpcStatus(status)); }
 
  private:
-  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    pending_ = nullptr;
-    Finish(std::move(status));
+  std::shared_ptr<const v1::WatchTrainingJobResponse> Merge(
+      std::shared_ptr<const v1::WatchTrainingJobResponse> pending,
+      std::shared_ptr<const v1::WatchTrainingJobResponse> next) override {
+    auto merged = std::make_shared<v1::WatchTrainingJobResponse>(*next);
+    merged->clear_changes();
+    for (const auto& change : pending->changes()) *merged->add_changes() = change;
+    for (const auto& change : next->changes()) *merged->add_changes() = change;
+    return merged;
   }
+  // Unregisters: afterwards no JobWatcher callback runs.
+  void Detach() override { registration_.reset(); }
 
   std::unique_ptr<core::WatchRegistration> registration_;
-  absl::Mutex mu_;
-  std::shared_ptr<const v1::WatchTrainingJobResponse> in_flight_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const v1::WatchTrainingJobResponse> pending_ ABSL_GUARDED_BY(mu_);
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -139,7 +76,7 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
   grpc::ByteBuffer copy(*request);  // Shares the slices; Deserialize consumes its input.
   grpc::Status decoded =
       grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::DescribeTrainingJobRequest>(&copy,
-                                                                                       &parsed);
+                                                                                        &parsed);
   if (!decoded.ok()) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "the request is not a DescribeTrainingJobRequest"));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/field_violations.h"
+#include "core/training_agent_handler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/fault_injecting_storage.h"
@@ -163,8 +164,7 @@ TEST_F(TrainingJobManagerTest, CreateThenDescribeReturnsTheJobAsSageMakerDoes) {
                 HasSubstr("arn:aws:sagemaker:local:000000000000:processing-job/job-1-"));
     EXPECT_TRUE(rule.has_last_modified_time());
   }
-  EXPECT_EQ(job->debug_rule_evaluation_statuses(0).rule_configuration_name(),
-            "VanishingGradient0");
+  EXPECT_EQ(job->debug_rule_evaluation_statuses(0).rule_configuration_name(), "VanishingGradient0");
 }
 
 TEST_F(TrainingJobManagerTest, DuplicateNameIsAlreadyExists) {
@@ -364,12 +364,12 @@ TEST_F(TrainingJobManagerTest, WatchSeesCurrentStateThenEveryChangeThenEnds) {
   ASSERT_TRUE(registration.ok()) << registration.status();
 
   absl::Notification rule_set;
-  manager_->SetRuleEvaluationStatus("w", "VanishingGradient0", v1::RuleEvaluationStatus::IssuesFound,
-                                    "step 12: gradient mean 1e-9 < threshold 1e-7",
-                                    [&](absl::Status s) {
-                                      EXPECT_TRUE(s.ok()) << s;
-                                      rule_set.Notify();
-                                    });
+  manager_->SetRuleEvaluationStatus(
+      "w", "VanishingGradient0", v1::RuleEvaluationStatus::IssuesFound,
+      "step 12: gradient mean 1e-9 < threshold 1e-7", [&](absl::Status s) {
+        EXPECT_TRUE(s.ok()) << s;
+        rule_set.Notify();
+      });
   rule_set.WaitForNotification();
   ASSERT_TRUE(Stop("w").ok());
   EXPECT_TRUE(watcher.WaitForEnd().ok());
@@ -513,6 +513,133 @@ TEST_F(TrainingJobManagerTest, ShutdownRefusesNewChangesButKeepsQueuedOnes) {
   manager_->Shutdown();
   EXPECT_EQ(Create(JobRequest("y")).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(Describe("x").ok());
+}
+
+// Records the directives of one agent connection.
+class RecordingAgent : public AgentDirectiveSink {
+ public:
+  void OnDirective(std::shared_ptr<const v1::AgentDirective> directive) override {
+    absl::MutexLock lock(&mu_);
+    directives_.push_back(std::move(directive));
+  }
+  void OnEnd(absl::Status status) override {
+    absl::MutexLock lock(&mu_);
+    end_ = status;
+    ended_.Notify();
+  }
+  absl::Status WaitForEnd() {
+    EXPECT_TRUE(ended_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+  std::vector<std::shared_ptr<const v1::AgentDirective>> directives() {
+    absl::MutexLock lock(&mu_);
+    return directives_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<const v1::AgentDirective>> directives_ ABSL_GUARDED_BY(mu_);
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
+  absl::Notification ended_;
+};
+
+TEST_F(TrainingJobManagerTest, AnAgentGetsEveryConfigVersionThenTheStopOrder) {
+  ASSERT_TRUE(Create(JobRequest("agent-job")).ok());
+  TrainingAgentManager agents(manager_.get());
+  RecordingAgent agent;
+  v1::ConnectAgentRequest connect;
+  connect.set_training_job_name("agent-job");
+  auto registration = agents.ConnectAgent(connect, &agent);
+  ASSERT_TRUE(registration.ok()) << registration.status();
+  ASSERT_EQ(agent.directives().size(), 1u);
+  EXPECT_EQ(agent.directives()[0]->config_version(), 1);
+  EXPECT_FALSE(agent.directives()[0]->stop());
+  EXPECT_EQ(agent.directives()[0]->debug_hook_config().s3_output_path(),
+            "s3://bucket/debug-output");
+
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("agent-job");
+  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  ASSERT_TRUE(Update(update).ok());
+  // A change that is not the configuration (progress) sends nothing new.
+  v1::ReportTrainingStatusRequest progress;
+  progress.set_training_job_name("agent-job");
+  progress.set_event(v1::ReportTrainingStatusRequest::EVENT_PROGRESS);
+  progress.set_current_step(7);
+  v1::ReportTrainingStatusResponse reported;
+  absl::Notification reported_done;
+  agents.ReportTrainingStatus(progress, &reported, [&](absl::Status status) {
+    EXPECT_TRUE(status.ok()) << status;
+    reported_done.Notify();
+  });
+  reported_done.WaitForNotification();
+  EXPECT_EQ(Describe("agent-job")->progress_info().current_step(), 7);
+
+  ASSERT_TRUE(Stop("agent-job").ok());
+  EXPECT_TRUE(agent.WaitForEnd().ok());
+  auto directives = agent.directives();
+  ASSERT_GE(directives.size(), 3u);
+  EXPECT_EQ(directives[1]->config_version(), 2);
+  EXPECT_EQ(directives[1]->profiler_config().profiling_interval_in_milliseconds(), 100);
+  EXPECT_TRUE(directives.back()->stop());
+  EXPECT_EQ(directives.back()->stop_reason(), "Stopping the training job");
+  EXPECT_EQ(directives.back()->training_job_status(), v1::TrainingJobStatus::Stopped);
+}
+
+TEST_F(TrainingJobManagerTest, AgentReportsStartAndEndTheJob) {
+  TrainingAgentManager agents(manager_.get());
+  auto report = [&](const std::string& job, v1::ReportTrainingStatusRequest::Event event,
+                    const std::string& reason = "") {
+    v1::ReportTrainingStatusRequest request;
+    request.set_training_job_name(job);
+    request.set_event(event);
+    request.set_failure_reason(reason);
+    v1::ReportTrainingStatusResponse response;
+    absl::Notification done;
+    absl::Status result;
+    agents.ReportTrainingStatus(request, &response, [&](absl::Status status) {
+      result = status;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return result.ok() ? absl::StatusOr<v1::ReportTrainingStatusResponse>(response)
+                       : absl::StatusOr<v1::ReportTrainingStatusResponse>(result);
+  };
+  ASSERT_TRUE(Create(JobRequest("ok-job")).ok());
+  ASSERT_TRUE(report("ok-job", v1::ReportTrainingStatusRequest::EVENT_STARTED).ok());
+  auto job = Describe("ok-job");
+  EXPECT_EQ(job->secondary_status(), v1::SecondaryStatus::Training);
+  EXPECT_TRUE(job->has_training_start_time());
+  auto completed = report("ok-job", v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
+  ASSERT_TRUE(completed.ok());
+  EXPECT_EQ(completed->training_job_status(), v1::TrainingJobStatus::Completed);
+  job = Describe("ok-job");
+  EXPECT_EQ(job->secondary_status(), v1::SecondaryStatus::Completed);
+  EXPECT_TRUE(job->has_training_end_time());
+  // Rules go on reading the data after the training ended.
+  EXPECT_EQ(job->debug_rule_evaluation_statuses(0).rule_evaluation_status(),
+            v1::RuleEvaluationStatus::InProgress);
+
+  ASSERT_TRUE(Create(JobRequest("bad-job")).ok());
+  auto failed = report("bad-job", v1::ReportTrainingStatusRequest::EVENT_FAILED,
+                       "the training command exited with code 3");
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->training_job_status(), v1::TrainingJobStatus::Failed);
+  EXPECT_EQ(Describe("bad-job")->failure_reason(), "the training command exited with code 3");
+
+  // A stopped job stays Stopped whatever the agent reports afterwards.
+  ASSERT_TRUE(Create(JobRequest("stopped-job")).ok());
+  ASSERT_TRUE(Stop("stopped-job").ok());
+  WaitForStatus("stopped-job", v1::TrainingJobStatus::Stopped);
+  auto late = report("stopped-job", v1::ReportTrainingStatusRequest::EVENT_FAILED, "killed");
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->training_job_status(), v1::TrainingJobStatus::Stopped);
+
+  EXPECT_EQ(report("bad-job", v1::ReportTrainingStatusRequest::EVENT_FAILED).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(report("nope", v1::ReportTrainingStatusRequest::EVENT_STARTED).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
