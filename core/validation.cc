@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "core/field_violations.h"
 #include "core/output_path.h"
+#include "core/profiling_parameters.h"
 #include "core/rule_actions.h"
 #include "core/rule_catalog.h"
 #include "core/validation_text.h"
@@ -466,6 +467,11 @@ void CheckProfilerSettings(Violations& v, const Config& config, const Validation
     }
   }
   CheckMap(v, "ProfilerConfig.ProfilingParameters", config.profiling_parameters(), kConfigMap20);
+  for (const auto& [key, value] : config.profiling_parameters()) {
+    if (absl::Status checked = CheckProfilingParameter(key, value); !checked.ok()) {
+      v.Add(EntryField("ProfilerConfig.ProfilingParameters", key), std::string(checked.message()));
+    }
+  }
 }
 
 void CheckAlgorithmSpecification(Violations& v, const v1::AlgorithmSpecification& spec) {

@@ -674,6 +674,43 @@ TEST_F(ValidationTest, EveryProfilingIntervalIsAcceptedOthersAreNot) {
   EXPECT_TRUE(Validate(request).ok());
 }
 
+TEST_F(ValidationTest, FrameworkProfilingConfigsAreChecked) {
+  auto request = Valid();
+  auto& parameters = *request.mutable_profiler_config()->mutable_profiling_parameters();
+  // The Debugger guide's template, trailing comma included.
+  parameters["DataloaderProfilingConfig"] =
+      "{\"StartStep\": 5, \"NumSteps\": 3, \"MetricsRegex\": \".*\", }";
+  parameters["DetailedProfilingConfig"] =
+      "{ \"StartTimeInSecSinceEpoch\": 12345567789, \"DurationInSeconds\": 10 }";
+  parameters["PythonProfilingConfig"] =
+      "{\"StartStep\": 5, \"NumSteps\": 3, \"ProfilerName\": \"cProfile\", "
+      "\"cProfileTimer\": \"total_time\"}";
+  parameters["RotateMaxFileSizeInBytes"] = "1048576";
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+
+  const std::string field = "ProfilerConfig.ProfilingParameters.DetailedProfilingConfig";
+  parameters["DetailedProfilingConfig"] = "StartStep=5";
+  EXPECT_THAT(OnlyViolation(Validate(request), field), HasSubstr("JSON object"));
+  parameters["DetailedProfilingConfig"] = "{\"StartStep\": -1}";
+  EXPECT_THAT(OnlyViolation(Validate(request), field), HasSubstr("StartStep must be an integer"));
+  parameters["DetailedProfilingConfig"] = "{\"StartStep\": 5, \"DurationInSeconds\": 10}";
+  EXPECT_THAT(OnlyViolation(Validate(request), field), HasSubstr("use one"));
+  parameters["DetailedProfilingConfig"] = "{\"NumSteps\": 3}";
+  EXPECT_THAT(OnlyViolation(Validate(request), field), HasSubstr("NumSteps needs StartStep"));
+  parameters["DetailedProfilingConfig"] = "{\"StartStep\": 5, \"Steps\": 3}";
+  EXPECT_THAT(OnlyViolation(Validate(request), field), HasSubstr("unknown member \"Steps\""));
+  parameters.erase("DetailedProfilingConfig");
+  parameters["PythonProfilingConfig"] = "{\"StartStep\": 1, \"ProfilerName\": \"perf\"}";
+  EXPECT_THAT(
+      OnlyViolation(Validate(request), "ProfilerConfig.ProfilingParameters.PythonProfilingConfig"),
+      HasSubstr("cProfile or Pyinstrument"));
+  parameters.erase("PythonProfilingConfig");
+  parameters["RotateMaxFileSizeInBytes"] = "big";
+  EXPECT_THAT(OnlyViolation(Validate(request),
+                            "ProfilerConfig.ProfilingParameters.RotateMaxFileSizeInBytes"),
+              HasSubstr("positive integer"));
+}
+
 TEST_F(ValidationTest, ProfilingParametersAndPath) {
   auto request = Valid();
   auto* profiler = request.mutable_profiler_config();
