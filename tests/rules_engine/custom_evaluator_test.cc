@@ -309,6 +309,30 @@ TEST_F(CustomEvaluatorTest, ArgumentsAndEnvironmentReachTheChildAndNothingElse) 
                          dir_.path().string()));
 }
 
+TEST_F(CustomEvaluatorTest, ChildGetsNoServerDescriptorsAndEmptyStdin) {
+  // Without O_CLOEXEC, as a careless library in the server might open it.
+  const int leaked = open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaked, 3);
+  CustomEvaluatorRunner runner(CustomEvaluatorRunner::Options{});
+  CustomEvaluation evaluation =
+      Evaluation(Script("fds.sh",
+                        "if [ -e /proc/$$/fd/$FD ]; then echo \"fd $FD leaked\"; fi\n"
+                        "if read line; then echo \"stdin: $line\"; fi\n"
+                        "echo checked\n"
+                        "exit 10"));
+  evaluation.environment["FD"] = std::to_string(leaked);
+  auto result = Run(runner, std::move(evaluation));
+  close(leaked);
+  EXPECT_EQ(result.verdict.kind, Kind::kIssuesFound);
+  EXPECT_EQ(result.verdict.details, "checked");
+}
+
+TEST_F(CustomEvaluatorTest, ClosingOutputEarlyStillWaitsForTheExit) {
+  auto result = Run(Script("closes.sh", "echo bye\nexec >&- 2>&-\nsleep 0.2\nexit 10"));
+  EXPECT_EQ(result.verdict.kind, Kind::kIssuesFound);
+  EXPECT_EQ(result.verdict.details, "bye");
+}
+
 TEST_F(CustomEvaluatorTest, EnvironmentConventionNeverSetsParametersUnderTheirOwnNames) {
   auto environment = CustomEvaluatorEnvironment("job", "Rule", "/t", {{"LD_PRELOAD", "/evil.so"}});
   EXPECT_EQ(environment.count("LD_PRELOAD"), 0u);
