@@ -40,7 +40,7 @@ class ServerProcess {
   void Start() {
     int out[2];
     ASSERT_EQ(pipe(out), 0);
-    std::vector<std::string> args = {DP_SERVER_BINARY, "--listen", "127.0.0.1:0", "--data-dir",
+    std::vector<std::string> args = {DP_SERVER_BINARY, "--listen", listen_, "--data-dir",
                                      data_dir_.string(), "--log-level", "warn"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     pid_ = fork();
@@ -97,6 +97,15 @@ class ServerProcess {
     Start();
   }
 
+  // kill -9, then start again on the same port (for clients that keep the
+  // address, like the agent).
+  void RestartOnSamePort() {
+    listen_ = address();
+    Kill(SIGKILL);
+    Start();
+    listen_ = "127.0.0.1:0";
+  }
+
   bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
   int port() const { return port_; }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
@@ -111,6 +120,7 @@ class ServerProcess {
  private:
   std::filesystem::path data_dir_;
   std::vector<std::string> extra_args_;
+  std::string listen_ = "127.0.0.1:0";
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   int port_ = 0;

@@ -1,0 +1,72 @@
+// `debugplane-agent`: runs a training command as a monitored job.
+//
+//   debugplane-agent run --server HOST:PORT --job NAME [flags] -- COMMAND [ARGS...]
+//
+// The agent connects to TrainingAgentService for the job and, before the
+// command starts, writes the job's debughookconfig.json and
+// profilerconfig.json (smdebug's formats) and points the command at them
+// (SMDEBUG_CONFIG_FILE_PATH, SMPROFILER_CONFIG_PATH), so an
+// smdebug-instrumented script is configured by the service. Then:
+// - every new configuration version (UpdateTrainingJob) is written to the
+//   files atomically (smdebug re-reads profilerconfig.json at every step),
+//   and the system-metrics sampler changes rate at once;
+// - system metrics are sampled at ProfilingIntervalInMilliseconds into the
+//   SageMaker layout under the profiler output directory, while profiling
+//   is enabled;
+// - the command's start, progress (the newest step in the tensor output's
+//   index) and exit are reported: exit 0 -> Completed, anything else ->
+//   Failed with the code or signal;
+// - a stop order (StopTrainingJob, a StopTraining rule action) is carried
+//   out: SIGTERM to the command's process group, SIGKILL after --stop-grace;
+// - when the server goes away the agent reconnects with backoff, without
+//   touching the command; reports are retried until the server takes them.
+//
+// Exit code: the command's (128 + N if signal N ended it); 2 for usage
+// errors, 7 if the job's configuration could not be fetched.
+
+#ifndef DEBUGPLANE_CLIENT_AGENT_H_
+#define DEBUGPLANE_CLIENT_AGENT_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace debugplane::client {
+
+struct AgentOptions {
+  std::string server = "127.0.0.1:7070";
+  std::string job;
+  std::vector<std::string> command;  // The training command; argv[0] is looked up in PATH.
+  // Where the training writes tensors and profiler output, and where the
+  // config files go. Empty: derived from the job (a local S3OutputPath, or
+  // LocalPath), else under the state directory.
+  std::string tensor_dir;
+  std::string profiler_dir;
+  std::string config_dir;
+  std::string node_id = "algo-1";
+  absl::Duration stop_grace = absl::Seconds(10);
+  // How often the tensor output is checked for a new step to report.
+  absl::Duration progress_interval = absl::Seconds(1);
+  // How long the first configuration may take to arrive.
+  absl::Duration connect_timeout = absl::Seconds(60);
+  // How long the final report is retried while the server is unreachable.
+  absl::Duration report_timeout = absl::Minutes(5);
+};
+
+// Runs the agent until the command has exited and its end is reported.
+// Diagnostics go to `log`. Returns the exit code described above. Blocks;
+// owns its threads and the child process.
+int RunAgent(const AgentOptions& options, std::ostream& log);
+
+// Parses the command line `debugplane-agent run ...` into `options`.
+// Returns 0 to run, or the exit code to return at once (help: 0 after
+// printing it to `out`, usage errors: 2 after printing to `err`); `run` is
+// set to true only in the first case.
+int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& options, bool& run,
+                          std::ostream& out, std::ostream& err);
+
+}  // namespace debugplane::client
+
+#endif  // DEBUGPLANE_CLIENT_AGENT_H_

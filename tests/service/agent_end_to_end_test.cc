@@ -1,0 +1,288 @@
+// The host agent end to end: the real server, `debugplane-agent run` around a
+// stand-in training script that reads profilerconfig.json at every step and
+// writes smdebug steps, updates while it runs, stop orders, failures and a
+// server restart.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "debugplane/v1/training_job.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/core/test_util.h"
+#include "tests/service/server_process.h"
+
+namespace debugplane {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `debugplane-agent run` as a child process; its stderr goes to a file.
+class AgentProcess {
+ public:
+  AgentProcess(const std::vector<std::string>& agent_args, const std::vector<std::string>& command,
+               const fs::path& log)
+      : log_(log) {
+    std::vector<std::string> args = {DP_AGENT_BINARY, "run"};
+    args.insert(args.end(), agent_args.begin(), agent_args.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~AgentProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The exit code, or -1 if it is still running after `timeout`.
+  int Wait(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "the agent did not exit; its log:\n" << ReadAll(log_);
+    return -1;
+  }
+  std::string log() const { return ReadAll(log_); }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+};
+
+class AgentEndToEndTest : public ::testing::Test {
+ protected:
+  v1::CreateTrainingJobRequest Job(const std::string& name, const std::string& action_json = "") {
+    v1::CreateTrainingJobRequest request;
+    request.set_training_job_name(name);
+    request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
+    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    request.mutable_debug_hook_config()->set_s3_output_path(
+        (data_.path() / name / "tensors").string());
+    auto* collection = request.mutable_debug_hook_config()->add_collection_configurations();
+    collection->set_collection_name("losses");
+    request.mutable_profiler_config()->set_s3_output_path(
+        (data_.path() / name / "profiler").string());
+    request.mutable_profiler_config()->set_profiling_interval_in_milliseconds(500);
+    auto* rule = request.add_debug_rule_configurations();
+    rule->set_rule_configuration_name("ExplodingTensor");
+    rule->set_rule_evaluator_image("builtin");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
+    if (!action_json.empty()) (*rule->mutable_rule_parameters())["action_json"] = action_json;
+    return request;
+  }
+
+  void Create(const v1::CreateTrainingJobRequest& request) {
+    v1::CreateTrainingJobResponse created;
+    grpc::Status status = server_.Stub()->CreateTrainingJob(Context().get(), request, &created);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  v1::DescribeTrainingJobResponse Describe(const std::string& name) {
+    v1::DescribeTrainingJobRequest request;
+    request.set_training_job_name(name);
+    v1::DescribeTrainingJobResponse job;
+    grpc::Status status = server_.Stub()->DescribeTrainingJob(Context().get(), request, &job);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return job;
+  }
+
+  template <typename Predicate>
+  bool WaitUntil(Predicate done, absl::Duration timeout = absl::Seconds(30)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  // System-metric lines for cpu0's utilization written so far.
+  int CpuSamples(const std::string& job) {
+    int count = 0;
+    std::error_code error;
+    const fs::path root = data_.path() / job / "profiler" / "system";
+    for (auto it = fs::recursive_directory_iterator(root, error);
+         !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      if (!it->is_regular_file()) continue;
+      std::ifstream in(it->path());
+      std::string line;
+      while (std::getline(in, line)) {
+        count +=
+            absl::StrContains(line, "\"cpu0\"") && absl::StrContains(line, "\"CPUUtilization\"");
+      }
+    }
+    return count;
+  }
+
+  std::vector<std::string> AgentArgs(const std::string& job) {
+    return {"--server",     server_.address(),
+            "--job",        job,
+            "--config-dir", (data_.path() / job / "config").string(),
+            "--stop-grace", "1"};
+  }
+
+  ScopedTempDir data_;
+  ServerProcess server_{data_.path()};
+};
+
+TEST_F(AgentEndToEndTest, ConfiguresTheScriptAndAppliesAnUpdateWhileItRuns) {
+  Create(Job("configured"));
+  const fs::path training_log = data_.path() / "training.log";
+  AgentProcess agent(AgentArgs("configured"),
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "350", "--step-ms", "20", "--log",
+                      training_log.string()},
+                     data_.path() / "agent.log");
+  ASSERT_TRUE(WaitUntil([&] {
+    return Describe("configured").secondary_status() == v1::SecondaryStatus::Training;
+  })) << agent.log();
+  // The script was configured by the service before it started.
+  EXPECT_THAT(ReadAll(training_log), HasSubstr("\"ProfilingIntervalInMilliseconds\":500"));
+
+  // The sampler's rate at 500 ms.
+  absl::SleepFor(absl::Milliseconds(300));
+  int before = CpuSamples("configured");
+  absl::SleepFor(absl::Seconds(2));
+  const int at_500ms = CpuSamples("configured") - before;
+
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("configured");
+  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  (*update.mutable_profiler_config()->mutable_profiling_parameters())["DetailedProfilingConfig"] =
+      "{\"StartStep\": 200, \"NumSteps\": 3}";
+  v1::UpdateTrainingJobResponse updated;
+  grpc::Status status = server_.Stub()->UpdateTrainingJob(Context().get(), update, &updated);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  // The script sees the new values at its next steps.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const std::string seen = ReadAll(training_log);
+        return absl::StrContains(seen, "\"ProfilingIntervalInMilliseconds\":100") &&
+               absl::StrContains(seen, "StartStep\\\": 200");
+      },
+      absl::Seconds(5)))
+      << ReadAll(training_log);
+  // And the sampler runs five times as often.
+  absl::SleepFor(absl::Milliseconds(300));
+  before = CpuSamples("configured");
+  absl::SleepFor(absl::Seconds(2));
+  const int at_100ms = CpuSamples("configured") - before;
+  EXPECT_GE(at_500ms, 2);
+  EXPECT_LE(at_500ms, 6);
+  EXPECT_GE(at_100ms, 2 * at_500ms + 4) << "500 ms: " << at_500ms << ", 100 ms: " << at_100ms;
+
+  EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
+  v1::DescribeTrainingJobResponse job = Describe("configured");
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Completed);
+  EXPECT_TRUE(job.progress_info().has_current_step()) << job.DebugString();
+  EXPECT_GT(job.progress_info().current_step(), 0);
+  EXPECT_EQ(job.config_version(), 2);
+  // The rule read what the script wrote, to the end.
+  ASSERT_TRUE(WaitUntil([&] {
+    return Describe("configured").debug_rule_evaluation_statuses(0).rule_evaluation_status() ==
+           v1::RuleEvaluationStatus::NoIssuesFound;
+  })) << Describe("configured").DebugString();
+}
+
+TEST_F(AgentEndToEndTest, AFailingCommandFailsTheJobWithItsExitCode) {
+  Create(Job("failing"));
+  AgentProcess agent(AgentArgs("failing"),
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "3", "--exit-code", "3"},
+                     data_.path() / "agent.log");
+  EXPECT_EQ(agent.Wait(absl::Seconds(30)), 3) << agent.log();
+  v1::DescribeTrainingJobResponse job = Describe("failing");
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Failed);
+  EXPECT_EQ(job.failure_reason(), "the training command exited with code 3");
+}
+
+TEST_F(AgentEndToEndTest, ARuleActionStopsTheTrainingProcess) {
+  // The full loop: the script writes a NaN, the rule finds it, its
+  // StopTraining action stops the job, the agent kills the script (which
+  // ignores SIGTERM, so SIGKILL after the grace period).
+  Create(Job("guarded", R"({"name": "stoptraining"})"));
+  AgentProcess agent(AgentArgs("guarded"),
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "100000", "--step-ms", "20", "--nan-at",
+                      "10", "--ignore-term"},
+                     data_.path() / "agent.log");
+  EXPECT_EQ(agent.Wait(absl::Seconds(60)), 128 + SIGKILL) << agent.log();
+  v1::DescribeTrainingJobResponse job = Describe("guarded");
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopped);
+  EXPECT_EQ(job.debug_rule_evaluation_statuses(0).rule_evaluation_status(),
+            v1::RuleEvaluationStatus::IssuesFound);
+  EXPECT_THAT(agent.log(), HasSubstr("Stopped by rule ExplodingTensor"));
+  EXPECT_THAT(agent.log(), HasSubstr("killing it"));
+}
+
+TEST_F(AgentEndToEndTest, TheAgentReconnectsAfterAServerRestartWithoutLosingTheCommand) {
+  Create(Job("restarted"));
+  const fs::path training_log = data_.path() / "training.log";
+  AgentProcess agent(AgentArgs("restarted"),
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "400", "--step-ms", "20", "--log",
+                      training_log.string()},
+                     data_.path() / "agent.log");
+  ASSERT_TRUE(WaitUntil([&] {
+    return Describe("restarted").secondary_status() == v1::SecondaryStatus::Training;
+  })) << agent.log();
+  server_.RestartOnSamePort();  // kill -9, start again on the same database and port.
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("restarted");
+  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(200);
+  v1::UpdateTrainingJobResponse updated;
+  grpc::Status status = server_.Stub()->UpdateTrainingJob(Context().get(), update, &updated);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return absl::StrContains(ReadAll(training_log), "\"ProfilingIntervalInMilliseconds\":200");
+      },
+      absl::Seconds(10)))
+      << agent.log();
+  EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
+  EXPECT_EQ(Describe("restarted").training_job_status(), v1::TrainingJobStatus::Completed);
+  EXPECT_THAT(agent.log(), HasSubstr("reconnected"));
+}
+
+}  // namespace
+}  // namespace debugplane
