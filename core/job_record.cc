@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/rule_actions.h"
 
@@ -253,6 +254,22 @@ bool BeginStop(JobRecord& job, absl::Time now, absl::string_view reason) {
   return true;
 }
 
+void RecordConfigurationUpdate(JobRecord& job, const v1::UpdateTrainingJobRequest& update,
+                               absl::Time now) {
+  constexpr int kKeptUpdates = 100;
+  auto* updates = job.mutable_configuration_updates();
+  if (updates->size() >= kKeptUpdates) {
+    updates->DeleteSubrange(0, updates->size() - kKeptUpdates + 1);
+  }
+  v1::ConfigurationUpdate* recorded = updates->Add();
+  recorded->set_config_version(job.config_version());
+  SetTimestamp(now, recorded->mutable_update_time());
+  if (update.has_profiler_config()) *recorded->mutable_profiler_config() = update.profiler_config();
+  for (const auto& rule : update.profiler_rule_configurations()) {
+    recorded->add_added_profiler_rules(rule.rule_configuration_name());
+  }
+}
+
 bool MarkTrainingStarted(JobRecord& job, absl::Time now) {
   if (job.training_job_status() != v1::TrainingJobStatus::InProgress ||
       job.secondary_status() == v1::SecondaryStatus::Training) {
@@ -375,6 +392,31 @@ absl::string_view RuleStatusName(RuleStatus status) {
   return v1::RuleEvaluationStatus::Value_Name(status);
 }
 
+namespace {
+
+// What a watcher reads about a configuration change: the profiling status
+// and what the last update changed.
+std::string ConfigurationDetails(const JobRecord& job) {
+  std::string details =
+      absl::StrCat("ProfilingStatus ", v1::ProfilingStatus::Value_Name(job.profiling_status()));
+  if (job.configuration_updates().empty()) return details;
+  const v1::ConfigurationUpdate& update = *job.configuration_updates().rbegin();
+  const v1::ProfilerConfigForUpdate& config = update.profiler_config();
+  if (config.has_profiling_interval_in_milliseconds()) {
+    absl::StrAppend(&details, "; ProfilingIntervalInMilliseconds ",
+                    config.profiling_interval_in_milliseconds());
+  }
+  for (const auto& [key, value] : config.profiling_parameters()) {
+    absl::StrAppend(&details, "; ", key, " ", value);
+  }
+  if (!update.added_profiler_rules().empty()) {
+    absl::StrAppend(&details, "; added ", absl::StrJoin(update.added_profiler_rules(), ", "));
+  }
+  return details;
+}
+
+}  // namespace
+
 std::vector<v1::StatusChange> DiffForWatch(const JobRecord& before, const JobRecord& after) {
   std::vector<v1::StatusChange> changes;
   if (before.training_job_status() != after.training_job_status() ||
@@ -401,8 +443,7 @@ std::vector<v1::StatusChange> DiffForWatch(const JobRecord& before, const JobRec
     change.set_kind(v1::StatusChange::KIND_CONFIGURATION);
     change.set_from(absl::StrCat(before.config_version()));
     change.set_to(absl::StrCat(after.config_version()));
-    change.set_details(absl::StrCat("ProfilingStatus ",
-                                    v1::ProfilingStatus::Value_Name(after.profiling_status())));
+    change.set_details(ConfigurationDetails(after));
     changes.push_back(std::move(change));
   }
   for (const auto& now : after.rule_actions()) {

@@ -81,6 +81,11 @@ bool SetTrainingStep(JobRecord& job, int64_t step);
 // (a stopped job stays Stopped).
 bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reason, absl::Time now);
 
+// Appends `update` to the job's ConfigurationUpdates (keeping the last 100),
+// as the change that made the job's current ConfigVersion.
+void RecordConfigurationUpdate(JobRecord& job, const v1::UpdateTrainingJobRequest& update,
+                               absl::Time now);
+
 // Sets the status of the rule evaluation named `rule` (debug or profiler).
 // Returns false if there is no such rule or nothing changes. Terminal rule
 // statuses are final: returns false when the rule is already terminal.

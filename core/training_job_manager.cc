@@ -615,6 +615,7 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
         }
         next->set_config_version(latest->config_version() + 1);
         SetTimestamp(now, next->mutable_last_modified_time());
+        RecordConfigurationUpdate(*next, *update, now);
         return Change{.next = std::move(next)};
       },
       [this, update, response, done = std::move(done)](const absl::Status& status) mutable {

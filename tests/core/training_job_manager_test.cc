@@ -248,6 +248,16 @@ TEST_F(TrainingJobManagerTest, UpdateChangesProfilingOnlyWhileInProgress) {
   ASSERT_TRUE(Update(disable).ok());
   EXPECT_EQ(Describe("u")->profiling_status(), v1::ProfilingStatus::Disabled);
   EXPECT_EQ(Describe("u")->config_version(), 3);
+  // Every accepted update is recorded.
+  auto updated = Describe("u");
+  ASSERT_EQ(updated->configuration_updates_size(), 2);
+  EXPECT_EQ(updated->configuration_updates(0).config_version(), 2);
+  EXPECT_EQ(
+      updated->configuration_updates(0).profiler_config().profiling_interval_in_milliseconds(),
+      100);
+  EXPECT_THAT(updated->configuration_updates(0).added_profiler_rules(), ElementsAre("CPU"));
+  EXPECT_EQ(updated->configuration_updates(1).config_version(), 3);
+  EXPECT_TRUE(updated->configuration_updates(1).profiler_config().disable_profiler());
 
   ASSERT_TRUE(Stop("u").ok());
   WaitForStatus("u", v1::TrainingJobStatus::Stopped);
