@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDP_BUILD_TESTS=OFF \
   -DDP_BUILD_BENCH=OFF > /dev/null
-cmake --build build/release --target debugplane-server debugplane
+cmake --build build/release --target debugplane-server debugplane debugplane-agent
 echo "CLI: $(pwd)/build/release/debugplane (e.g. build/release/debugplane list)"
+echo "Agent: $(pwd)/build/release/debugplane-agent run --job NAME -- COMMAND"
 exec build/release/debugplane-server "$@"
