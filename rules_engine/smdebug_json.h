@@ -34,6 +34,11 @@ struct StepIndex {
 // DATA_LOSS naming `file` if the text is not a JSON object of that shape
 // (the caller decides whether that means "still being written").
 absl::StatusOr<StepIndex> ParseIndexJson(absl::string_view json, absl::string_view file);
+// ParseIndexJson scans the plain JSON smdebug writes in place and falls back
+// to a full JSON parser for anything else; this is that reference path alone,
+// exposed so tests can check both agree.
+absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view json,
+                                                     absl::string_view file);
 
 // collections/000000000/<worker>_collections.json
 struct CollectionsFile {

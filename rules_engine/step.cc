@@ -1,6 +1,7 @@
 #include "rules_engine/step.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -88,16 +89,22 @@ const Tensor* Step::Find(absl::string_view name) const {
   return nullptr;
 }
 
+uint64_t InstanceId::Next() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 bool TrialInfo::InCollection(absl::string_view name, absl::string_view tensor) const {
   if (membership_collections_ != collections.size()) {
     membership_.clear();
     membership_collections_ = collections.size();
   }
-  auto key = std::make_pair(std::string(name), std::string(tensor));
-  auto known = membership_.find(key);
-  if (known != membership_.end()) return known->second;
+  auto outer = membership_.find(name);
+  if (outer == membership_.end()) outer = membership_.try_emplace(std::string(name)).first;
+  auto known = outer->second.find(tensor);
+  if (known != outer->second.end()) return known->second;
   const bool member = [&] {
-    auto it = collections.find(key.first);
+    auto it = collections.find(std::string(name));
     if (it == collections.end()) return false;
     const Collection& c = it->second;
     for (const std::string& t : c.tensor_names) {
@@ -108,7 +115,7 @@ bool TrialInfo::InCollection(absl::string_view name, absl::string_view tensor) c
     }
     return false;
   }();
-  membership_.emplace(std::move(key), member);
+  outer->second.emplace(std::string(tensor), member);
   return member;
 }
 

@@ -5,10 +5,11 @@
 
 #include <cstdint>
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 
 namespace debugplane::rules_engine {
@@ -49,6 +50,24 @@ struct Collection {
   std::vector<std::string> tensor_names;
 };
 
+// A number unique to each object, copies included: caches of answers about
+// one object (see TrialInfo::instance) must not be reused for another that
+// happens to live at the same address later.
+class InstanceId {
+ public:
+  InstanceId() : value_(Next()) {}
+  InstanceId(const InstanceId&) : value_(Next()) {}
+  InstanceId& operator=(const InstanceId&) {
+    value_ = Next();
+    return *this;
+  }
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t Next();
+  uint64_t value_;
+};
+
 // What the trial says about itself (collections file, workers).
 struct TrialInfo {
   std::map<std::string, Collection> collections;  // By name.
@@ -62,10 +81,17 @@ struct TrialInfo {
   // Not thread-safe (one evaluation uses a TrialInfo at a time).
   bool InCollection(absl::string_view name, absl::string_view tensor) const;
 
+  // Identifies this object; with collections.size(), the key of caches that
+  // remember answers about the trial (rules ask about the same tensor names
+  // at every step). `collections` is filled once (the collections file).
+  uint64_t instance() const { return instance_.value(); }
+
  private:
-  // (collection, tensor) -> member; cleared when `collections` changes size.
-  mutable std::map<std::pair<std::string, std::string>, bool> membership_;
+  // collection -> tensor -> member; cleared when `collections` changes size.
+  // Looked up with string_views: no allocation when the answer is known.
+  mutable absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, bool>> membership_;
   mutable size_t membership_collections_ = 0;
+  InstanceId instance_;
 };
 
 }  // namespace debugplane::rules_engine

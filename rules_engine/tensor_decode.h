@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -54,6 +55,16 @@ struct DecodedValue {
 // above. `where` (e.g. "events/.../x.tfevents offset 2203") prefixes errors.
 absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
                                                       absl::string_view where);
+// The same, with `where` built only when there is an error (the reader
+// decodes thousands of records per second and names each in errors).
+absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
+                                                      absl::FunctionRef<std::string()> where);
+
+// DecodeEvent reads the fields smdebug writes straight from the wire and
+// falls back to the generated protobuf parser for anything else; this is
+// that reference path alone, exposed so tests can check both agree.
+absl::StatusOr<std::vector<DecodedValue>> DecodeEventWithProtobuf(
+    absl::string_view payload, absl::FunctionRef<std::string()> where);
 
 // Widening conversions, exposed for tests.
 float HalfToFloat(uint16_t bits);

@@ -1,6 +1,7 @@
 #include "rules_engine/trial_reader.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -88,6 +89,11 @@ enum class StepRead { kDone, kWait };
 }  // namespace
 
 absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted) {
+  return ReadNewSteps(wanted, std::numeric_limits<size_t>::max());
+}
+
+absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted,
+                                                            size_t max_steps) {
   State& st = *state_;
   std::vector<Step> out;
   if (st.finished) return out;
@@ -197,7 +203,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
   }
 
   absl::Status error;
-  while (!st.pending.empty()) {
+  while (!st.pending.empty() && out.size() < max_steps) {
     auto it = st.pending.begin();
     const int64_t step = it->first;
     auto& workers = it->second;
@@ -255,7 +261,8 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
                       ? absl::string_view(whole).substr(e.start_idx, e.length)
                       : absl::string_view();
         } else {
-          absl::StatusOr<std::string> range = storage_->ReadRange(event_file, e.start_idx, e.length);
+          absl::StatusOr<std::string> range =
+              storage_->ReadRange(event_file, e.start_idx, e.length);
           if (!range.ok()) {
             error = range.status();
             break;
@@ -277,8 +284,10 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
               absl::StrCat(st.path, "/", record.error, " (tensor ", e.tensor_name, ")"));
           break;
         }
-        const std::string where =
-            absl::StrCat(event_file, " offset ", e.start_idx, " (tensor ", e.tensor_name, ")");
+        // Built only for an error message: most records have none.
+        const auto where = [&event_file, &e] {
+          return absl::StrCat(event_file, " offset ", e.start_idx, " (tensor ", e.tensor_name, ")");
+        };
         absl::StatusOr<std::vector<DecodedValue>> values = DecodeEvent(record.payload, where);
         if (!values.ok()) {
           error = values.status();
@@ -294,7 +303,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         }
         if (chosen == nullptr && !values->empty()) chosen = &values->front();
         if (chosen == nullptr) {
-          error = absl::DataLossError(absl::StrCat(where, ": record holds no tensor"));
+          error = absl::DataLossError(absl::StrCat(where(), ": record holds no tensor"));
           break;
         }
         if (!have_mode && chosen->mode) {

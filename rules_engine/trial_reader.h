@@ -4,6 +4,7 @@
 #ifndef DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
 #define DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,8 +32,8 @@ struct TrialSummary {
   int64_t steps_seen = 0;        // Complete steps found.
   int64_t last_global_step = -1;
   std::vector<std::string> tensor_names_seen;  // Sorted, at most 200.
-  int64_t records_skipped = 0;   // Corrupt records skipped (see ReadNewSteps).
-  bool training_ended = false;   // training_job_end.ts present.
+  int64_t records_skipped = 0;                 // Corrupt records skipped (see ReadNewSteps).
+  bool training_ended = false;                 // training_job_end.ts present.
 };
 
 // Not thread-safe: one reader per rule evaluation (or one shared under the
@@ -55,6 +56,9 @@ class TrialReader {
   // does not match the shape, and the storage's errors. After an error the
   // reader may be called again; the same error recurs.
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted);
+  // The same, returning at most `max_steps` steps (the next call goes on
+  // from there): bounds the memory a caller that keeps what it reads needs.
+  absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted, size_t max_steps);
 
   // True once training_job_end.ts was seen and every step was returned.
   bool finished() const;

@@ -523,6 +523,56 @@ TEST(ReaderJsonTest, IndexAndCollections) {
   EXPECT_THAT(c->collections["losses"].tensor_names, ElementsAre("a"));
 }
 
+// ParseIndexJson's in-place scanner must give nlohmann's outcome for every
+// input: the smdebug form, variants it leaves to nlohmann, and every prefix
+// and single-byte change of them.
+void ExpectSameIndex(const std::string& text) {
+  absl::StatusOr<StepIndex> fast = ParseIndexJson(text, "f.json");
+  absl::StatusOr<StepIndex> ref = ParseIndexJsonWithNlohmann(text, "f.json");
+  ASSERT_EQ(fast.status(), ref.status()) << text;
+  if (!fast.ok()) return;
+  EXPECT_EQ(fast->mode, ref->mode) << text;
+  EXPECT_EQ(fast->mode_step, ref->mode_step) << text;
+  EXPECT_EQ(fast->event_file_name, ref->event_file_name) << text;
+  ASSERT_EQ(fast->tensors.size(), ref->tensors.size()) << text;
+  for (size_t i = 0; i < fast->tensors.size(); ++i) {
+    EXPECT_EQ(fast->tensors[i].tensor_name, ref->tensors[i].tensor_name) << text;
+    EXPECT_EQ(fast->tensors[i].start_idx, ref->tensors[i].start_idx) << text;
+    EXPECT_EQ(fast->tensors[i].length, ref->tensors[i].length) << text;
+  }
+}
+
+TEST(ReaderJsonTest, IndexScannerAgreesWithJsonParser) {
+  const std::vector<std::string> texts = {
+      R"({"meta": {"mode": "TRAIN", "mode_step": 0, "event_file_name": "events/000000000000/000000000000_worker_0.tfevents"}, "tensor_payload": [{"tensorname": "Sequential_fc1.weight", "start_idx": 0, "length": 2201}, {"tensorname": "gradient/fc1.bias", "start_idx": 2201, "length": 247}], "shape_payload": []})",
+      R"({"tensor_payload": []})",
+      R"( { "tensor_payload" : [ ] , "meta" : null } )",
+      R"({"meta": {"mode": "EVAL", "mode_step": 3.0}, "tensor_payload": []})",
+      R"({"meta": {"mode": 2, "mode_step": -4, "x": [1, {"y": [true, false, null]}]}, "tensor_payload": []})",
+      R"({"meta": {"mode": "PREDICT", "mode_step": "7"}, "tensor_payload": [{"tensorname": "a", "start_idx": 12.0, "length": 3}]})",
+      R"({"meta": {"mode": "TRAIN", "mode": "EVAL"}, "tensor_payload": []})",
+      R"({"tensor_payload": [{"tensorname": "a", "start_idx": 1, "length": 2}], "tensor_payload": []})",
+      R"({"tensor_payload": [{"tensorname": "a\u0062", "start_idx": 1, "length": 2, "extra": {"k": "v"}}]})",
+      R"({"tensor_payload": [{"tensorname": "a", "start_idx": 18446744073709551615, "length": 2}]})",
+      R"({"tensor_payload": [{"tensorname": "a", "start_idx": 9223372036854775807, "length": 02}]})",
+      R"({"tensor_payload": [{"tensorname": "a", "start_idx": 1, "length": 2}]} x)",
+      "{\"tensor_payload\": [{\"tensorname\": \"caf\xc3\xa9\", \"start_idx\": 1, \"length\": 2}]}",
+      "\xef\xbb\xbf{\"tensor_payload\": []}",
+      R"({"shape_payload": [{"tensorname": "a", "originalshape": [-1, 1e3]}], "tensor_payload": []})",
+  };
+  for (const std::string& text : texts) {
+    ExpectSameIndex(text);
+    for (size_t n = 0; n < text.size(); ++n) ExpectSameIndex(text.substr(0, n));
+    for (size_t i = 0; i < text.size(); ++i) {
+      for (char c : {'"', '{', '}', '[', ']', ',', ':', '0', '-', '.', 'e', '\\', ' ', 'x'}) {
+        std::string changed = text;
+        changed[i] = c;
+        ExpectSameIndex(changed);
+      }
+    }
+  }
+}
+
 TEST(ReaderStepTest, FindAndModeName) {
   Step s;
   s.tensors = {{"a", "worker_0"}, {"b", "worker_0"}, {"b", "worker_1"}};

@@ -252,5 +252,76 @@ TEST(TensorDecodeTest, DecodeErrorsCarryLocation) {
   EXPECT_THAT(values.status().message(), HasSubstr("dtype 42"));
 }
 
+// DecodeEvent reads smdebug's fields from the wire and leaves the rest to
+// protobuf: for every payload both paths must agree.
+void ExpectSameDecode(const std::string& payload) {
+  const auto where = [] { return std::string("f offset 1"); };
+  absl::StatusOr<std::vector<DecodedValue>> fast = DecodeEvent(payload, where);
+  absl::StatusOr<std::vector<DecodedValue>> ref = DecodeEventWithProtobuf(payload, where);
+  ASSERT_EQ(fast.status(), ref.status());
+  if (!fast.ok()) return;
+  ASSERT_EQ(fast->size(), ref->size());
+  for (size_t i = 0; i < fast->size(); ++i) {
+    const DecodedValue& a = (*fast)[i];
+    const DecodedValue& b = (*ref)[i];
+    EXPECT_EQ(a.tag, b.tag);
+    EXPECT_EQ(a.mode, b.mode);
+    EXPECT_EQ(a.mode_step, b.mode_step);
+    EXPECT_EQ(a.tensor.name, b.tensor.name);
+    EXPECT_EQ(a.tensor.dtype, b.tensor.dtype);
+    EXPECT_EQ(a.tensor.shape, b.tensor.shape);
+    ASSERT_EQ(a.tensor.values.size(), b.tensor.values.size());
+    for (size_t k = 0; k < a.tensor.values.size(); ++k) {
+      const double x = a.tensor.values[k], y = b.tensor.values[k];
+      EXPECT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << k;
+    }
+  }
+}
+
+TEST(TensorDecodeTest, WireReaderAgreesWithProtobuf) {
+  std::vector<std::string> payloads;
+  payloads.push_back(TensorEvent("1", "5").SerializeAsString());
+  smdebug::Event two = TensorEvent("2", "7");
+  two.set_wall_time(1.5);
+  auto* v = two.mutable_summary()->add_value();
+  v->set_tag("gradient/fc1.weight");
+  *v->mutable_tensor() = Proto(smdebug::DT_HALF, {2, 2}, Raw<uint16_t>({0x3c00, 0xc000, 0, 1}));
+  v->mutable_tensor()->mutable_tensor_shape()->mutable_dim(0)->set_name("batch");
+  payloads.push_back(two.SerializeAsString());
+  smdebug::Event typed;  // float_val: left to protobuf.
+  auto* tv = typed.mutable_summary()->add_value();
+  tv->set_tag("t");
+  *tv->mutable_tensor() = Proto(smdebug::DT_FLOAT, {3});
+  tv->mutable_tensor()->add_float_val(2);
+  payloads.push_back(typed.SerializeAsString());
+  smdebug::Event simple;
+  simple.mutable_summary()->add_value()->set_simple_value(4);
+  payloads.push_back(simple.SerializeAsString());
+  smdebug::Event version;
+  version.set_file_version("brain.Event:2");
+  payloads.push_back(version.SerializeAsString());
+  // A repeated singular field (protobuf merges) and a oneof switch.
+  payloads.push_back(TensorEvent("1", "1").SerializeAsString() +
+                     TensorEvent("3", "2").SerializeAsString());
+  payloads.push_back(TensorEvent("1", "1").SerializeAsString() + version.SerializeAsString());
+  payloads.push_back(version.SerializeAsString() + TensorEvent("1", "1").SerializeAsString());
+  for (const std::string& payload : payloads) {
+    ExpectSameDecode(payload);
+    for (size_t n = 0; n < payload.size(); ++n) ExpectSameDecode(payload.substr(0, n));
+    for (size_t i = 0; i < payload.size(); ++i) {
+      for (int bit = 0; bit < 8; ++bit) {
+        std::string changed = payload;
+        changed[i] = static_cast<char>(changed[i] ^ (1 << bit));
+        ExpectSameDecode(changed);
+      }
+      for (char c : {'\x00', '\x7f', '\x80', '\xff'}) {
+        std::string changed = payload;
+        changed[i] = c;
+        ExpectSameDecode(changed);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace debugplane::rules_engine
