@@ -8,7 +8,9 @@
 // checks the event records' CRCs. Default trials: every folder of
 // ../shared/fixtures/smdebug. Files come from
 // the page cache in both measurements (one warm-up pass first), so the ratio
-// compares the work done per byte, not the disk.
+// compares the work done per byte, not the disk. The passes of the two
+// alternate. --dump prints each rule's conclusion per trial instead (to check
+// that a change leaves every outcome as it was).
 
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +21,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/tfrecord.h"
@@ -32,12 +35,25 @@ namespace {
 
 // The debugging rules that need nothing but the trial (SimilarAcrossRuns
 // needs a second trial).
-const char* const kRules[] = {
-    "VanishingGradient", "ExplodingTensor",  "LossNotDecreasing", "Overfit",
-    "Overtraining",      "DeadRelu",         "ClassImbalance",    "WeightUpdateRatio",
-    "PoorWeightInitialization", "SaturatedActivation", "TensorVariance", "UnchangedTensor",
-    "AllZero",           "CheckInputImages", "NLPSequenceRatio",  "Confusion",
-    "FeatureImportanceOverweight", "TreeDepth", "StalledTrainingRule"};
+const char* const kRules[] = {"VanishingGradient",
+                              "ExplodingTensor",
+                              "LossNotDecreasing",
+                              "Overfit",
+                              "Overtraining",
+                              "DeadRelu",
+                              "ClassImbalance",
+                              "WeightUpdateRatio",
+                              "PoorWeightInitialization",
+                              "SaturatedActivation",
+                              "TensorVariance",
+                              "UnchangedTensor",
+                              "AllZero",
+                              "CheckInputImages",
+                              "NLPSequenceRatio",
+                              "Confusion",
+                              "FeatureImportanceOverweight",
+                              "TreeDepth",
+                              "StalledTrainingRule"};
 
 // Reads every file of the trial the reader reads (collections, index and
 // event files) and verifies every event record's CRCs. Returns the bytes
@@ -62,9 +78,25 @@ int64_t ReadAndCheck(TrialStorage& storage, const std::string& dir) {
   return bytes;
 }
 
+const char* KindName(RuleVerdict::Kind kind) {
+  switch (kind) {
+    case RuleVerdict::Kind::kContinue:
+      return "Continue";
+    case RuleVerdict::Kind::kIssuesFound:
+      return "IssuesFound";
+    case RuleVerdict::Kind::kNoIssuesFound:
+      return "NoIssuesFound";
+    case RuleVerdict::Kind::kError:
+      return "Error";
+  }
+  return "?";
+}
+
 // Evaluates every rule over the trial from scratch; returns the steps read.
+// With `dump`, prints each rule's conclusion (the first one, as the
+// scheduler records it): to compare outcomes across changes.
 int64_t EvaluateAll(const std::shared_ptr<TrialStorage>& storage, const std::string& trial,
-                    int* verdicts) {
+                    int* verdicts, bool dump = false) {
   std::vector<std::unique_ptr<Rule>> rules;
   for (const char* name : kRules) {
     auto rule = CreateBuiltinRule(name, {});
@@ -90,14 +122,23 @@ int64_t EvaluateAll(const std::shared_ptr<TrialStorage>& storage, const std::str
     std::fprintf(stderr, "%s: %s\n", trial.c_str(), steps.status().ToString().c_str());
     return -1;
   }
+  std::vector<std::string> first(rules.size());
   for (const Step& step : *steps) {
-    for (auto& rule : rules) {
-      if (rule->OnStep(step, reader.info()).kind != RuleVerdict::Kind::kContinue) ++*verdicts;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      RuleVerdict v = rules[i]->OnStep(step, reader.info());
+      if (v.kind == RuleVerdict::Kind::kContinue) continue;
+      ++*verdicts;
+      if (first[i].empty()) first[i] = absl::StrCat(KindName(v.kind), ": ", v.details);
     }
   }
-  for (auto& rule : rules) {
-    rule->OnTrainingEnd(reader.info());
+  for (size_t i = 0; i < rules.size(); ++i) {
+    RuleVerdict v = rules[i]->OnTrainingEnd(reader.info());
     ++*verdicts;
+    if (first[i].empty()) first[i] = absl::StrCat(KindName(v.kind), ": ", v.details);
+    if (dump) {
+      std::printf("%s %s %s\n", fs::path(trial).filename().c_str(), rules[i]->name().c_str(),
+                  first[i].c_str());
+    }
   }
   return static_cast<int64_t>(steps->size());
 }
@@ -108,8 +149,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Rule throughput vs reading the files and checking CRCs"};
   std::vector<std::string> trials;
   int iterations = 20;
+  bool dump = false;
   app.add_option("--trials", trials, "Trial directories")->delimiter(',');
   app.add_option("--iterations", iterations, "Passes over all trials")->capture_default_str();
+  app.add_flag("--dump", dump, "Print every rule's conclusion on every trial, then exit");
   CLI11_PARSE(app, argc, argv);
   if (trials.empty()) {
     for (const auto& entry : fs::directory_iterator(fs::path(DP_SHARED_DIR) / "fixtures/smdebug")) {
@@ -122,20 +165,21 @@ int main(int argc, char** argv) {
   int64_t bytes_per_pass = 0;
   for (const auto& trial : trials) bytes_per_pass += ReadAndCheck(*storage, trial);  // Warm-up.
   int verdicts = 0;
-  for (const auto& trial : trials) EvaluateAll(storage, trial, &verdicts);
+  for (const auto& trial : trials) EvaluateAll(storage, trial, &verdicts, dump);
+  if (dump) return 0;
 
-  absl::Time start = absl::Now();
-  for (int i = 0; i < iterations; ++i) {
-    for (const auto& trial : trials) ReadAndCheck(*storage, trial);
-  }
-  const double read_s = absl::ToDoubleSeconds(absl::Now() - start);
-
+  // The two measurements alternate pass by pass, so that other work on the
+  // machine (or a frequency change) weighs on both alike.
+  double read_s = 0, rules_s = 0;
   int64_t steps = 0;
-  start = absl::Now();
   for (int i = 0; i < iterations; ++i) {
+    absl::Time start = absl::Now();
+    for (const auto& trial : trials) ReadAndCheck(*storage, trial);
+    read_s += absl::ToDoubleSeconds(absl::Now() - start);
+    start = absl::Now();
     for (const auto& trial : trials) steps += EvaluateAll(storage, trial, &verdicts);
+    rules_s += absl::ToDoubleSeconds(absl::Now() - start);
   }
-  const double rules_s = absl::ToDoubleSeconds(absl::Now() - start);
 
   // Both rates are over the same bytes: the trial files of one pass.
   const double mb = static_cast<double>(bytes_per_pass) * iterations / 1e6;

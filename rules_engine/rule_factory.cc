@@ -60,25 +60,6 @@ std::string DescribeTrial(const TrialInfo& info) {
   return out;
 }
 
-bool TensorSelector::Matches(const std::string& tensor, const TrialInfo& info) const {
-  if (empty()) return all_when_empty;
-  for (const std::string& c : collections) {
-    if (info.InCollection(c, tensor)) return true;
-  }
-  for (const std::string& r : regexes) {
-    if (RegexMatchPrefix(r, tensor)) return true;
-  }
-  return false;
-}
-
-std::string TensorSelector::Describe() const {
-  if (empty()) return all_when_empty ? "any tensor" : "no tensor";
-  std::vector<std::string> parts;
-  for (const std::string& r : regexes) parts.push_back(absl::StrCat("tensor_regex '", r, "'"));
-  for (const std::string& c : collections) parts.push_back(absl::StrCat("collection '", c, "'"));
-  return absl::StrJoin(parts, " or ");
-}
-
 double MeanAbs(const std::vector<double>& v) {
   if (v.empty()) return 0;
   double sum = 0;

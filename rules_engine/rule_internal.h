@@ -6,10 +6,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/rule_parameters.h"
 #include "rules_engine/step.h"
@@ -28,25 +32,77 @@ std::string Clip(std::string details);
 // tensor counts and some tensor names, bounded.
 std::string DescribeTrial(const TrialInfo& info);
 
-// Which tensors a rule inspects: the union of `collections` and `regexes`
-// (Python re.match semantics). With both empty, all tensors if
-// `all_when_empty`, else none.
-struct TensorSelector {
+// Which tensors a rule inspects, and at which steps: tensors in one of
+// `collections`, matching one of `regexes` (Python re.match semantics) or
+// named exactly one of `names`; with all three empty, every tensor if
+// `all_when_empty`, else none. Steps: those of `modes` (empty: every mode).
+// The one place rules decide what data is theirs (Rule::Wants).
+class TensorSelector {
+ public:
+  TensorSelector() = default;
+  TensorSelector(std::vector<std::string> collections, std::vector<std::string> regexes,
+                 bool all_when_empty = false)
+      : collections(std::move(collections)),
+        regexes(std::move(regexes)),
+        all_when_empty(all_when_empty) {}
+
+  // How a rule takes its selection from its parameters.
+  struct Parameters {
+    bool collection_names = true;            // The rule has a collection_names parameter.
+    std::vector<std::string> default_regex;  // tensor_regex when it is not given.
+    bool all_when_empty = false;
+  };
+  // Reads `collection_names` (if the rule has it) and `tensor_regex` from
+  // `p`, in that order (errors are recorded in `p`).
+  static TensorSelector FromParameters(RuleParameterReader& p, const Parameters& how);
+  static TensorSelector FromParameters(RuleParameterReader& p) {
+    return FromParameters(p, Parameters());
+  }
+  // TRAIN and GLOBAL: the steps that train (EVAL and PREDICT passes do not
+  // change weights and repeat the same samples).
+  static std::vector<Mode> TrainingModes() { return {Mode::kTrain, Mode::kGlobal}; }
+
   std::vector<std::string> collections;
   std::vector<std::string> regexes;
+  std::vector<std::string> names;
   bool all_when_empty = false;
+  std::vector<Mode> modes;
 
+  // Answers are remembered per tensor name for one TrialInfo (rules ask
+  // about the same names at every step); not thread-safe, like the rule
+  // that owns the selector.
   bool Matches(const std::string& tensor, const TrialInfo& info) const;
-  bool empty() const { return collections.empty() && regexes.empty(); }
-  // "collection 'gradients'", "tensors matching '.*relu_output' or
+  // Whether `step`'s mode is one of `modes`.
+  bool Selects(const Step& step) const;
+  bool empty() const { return collections.empty() && regexes.empty() && names.empty(); }
+  // "collection 'gradients'", "tensor_regex '.*relu_output' or
   // collection 'relu_output'", "any tensor".
   std::string Describe() const;
+
+ private:
+  bool Compute(const std::string& tensor, const TrialInfo& info) const;
+
+  // The answers, for the TrialInfo instance and collection count below, in
+  // the order first asked, and where each name is in that list. A rule asks
+  // about a step's tensors in the same order at every step, so the entry
+  // after the last one answered is nearly always the next question: one
+  // string comparison instead of hashing the name.
+  mutable std::vector<std::pair<std::string, bool>> memo_;
+  mutable absl::flat_hash_map<std::string, size_t> memo_index_;
+  mutable size_t memo_next_ = 0;
+  mutable uint64_t memo_instance_ = 0;
+  mutable size_t memo_collections_ = 0;
 };
 
 // Statistics over a tensor's values.
 double MeanAbs(const std::vector<double>& v);
 double Mean(const std::vector<double>& v);
 double Variance(const std::vector<double>& v);  // Population variance (numpy's var).
+// Exact scans, vectorized (several tensors' worth of values per step go
+// through them): the count of values equal to 0, and whether none is NaN or
+// infinite.
+int64_t CountZeros(const std::vector<double>& v);
+bool AllFinite(const std::vector<double>& v);
 // numpy.percentile's default (linear interpolation); `v` is copied.
 double Percentile(std::vector<double> v, double percent);
 // The batch dimension and the per-sample size of a tensor: shape[0] and the
@@ -78,6 +134,32 @@ class EvaluatingRule : public Rule {
 
  private:
   std::string name_;
+};
+
+// An EvaluatingRule whose data is what `selector_` selects: Wants and
+// RequiredCollections come from it, and CheckSelected runs the usual
+// per-tensor check over a step.
+class SelectingRule : public EvaluatingRule {
+ public:
+  SelectingRule(std::string name, TensorSelector selector)
+      : EvaluatingRule(std::move(name)), selector_(std::move(selector)) {}
+
+  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
+    return selector_.Matches(tensor, info);
+  }
+  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
+
+ protected:
+  // What checking one tensor found: nullopt when the tensor was not
+  // evaluated (skipped), "" when it was and is fine, else the issue, as it
+  // reads after "<step label>: <tensor label> ".
+  using TensorCheck = absl::FunctionRef<absl::optional<std::string>(const Tensor&)>;
+  // At a step of the selector's modes, checks each tensor with values that
+  // the selector matches, in order; the first issue is the verdict (clipped).
+  // Counts evaluated tensors, and the step if any was evaluated.
+  RuleVerdict CheckSelected(const Step& step, const TrialInfo& info, TensorCheck check);
+
+  TensorSelector selector_;
 };
 
 using RuleMaker = absl::StatusOr<std::unique_ptr<Rule>> (*)(RuleParameterReader& params,

@@ -42,37 +42,25 @@ double PercentInactiveUnits(const Tensor& t, double threshold_inactivity, Active
 // 'relu_output' collection, which is the collection a user must save
 // (include_regex ".*relu[0-9]*_output_0" or similar). An explicit
 // tensor_regex is used alone.
-class DeadRelu : public EvaluatingRule {
+class DeadRelu : public SelectingRule {
  public:
   DeadRelu(TensorSelector selector, double threshold_inactivity, double threshold_layer)
-      : EvaluatingRule("DeadRelu"),
-        selector_(std::move(selector)),
+      : SelectingRule("DeadRelu", std::move(selector)),
         threshold_inactivity_(threshold_inactivity),
         threshold_layer_(threshold_layer) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
-
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
-      any = true;
-      ++evaluations_;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       int64_t units = 0;
       const double dead = PercentInactiveUnits(
           t, threshold_inactivity_, [](double v) { return v > 0; }, &units);
       if (dead > threshold_layer_) {
-        return RuleVerdict::Issues(
-            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " ", Num(dead), "% of ",
-                              units, " ReLUs are dead (active in < ", Num(threshold_inactivity_),
-                              "% of samples) > threshold_layer ", Num(threshold_layer_), "%")));
+        return absl::StrCat(Num(dead), "% of ", units, " ReLUs are dead (active in < ",
+                            Num(threshold_inactivity_), "% of samples) > threshold_layer ",
+                            Num(threshold_layer_), "%");
       }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return "";
+    });
   }
 
  protected:
@@ -81,7 +69,6 @@ class DeadRelu : public EvaluatingRule {
   }
 
  private:
-  TensorSelector selector_;
   double threshold_inactivity_, threshold_layer_;
 };
 
@@ -92,23 +79,16 @@ class DeadRelu : public EvaluatingRule {
 // percent of the samples; more than threshold_layer percent saturated units
 // fires. Decision: the activation is told by the tensor name ("tanh" or
 // "sigmoid", case-insensitive); a matched tensor naming neither is skipped.
-class SaturatedActivation : public EvaluatingRule {
+class SaturatedActivation : public SelectingRule {
  public:
   struct Thresholds {
     double tanh_min, tanh_max, sigmoid_min, sigmoid_max, inactivity, layer;
   };
   SaturatedActivation(TensorSelector selector, Thresholds th)
-      : EvaluatingRule("SaturatedActivation"), selector_(std::move(selector)), th_(th) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
+      : SelectingRule("SaturatedActivation", std::move(selector)), th_(th) {}
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const std::string lower = absl::AsciiStrToLower(t.name);
       double lo, hi;
       const char* kind;
@@ -118,22 +98,19 @@ class SaturatedActivation : public EvaluatingRule {
         lo = th_.sigmoid_min, hi = th_.sigmoid_max, kind = "sigmoid";
       } else {
         ++skipped_;
-        continue;
+        return absl::nullopt;
       }
-      any = true;
-      ++evaluations_;
       int64_t units = 0;
       const double saturated = PercentInactiveUnits(
           t, th_.inactivity, [lo, hi](double v) { return v > lo && v < hi; }, &units);
       if (saturated > th_.layer) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": ", TensorLabel(t, info), " ", Num(saturated), "% of ", units, " ",
-            kind, " units are saturated (input outside (", Num(lo), ", ", Num(hi), ") in > ",
-            Num(100 - th_.inactivity), "% of samples) > threshold_layer ", Num(th_.layer), "%")));
+        return absl::StrCat(Num(saturated), "% of ", units, " ", kind,
+                            " units are saturated (input outside (", Num(lo), ", ", Num(hi),
+                            ") in > ", Num(100 - th_.inactivity),
+                            "% of samples) > threshold_layer ", Num(th_.layer), "%");
       }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return "";
+    });
   }
 
  protected:
@@ -146,7 +123,6 @@ class SaturatedActivation : public EvaluatingRule {
   }
 
  private:
-  TensorSelector selector_;
   Thresholds th_;
   int64_t skipped_ = 0;
 };
@@ -154,9 +130,9 @@ class SaturatedActivation : public EvaluatingRule {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeDeadRelu(RuleParameterReader& p, const RuleContext&) {
-  TensorSelector selector;
   const bool explicit_regex = p.Has("tensor_regex");
-  selector.regexes = p.RegexList("tensor_regex", {".*relu_output"});
+  TensorSelector selector = TensorSelector::FromParameters(
+      p, {.collection_names = false, .default_regex = {".*relu_output"}});
   if (!explicit_regex) selector.collections = {"relu_output"};
   const double inactivity = p.Float("threshold_inactivity", 1.0, 0, 100);
   const double layer = p.Float("threshold_layer", 50.0, 0, 100);
@@ -166,9 +142,8 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeDeadRelu(RuleParameterReader& p, const
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeSaturatedActivation(RuleParameterReader& p,
                                                               const RuleContext&) {
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex", {".*tanh_input|.*sigmoid_input"});
+  TensorSelector selector =
+      TensorSelector::FromParameters(p, {.default_regex = {".*tanh_input|.*sigmoid_input"}});
   SaturatedActivation::Thresholds th;
   th.tanh_min = p.Float("threshold_tanh_min", -9.4999);
   th.tanh_max = p.Float("threshold_tanh_max", 9.4999);

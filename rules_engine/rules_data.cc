@@ -56,26 +56,28 @@ class ClassImbalance : public EvaluatingRule {
         threshold_misprediction_(threshold_misprediction),
         samples_(samples),
         argmax_(argmax),
-        labels_regex_(std::move(labels_regex)),
-        predictions_regex_(std::move(predictions_regex)) {}
+        labels_({}, {labels_regex}),
+        predictions_({}, {predictions_regex}),
+        labels_regex_(std::move(labels_regex)) {
+    labels_.modes = TensorSelector::TrainingModes();
+  }
 
   bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return RegexMatchPrefix(labels_regex_, tensor) || RegexMatchPrefix(predictions_regex_, tensor);
+    return labels_.Matches(tensor, info) || predictions_.Matches(tensor, info);
   }
   std::vector<std::string> RequiredCollections() const override {
     return {"labels", "predictions"};
   }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    if (step.mode == Mode::kEval || step.mode == Mode::kPredict) return RuleVerdict::Continue();
+    if (!labels_.Selects(step)) return RuleVerdict::Continue();
     for (const Tensor& labels : step.tensors) {
-      if (labels.values.empty() || !RegexMatchPrefix(labels_regex_, labels.name)) continue;
-      if (RegexMatchPrefix(predictions_regex_, labels.name)) continue;  // Ambiguous: skip.
+      if (labels.values.empty() || !labels_.Matches(labels.name, info)) continue;
+      if (predictions_.Matches(labels.name, info)) continue;  // Ambiguous: skip.
       const std::vector<int64_t> y = ClassIds(labels, /*argmax=*/true);
       const Tensor* predictions = nullptr;
       for (const Tensor& p : step.tensors) {
-        if (p.worker == labels.worker && !p.values.empty() &&
-            RegexMatchPrefix(predictions_regex_, p.name)) {
+        if (p.worker == labels.worker && !p.values.empty() && predictions_.Matches(p.name, info)) {
           predictions = &p;
           break;
         }
@@ -152,7 +154,8 @@ class ClassImbalance : public EvaluatingRule {
   double threshold_imbalance_, threshold_misprediction_;
   int64_t samples_;
   bool argmax_;
-  std::string labels_regex_, predictions_regex_;
+  TensorSelector labels_, predictions_;  // At TRAIN (and GLOBAL) steps.
+  std::string labels_regex_;
   std::map<int64_t, Counts> classes_;
   int64_t total_ = 0, mismatched_ = 0;
 };
@@ -162,20 +165,15 @@ class ClassImbalance : public EvaluatingRule {
 // all samples' values (channel = the axis `channel` of the shape, axis 0
 // being the batch); once threshold_samples images were seen, at every step
 // a channel whose mean differs from 0 by more than threshold_mean fires.
-class CheckInputImages : public EvaluatingRule {
+class CheckInputImages : public SelectingRule {
  public:
   CheckInputImages(double threshold_mean, int64_t threshold_samples, std::string regex,
                    int64_t channel)
-      : EvaluatingRule("CheckInputImages"),
+      : SelectingRule("CheckInputImages", TensorSelector({}, {regex})),
         threshold_mean_(threshold_mean),
         threshold_samples_(threshold_samples),
         regex_(std::move(regex)),
         channel_(channel) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return RegexMatchPrefix(regex_, tensor);
-  }
-  std::vector<std::string> RequiredCollections() const override { return {}; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
     for (const Tensor& t : step.tensors) {
@@ -247,40 +245,28 @@ class CheckInputImages : public EvaluatingRule {
 // --- NLPSequenceRatio -----------------------------------------------------------
 // At each step, in each input tensor matching tensor_regex, the percentage of
 // values equal to token_values[i] above token_thresholds_percent[i] fires.
-class NLPSequenceRatio : public EvaluatingRule {
+class NLPSequenceRatio : public SelectingRule {
  public:
   NLPSequenceRatio(TensorSelector selector, std::vector<double> tokens,
                    std::vector<double> thresholds)
-      : EvaluatingRule("NLPSequenceRatio"),
-        selector_(std::move(selector)),
+      : SelectingRule("NLPSequenceRatio", std::move(selector)),
         tokens_(std::move(tokens)),
         thresholds_(std::move(thresholds)) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return {}; }
-
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
-      any = true;
-      ++evaluations_;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       for (size_t k = 0; k < tokens_.size(); ++k) {
         int64_t n = 0;
         for (double v : t.values) n += v == tokens_[k] ? 1 : 0;
         const double pct = 100.0 * static_cast<double>(n) / static_cast<double>(t.values.size());
         if (pct > thresholds_[k]) {
-          return RuleVerdict::Issues(Clip(
-              absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " token ", Num(tokens_[k]),
-                           " is ", n, " of ", t.values.size(), " values (", Num(pct),
-                           "%) > token_thresholds_percent ", Num(thresholds_[k]), "%")));
+          return absl::StrCat("token ", Num(tokens_[k]), " is ", n, " of ", t.values.size(),
+                              " values (", Num(pct), "%) > token_thresholds_percent ",
+                              Num(thresholds_[k]), "%");
         }
       }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return "";
+    });
   }
 
  protected:
@@ -289,7 +275,6 @@ class NLPSequenceRatio : public EvaluatingRule {
   }
 
  private:
-  TensorSelector selector_;
   std::vector<double> tokens_, thresholds_;
 };
 
@@ -317,12 +302,13 @@ class Confusion : public EvaluatingRule {
         labels_collection_(std::move(labels_collection)),
         predictions_collection_(std::move(predictions_collection)),
         min_diag_(min_diag),
-        max_off_diag_(max_off_diag) {}
+        max_off_diag_(max_off_diag) {
+    selector_.names = {labels_, predictions_};
+    selector_.collections = {labels_collection_, predictions_collection_};
+  }
 
   bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return tensor == labels_ || tensor == predictions_ ||
-           info.InCollection(labels_collection_, tensor) ||
-           info.InCollection(predictions_collection_, tensor);
+    return selector_.Matches(tensor, info);
   }
   std::vector<std::string> RequiredCollections() const override {
     return {labels_collection_, predictions_collection_};
@@ -403,6 +389,7 @@ class Confusion : public EvaluatingRule {
 
   absl::optional<int64_t> category_no_;
   std::string labels_, predictions_, labels_collection_, predictions_collection_;
+  TensorSelector selector_;  // The two names and the two collections.
   double min_diag_, max_off_diag_;
   int64_t labels_seen_ = 0, mismatched_ = 0;
 };
@@ -440,8 +427,8 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeCheckInputImages(RuleParameterReader& 
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeNLPSequenceRatio(RuleParameterReader& p,
                                                            const RuleContext&) {
-  TensorSelector selector;
-  selector.regexes = p.RegexList("tensor_regex", {".*embedding0_input_0"});
+  TensorSelector selector = TensorSelector::FromParameters(
+      p, {.collection_names = false, .default_regex = {".*embedding0_input_0"}});
   std::vector<double> tokens = p.FloatList("token_values", {0});
   std::vector<double> thresholds = p.FloatList("token_thresholds_percent", {50});
   if (p.status().ok() && tokens.size() != thresholds.size()) {

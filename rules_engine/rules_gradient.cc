@@ -17,37 +17,31 @@ namespace {
 // The gradients: smdebug's built-in collection, whose include_regex is
 // "^gradient"; the name prefix also catches them when the collections file
 // does not list the collection.
-TensorSelector Gradients() { return TensorSelector{{"gradients"}, {"gradient/"}, false}; }
+TensorSelector Gradients() { return TensorSelector({"gradients"}, {"gradient/"}); }
+
+// The weights, at the steps that update them.
+TensorSelector Weights() {
+  TensorSelector weights({"weights"}, {});
+  weights.modes = TensorSelector::TrainingModes();
+  return weights;
+}
 
 // --- VanishingGradient ----------------------------------------------------------
 // smdebug: for each tensor of collection `gradients` at each step, the mean of
 // |values| below `threshold` fires. A NaN mean (exploded gradient) is not
 // "vanishing": ExplodingTensor reports it.
-class VanishingGradient : public EvaluatingRule {
+class VanishingGradient : public SelectingRule {
  public:
   explicit VanishingGradient(double threshold)
-      : EvaluatingRule("VanishingGradient"), threshold_(threshold) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return Gradients().Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return {"gradients"}; }
+      : SelectingRule("VanishingGradient", Gradients()), threshold_(threshold) {}
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
-      any = true;
-      ++evaluations_;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const double m = MeanAbs(t.values);
-      if (m < threshold_) {
-        return RuleVerdict::Issues(
-            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " mean |x| ", Num(m),
-                              " < threshold ", Num(threshold_))));
-      }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      if (m < threshold_)
+        return absl::StrCat("mean |x| ", Num(m), " < threshold ", Num(threshold_));
+      return "";
+    });
   }
 
  protected:
@@ -63,33 +57,24 @@ class VanishingGradient : public EvaluatingRule {
 // Decision: with neither collection_names nor tensor_regex the rule inspects
 // every tensor saved (the doc's "If no patterns are passed, the rule compares
 // all tensors gathered"). Any NaN, or +-inf unless only_nan, fires.
-class ExplodingTensor : public EvaluatingRule {
+class ExplodingTensor : public SelectingRule {
  public:
   ExplodingTensor(TensorSelector selector, bool only_nan)
-      : EvaluatingRule("ExplodingTensor"), selector_(std::move(selector)), only_nan_(only_nan) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
+      : SelectingRule("ExplodingTensor", std::move(selector)), only_nan_(only_nan) {}
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
-      any = true;
-      ++evaluations_;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
+      if (AllFinite(t.values)) return "";
       for (size_t i = 0; i < t.values.size(); ++i) {
         const double v = t.values[i];
         if (std::isnan(v) || (!only_nan_ && std::isinf(v))) {
-          return RuleVerdict::Issues(Clip(absl::StrCat(
-              StepLabel(step), ": ", TensorLabel(t, info), " element ", i, " is ", Num(v),
-              only_nan_ ? " (only_nan: NaN is exploding)" : " (NaN or infinity is exploding)")));
+          return absl::StrCat(
+              "element ", i, " is ", Num(v),
+              only_nan_ ? " (only_nan: NaN is exploding)" : " (NaN or infinity is exploding)");
         }
       }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return "";
+    });
   }
 
  protected:
@@ -98,7 +83,6 @@ class ExplodingTensor : public EvaluatingRule {
   }
 
  private:
-  TensorSelector selector_;
   bool only_nan_;
 };
 
@@ -110,28 +94,21 @@ class ExplodingTensor : public EvaluatingRule {
 // previous saved step is the comparison point, with num_steps a previous
 // step older than s - num_steps is not compared (it becomes the new base).
 // State: one copy of each weight tensor (inherent to the rule).
-class WeightUpdateRatio : public EvaluatingRule {
+class WeightUpdateRatio : public SelectingRule {
  public:
   WeightUpdateRatio(absl::optional<int64_t> num_steps, double large, double small, double eps)
-      : EvaluatingRule("WeightUpdateRatio"),
+      : SelectingRule("WeightUpdateRatio", Weights()),
         num_steps_(num_steps),
         large_(large),
         small_(small),
         epsilon_(eps) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return info.InCollection("weights", tensor);
-  }
-  std::vector<std::string> RequiredCollections() const override { return {"weights"}; }
-
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    if (step.mode == Mode::kEval || step.mode == Mode::kPredict) return RuleVerdict::Continue();
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+    return CheckSelected(step, info, [&](const Tensor& t) -> absl::optional<std::string> {
       Previous& prev = previous_[{t.name, t.worker}];
       const bool comparable = prev.step >= 0 && prev.values.size() == t.values.size() &&
                               (!num_steps_ || step.global_step - prev.step <= *num_steps_);
+      absl::optional<std::string> issue;  // Not evaluated unless comparable.
       if (comparable) {
         double diff2 = 0, base2 = 0;
         for (size_t i = 0; i < t.values.size(); ++i) {
@@ -140,21 +117,17 @@ class WeightUpdateRatio : public EvaluatingRule {
           base2 += prev.values[i] * prev.values[i];
         }
         const double ratio = std::sqrt(diff2) / (std::sqrt(base2) + epsilon_);
-        any = true;
-        ++evaluations_;
         if (ratio > large_ || ratio < small_) {
-          return RuleVerdict::Issues(
-              Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info),
-                                " update/weight ratio ", Num(ratio), " since step ", prev.step,
-                                ratio > large_ ? " > large_threshold " : " < small_threshold ",
-                                Num(ratio > large_ ? large_ : small_))));
+          return absl::StrCat("update/weight ratio ", Num(ratio), " since step ", prev.step,
+                              ratio > large_ ? " > large_threshold " : " < small_threshold ",
+                              Num(ratio > large_ ? large_ : small_));
         }
+        issue = "";
       }
       prev.step = step.global_step;
       prev.values = t.values;
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return issue;
+    });
   }
 
  protected:
@@ -190,21 +163,22 @@ class PoorWeightInitialization : public EvaluatingRule {
   PoorWeightInitialization(std::vector<std::string> activation_regex, double threshold,
                            double distribution_range, int64_t patience, int64_t steps)
       : EvaluatingRule("PoorWeightInitialization"),
-        activations_{{}, std::move(activation_regex), false},
+        activations_({}, std::move(activation_regex)),
         threshold_(threshold),
         distribution_range_(distribution_range),
         patience_(patience),
-        steps_(steps) {}
+        steps_(steps) {
+    gradients_.modes = TensorSelector::TrainingModes();
+  }
 
   bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return activations_.Matches(tensor, info) || Gradients().Matches(tensor, info) ||
-           info.InCollection("losses", tensor);
+    return activations_.Matches(tensor, info) || gradients_.Matches(tensor, info) ||
+           losses_.Matches(tensor, info);
   }
   std::vector<std::string> RequiredCollections() const override { return {"gradients", "losses"}; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    if (step.mode == Mode::kEval || step.mode == Mode::kPredict) return RuleVerdict::Continue();
-    if (step.mode_step >= steps_) return RuleVerdict::Continue();
+    if (!gradients_.Selects(step) || step.mode_step >= steps_) return RuleVerdict::Continue();
     bool any = false;
     // 1. Activation input variances across layers.
     const Tensor* min_t = nullptr;
@@ -219,9 +193,9 @@ class PoorWeightInitialization : public EvaluatingRule {
         const double v = Variance(t.values);
         if (v < min_v) min_v = v, min_t = &t;
         if (v > max_v) max_v = v, max_t = &t;
-      } else if (Gradients().Matches(t.name, info)) {
+      } else if (gradients_.Matches(t.name, info)) {
         gradient_values.insert(gradient_values.end(), t.values.begin(), t.values.end());
-      } else if (info.InCollection("losses", t.name)) {
+      } else if (losses_.Matches(t.name, info)) {
         loss_sum += Mean(t.values);
         ++loss_count;
       }
@@ -276,7 +250,10 @@ class PoorWeightInitialization : public EvaluatingRule {
   }
 
  private:
+  // Each at TRAIN (and GLOBAL) steps: weight initialization shows in training.
   TensorSelector activations_;
+  TensorSelector gradients_ = Gradients();
+  TensorSelector losses_{{"losses"}, {}};
   double threshold_, distribution_range_;
   int64_t patience_, steps_;
   absl::optional<double> best_loss_;
@@ -294,10 +271,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeVanishingGradient(RuleParameterReader&
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeExplodingTensor(RuleParameterReader& p,
                                                           const RuleContext&) {
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex");
-  selector.all_when_empty = true;
+  TensorSelector selector = TensorSelector::FromParameters(p, {.all_when_empty = true});
   const bool only_nan = p.Bool("only_nan", false);
   if (absl::Status s = p.status(); !s.ok()) return s;
   return std::make_unique<ExplodingTensor>(std::move(selector), only_nan);

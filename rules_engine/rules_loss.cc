@@ -60,21 +60,15 @@ int ModeRank(Mode m) {
 //  - "TRAIN"/"EVAL": only that mode's steps, by mode step;
 //  - "GLOBAL": every step, by global step (smdebug's GLOBAL view, which mixes
 //    the modes' losses).
-class LossNotDecreasing : public EvaluatingRule {
+class LossNotDecreasing : public SelectingRule {
  public:
   LossNotDecreasing(TensorSelector selector, int64_t num_steps, double diff_percent,
                     double increase_percent, absl::optional<std::string> mode)
-      : EvaluatingRule("LossNotDecreasing"),
-        selector_(std::move(selector)),
+      : SelectingRule("LossNotDecreasing", std::move(selector)),
         num_steps_(num_steps),
         diff_percent_(diff_percent),
         increase_percent_(increase_percent),
         mode_(std::move(mode)) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
     bool has_loss = false;
@@ -157,7 +151,6 @@ class LossNotDecreasing : public EvaluatingRule {
     return mode_ && *mode_ == "GLOBAL" ? std::string("global") : std::string(ModeName(step.mode));
   }
 
-  TensorSelector selector_;
   int64_t num_steps_;
   double diff_percent_, increase_percent_;
   absl::optional<std::string> mode_;
@@ -176,19 +169,13 @@ class LossNotDecreasing : public EvaluatingRule {
 // mean makes the ratio meaningless: that pass is skipped (train == 0 with
 // val > 0 counts as an infinite ratio). Loss tensors: tensor_regex, else the
 // 'losses' collection.
-class Overfit : public EvaluatingRule {
+class Overfit : public SelectingRule {
  public:
   Overfit(TensorSelector selector, int64_t start_step, int64_t patience, double ratio_threshold)
-      : EvaluatingRule("Overfit"),
-        selector_(std::move(selector)),
+      : SelectingRule("Overfit", std::move(selector)),
         start_step_(start_step),
         patience_(patience),
         ratio_threshold_(ratio_threshold) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
     if (step.global_step < start_step_) return RuleVerdict::Continue();
@@ -267,7 +254,6 @@ class Overfit : public EvaluatingRule {
     return RuleVerdict::Continue();
   }
 
-  TensorSelector selector_;
   int64_t start_step_, patience_;
   double ratio_threshold_;
   bool in_eval_ = false;
@@ -284,22 +270,17 @@ class Overfit : public EvaluatingRule {
 // patience_train steps, or the validation loss (EVAL steps) for
 // patience_validation steps: either way training goes on without improving.
 // Loss tensors: collection 'losses'.
-class Overtraining : public EvaluatingRule {
+class Overtraining : public SelectingRule {
  public:
   Overtraining(int64_t patience_train, int64_t patience_validation, double delta)
-      : EvaluatingRule("Overtraining"),
+      : SelectingRule("Overtraining", Losses()),
         patience_train_(patience_train),
         patience_validation_(patience_validation),
         delta_(delta) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return info.InCollection("losses", tensor);
-  }
-  std::vector<std::string> RequiredCollections() const override { return {"losses"}; }
-
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    if (step.mode != Mode::kTrain && step.mode != Mode::kEval) return RuleVerdict::Continue();
-    absl::optional<double> loss = StepLoss(step, info, TensorSelector{{"losses"}, {}, false});
+    if (!selector_.Selects(step)) return RuleVerdict::Continue();
+    absl::optional<double> loss = StepLoss(step, info, selector_);
     if (!loss) return RuleVerdict::Continue();
     const bool train = step.mode == Mode::kTrain;
     Track& tr = train ? train_ : validation_;
@@ -333,6 +314,14 @@ class Overtraining : public EvaluatingRule {
     int64_t best_step = 0;
     int64_t since_best = 0;
   };
+  // The training and the validation loss: collection 'losses' at TRAIN and
+  // EVAL steps.
+  static TensorSelector Losses() {
+    TensorSelector losses({"losses"}, {});
+    losses.modes = {Mode::kTrain, Mode::kEval};
+    return losses;
+  }
+
   int64_t patience_train_, patience_validation_;
   double delta_;
   Track train_, validation_;
@@ -342,9 +331,7 @@ class Overtraining : public EvaluatingRule {
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeLossNotDecreasing(RuleParameterReader& p,
                                                             const RuleContext&) {
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex");
+  TensorSelector selector = TensorSelector::FromParameters(p);
   const bool use_losses = p.Bool("use_losses_collection", true);
   const int64_t num_steps = p.Int("num_steps", 10, 1);
   const double diff_percent = p.FloatExclusive("diff_percent", 0.1, 0, 100);
@@ -365,8 +352,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeLossNotDecreasing(RuleParameterReader&
 }
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeOverfit(RuleParameterReader& p, const RuleContext&) {
-  TensorSelector selector;
-  selector.regexes = p.RegexList("tensor_regex");
+  TensorSelector selector = TensorSelector::FromParameters(p, {.collection_names = false});
   if (selector.regexes.empty()) selector.collections = {"losses"};
   const int64_t start_step = p.Int("start_step", 0, 0);
   const int64_t patience = p.Int("patience", 1, 1);

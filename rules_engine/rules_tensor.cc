@@ -45,36 +45,20 @@ void RequireSelection(RuleParameterReader& p, const TensorSelector& s) {
 // max_threshold or below min_threshold fires. Decision: both thresholds
 // default to None in the doc, which would make the rule inert: at least one
 // is required (INVALID_ARGUMENT names max_threshold otherwise).
-class TensorVariance : public EvaluatingRule {
+class TensorVariance : public SelectingRule {
  public:
   TensorVariance(TensorSelector selector, absl::optional<double> max, absl::optional<double> min)
-      : EvaluatingRule("TensorVariance"), selector_(std::move(selector)), max_(max), min_(min) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
+      : SelectingRule("TensorVariance", std::move(selector)), max_(max), min_(min) {}
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
-      any = true;
-      ++evaluations_;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const double var = Variance(t.values);
-      if (max_ && var > *max_) {
-        return RuleVerdict::Issues(
-            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " variance ", Num(var),
-                              " > max_threshold ", Num(*max_))));
-      }
-      if (min_ && var < *min_) {
-        return RuleVerdict::Issues(
-            Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " variance ", Num(var),
-                              " < min_threshold ", Num(*min_))));
-      }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      if (max_ && var > *max_)
+        return absl::StrCat("variance ", Num(var), " > max_threshold ", Num(*max_));
+      if (min_ && var < *min_)
+        return absl::StrCat("variance ", Num(var), " < min_threshold ", Num(*min_));
+      return "";
+    });
   }
 
  protected:
@@ -83,7 +67,6 @@ class TensorVariance : public EvaluatingRule {
   }
 
  private:
-  TensorSelector selector_;
   absl::optional<double> max_, min_;
 };
 
@@ -93,47 +76,37 @@ class TensorVariance : public EvaluatingRule {
 // pass does not change weights, so interleaving EVAL steps into the TRAIN
 // series would make every weight look unchanged. State: the last value of
 // each tensor and a count of consecutive unchanged saves.
-class UnchangedTensor : public EvaluatingRule {
+class UnchangedTensor : public SelectingRule {
  public:
   UnchangedTensor(TensorSelector selector, int64_t num_steps, double rtol, double atol,
                   bool equal_nan)
-      : EvaluatingRule("UnchangedTensor"),
-        selector_(std::move(selector)),
+      : SelectingRule("UnchangedTensor", std::move(selector)),
         num_steps_(num_steps),
         rtol_(rtol),
         atol_(atol),
         equal_nan_(equal_nan) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
-
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+    return CheckSelected(step, info, [&](const Tensor& t) -> absl::optional<std::string> {
       Last& last = last_[std::make_tuple(t.name, t.worker, step.mode)];
+      absl::optional<std::string> issue;  // Not evaluated without a previous save.
       if (last.step >= 0) {
-        any = true;
-        ++evaluations_;
         const bool same = last.values.size() == t.values.size() &&
                           FirstNotClose(t.values, last.values, rtol_, atol_, equal_nan_) < 0;
         last.unchanged = same ? last.unchanged + 1 : 0;
         if (last.unchanged == 1) last.first_step = last.step;
         if (last.unchanged + 1 >= num_steps_) {
-          return RuleVerdict::Issues(Clip(absl::StrCat(
-              StepLabel(step), ": ", TensorLabel(t, info), " is unchanged (allclose rtol ",
-              Num(rtol_), ", atol ", Num(atol_), ") over the last ", last.unchanged + 1, " saved ",
-              ModeName(step.mode), " steps since step ", last.first_step, " (num_steps ",
-              num_steps_, ")")));
+          return absl::StrCat("is unchanged (allclose rtol ", Num(rtol_), ", atol ", Num(atol_),
+                              ") over the last ", last.unchanged + 1, " saved ",
+                              ModeName(step.mode), " steps since step ", last.first_step,
+                              " (num_steps ", num_steps_, ")");
         }
+        issue = "";
       }
       last.step = step.global_step;
       last.values = t.values;
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return issue;
+    });
   }
 
  protected:
@@ -149,7 +122,6 @@ class UnchangedTensor : public EvaluatingRule {
     int64_t unchanged = 0;
     std::vector<double> values;
   };
-  TensorSelector selector_;
   int64_t num_steps_;
   double rtol_, atol_;
   bool equal_nan_;
@@ -162,33 +134,21 @@ class UnchangedTensor : public EvaluatingRule {
 // fixtures expect the rule to run with its defaults; with neither, every
 // saved tensor is inspected (the doc's "If no patterns are passed, the rule
 // compares all tensors").
-class AllZero : public EvaluatingRule {
+class AllZero : public SelectingRule {
  public:
   AllZero(TensorSelector selector, double threshold)
-      : EvaluatingRule("AllZero"), selector_(std::move(selector)), threshold_(threshold) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
+      : SelectingRule("AllZero", std::move(selector)), threshold_(threshold) {}
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    bool any = false;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
-      any = true;
-      ++evaluations_;
-      int64_t zeros = 0;
-      for (double v : t.values) zeros += v == 0 ? 1 : 0;
+    return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
+      const int64_t zeros = CountZeros(t.values);
       const double pct = 100.0 * static_cast<double>(zeros) / static_cast<double>(t.values.size());
       if (pct >= threshold_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": ", TensorLabel(t, info), " has ", zeros, " of ", t.values.size(),
-            " values zero (", Num(pct), "%) >= threshold ", Num(threshold_), "%")));
+        return absl::StrCat("has ", zeros, " of ", t.values.size(), " values zero (", Num(pct),
+                            "%) >= threshold ", Num(threshold_), "%");
       }
-    }
-    if (any) ++steps_evaluated_;
-    return RuleVerdict::Continue();
+      return "";
+    });
   }
 
  protected:
@@ -197,7 +157,6 @@ class AllZero : public EvaluatingRule {
   }
 
  private:
-  TensorSelector selector_;
   double threshold_;
 };
 
@@ -208,18 +167,12 @@ class AllZero : public EvaluatingRule {
 // numpy.allclose (default tolerances) fire. Tensors the other trial lacks
 // are skipped; none compared at all -> kError. Only the first worker's copy
 // of a tensor is compared (the lookup names no worker).
-class SimilarAcrossRuns : public EvaluatingRule {
+class SimilarAcrossRuns : public SelectingRule {
  public:
   SimilarAcrossRuns(std::string other, TensorSelector selector, OtherTrialLookup lookup)
-      : EvaluatingRule("SimilarAcrossRuns"),
+      : SelectingRule("SimilarAcrossRuns", std::move(selector)),
         other_(std::move(other)),
-        selector_(std::move(selector)),
         lookup_(std::move(lookup)) {}
-
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
-  std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
     bool any = false;
@@ -266,7 +219,6 @@ class SimilarAcrossRuns : public EvaluatingRule {
 
  private:
   std::string other_;
-  TensorSelector selector_;
   OtherTrialLookup lookup_;
   int64_t missing_ = 0;
 };
@@ -275,9 +227,7 @@ class SimilarAcrossRuns : public EvaluatingRule {
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeTensorVariance(RuleParameterReader& p,
                                                          const RuleContext&) {
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex");
+  TensorSelector selector = TensorSelector::FromParameters(p);
   const absl::optional<double> max = p.OptionalFloat("max_threshold");
   const absl::optional<double> min = p.OptionalFloat("min_threshold");
   RequireSelection(p, selector);
@@ -293,9 +243,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeTensorVariance(RuleParameterReader& p,
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeUnchangedTensor(RuleParameterReader& p,
                                                           const RuleContext&) {
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex");
+  TensorSelector selector = TensorSelector::FromParameters(p);
   const int64_t num_steps = p.Int("num_steps", 3, 2);
   const double rtol = p.Float("rtol", 1e-05, 0);
   const double atol = p.Float("atol", 1e-08, 0);
@@ -306,10 +254,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeUnchangedTensor(RuleParameterReader& p
 }
 
 absl::StatusOr<std::unique_ptr<Rule>> MakeAllZero(RuleParameterReader& p, const RuleContext&) {
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex");
-  selector.all_when_empty = true;
+  TensorSelector selector = TensorSelector::FromParameters(p, {.all_when_empty = true});
   const double threshold = p.Float("threshold", 100, 0, 100);
   if (absl::Status s = p.status(); !s.ok()) return s;
   return std::make_unique<AllZero>(std::move(selector), threshold);
@@ -318,10 +263,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeAllZero(RuleParameterReader& p, const 
 absl::StatusOr<std::unique_ptr<Rule>> MakeSimilarAcrossRuns(RuleParameterReader& p,
                                                             const RuleContext& ctx) {
   const absl::optional<std::string> other = p.OptionalString("other_trials");
-  TensorSelector selector;
-  selector.collections = p.List("collection_names");
-  selector.regexes = p.RegexList("tensor_regex");
-  selector.all_when_empty = true;
+  TensorSelector selector = TensorSelector::FromParameters(p, {.all_when_empty = true});
   if (p.status().ok() && (!other || other->empty())) {
     p.Fail("other_trials", "is required: the training job whose tensors to compare with");
   }

@@ -19,17 +19,13 @@ namespace {
 // `nfeatures` largest over the total above `threshold` fires. Decision: a
 // step with nfeatures or fewer features is skipped (the top n would trivially
 // hold 100%); kError at the end if no step had more.
-class FeatureImportanceOverweight : public EvaluatingRule {
+class FeatureImportanceOverweight : public SelectingRule {
  public:
   FeatureImportanceOverweight(double threshold, int64_t nfeatures, TensorSelector selector)
-      : EvaluatingRule("FeatureImportanceOverweight"),
+      : SelectingRule("FeatureImportanceOverweight", std::move(selector)),
         threshold_(threshold),
-        nfeatures_(nfeatures),
-        selector_(std::move(selector)) {}
+        nfeatures_(nfeatures) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return selector_.Matches(tensor, info);
-  }
   std::vector<std::string> RequiredCollections() const override { return {"feature_importance"}; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
@@ -80,7 +76,6 @@ class FeatureImportanceOverweight : public EvaluatingRule {
  private:
   double threshold_;
   int64_t nfeatures_;
-  TensorSelector selector_;
   int64_t most_features_ = 0;
 };
 
@@ -93,13 +88,11 @@ class FeatureImportanceOverweight : public EvaluatingRule {
 // the loss so "the tree might not grow as deep as defined by the depth
 // parameter": the rule fires when the trees' depth is below `depth` (the
 // configured max_depth is deeper than the data supports).
-class TreeDepth : public EvaluatingRule {
+class TreeDepth : public SelectingRule {
  public:
-  explicit TreeDepth(double depth) : EvaluatingRule("TreeDepth"), depth_(depth) {}
+  explicit TreeDepth(double depth)
+      : SelectingRule("TreeDepth", TensorSelector({}, {"(.*/)?trees/Node$"})), depth_(depth) {}
 
-  bool Wants(const std::string& tensor, const TrialInfo& info) const override {
-    return RegexMatchPrefix("(.*/)?trees/Node$", tensor);
-  }
   std::vector<std::string> RequiredCollections() const override { return {"trees"}; }
 
   RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
@@ -139,8 +132,8 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeFeatureImportanceOverweight(RuleParame
                                                                       const RuleContext&) {
   const double threshold = p.Float("threshold", 0.8, 0, 1);
   const int64_t nfeatures = p.Int("nfeatures", 3, 1);
-  TensorSelector selector;
-  selector.regexes = p.RegexList("tensor_regex", {".*feature_importance/weight"});
+  TensorSelector selector = TensorSelector::FromParameters(
+      p, {.collection_names = false, .default_regex = {".*feature_importance/weight"}});
   if (absl::Status s = p.status(); !s.ok()) return s;
   return std::make_unique<FeatureImportanceOverweight>(threshold, nfeatures, std::move(selector));
 }

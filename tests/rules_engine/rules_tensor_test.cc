@@ -1,7 +1,11 @@
 // Activation and generic tensor rules.
 
+#include <cmath>
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rules_engine/rule_internal.h"
 #include "tests/rules_engine/rules_test_util.h"
 
 namespace debugplane::rules_engine {
@@ -158,6 +162,63 @@ TEST(SimilarAcrossRunsTest, ComparesWithTheOtherTrialThroughTheLookup) {
   v = Feed(**broken, {S(0, {T("z", {1})})});
   EXPECT_EQ(v.kind, Kind::kError);
   EXPECT_THAT(v.details, HasSubstr("corrupt"));
+}
+
+// --- Shared selection and scans (rule_internal.h) --------------------------------
+
+TEST(TensorSelectorTest, RemembersAnswersPerTrialInfoAndOrder) {
+  internal::TensorSelector s({"weights"}, {"gradient/"});
+  s.names = {"labels"};
+  const TrialInfo info = PyTorchInfo();
+  // Asked in one order, then another, then the first again: same answers.
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"fc1.weight", true}, {"gradient/fc1.weight", true},
+      {"fc1.bias", false},  {"labels", true},
+      {"labels2", false},   {"CrossEntropyLoss_output_0", false}};
+  for (int round = 0; round < 3; ++round) {
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const auto& [name, want] = cases[round == 1 ? cases.size() - 1 - k : k];
+      EXPECT_EQ(s.Matches(name, info), want) << name << " round " << round;
+    }
+  }
+  // Another TrialInfo (here without collections) is answered afresh.
+  const TrialInfo bare;
+  EXPECT_FALSE(s.Matches("fc1.weight", bare));
+  EXPECT_TRUE(s.Matches("gradient/fc1.weight", bare));
+  EXPECT_TRUE(s.Matches("fc1.weight", info));
+  EXPECT_EQ(s.Describe(), "tensor 'labels' or tensor_regex 'gradient/' or collection 'weights'");
+}
+
+TEST(TensorSelectorTest, ModesSelectSteps) {
+  internal::TensorSelector s({"weights"}, {});
+  EXPECT_TRUE(s.Selects(S(0, {}, Mode::kEval)));
+  s.modes = internal::TensorSelector::TrainingModes();
+  EXPECT_TRUE(s.Selects(S(0, {}, Mode::kTrain)));
+  EXPECT_TRUE(s.Selects(S(0, {}, Mode::kGlobal)));
+  EXPECT_FALSE(s.Selects(S(0, {}, Mode::kEval)));
+  EXPECT_FALSE(s.Selects(S(0, {}, Mode::kPredict)));
+}
+
+TEST(RuleScansTest, CountZerosAndAllFiniteAtEveryLength) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t n = 0; n < 40; ++n) {
+    std::vector<double> v(n);
+    int64_t zeros = 0;
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = i % 3 == 0 ? (i % 2 ? -0.0 : 0.0) : 1.5 * static_cast<double>(i);
+      zeros += v[i] == 0;
+    }
+    EXPECT_EQ(internal::CountZeros(v), zeros) << n;
+    EXPECT_TRUE(internal::AllFinite(v)) << n;
+    for (size_t i = 0; i < n; ++i) {
+      for (double bad : {nan, inf, -inf}) {
+        std::vector<double> w = v;
+        w[i] = bad;
+        EXPECT_FALSE(internal::AllFinite(w)) << n << " at " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
