@@ -371,7 +371,10 @@ absl::Status SystemMetricsWriter::Write(absl::Time timestamp,
   const int64_t minute_start = seconds - ((seconds % 60) + 60) % 60;
   if (fd_ < 0 || minute_start != minute_) {
     if (absl::Status status = OpenFor(minute_start); !status.ok()) {
-      minute_ = INT64_MIN;  // Retry the open at the next sample.
+      // Retry at the next sample, re-creating the directories in case they
+      // were removed under us.
+      minute_ = INT64_MIN;
+      created_dir_.clear();
       return status;
     }
   }
