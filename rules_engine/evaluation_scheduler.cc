@@ -5,6 +5,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -91,6 +92,9 @@ struct EvaluationScheduler::JobEvaluation {
   bool running = false;
   bool rerun = false;
   std::vector<int> watches;
+  // The watch on the nearest existing ancestor while the trial directory
+  // does not exist yet; -1 otherwise.
+  int ancestor_watch = -1;
 };
 
 EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
@@ -507,13 +511,19 @@ bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
   std::vector<std::string> dirs = {evaluation.trial_path, evaluation.trial_path + "/index",
                                    evaluation.trial_path + "/index/000000000"};
   std::error_code error;
-  if (!std::filesystem::is_directory(evaluation.trial_path, error)) {
+  const bool trial_exists = std::filesystem::is_directory(evaluation.trial_path, error);
+  if (!trial_exists) {
     std::filesystem::path ancestor = std::filesystem::path(evaluation.trial_path).parent_path();
     while (!ancestor.empty() && ancestor != ancestor.root_path() &&
            !std::filesystem::is_directory(ancestor, error)) {
       ancestor = ancestor.parent_path();
     }
     dirs = {ancestor.string()};
+  } else if (evaluation.ancestor_watch >= 0) {
+    // The trial is there: its ancestor (often the data root, shared by every
+    // job) would otherwise wake this job for every other job's files.
+    DropWatchLocked(evaluation, evaluation.ancestor_watch);
+    evaluation.ancestor_watch = -1;
   }
   bool added = false;
   for (const std::string& dir : dirs) {
@@ -525,21 +535,26 @@ bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
       evaluation.watches.push_back(wd);
       added = true;
     }
+    if (!trial_exists) evaluation.ancestor_watch = wd;
   }
   return added;
 }
 
-void EvaluationScheduler::DropWatchesLocked(JobEvaluation& evaluation) {
-  for (int wd : evaluation.watches) {
-    auto owners = watch_owners_.find(wd);
-    if (owners == watch_owners_.end()) continue;
-    owners->second.erase(evaluation.job_name);
-    if (owners->second.empty()) {
-      if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
-      watch_owners_.erase(owners);
-    }
+void EvaluationScheduler::DropWatchLocked(JobEvaluation& evaluation, int wd) {
+  evaluation.watches.erase(std::remove(evaluation.watches.begin(), evaluation.watches.end(), wd),
+                           evaluation.watches.end());
+  auto owners = watch_owners_.find(wd);
+  if (owners == watch_owners_.end()) return;
+  owners->second.erase(evaluation.job_name);
+  if (owners->second.empty()) {
+    if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
+    watch_owners_.erase(owners);
   }
-  evaluation.watches.clear();
+}
+
+void EvaluationScheduler::DropWatchesLocked(JobEvaluation& evaluation) {
+  while (!evaluation.watches.empty()) DropWatchLocked(evaluation, evaluation.watches.back());
+  evaluation.ancestor_watch = -1;
 }
 
 void EvaluationScheduler::WatchLoop() {

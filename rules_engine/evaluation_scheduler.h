@@ -108,6 +108,7 @@ class EvaluationScheduler {
   // Adds the inotify watches the job's trial needs now; true if one is new.
   bool EnsureWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropWatchLocked(JobEvaluation& evaluation, int wd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   core::TrainingJobManager* const manager_;
   const EvaluationSchedulerOptions options_;
