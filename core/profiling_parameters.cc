@@ -23,6 +23,11 @@ bool IsFrameworkConfig(absl::string_view key) {
   return false;
 }
 
+// `item` as JSON text for a message (invalid UTF-8 replaced, never thrown).
+std::string Shown(const nlohmann::json& item) {
+  return item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // A JSON integer, or a string holding one (smdebug accepts both).
 bool AsInteger(const nlohmann::json& value, int64_t* out) {
   if (value.is_number_integer()) {
@@ -47,7 +52,7 @@ absl::Status CheckFrameworkConfig(absl::string_view key, absl::string_view value
       const int64_t minimum = (name == "NumSteps" || name == "DurationInSeconds") ? 1 : 0;
       if (!AsInteger(item, &number) || number < minimum) {
         return absl::InvalidArgumentError(
-            absl::StrCat(name, " must be an integer of at least ", minimum, ", not ", item.dump()));
+            absl::StrCat(name, " must be an integer of at least ", minimum, ", not ", Shown(item)));
       }
       has_step = has_step || name == "StartStep" || name == "NumSteps";
       has_time = has_time || name == "StartTimeInSecSinceEpoch" || name == "DurationInSeconds";
@@ -58,14 +63,14 @@ absl::Status CheckFrameworkConfig(absl::string_view key, absl::string_view value
           item.is_string() ? absl::AsciiStrToLower(item.get<std::string>()) : "";
       if (profiler != "cprofile" && profiler != "pyinstrument") {
         return absl::InvalidArgumentError(
-            absl::StrCat("ProfilerName must be cProfile or Pyinstrument, not ", item.dump()));
+            absl::StrCat("ProfilerName must be cProfile or Pyinstrument, not ", Shown(item)));
       }
     } else if (name == "cProfileTimer" && key == "PythonProfilingConfig") {
       const std::string timer = item.is_string() ? item.get<std::string>() : "";
       if (timer != "total_time" && timer != "cpu" && timer != "off_cpu" && timer != "cpu_time" &&
           timer != "off_cpu_time") {
         return absl::InvalidArgumentError(
-            absl::StrCat("cProfileTimer must be total_time, cpu or off_cpu, not ", item.dump()));
+            absl::StrCat("cProfileTimer must be total_time, cpu or off_cpu, not ", Shown(item)));
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
