@@ -44,11 +44,7 @@ std::vector<Step> ReadAll(const std::string& dir, TrialReader* reader = nullptr,
 
 // A fresh empty directory under the test temp dir.
 std::string TempTrial(const std::string& name) {
-  const fs::path dir =
-      fs::path(::testing::TempDir()) / absl::StrCat("reader_test_", getpid(), "_", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
+  return testing::FreshTempDir(absl::StrCat("reader_test_", name));
 }
 
 std::string ReadFile(const std::string& path) {
@@ -146,6 +142,20 @@ TEST(ReaderFixtureTest, FilterReadsOnlyWantedTensors) {
     ASSERT_EQ(s.tensors.size(), 1u);
     EXPECT_EQ(s.tensors[0].name, "CrossEntropyLoss_output_0");
   }
+}
+
+TEST(ReaderFixtureTest, AtMostMaxStepsPerCall) {
+  TrialReader reader(LocalTrialStorage(), Fixture("healthy"));
+  std::vector<int64_t> seen;
+  for (int call = 0; call < 100 && !reader.finished(); ++call) {
+    absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(All, 10);
+    ASSERT_TRUE(steps.ok()) << steps.status();
+    EXPECT_LE(steps->size(), 10u);
+    for (const Step& s : *steps) seen.push_back(s.global_step);
+  }
+  EXPECT_TRUE(reader.finished());
+  ASSERT_EQ(seen.size(), 72u);  // Each step once, in order.
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int64_t>(i));
 }
 
 TEST(ReaderFixtureTest, EveryFixtureReads) {

@@ -1,5 +1,7 @@
 #include "tests/rules_engine/trial_writer.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,14 @@
 #include "rules_engine/tfrecord.h"
 
 namespace debugplane::rules_engine::testing {
+
+std::string FreshTempDir(const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat(name, "_", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
 
 bool WriteFile(const std::string& path, const std::string& data) {
   std::error_code ec;

@@ -76,6 +76,10 @@ class TrialWriter {
 // Writes `data` to `path` (creating parent directories); false on failure.
 bool WriteFile(const std::string& path, const std::string& data);
 
+// A fresh empty directory under the test temp dir, named after `name` and
+// this process (removed first if a previous run left it).
+std::string FreshTempDir(const std::string& name);
+
 }  // namespace debugplane::rules_engine::testing
 
 #endif  // DEBUGPLANE_TESTS_RULES_ENGINE_TRIAL_WRITER_H_
