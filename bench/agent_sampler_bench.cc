@@ -21,10 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-// The bench target links dp_service and dp_rules_engine, not dp_client:
-// compile the sampler into this binary instead (it needs only absl and libc).
-// Once the bench links dp_client, include client/system_metrics.h instead.
-#include "client/system_metrics.cc"  // NOLINT(build/include)
+#include "client/system_metrics.h"
 
 namespace debugplane::bench {
 namespace {

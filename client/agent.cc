@@ -131,7 +131,7 @@ class Agent {
     }
     const pid_t pid = Spawn();
     if (pid < 0) {
-      Report(Event::EVENT_FAILED, std::nullopt,
+      (void)Report(Event::EVENT_FAILED, std::nullopt,
              absl::StrCat("cannot start the training command ", options_.command[0], ": ",
                           std::strerror(errno)),
              options_.report_timeout);
