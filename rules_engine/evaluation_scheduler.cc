@@ -103,6 +103,34 @@ EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
 
 EvaluationScheduler::~EvaluationScheduler() { Shutdown(); }
 
+absl::StatusOr<std::string> EvaluationScheduler::ResolveOtherTrial(
+    const std::string& other_trial) const {
+  // A training job's name: its tensor output. Otherwise a trial path or URI,
+  // confined to the data roots like any output path.
+  std::string location = other_trial;
+  if (auto job = manager_->GetJob(other_trial); job != nullptr) {
+    if (!job->has_debug_hook_config()) {
+      return absl::FailedPreconditionError(absl::StrCat("other_trials: training job '", other_trial,
+                                                        "' has no DebugHookConfig, so no tensors"));
+    }
+    location = job->debug_hook_config().s3_output_path();
+  }
+  absl::StatusOr<core::OutputLocation> resolved =
+      core::ResolveOutputPath(location, options_.data_roots);
+  if (!resolved.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "other_trials '", other_trial,
+        "' is neither a training job nor a readable trial path: ", resolved.status().message()));
+  }
+  if (resolved->kind != core::OutputLocation::Kind::kLocal) {
+    return absl::UnimplementedError(absl::StrCat("other_trials '", other_trial, "' is ",
+                                                 resolved->location,
+                                                 ", in object storage, which this server does "
+                                                 "not read yet"));
+  }
+  return resolved->location;
+}
+
 void EvaluationScheduler::Start() {
   {
     absl::MutexLock lock(&mu_);
@@ -215,7 +243,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     const auto rule_to_invoke = config.rule_parameters().find("rule_to_invoke");
     absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(
         rule_to_invoke == config.rule_parameters().end() ? "" : rule_to_invoke->second, parameters,
-        RuleContext{.now = [] { return absl::Now(); }});
+        RuleContext{.now = [] { return absl::Now(); }, .other_trial = other_trial_lookup_});
     if (!rule.ok()) {
       errors.emplace_back(config.rule_configuration_name(), std::string(rule.status().message()));
       continue;

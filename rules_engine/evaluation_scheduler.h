@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "core/training_job_manager.h"
 #include "rules_engine/custom_evaluator.h"
+#include "rules_engine/other_trial_lookup.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/trial_storage.h"
 
@@ -129,6 +130,14 @@ class EvaluationScheduler {
   std::map<std::string, std::map<std::string, uint64_t>> custom_runs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Maps SimilarAcrossRuns' other_trials value to a local trial directory.
+  absl::StatusOr<std::string> ResolveOtherTrial(const std::string& other_trial) const;
+
+  // SimilarAcrossRuns' reads of other trials, shared by every job.
+  OtherTrialCache other_trials_{options_.storage};
+  const OtherTrialLookup other_trial_lookup_ = other_trials_.AsLookup(
+      [this](const std::string& other_trial) { return ResolveOtherTrial(other_trial); });
 
   int64_t observer_id_ = 0;                               // Set by Start.
   std::unique_ptr<CustomEvaluatorRunner> custom_runner_;  // Set by Start.

@@ -51,8 +51,8 @@ class EvaluationSchedulerTest : public ::testing::Test {
       rule->set_rule_evaluator_image("builtin");
       (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_name;
     }
-    auto created = CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob,
-                                                           request);
+    auto created =
+        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
     ASSERT_TRUE(created.ok()) << created.status();
   }
 
@@ -82,7 +82,8 @@ TEST_F(EvaluationSchedulerTest, FindsANanAsSoonAsItsStepLandsAndTheRestAtTheEnd)
   testing::TrialWriter writer(trial);
   CreateJob("job", trial, {"ExplodingTensor", "LossNotDecreasing"});
   for (int step = 0; step < 3; ++step) {
-    writer.AddStep(step, Mode::kTrain, step, {{"CrossEntropyLoss_output_0", {}, {1.0 - step * 0.1}}});
+    writer.AddStep(step, Mode::kTrain, step,
+                   {{"CrossEntropyLoss_output_0", {}, {1.0 - step * 0.1}}});
   }
   writer.AddStep(3, Mode::kTrain, 3,
                  {{"CrossEntropyLoss_output_0", {}, {std::numeric_limits<double>::infinity()}}});
@@ -129,6 +130,52 @@ TEST_F(EvaluationSchedulerTest, StoppingAJobStopsItsEvaluation) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(scheduler_->active_jobs(), 0u);
+}
+
+TEST_F(EvaluationSchedulerTest, SimilarAcrossRunsComparesWithAnotherJobsTrial) {
+  auto write = [&](const std::string& name, double last_loss) {
+    testing::TrialWriter writer((dir_.path() / name).string());
+    for (int step = 0; step < 4; ++step) {
+      writer.AddStep(step, Mode::kTrain, step,
+                     {{"CrossEntropyLoss_output_0", {}, {step == 3 ? last_loss : 0.5}}});
+    }
+    writer.EndTraining();
+  };
+  write("base", 0.5);
+  write("same", 0.5);
+  write("different", 0.9);
+  CreateJob("base", (dir_.path() / "base").string(), {});
+  auto similar = [&](const std::string& name, const std::string& other) {
+    v1::CreateTrainingJobRequest request;
+    request.set_training_job_name(name);
+    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
+    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    request.mutable_debug_hook_config()->set_s3_output_path((dir_.path() / name).string());
+    auto* rule = request.add_debug_rule_configurations();
+    rule->set_rule_configuration_name("SimilarAcrossRuns");
+    rule->set_rule_evaluator_image("builtin");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "SimilarAcrossRuns";
+    (*rule->mutable_rule_parameters())["other_trials"] = other;
+    auto created =
+        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
+    ASSERT_TRUE(created.ok()) << created.status();
+  };
+  similar("same", "base");                                // By job name.
+  similar("different", (dir_.path() / "base").string());  // By path.
+  EXPECT_EQ(WaitForRule("same", "SimilarAcrossRuns").rule_evaluation_status(),
+            v1::RuleEvaluationStatus::NoIssuesFound)
+      << WaitForRule("same", "SimilarAcrossRuns").status_details();
+  auto different = WaitForRule("different", "SimilarAcrossRuns");
+  EXPECT_EQ(different.rule_evaluation_status(), v1::RuleEvaluationStatus::IssuesFound)
+      << different.status_details();
+  EXPECT_THAT(different.status_details(), HasSubstr("step 3"));
+
+  // An other_trials outside the data roots is an error that says so.
+  write("escape", 0.5);
+  similar("escape", "/etc");
+  auto escaped = WaitForRule("escape", "SimilarAcrossRuns");
+  EXPECT_EQ(escaped.rule_evaluation_status(), v1::RuleEvaluationStatus::Error);
+  EXPECT_THAT(escaped.status_details(), HasSubstr("other_trials '/etc'"));
 }
 
 }  // namespace
