@@ -132,9 +132,9 @@ class Agent {
     const pid_t pid = Spawn();
     if (pid < 0) {
       (void)Report(Event::EVENT_FAILED, std::nullopt,
-             absl::StrCat("cannot start the training command ", options_.command[0], ": ",
-                          std::strerror(errno)),
-             options_.report_timeout);
+                   absl::StrCat("cannot start the training command ", options_.command[0], ": ",
+                                std::strerror(errno)),
+                   options_.report_timeout);
       return 127;
     }
     signal_thread_ = std::thread([this] { ForwardSignals(); });
@@ -359,12 +359,16 @@ class Agent {
       if (applied_version_ == 0) ChooseDirectories(directive);
       const bool profiling = directive.profiling_status() == v1::ProfilingStatus::Enabled &&
                              !directive.profiler_config().disable_profiler();
+      // profilerconfig.json first: it is what an update changes and what the
+      // training process re-reads at every step. The hook configuration is
+      // rewritten only when its text changes (never, after the first).
       absl::Status written = WriteFileAtomically(
-          hook_config_path_, DebugHookConfigJson(directive.debug_hook_config(), tensor_dir_));
-      if (written.ok()) {
-        written = WriteFileAtomically(
-            profiler_config_path_,
-            ProfilerConfigJson(directive.profiler_config(), profiling, profiler_dir_));
+          profiler_config_path_,
+          ProfilerConfigJson(directive.profiler_config(), profiling, profiler_dir_));
+      std::string hook = DebugHookConfigJson(directive.debug_hook_config(), tensor_dir_);
+      if (written.ok() && hook != written_hook_config_) {
+        written = WriteFileAtomically(hook_config_path_, hook);
+        if (written.ok()) written_hook_config_ = std::move(hook);
       }
       if (!written.ok()) {
         log_ << "debugplane-agent: cannot write the configuration: " << written << "\n";
@@ -436,7 +440,8 @@ class Agent {
   std::string profiler_dir_ ABSL_GUARDED_BY(mu_);
   std::string hook_config_path_ ABSL_GUARDED_BY(mu_);
   std::string profiler_config_path_ ABSL_GUARDED_BY(mu_);
-  SystemMetricsSampler sampler_;  // Used by sampling_'s thread only.
+  std::string written_hook_config_ ABSL_GUARDED_BY(mu_);  // What debughookconfig.json holds.
+  SystemMetricsSampler sampler_;                          // Used by sampling_'s thread only.
   std::unique_ptr<SystemMetricsWriter> writer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<MetricsSamplingLoop> sampling_ ABSL_GUARDED_BY(mu_);
 
