@@ -140,7 +140,9 @@ void ActionDispatcher::WorkerLoop() {
       continue;
     }
     if (next->second.due > now) {
-      cv_.WaitWithDeadline(&mu_, next->second.due);
+      // WaitWithTimeout, not WaitWithDeadline: the TSan shim for Debian's
+      // abseil annotates only the former.
+      cv_.WaitWithTimeout(&mu_, next->second.due - now);
       continue;
     }
     const std::string action_id = next->first;
