@@ -1,0 +1,258 @@
+// SystemMetricsReader over the fixture system metrics, the upstream samples
+// (one corrupt) and synthetic incremental writes.
+
+#include "rules_engine/system_metrics_reader.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const char kProfiler[] = DP_SHARED_DIR "/fixtures/profiler";
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            absl::StrCat("dp_sysmetrics_", getpid(), "_", reinterpret_cast<uintptr_t>(this));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void Append(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary | std::ios::app);
+  out << text;
+}
+
+std::string Line(const std::string& name, const std::string& dim, double value, double ts) {
+  return absl::StrCat("{\"Type\": \"", name.substr(0, 3), "\", \"Name\": \"", name,
+                      "\", \"Dimension\": \"", dim, "\", \"Value\": ", value,
+                      ", \"NodeId\": \"algo-1\", \"Timestamp\": ", ts, "}\n");
+}
+
+TEST(SystemMetricsReaderTest, ReadsEveryFixtureFolderCompletely) {
+  for (const char* folder :
+       {"healthy", "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck", "gpu_memory_increase"}) {
+    SCOPED_TRACE(folder);
+    SystemMetricsReader reader(absl::StrCat(kProfiler, "/system/", folder));
+    std::vector<SystemMetricPoint> points = reader.ReadNew();
+    // 15 minutes at 500 ms = 1800 samples of 8 metrics (4 CPUs, memory,
+    // GPU, GPU memory, I/O wait).
+    EXPECT_EQ(points.size(), 1800u * 8);
+    EXPECT_EQ(reader.malformed_lines(), 0);
+    EXPECT_EQ(reader.files_seen(), 16);
+    EXPECT_TRUE(reader.directory_exists());
+    ASSERT_FALSE(points.empty());
+    EXPECT_EQ(points.front().node_id, "algo-1");
+    // File order: timestamps never go back.
+    for (size_t i = 1; i < points.size(); ++i) {
+      ASSERT_LE(points[i - 1].timestamp, points[i].timestamp) << i;
+    }
+    EXPECT_TRUE(reader.ReadNew().empty());  // Nothing new.
+    EXPECT_EQ(reader.points_read(), 1800 * 8);
+    EXPECT_EQ(reader.Summary(), "16 files, 14400 points");
+  }
+}
+
+TEST(SystemMetricsReaderTest, FirstFixtureLineParsed) {
+  SystemMetricsReader reader(absl::StrCat(kProfiler, "/system/healthy"));
+  std::vector<SystemMetricPoint> points = reader.ReadNew();
+  ASSERT_FALSE(points.empty());
+  const SystemMetricPoint& p = points.front();
+  EXPECT_EQ(p.type, "cpu");
+  EXPECT_EQ(p.name, "cpu0");
+  EXPECT_EQ(p.dimension, "CPUUtilization");
+  EXPECT_EQ(p.dim, MetricDimension::kCpuUtilization);
+  EXPECT_DOUBLE_EQ(p.value, 34.23);
+  EXPECT_DOUBLE_EQ(p.timestamp, 1795300000.0);
+}
+
+TEST(SystemMetricsReaderTest, UpstreamGoodSampleParsed) {
+  SystemMetricsFileResult r =
+      ReadSystemMetricsFile(absl::StrCat(kProfiler, "/upstream-samples/1591160699.algo-1.json"));
+  EXPECT_TRUE(r.opened);
+  EXPECT_EQ(r.points.size(), 14u);
+  EXPECT_EQ(r.malformed_lines, 0);
+  EXPECT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.points.size(), 14u);
+  EXPECT_EQ(r.points[0].name, "cpu0");
+  EXPECT_DOUBLE_EQ(r.points[0].value, 4.76);
+  EXPECT_DOUBLE_EQ(r.points[0].timestamp, 1591160699.4570894);
+  EXPECT_EQ(r.points[13].name, "gpu1");
+  EXPECT_EQ(r.points[13].dim, MetricDimension::kGpuMemoryUtilization);
+  EXPECT_DOUBLE_EQ(r.points[13].value, 47.76);
+}
+
+TEST(SystemMetricsReaderTest, UpstreamCorruptSampleReportedWithFileAndLine) {
+  const std::string path =
+      absl::StrCat(kProfiler, "/upstream-samples/1591160699.algo-1.json.corrupt");
+  SystemMetricsFileResult r = ReadSystemMetricsFile(path);
+  EXPECT_TRUE(r.opened);
+  EXPECT_EQ(r.points.size(), 13u);  // The 13 good lines are kept.
+  EXPECT_EQ(r.malformed_lines, 1);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_THAT(r.errors[0], HasSubstr("1591160699.algo-1.json.corrupt:14: "));
+  EXPECT_THAT(r.errors[0], HasSubstr("parse"));
+}
+
+TEST(SystemMetricsReaderTest, MissingFileIsReported) {
+  SystemMetricsFileResult r = ReadSystemMetricsFile("/nonexistent/dp/x.json");
+  EXPECT_FALSE(r.opened);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_THAT(r.errors[0], HasSubstr("cannot open"));
+}
+
+TEST(SystemMetricsReaderTest, MissingDirectoryIsNoDataYet) {
+  TempDir dir;
+  SystemMetricsReader reader((dir.path() / "profiler").string());
+  EXPECT_TRUE(reader.ReadNew().empty());
+  EXPECT_FALSE(reader.directory_exists());
+  EXPECT_EQ(reader.malformed_lines(), 0);
+  EXPECT_THAT(reader.Summary(), HasSubstr("no system metrics yet"));
+  EXPECT_THAT(reader.Summary(), HasSubstr("does not exist"));
+  // Appears later: read then.
+  Append(dir.path() / "profiler/system/incremental/2026112122/1.algo-1.json",
+         Line("gpu0", "GPUUtilization", 50, 1));
+  EXPECT_EQ(reader.ReadNew().size(), 1u);
+  EXPECT_TRUE(reader.directory_exists());
+}
+
+TEST(SystemMetricsReaderTest, HalfWrittenLineLeftForNextCall) {
+  TempDir dir;
+  const fs::path file = dir.path() / "system/incremental/2026112122/100.algo-1.json";
+  const std::string first = Line("cpu0", "CPUUtilization", 12.5, 100.0);
+  const std::string second = Line("gpu0", "GPUUtilization", 77.25, 100.5);
+  Append(file, first);
+  Append(file, second.substr(0, 30));  // Half a line, no newline.
+  SystemMetricsReader reader(dir.path().string());
+  std::vector<SystemMetricPoint> p1 = reader.ReadNew();
+  ASSERT_EQ(p1.size(), 1u);
+  EXPECT_EQ(p1[0].name, "cpu0");
+  EXPECT_EQ(reader.malformed_lines(), 0);  // The half line is not malformed.
+  EXPECT_TRUE(reader.ReadNew().empty());   // Still half.
+  Append(file, second.substr(30));
+  std::vector<SystemMetricPoint> p2 = reader.ReadNew();
+  ASSERT_EQ(p2.size(), 1u);
+  EXPECT_EQ(p2[0].name, "gpu0");
+  EXPECT_EQ(p2[0].dim, MetricDimension::kGpuUtilization);
+  EXPECT_DOUBLE_EQ(p2[0].value, 77.25);
+  EXPECT_DOUBLE_EQ(p2[0].timestamp, 100.5);
+  EXPECT_EQ(reader.malformed_lines(), 0);
+  EXPECT_EQ(reader.points_read(), 2);
+}
+
+TEST(SystemMetricsReaderTest, FileOrderHourThenName) {
+  TempDir dir;
+  const fs::path inc = dir.path() / "system/incremental";
+  Append(inc / "2026112123/300.algo-1.json", Line("cpu0", "CPUUtilization", 3, 300));
+  Append(inc / "2026112122/200.algo-1.json", Line("cpu0", "CPUUtilization", 2, 200));
+  Append(inc / "2026112122/100.algo-1.json", Line("cpu0", "CPUUtilization", 1, 100));
+  Append(inc / "2026112122/notes.txt", "ignored\n");
+  SystemMetricsReader reader(dir.path().string());
+  std::vector<SystemMetricPoint> p = reader.ReadNew();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].value, 1);
+  EXPECT_EQ(p[1].value, 2);
+  EXPECT_EQ(p[2].value, 3);
+  // New lines in an old file and a new file both come on the next call.
+  Append(inc / "2026112122/100.algo-1.json", Line("cpu0", "CPUUtilization", 4, 101));
+  Append(inc / "2026112123/400.algo-1.json", Line("cpu0", "CPUUtilization", 5, 400));
+  p = reader.ReadNew();
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].value, 4);
+  EXPECT_EQ(p[1].value, 5);
+}
+
+TEST(SystemMetricsReaderTest, MalformedLinesSkippedAndCounted) {
+  TempDir dir;
+  const fs::path file = dir.path() / "system/incremental/2026112122/100.algo-1.json";
+  Append(file, Line("cpu0", "CPUUtilization", 1, 100));
+  Append(file, "{\"Type\": \"cpu\", \"Name\": \"cpu0\"\n");  // Line 2: truncated.
+  Append(file, "\n");                                      // Line 3: blank, ignored.
+  Append(file,
+         "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": 5, \"NodeId\": \"algo-1\"}\n");  // Line 4: no Timestamp.
+  Append(file,
+         "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": \"high\", \"NodeId\": \"algo-1\", \"Timestamp\": 1}\n");  // Line 5.
+  Append(file, "[1, 2]\n");  // Line 6.
+  // Line 7: escapes and extra members go through the slow path and parse.
+  Append(file,
+         "{\"Type\": \"gpu\", \"Name\": \"gpu\\u0030\", \"Dimension\": \"GPUUtilization\", "
+         "\"Value\": 9, \"NodeId\": \"algo-1\", \"Timestamp\": 101, \"Extra\": {\"a\": null}}\n");
+  Append(file, Line("cpu0", "CPUUtilization", 2, 102));
+  SystemMetricsReader reader(dir.path().string());
+  std::vector<SystemMetricPoint> p = reader.ReadNew();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[1].name, "gpu0");
+  EXPECT_EQ(p[2].value, 2);
+  EXPECT_EQ(reader.malformed_lines(), 4);
+  ASSERT_EQ(reader.errors().size(), 4u);
+  EXPECT_THAT(reader.errors()[0], HasSubstr("system/incremental/2026112122/100.algo-1.json:2: "));
+  EXPECT_THAT(reader.errors()[1], HasSubstr("100.algo-1.json:4: missing \"Timestamp\""));
+  EXPECT_THAT(reader.errors()[2], HasSubstr(":5: \"Value\" is not a number"));
+  EXPECT_THAT(reader.errors()[3], HasSubstr(":6: not a JSON object"));
+  EXPECT_THAT(reader.Summary(), HasSubstr("4 malformed lines skipped"));
+  EXPECT_THAT(reader.Summary(), HasSubstr("100.algo-1.json:2:"));
+  // Line numbers continue across calls.
+  Append(file, "garbage\n");
+  EXPECT_TRUE(reader.ReadNew().empty());
+  EXPECT_EQ(reader.malformed_lines(), 5);
+  ASSERT_EQ(reader.errors().size(), 5u);
+  EXPECT_THAT(reader.errors()[4], HasSubstr("100.algo-1.json:9: "));
+  // Only the first kMaxErrors messages are kept; all are counted.
+  Append(file, "garbage\n");
+  reader.ReadNew();
+  EXPECT_EQ(reader.malformed_lines(), 6);
+  EXPECT_EQ(reader.errors().size(), static_cast<size_t>(SystemMetricsReader::kMaxErrors));
+}
+
+TEST(SystemMetricsReaderTest, FastAndSlowPathsAgree) {
+  const std::string plain =
+      "{\"Type\": \"gpu\", \"Name\":\"gpu1\", \"Dimension\": \"GPUMemoryUtilization\", "
+      "\"Value\":-1.5e1,\"NodeId\":\"algo-2\",\"Timestamp\":1591160699.4570894}";
+  SystemMetricPoint fast;
+  std::string error;
+  ASSERT_TRUE(ParseSystemMetricLine(plain, &fast, &error)) << error;
+  // The same with a nested member forces nlohmann.
+  std::string nested = plain;
+  nested.insert(1, "\"x\": [1, {\"y\": true}], ");
+  SystemMetricPoint slow;
+  ASSERT_TRUE(ParseSystemMetricLine(nested, &slow, &error)) << error;
+  for (const SystemMetricPoint* p : {&fast, &slow}) {
+    EXPECT_EQ(p->type, "gpu");
+    EXPECT_EQ(p->name, "gpu1");
+    EXPECT_EQ(p->dim, MetricDimension::kGpuMemoryUtilization);
+    EXPECT_DOUBLE_EQ(p->value, -15);
+    EXPECT_EQ(p->node_id, "algo-2");
+    EXPECT_DOUBLE_EQ(p->timestamp, 1591160699.4570894);
+  }
+  EXPECT_EQ(ParseMetricDimension("I/OWaitPercentage"), MetricDimension::kIoWaitPercentage);
+  EXPECT_EQ(ParseMetricDimension("MemoryUsedPercent"), MetricDimension::kMemoryUsedPercent);
+  EXPECT_EQ(ParseMetricDimension("Foo"), MetricDimension::kOther);
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine
