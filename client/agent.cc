@@ -310,9 +310,9 @@ class Agent {
         if (done_) return;
         stream_context_ = context;
       }
-      std::unique_ptr<grpc::ClientReader<v1::AgentDirective>> reader =
+      std::unique_ptr<grpc::ClientReader<v1::ConnectAgentResponse>> reader =
           stub_->ConnectAgent(context.get(), request);
-      v1::AgentDirective directive;
+      v1::ConnectAgentResponse directive;
       while (reader->Read(&directive)) {
         if (lost) {
           log_ << "debugplane-agent: reconnected to " << options_.server << "\n";
@@ -353,7 +353,7 @@ class Agent {
   }
 
   // Applies one directive: config files, sampler, stop order.
-  void Apply(const v1::AgentDirective& directive) {
+  void Apply(const v1::ConnectAgentResponse& directive) {
     absl::MutexLock lock(&mu_);
     if (directive.config_version() > applied_version_) {
       if (applied_version_ == 0) ChooseDirectories(directive);
@@ -396,7 +396,8 @@ class Agent {
     cv_.SignalAll();
   }
 
-  void ChooseDirectories(const v1::AgentDirective& directive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void ChooseDirectories(const v1::ConnectAgentResponse& directive)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const char* tmp = std::getenv("TMPDIR");
     const fs::path state =
         fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") / "debugplane-agent" / options_.job;

@@ -25,7 +25,8 @@ class DirectiveWatcher final : public JobWatcher {
     if (!sent_ || key != last_) {
       sent_ = true;
       last_ = key;
-      sink_->OnDirective(std::make_shared<const v1::AgentDirective>(MakeAgentDirective(*job)));
+      sink_->OnDirective(
+          std::make_shared<const v1::ConnectAgentResponse>(MakeAgentDirective(*job)));
     }
     if (IsTerminal(job->training_job_status())) {
       ended_ = true;
@@ -62,8 +63,8 @@ class AgentRegistration final : public WatchRegistration {
 
 }  // namespace
 
-v1::AgentDirective MakeAgentDirective(const JobRecord& job) {
-  v1::AgentDirective directive;
+v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job) {
+  v1::ConnectAgentResponse directive;
   directive.set_config_version(job.config_version());
   *directive.mutable_debug_hook_config() = job.debug_hook_config();
   *directive.mutable_profiler_config() = job.profiler_config();

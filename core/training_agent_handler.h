@@ -21,7 +21,7 @@ class AgentDirectiveSink {
   virtual ~AgentDirectiveSink() = default;
   // The job's configuration now (the first call), then whenever its
   // ConfigVersion, status or stop order changes.
-  virtual void OnDirective(std::shared_ptr<const v1::AgentDirective> directive) = 0;
+  virtual void OnDirective(std::shared_ptr<const v1::ConnectAgentResponse> directive) = 0;
   // The stream is over: OK once the job has ended (after a directive with
   // its final status), NOT_FOUND when it was deleted, UNAVAILABLE when the
   // server shuts down. No OnDirective follows.
@@ -46,7 +46,7 @@ class TrainingAgentHandler {
 };
 
 // The directive an agent must apply for `job`.
-v1::AgentDirective MakeAgentDirective(const JobRecord& job);
+v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job);
 
 // TrainingAgentHandler over the job manager: a connection is a watch of the
 // job that turns committed records into directives. Thread-safe.

@@ -10,7 +10,8 @@ namespace {
 
 // One ConnectAgent stream. A directive is the whole configuration, so when
 // a write is in flight the newest directive replaces the one waiting.
-class AgentStream final : public StreamWriter<v1::AgentDirective>, public core::AgentDirectiveSink {
+class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
+                          public core::AgentDirectiveSink {
  public:
   AgentStream(core::TrainingAgentHandler* handler, const v1::ConnectAgentRequest& request) {
     auto registration = handler->ConnectAgent(request, this);
@@ -21,15 +22,15 @@ class AgentStream final : public StreamWriter<v1::AgentDirective>, public core::
     registration_ = *std::move(registration);
   }
 
-  void OnDirective(std::shared_ptr<const v1::AgentDirective> directive) override {
+  void OnDirective(std::shared_ptr<const v1::ConnectAgentResponse> directive) override {
     Push(std::move(directive));
   }
   void OnEnd(absl::Status status) override { End(ToGrpcStatus(status)); }
 
  private:
-  std::shared_ptr<const v1::AgentDirective> Merge(
-      std::shared_ptr<const v1::AgentDirective> /*pending*/,
-      std::shared_ptr<const v1::AgentDirective> next) override {
+  std::shared_ptr<const v1::ConnectAgentResponse> Merge(
+      std::shared_ptr<const v1::ConnectAgentResponse> /*pending*/,
+      std::shared_ptr<const v1::ConnectAgentResponse> next) override {
     return next;
   }
   void Detach() override { registration_.reset(); }
@@ -39,7 +40,7 @@ class AgentStream final : public StreamWriter<v1::AgentDirective>, public core::
 
 }  // namespace
 
-grpc::ServerWriteReactor<v1::AgentDirective>* TrainingAgentServiceImpl::ConnectAgent(
+grpc::ServerWriteReactor<v1::ConnectAgentResponse>* TrainingAgentServiceImpl::ConnectAgent(
     grpc::CallbackServerContext* context, const v1::ConnectAgentRequest* request) {
   return new AgentStream(handler_, *request);
 }

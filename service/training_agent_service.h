@@ -15,7 +15,7 @@ class TrainingAgentServiceImpl final : public v1::TrainingAgentService::Callback
   // REQUIRES: `handler` outlives the service and every call it serves.
   explicit TrainingAgentServiceImpl(core::TrainingAgentHandler* handler) : handler_(handler) {}
 
-  grpc::ServerWriteReactor<v1::AgentDirective>* ConnectAgent(
+  grpc::ServerWriteReactor<v1::ConnectAgentResponse>* ConnectAgent(
       grpc::CallbackServerContext* context, const v1::ConnectAgentRequest* request) override;
   grpc::ServerUnaryReactor* ReportTrainingStatus(
       grpc::CallbackServerContext* context, const v1::ReportTrainingStatusRequest* request,

@@ -528,7 +528,7 @@ TEST_F(TrainingJobManagerTest, ShutdownRefusesNewChangesButKeepsQueuedOnes) {
 // Records the directives of one agent connection.
 class RecordingAgent : public AgentDirectiveSink {
  public:
-  void OnDirective(std::shared_ptr<const v1::AgentDirective> directive) override {
+  void OnDirective(std::shared_ptr<const v1::ConnectAgentResponse> directive) override {
     absl::MutexLock lock(&mu_);
     directives_.push_back(std::move(directive));
   }
@@ -542,14 +542,14 @@ class RecordingAgent : public AgentDirectiveSink {
     absl::MutexLock lock(&mu_);
     return end_;
   }
-  std::vector<std::shared_ptr<const v1::AgentDirective>> directives() {
+  std::vector<std::shared_ptr<const v1::ConnectAgentResponse>> directives() {
     absl::MutexLock lock(&mu_);
     return directives_;
   }
 
  private:
   absl::Mutex mu_;
-  std::vector<std::shared_ptr<const v1::AgentDirective>> directives_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const v1::ConnectAgentResponse>> directives_ ABSL_GUARDED_BY(mu_);
   absl::Status end_ ABSL_GUARDED_BY(mu_);
   absl::Notification ended_;
 };
