@@ -1,0 +1,416 @@
+// The profiler rules over the synthetic system metrics of
+// ../shared/fixtures/profiler/system (fixtures/README.md's table, as a full
+// matrix) and small synthetic series per rule.
+
+#include "rules_engine/profiler_rules.h"
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rules_engine/system_metrics_reader.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+using Kind = RuleVerdict::Kind;
+using ::testing::HasSubstr;
+
+const char kSystem[] = DP_SHARED_DIR "/fixtures/profiler/system";
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kContinue:
+      return "Continue";
+    case Kind::kIssuesFound:
+      return "IssuesFound";
+    case Kind::kNoIssuesFound:
+      return "NoIssuesFound";
+    case Kind::kError:
+      return "Error";
+  }
+  return "?";
+}
+
+std::unique_ptr<ProfilerRule> MustCreate(const std::string& name,
+                                         const RuleParameters& params = {}) {
+  auto rule = CreateProfilerRule(name, params);
+  EXPECT_TRUE(rule.ok()) << rule.status();
+  return rule.ok() ? std::move(*rule) : nullptr;
+}
+
+// Feeds `points` in chunks of `chunk` (0: all at once) and ends the run
+// unless a chunk concluded.
+RuleVerdict RunRule(ProfilerRule& rule, const std::vector<SystemMetricPoint>& points,
+                size_t chunk = 0) {
+  if (chunk == 0) chunk = points.size() + 1;
+  for (size_t i = 0; i < points.size(); i += chunk) {
+    size_t n = std::min(chunk, points.size() - i);
+    RuleVerdict v = rule.OnMetrics(absl::MakeConstSpan(points.data() + i, n));
+    if (v.kind != Kind::kContinue) return v;
+  }
+  return rule.OnEnd();
+}
+
+std::vector<SystemMetricPoint> ReadFixture(const std::string& folder) {
+  SystemMetricsReader reader(absl::StrCat(kSystem, "/", folder));
+  std::vector<SystemMetricPoint> points = reader.ReadNew();
+  EXPECT_EQ(reader.malformed_lines(), 0) << folder;
+  EXPECT_FALSE(points.empty()) << folder;
+  return points;
+}
+
+// fixtures/README.md: each folder's rule must be IssuesFound, healthy none.
+// The other cells are this implementation's documented outcome: the three
+// folders with GPU utilization at 3-6% are low GPU utilization too (p95 well
+// below 70%), so LowGPUUtilization fires on cpu_bottleneck and io_bottleneck
+// as well; OverallSystemUsage never fires; LoadBalancing needs two GPUs on
+// a node (the fixtures have one).
+TEST(ProfilerRulesFixtureTest, FullOutcomeMatrix) {
+  const std::vector<std::string> folders = {"healthy", "low_gpu_utilization", "cpu_bottleneck",
+                                            "io_bottleneck", "gpu_memory_increase"};
+  const std::map<std::string, std::vector<std::string>> issues = {
+      {"healthy", {}},
+      {"low_gpu_utilization", {"LowGPUUtilization"}},
+      {"cpu_bottleneck", {"CPUBottleneck", "LowGPUUtilization"}},
+      {"io_bottleneck", {"IOBottleneck", "LowGPUUtilization"}},
+      {"gpu_memory_increase", {"GPUMemoryIncrease"}},
+  };
+  ASSERT_EQ(ProfilerRuleNames().size(), 6u);
+  for (const std::string& folder : folders) {
+    std::vector<SystemMetricPoint> points = ReadFixture(folder);
+    for (const std::string& rule_name : ProfilerRuleNames()) {
+      SCOPED_TRACE(absl::StrCat(folder, " / ", rule_name));
+      std::unique_ptr<ProfilerRule> rule = MustCreate(rule_name);
+      ASSERT_NE(rule, nullptr);
+      RuleVerdict v = RunRule(*rule, points);
+      const auto& expected = issues.at(folder);
+      bool want = std::find(expected.begin(), expected.end(), rule_name) != expected.end();
+      EXPECT_EQ(KindName(v.kind), std::string(want ? "IssuesFound" : "NoIssuesFound"))
+          << v.details;
+      EXPECT_LE(v.details.size(), 1024u);
+      std::cout << folder << " / " << rule_name << ": " << KindName(v.kind) << ": " << v.details
+                << "\n";
+      // Batching never changes the outcome or its details.
+      std::unique_ptr<ProfilerRule> again = MustCreate(rule_name);
+      RuleVerdict chunked = RunRule(*again, points, 37);
+      EXPECT_EQ(chunked.kind, v.kind);
+      EXPECT_EQ(chunked.details, v.details);
+    }
+  }
+}
+
+TEST(ProfilerRulesFixtureTest, DetailsNameWhatWhereAndWhen) {
+  struct Case {
+    const char* folder;
+    const char* rule;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"low_gpu_utilization",
+       "LowGPUUtilization",
+       {"GPU utilization of gpu0 on algo-1 is low: 95th percentile ", "below threshold_p95 70.0%",
+        "over 500 points (1001-1500 of that GPU) from 2026-11-21T22:", " to 2026-11-21T22:"}},
+      {"cpu_bottleneck",
+       "CPUBottleneck",
+       {"CPU bottleneck on algo-1: ", "above cpu_threshold 90.0%", "below gpu_threshold 10.0%",
+        "above threshold 50.0%", "after patience 100", "bottlenecked from 2026-11-21T22:"}},
+      {"io_bottleneck",
+       "IOBottleneck",
+       {"I/O bottleneck on algo-1: ", "above io_threshold 50.0%", "below gpu_threshold 70.0%",
+        "after patience 1000", "bottlenecked from 2026-11-21T22:"}},
+      {"gpu_memory_increase",
+       "GPUMemoryIncrease",
+       {"GPU memory utilization of gpu0 on algo-1 increased by ", "(more than increase 10.0%)",
+        "over 500 points from 2026-11-21T22:"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.rule);
+    std::unique_ptr<ProfilerRule> rule = MustCreate(c.rule);
+    RuleVerdict v = RunRule(*rule, ReadFixture(c.folder));
+    ASSERT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+    for (const std::string& part : c.parts) EXPECT_THAT(v.details, HasSubstr(part));
+    // Terminal and sticky.
+    RuleVerdict end = rule->OnEnd();
+    EXPECT_EQ(end.kind, Kind::kIssuesFound);
+    EXPECT_EQ(end.details, v.details);
+  }
+}
+
+TEST(ProfilerRulesFixtureTest, OverallSystemUsageSummarizesPercentiles) {
+  std::unique_ptr<ProfilerRule> rule = MustCreate("OverallSystemUsage");
+  RuleVerdict v = RunRule(*rule, ReadFixture("healthy"));
+  ASSERT_EQ(v.kind, Kind::kNoIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("algo-1: CPUUtilization p50 3"));
+  EXPECT_THAT(v.details, HasSubstr("GPUUtilization p50 "));
+  EXPECT_THAT(v.details, HasSubstr("I/OWaitPercentage p50 "));
+  EXPECT_THAT(v.details, HasSubstr("MemoryUsedPercent p50 "));
+}
+
+// ---------------------------------------------------------------------------
+// Synthetic series.
+
+SystemMetricPoint P(const std::string& node, const std::string& name, MetricDimension dim,
+                    double value, double ts) {
+  SystemMetricPoint p;
+  p.type = name.substr(0, 3);
+  p.name = name;
+  p.dim = dim;
+  p.dimension = dim == MetricDimension::kCpuUtilization         ? "CPUUtilization"
+                : dim == MetricDimension::kGpuUtilization       ? "GPUUtilization"
+                : dim == MetricDimension::kGpuMemoryUtilization ? "GPUMemoryUtilization"
+                : dim == MetricDimension::kIoWaitPercentage     ? "I/OWaitPercentage"
+                                                                : "MemoryUsedPercent";
+  p.node_id = node;
+  p.value = value;
+  p.timestamp = ts;
+  return p;
+}
+
+// `n` samples at 1 s on algo-1: 2 CPU cores at cpu(i), gpu0 at gpu(i), I/O
+// wait io(i), GPU memory mem(i).
+template <typename C, typename G, typename I, typename M>
+std::vector<SystemMetricPoint> Samples(int n, C cpu, G gpu, I io, M mem) {
+  std::vector<SystemMetricPoint> out;
+  for (int i = 0; i < n; ++i) {
+    double ts = 1795300000.0 + i;
+    out.push_back(P("algo-1", "cpu0", MetricDimension::kCpuUtilization, cpu(i), ts));
+    out.push_back(P("algo-1", "cpu1", MetricDimension::kCpuUtilization, cpu(i), ts));
+    out.push_back(P("algo-1", "gpu0", MetricDimension::kGpuUtilization, gpu(i), ts));
+    out.push_back(P("algo-1", "gpu0", MetricDimension::kGpuMemoryUtilization, mem(i), ts));
+    out.push_back(P("algo-1", "cpu", MetricDimension::kIoWaitPercentage, io(i), ts));
+  }
+  return out;
+}
+auto Const(double v) {
+  return [v](int) { return v; };
+}
+
+TEST(ProfilerRulesSyntheticTest, LowGpuUtilizationLowFluctuatingAndFine) {
+  // Low: fires on the first full window after patience.
+  auto low = MustCreate("LowGPUUtilization", {{"patience", "10"}, {"window", "20"}});
+  RuleVerdict v = RunRule(*low, Samples(100, Const(20), Const(30), Const(1), Const(40)));
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("95th percentile 30.0% below threshold_p95 70.0% over 20 "
+                                   "points (11-30 of that GPU) from 2026-11-21T22:26:50.0Z to "
+                                   "2026-11-21T22:27:09.0Z"));
+  // Fluctuating: 0 and 100 alternating -> p95 100, p5 0.
+  auto fl = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*fl, Samples(40, Const(20), [](int i) { return i % 2 ? 100.0 : 0.0; }, Const(1),
+                       Const(40)));
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("fluctuates: 5th percentile 0.0% below threshold_p5 10.0%"));
+  // Fine.
+  auto ok = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*ok, Samples(100, Const(20), Const(85), Const(1), Const(40)));
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("gpu0 on algo-1: 100 points, 5 windows of 20"));
+  // Low only during patience: not judged.
+  auto pat = MustCreate("LowGPUUtilization", {{"patience", "50"}, {"window", "20"}});
+  v = RunRule(*pat, Samples(90, Const(20), [](int i) { return i < 50 ? 1.0 : 90.0; }, Const(1),
+                        Const(40)));
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  // A trailing window of at least half the size is judged at the end...
+  auto half = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*half, Samples(10, Const(20), Const(5), Const(1), Const(40)));
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+  // ...a shorter one is not.
+  auto little = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*little, Samples(9, Const(20), Const(5), Const(1), Const(40)));
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  // No GPU at all.
+  auto none = MustCreate("LowGPUUtilization");
+  std::vector<SystemMetricPoint> cpu_only = {
+      P("algo-1", "cpu0", MetricDimension::kCpuUtilization, 50, 1)};
+  v = RunRule(*none, cpu_only);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("no GPUUtilization metrics"));
+}
+
+TEST(ProfilerRulesSyntheticTest, CpuBottleneckRatioAndThreshold) {
+  // 40% of samples bottlenecked (CPU 95, GPU 5), the rest fine.
+  auto cpu = [](int i) { return i % 5 < 2 ? 95.0 : 30.0; };
+  auto gpu = [](int i) { return i % 5 < 2 ? 5.0 : 80.0; };
+  auto points = Samples(500, cpu, gpu, Const(1), Const(40));
+  auto def = MustCreate("CPUBottleneck");
+  RuleVerdict v = RunRule(*def, points);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("algo-1: 500 samples, 160 of 400 evaluated (40.0%) "
+                                   "bottlenecked, not above threshold 50.0%"));
+  auto low = MustCreate("CPUBottleneck", {{"threshold", "30"}});
+  v = RunRule(*low, points);
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  // Checked after the first 100 evaluated samples (101..200).
+  EXPECT_THAT(v.details, HasSubstr(" in 40 of 100 samples (40.0%, above threshold 30.0%)"));
+  EXPECT_THAT(v.details, HasSubstr("mean CPU 95.0%, mean GPU 5.0%"));
+  // Mean over cores: one core at 100 and one at 70 is 85, not above 90.
+  std::vector<SystemMetricPoint> uneven;
+  for (int i = 0; i < 300; ++i) {
+    uneven.push_back(P("algo-1", "cpu0", MetricDimension::kCpuUtilization, 100, i));
+    uneven.push_back(P("algo-1", "cpu1", MetricDimension::kCpuUtilization, 70, i));
+    uneven.push_back(P("algo-1", "gpu0", MetricDimension::kGpuUtilization, 1, i));
+  }
+  auto mean = MustCreate("CPUBottleneck");
+  EXPECT_EQ(RunRule(*mean, uneven).kind, Kind::kNoIssuesFound);
+  // Without GPU metrics nothing is evaluated.
+  std::vector<SystemMetricPoint> cpu_only;
+  for (int i = 0; i < 300; ++i) {
+    cpu_only.push_back(P("algo-1", "cpu0", MetricDimension::kCpuUtilization, 100, i));
+  }
+  auto no_gpu = MustCreate("CPUBottleneck");
+  v = RunRule(*no_gpu, cpu_only);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("none evaluated"));
+}
+
+TEST(ProfilerRulesSyntheticTest, IoBottleneckPerNode) {
+  // algo-2 waits on I/O with an idle GPU; algo-1 is fine.
+  std::vector<SystemMetricPoint> points;
+  for (int i = 0; i < 300; ++i) {
+    for (const char* node : {"algo-1", "algo-2"}) {
+      bool bad = std::string(node) == "algo-2";
+      points.push_back(P(node, "gpu0", MetricDimension::kGpuUtilization, bad ? 20 : 90, i));
+      points.push_back(P(node, "cpu", MetricDimension::kIoWaitPercentage, bad ? 80 : 5, i));
+    }
+  }
+  auto rule = MustCreate("IOBottleneck", {{"patience", "100"}});
+  RuleVerdict v = RunRule(*rule, points);
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("I/O bottleneck on algo-2: "));
+  EXPECT_THAT(v.details, HasSubstr("in 100 of 100 samples (100.0%"));
+  auto strict = MustCreate("IOBottleneck", {{"patience", "100"}, {"io_threshold", "85"}});
+  EXPECT_EQ(RunRule(*strict, points).kind, Kind::kNoIssuesFound);
+}
+
+TEST(ProfilerRulesSyntheticTest, GpuMemoryIncreaseBetweenWindows) {
+  // Climbs 0.09 point per sample: windows of 100 differ by 9 points, not
+  // more than 10; with increase 8 it fires.
+  auto ramp = Samples(400, Const(20), Const(80), Const(1), [](int i) { return 20 + 0.09 * i; });
+  auto def = MustCreate("GPUMemoryIncrease", {{"patience", "0"}, {"window", "100"}});
+  RuleVerdict v = RunRule(*def, ramp);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("gpu0 on algo-1: 4 windows of 100 after patience 0, largest "
+                                   "increase between windows 9.0 points, not above increase "
+                                   "10.0%"));
+  auto eight = MustCreate("GPUMemoryIncrease",
+                          {{"patience", "0"}, {"window", "100"}, {"increase", "8"}});
+  v = RunRule(*eight, ramp);
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("GPU memory utilization of gpu0 on algo-1 increased by 9.0 "
+                                   "points (more than increase 8.0%): mean 24.5% over 100 points "
+                                   "from 2026-11-21T22:26:40.0Z to 2026-11-21T22:28:19.0Z, then "
+                                   "mean 33.5% over 100 points from 2026-11-21T22:28:20.0Z to "
+                                   "2026-11-21T22:29:59.0Z"));
+  // A jump after patience.
+  auto jump = Samples(300, Const(20), Const(80), Const(1),
+                      [](int i) { return i < 250 ? 40.0 : 90.0; });
+  auto j = MustCreate("GPUMemoryIncrease", {{"window", "100"}});
+  v = RunRule(*j, jump);
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;  // [100,200) 40, tail [200,300) 65.
+  // Falling memory never fires.
+  auto fall = Samples(400, Const(20), Const(80), Const(1), [](int i) { return 90 - 0.2 * i; });
+  auto f = MustCreate("GPUMemoryIncrease", {{"patience", "0"}, {"window", "100"}});
+  EXPECT_EQ(RunRule(*f, fall).kind, Kind::kNoIssuesFound);
+}
+
+TEST(ProfilerRulesSyntheticTest, LoadBalancingTwoGpus) {
+  std::vector<SystemMetricPoint> points;
+  for (int i = 0; i < 200; ++i) {
+    points.push_back(P("algo-1", "gpu0", MetricDimension::kGpuUtilization, 92, i));
+    points.push_back(P("algo-1", "gpu1", MetricDimension::kGpuUtilization, i % 2 ? 15 : 92, i));
+  }
+  auto rule = MustCreate("LoadBalancing");
+  RuleVerdict v = RunRule(*rule, points);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;  // Distance 0.5, not above 0.5.
+  EXPECT_THAT(v.details, HasSubstr("algo-1: 2 GPUs, largest histogram distance 0.50"));
+  auto lower = MustCreate("LoadBalancing", {{"threshold", "0.4"}});
+  v = RunRule(*lower, points);
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("workload imbalance on algo-1 between gpu0 (mean utilization "
+                                   "92.0% over 100 points) and gpu1 (mean 53.5% over 100 "
+                                   "points): histogram distance 0.50 above threshold 0.4"));
+  // Balanced.
+  std::vector<SystemMetricPoint> same;
+  for (int i = 0; i < 200; ++i) {
+    same.push_back(P("algo-1", "gpu0", MetricDimension::kGpuUtilization, 90, i));
+    same.push_back(P("algo-1", "gpu1", MetricDimension::kGpuUtilization, 91, i));
+  }
+  auto bal = MustCreate("LoadBalancing");
+  EXPECT_EQ(RunRule(*bal, same).kind, Kind::kNoIssuesFound);
+}
+
+TEST(ProfilerRulesSyntheticTest, NoDataIsAnError) {
+  for (const std::string& name : ProfilerRuleNames()) {
+    SCOPED_TRACE(name);
+    auto rule = MustCreate(name);
+    EXPECT_EQ(rule->name(), name);
+    EXPECT_EQ(rule->OnMetrics({}).kind, Kind::kContinue);
+    RuleVerdict v = rule->OnEnd();
+    EXPECT_EQ(v.kind, Kind::kError);
+    EXPECT_THAT(v.details, HasSubstr("no system metrics were read"));
+  }
+}
+
+TEST(ProfilerRulesParametersTest, BadValuesNamed) {
+  struct Case {
+    const char* rule;
+    RuleParameters params;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"LowGPUUtilization", {{"threshold_p95", "abc"}}, "parameter 'threshold_p95' must be a number"},
+      {"LowGPUUtilization", {{"threshold_p5", "150"}}, "parameter 'threshold_p5' must be between 0 and 100"},
+      {"LowGPUUtilization", {{"window", "0"}}, "parameter 'window'"},
+      {"LowGPUUtilization", {{"patience", "-1"}}, "parameter 'patience' must be at least 0"},
+      {"CPUBottleneck", {{"cpu_threshold", "x"}}, "parameter 'cpu_threshold'"},
+      {"CPUBottleneck", {{"gpu_threshold", "-5"}}, "parameter 'gpu_threshold'"},
+      {"CPUBottleneck", {{"threshold_p95", "70"}}, "unknown parameter 'threshold_p95'"},
+      {"IOBottleneck", {{"io_threshold", "101"}}, "parameter 'io_threshold'"},
+      {"IOBottleneck", {{"patience", "1.5"}}, "parameter 'patience' must be an integer"},
+      {"GPUMemoryIncrease", {{"increase", "ten"}}, "parameter 'increase'"},
+      {"OverallSystemUsage", {{"scan_interval_us", "0"}}, "parameter 'scan_interval_us'"},
+      {"OverallSystemUsage", {{"threshold", "1"}}, "unknown parameter 'threshold'"},
+      {"LoadBalancing", {{"threshold", "2"}}, "parameter 'threshold' must be between 0 and 1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    auto rule = CreateProfilerRule(c.rule, c.params);
+    ASSERT_FALSE(rule.ok());
+    EXPECT_EQ(rule.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(rule.status().message()), HasSubstr(c.rule));
+    EXPECT_THAT(std::string(rule.status().message()), HasSubstr(c.message));
+  }
+  auto unknown = CreateProfilerRule("StepOutlierX", {});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ProfilerRulesParametersTest, DocumentedParametersAccepted) {
+  const std::map<std::string, RuleParameters> good = {
+      {"LowGPUUtilization",
+       {{"threshold_p95", "70"}, {"threshold_p5", "10"}, {"patience", "1000"}, {"window", "500"},
+        {"scan_interval_us", "60000000"}, {"base_trial", "job"}, {"rule_to_invoke", "x"}}},
+      {"CPUBottleneck",
+       {{"threshold", "50"}, {"gpu_threshold", "10"}, {"cpu_threshold", "90"},
+        {"patience", "100"}, {"scan_interval_us", "60000000"}}},
+      {"IOBottleneck",
+       {{"threshold", "50"}, {"gpu_threshold", "70"}, {"io_threshold", "50"},
+        {"patience", "1000"}, {"scan_interval_us", "60000000"}}},
+      {"GPUMemoryIncrease",
+       {{"increase", "10"}, {"patience", "100"}, {"window", "500"},
+        {"scan_interval_us", "60000000"}}},
+      {"OverallSystemUsage", {{"scan_interval_us", "60000000"}}},
+      {"LoadBalancing", {{"threshold", "0.5"}, {"patience", "10"}, {"scan_interval_us", "None"}}},
+  };
+  for (const auto& [name, params] : good) {
+    auto rule = CreateProfilerRule(name, params);
+    EXPECT_TRUE(rule.ok()) << name << ": " << rule.status();
+  }
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine
