@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -28,83 +29,122 @@ struct FastFields {
        has_value = false, has_timestamp = false;
 };
 
+// Which member a key names (by length, then bytes: no string compares in
+// the common case).
+enum class Key { kType, kName, kDimension, kNodeId, kValue, kTimestamp, kOther };
+inline Key ClassifyKey(const char* k, size_t len) {
+  switch (len) {
+    case 4:
+      if (std::memcmp(k, "Type", 4) == 0) return Key::kType;
+      if (std::memcmp(k, "Name", 4) == 0) return Key::kName;
+      return Key::kOther;
+    case 5:
+      return std::memcmp(k, "Value", 5) == 0 ? Key::kValue : Key::kOther;
+    case 6:
+      return std::memcmp(k, "NodeId", 6) == 0 ? Key::kNodeId : Key::kOther;
+    case 9:
+      if (std::memcmp(k, "Dimension", 9) == 0) return Key::kDimension;
+      if (std::memcmp(k, "Timestamp", 9) == 0) return Key::kTimestamp;
+      return Key::kOther;
+    default:
+      return Key::kOther;
+  }
+}
+
+inline const char* SkipSpace(const char* p, const char* end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
+  return p;
+}
+
+// A string without escapes or control characters starting at *p (at the
+// opening quote); advances *p past the closing quote.
+inline bool ReadPlainString(const char** p, const char* end, absl::string_view* out) {
+  const char* q = *p;
+  if (q >= end || *q != '"') return false;
+  ++q;
+  const char* close = static_cast<const char*>(std::memchr(q, '"', end - q));
+  if (close == nullptr) return false;
+  for (const char* c = q; c < close; ++c) {
+    if (*c == '\\' || static_cast<unsigned char>(*c) < 0x20) return false;
+  }
+  *out = absl::string_view(q, close - q);
+  *p = close + 1;
+  return true;
+}
+
 bool FastParse(absl::string_view s, FastFields* f) {
-  size_t i = 0;
-  const size_t n = s.size();
-  auto skip = [&] {
-    while (i < n && IsSpace(s[i])) ++i;
-  };
-  auto read_string = [&](absl::string_view* out) {
-    if (i >= n || s[i] != '"') return false;
-    size_t start = ++i;
-    while (i < n && s[i] != '"') {
-      if (s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20) return false;
-      ++i;
-    }
-    if (i >= n) return false;
-    *out = s.substr(start, i - start);
-    ++i;
-    return true;
-  };
-  skip();
-  if (i >= n || s[i] != '{') return false;
-  ++i;
-  skip();
-  if (i < n && s[i] == '}') {
-    ++i;
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  p = SkipSpace(p, end);
+  if (p >= end || *p != '{') return false;
+  p = SkipSpace(p + 1, end);
+  if (p < end && *p == '}') {
+    ++p;
   } else {
     while (true) {
-      skip();
       absl::string_view key;
-      if (!read_string(&key)) return false;
-      skip();
-      if (i >= n || s[i] != ':') return false;
-      ++i;
-      skip();
-      if (i >= n) return false;
-      if (s[i] == '"') {
+      if (!ReadPlainString(&p, end, &key)) return false;
+      p = SkipSpace(p, end);
+      if (p >= end || *p != ':') return false;
+      p = SkipSpace(p + 1, end);
+      if (p >= end) return false;
+      const Key k = ClassifyKey(key.data(), key.size());
+      if (*p == '"') {
         absl::string_view v;
-        if (!read_string(&v)) return false;
-        if (key == "Type") {
-          f->type = v, f->has_type = true;
-        } else if (key == "Name") {
-          f->name = v, f->has_name = true;
-        } else if (key == "Dimension") {
-          f->dimension = v, f->has_dimension = true;
-        } else if (key == "NodeId") {
-          f->node_id = v, f->has_node = true;
-        } else if (key == "Value" || key == "Timestamp") {
-          return false;  // A string where a number belongs: let nlohmann word it.
+        if (!ReadPlainString(&p, end, &v)) return false;
+        switch (k) {
+          case Key::kType:
+            f->type = v, f->has_type = true;
+            break;
+          case Key::kName:
+            f->name = v, f->has_name = true;
+            break;
+          case Key::kDimension:
+            f->dimension = v, f->has_dimension = true;
+            break;
+          case Key::kNodeId:
+            f->node_id = v, f->has_node = true;
+            break;
+          case Key::kValue:
+          case Key::kTimestamp:
+            return false;  // A string where a number belongs: nlohmann words it.
+          case Key::kOther:
+            break;
         }
-      } else if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) {
+      } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
         double d = 0;
-        auto r = std::from_chars(s.data() + i, s.data() + n, d);
+        auto r = std::from_chars(p, end, d);
         if (r.ec != std::errc()) return false;
-        i = r.ptr - s.data();
-        if (key == "Value") {
-          f->value = d, f->has_value = true;
-        } else if (key == "Timestamp") {
-          f->timestamp = d, f->has_timestamp = true;
-        } else if (key == "Type" || key == "Name" || key == "Dimension" || key == "NodeId") {
-          return false;
+        p = r.ptr;
+        switch (k) {
+          case Key::kValue:
+            f->value = d, f->has_value = true;
+            break;
+          case Key::kTimestamp:
+            f->timestamp = d, f->has_timestamp = true;
+            break;
+          case Key::kOther:
+            break;
+          default:
+            return false;  // A number where a string belongs.
         }
       } else {
         return false;  // true/false/null/nested: the slow path.
       }
-      skip();
-      if (i < n && s[i] == ',') {
-        ++i;
+      p = SkipSpace(p, end);
+      if (p < end && *p == ',') {
+        p = SkipSpace(p + 1, end);
         continue;
       }
-      if (i < n && s[i] == '}') {
-        ++i;
+      if (p < end && *p == '}') {
+        ++p;
         break;
       }
       return false;
     }
   }
-  skip();
-  return i == n;
+  p = SkipSpace(p, end);
+  return p == end;
 }
 
 bool Finish(const FastFields& f, SystemMetricPoint* p, std::string* error) {
@@ -306,6 +346,10 @@ void SystemMetricsReader::ReadFile(const std::string& relative, FileState& state
   std::string data(static_cast<size_t>(size - static_cast<std::streamoff>(state.offset)), '\0');
   in.read(data.data(), static_cast<std::streamsize>(data.size()));
   data.resize(static_cast<size_t>(in.gcount()));
+  // About 100 bytes a line; grow geometrically (an exact reserve per file
+  // would copy all earlier points again for every file).
+  const size_t need = out.size() + data.size() / 96 + 1;
+  if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
   int64_t line_no = state.lines;
   size_t consumed = ParseLines(data, /*final_tail=*/false, &line_no, out,
                                [&](int64_t line, const std::string& what) {

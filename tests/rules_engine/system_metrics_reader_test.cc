@@ -254,5 +254,41 @@ TEST(SystemMetricsReaderTest, FastAndSlowPathsAgree) {
   EXPECT_EQ(ParseMetricDimension("Foo"), MetricDimension::kOther);
 }
 
+TEST(SystemMetricsReaderTest, EveryTruncationRejectedEverySpacingAccepted) {
+  const std::string line =
+      "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+      "\"Value\": 34.23, \"NodeId\": \"algo-1\", \"Timestamp\": 1795300000.5}";
+  SystemMetricPoint p;
+  std::string error;
+  ASSERT_TRUE(ParseSystemMetricLine(line, &p, &error)) << error;
+  for (size_t n = 0; n < line.size(); ++n) {
+    SystemMetricPoint q;
+    EXPECT_FALSE(ParseSystemMetricLine(line.substr(0, n), &q, &error)) << n;
+    EXPECT_FALSE(error.empty()) << n;
+  }
+  // Spaces removed or doubled, trailing spaces and CR: the same point.
+  std::string compact, wide;
+  for (char c : line) {
+    if (c != ' ') compact += c;
+    wide += c;
+    if (c == ',' || c == ':') wide += "  ";
+  }
+  for (const std::string& variant : {compact, wide, line + "  \r"}) {
+    SystemMetricPoint q;
+    ASSERT_TRUE(ParseSystemMetricLine(variant, &q, &error)) << variant << ": " << error;
+    EXPECT_EQ(q.name, "cpu0");
+    EXPECT_EQ(q.dimension, "CPUUtilization");
+    EXPECT_EQ(q.node_id, "algo-1");
+    EXPECT_DOUBLE_EQ(q.value, 34.23);
+    EXPECT_DOUBLE_EQ(q.timestamp, 1795300000.5);
+  }
+  // Trailing garbage and a number where a string belongs are errors.
+  EXPECT_FALSE(ParseSystemMetricLine(line + "x", &p, &error));
+  std::string numeric_name = line;
+  numeric_name.replace(numeric_name.find("\"cpu0\""), 6, "7");
+  EXPECT_FALSE(ParseSystemMetricLine(numeric_name, &p, &error));
+  EXPECT_THAT(error, HasSubstr("\"Name\" is not a string"));
+}
+
 }  // namespace
 }  // namespace debugplane::rules_engine
