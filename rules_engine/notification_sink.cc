@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <utility>
 
@@ -14,6 +15,18 @@
 
 namespace debugplane::rules_engine {
 namespace {
+
+// `time` in UTC with strftime's `format`. gmtime_r rather than absl's time
+// zones: absl loads zones lazily behind a lock that Debian's abseil hides
+// from TSan, and notifications are formatted on several threads.
+std::string FormatUtc(absl::Time time, const char* format) {
+  const time_t seconds = absl::ToTimeT(time);
+  struct tm utc;
+  gmtime_r(&seconds, &utc);
+  char buffer[64];
+  const size_t length = strftime(buffer, sizeof(buffer), format, &utc);
+  return std::string(buffer, length);
+}
 
 void InitCurlOnce() {
   static std::once_flag once;
@@ -169,8 +182,8 @@ class SmtpSink final : public NotificationSink {
     body = absl::StrReplaceAll(body, {{"\n.", "\n.."}, {"\n", "\r\n"}});
     return absl::StrCat(
         "From: ", options_.from, "\r\nTo: ", notification.endpoint,
-        "\r\nSubject: ", notification.Subject(), "\r\nDate: ",
-        absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", notification.time, absl::UTCTimeZone()),
+        "\r\nSubject: ", notification.Subject(),
+        "\r\nDate: ", FormatUtc(notification.time, "%a, %d %b %Y %H:%M:%S +0000"),
         "\r\nMessage-ID: <", absl::StrReplaceAll(notification.action_id, {{"/", "."}}),
         "@debugplane>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", body, "\r\n");
   }
@@ -189,7 +202,8 @@ std::string Notification::Body() const {
   return absl::StrCat(
       Subject(), "\n\n", status_details.empty() ? rule_evaluation_status : status_details,
       "\n\nTraining job: ", training_job_arn, "\nRule: ", rule_configuration_name, " (",
-      rule_evaluation_status, ")\nAt: ", absl::FormatTime(time), "\nAction: ", action_id, "\n");
+      rule_evaluation_status, ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
+      "\nAction: ", action_id, "\n");
 }
 
 std::string Notification::ToJson() const {
@@ -204,7 +218,7 @@ std::string Notification::ToJson() const {
       {"StatusDetails", status_details},
       {"Subject", Subject()},
       {"Message", Body()},
-      {"Time", absl::FormatTime(absl::RFC3339_full, time, absl::UTCTimeZone())},
+      {"Time", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ")},
   };
   // Replace invalid UTF-8 rather than throw: details may quote tensor names.
   return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

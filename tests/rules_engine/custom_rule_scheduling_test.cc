@@ -76,7 +76,9 @@ class CustomRuleSchedulingTest : public ::testing::Test {
 
   v1::DebugRuleEvaluationStatus WaitForRule(const std::string& job) {
     for (int i = 0; i < 1000; ++i) {
-      const auto& status = manager_->GetJob(job)->debug_rule_evaluation_statuses(0);
+      // Keep the snapshot alive while reading it.
+      const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
+      const auto& status = record->debug_rule_evaluation_statuses(0);
       if (core::IsTerminal(status.rule_evaluation_status())) return status;
       absl::SleepFor(absl::Milliseconds(10));
     }
