@@ -184,7 +184,8 @@ void ActionDispatcher::WorkerLoop() {
                                                                : Tracked::State::kRecorded;
     if (status != v1::RuleActionStatus::Pending) {
       spdlog::info("rule action {} ({} {}) of job '{}': {} - {}", action_id, action->action(),
-                   action->target(), job_name, std::string(core::RuleActionStatusName(status)), details);
+                   action->target(), job_name, std::string(core::RuleActionStatusName(status)),
+                   details);
     }
     ++records_in_flight_;
     mu_.Unlock();
@@ -194,8 +195,14 @@ void ActionDispatcher::WorkerLoop() {
           absl::MutexLock lock(&mu_);
           --records_in_flight_;
           cv_.SignalAll();
-          if (recorded.ok() || recorded.code() == absl::StatusCode::kFailedPrecondition ||
+          if (recorded.ok()) return;  // The commit observer forgets it.
+          if (recorded.code() == absl::StatusCode::kFailedPrecondition ||
               recorded.code() == absl::StatusCode::kNotFound) {
+            // Settled otherwise, or the job is gone: nothing to wait for.
+            auto it = tracked_.find(action_id);
+            if (it != tracked_.end() && it->second.state == Tracked::State::kRecorded) {
+              tracked_.erase(it);
+            }
             return;
           }
           // Not durable (storage failed or shutting down): the action is
