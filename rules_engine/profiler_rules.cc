@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <ctime>
 #include <map>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/time.h"
 #include "rules_engine/rule_parameters.h"
 
 namespace debugplane::rules_engine {
@@ -17,10 +17,21 @@ namespace {
 
 constexpr size_t kMaxDetails = 1024;
 
+// `seconds` since the epoch as UTC, to the tenth: 2026-11-21T22:35:00.0Z.
+// gmtime_r rather than absl's time zones: absl loads zones lazily behind a
+// lock Debian's abseil hides from TSan, and rules run on several threads.
 std::string Ts(double seconds) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E1SZ",
-                          absl::FromUnixMicros(static_cast<int64_t>(std::llround(seconds * 1e6))),
-                          absl::UTCTimeZone());
+  if (!std::isfinite(seconds) || std::fabs(seconds) > 1e15) return absl::StrCat(seconds);
+  const int64_t tenths = std::llround(seconds * 10);
+  int64_t whole = tenths / 10;
+  int64_t tenth = tenths % 10;
+  if (tenth < 0) tenth += 10, --whole;
+  const time_t t = static_cast<time_t>(whole);
+  struct tm utc;
+  if (gmtime_r(&t, &utc) == nullptr) return absl::StrCat(seconds);
+  char buffer[64];
+  const size_t length = strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%S", &utc);
+  return absl::StrCat(absl::string_view(buffer, length), ".", tenth, "Z");
 }
 
 std::string Pct(double v) { return absl::StrFormat("%.1f%%", v); }
