@@ -178,7 +178,12 @@ TEST_F(AgentEndToEndTest, ConfiguresTheScriptAndAppliesAnUpdateWhileItRuns) {
   ASSERT_TRUE(WaitUntil([&] {
     return Describe("configured").secondary_status() == v1::SecondaryStatus::Training;
   })) << agent.log();
-  // The script was configured by the service before it started.
+  // The script was configured by the service before it started: its first
+  // step (logged a moment after the start is reported) sees the job's values.
+  ASSERT_TRUE(WaitUntil([&] { return !ReadAll(training_log).empty(); }, absl::Seconds(10)));
+  EXPECT_THAT(
+      ReadAll(training_log),
+      HasSubstr("step 0 {\"LocalPath\":\"" + (data_.path() / "configured" / "profiler").string()));
   EXPECT_THAT(ReadAll(training_log), HasSubstr("\"ProfilingIntervalInMilliseconds\":500"));
 
   // The sampler's rate at 500 ms.
