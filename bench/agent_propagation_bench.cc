@@ -64,6 +64,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_processes.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
@@ -133,109 +134,6 @@ std::optional<Clock::time_point> ReplaceFile(const fs::path& path, const std::st
 }
 
 // --- Child processes -----------------------------------------------------------
-
-// Forks and execs `args`; stdout goes to `stdout_fd` (or the log), stderr to
-// `log_file`. Returns the pid, or -1. This process has threads (gRPC, the
-// watcher), so everything the child needs is prepared before fork and the
-// child makes only async-signal-safe calls.
-pid_t Spawn(const std::vector<std::string>& args, const fs::path& log_file, int stdout_fd) {
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string log_path = log_file.string();
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (log >= 0) dup2(log, STDERR_FILENO);
-  dup2(stdout_fd >= 0 ? stdout_fd : log, STDOUT_FILENO);
-  const int null = open("/dev/null", O_RDONLY);
-  if (null >= 0) dup2(null, STDIN_FILENO);
-  execv(argv[0], argv.data());
-  _exit(127);
-}
-
-// Waits for `pid` for up to `timeout`; returns its wait status, or nullopt
-// if it is still running.
-std::optional<int> WaitFor(pid_t pid, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  do {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
-    absl::SleepFor(absl::Milliseconds(10));
-  } while (absl::Now() < deadline);
-  return std::nullopt;
-}
-
-std::string DescribeStatus(int status) {
-  if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status));
-  return "ended";
-}
-
-class ServerChild {
- public:
-  ~ServerChild() { Stop(absl::Seconds(15)); }
-
-  absl::Status Start(const std::string& binary, const std::vector<std::string>& extra,
-                     const fs::path& log_file, absl::Duration timeout) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe");
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = Spawn(args, log_file, out[1]);
-    close(out[1]);
-    if (pid_ < 0) {
-      close(out[0]);
-      return absl::InternalError("fork");
-    }
-    stdout_fd_ = out[0];
-    const std::string prefix = "debugplane-server listening on port ";
-    std::string line;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      pollfd p{stdout_fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (read(stdout_fd_, &c, 1) != 1) break;
-      if (c != '\n') {
-        line.push_back(c);
-        continue;
-      }
-      if (line.rfind(prefix, 0) == 0 && absl::SimpleAtoi(line.substr(prefix.size()), &port_)) {
-        return absl::OkStatus();
-      }
-      line.clear();
-    }
-    return absl::DeadlineExceededError(absl::StrCat(binary, " did not report its port within ",
-                                                    absl::FormatDuration(timeout), "; see ",
-                                                    log_file.string()));
-  }
-
-  // SIGTERM, then SIGKILL if it has not exited within `timeout`. Returns
-  // false if it had to be killed.
-  bool Stop(absl::Duration timeout) {
-    if (pid_ <= 0) return true;
-    kill(pid_, SIGTERM);
-    bool clean = WaitFor(pid_, timeout).has_value();
-    if (!clean) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    pid_ = -1;
-    if (stdout_fd_ >= 0) close(stdout_fd_);
-    stdout_fd_ = -1;
-    return clean;
-  }
-
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  int port_ = 0;
-};
 
 // `debugplane-agent run`; killed (with its command's group) if still
 // running when destroyed.

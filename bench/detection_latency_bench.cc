@@ -57,6 +57,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_processes.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rules_engine/smdebug_event.pb.h"
@@ -157,88 +158,6 @@ class Trial {
 };
 
 // --- The server ----------------------------------------------------------------
-
-class ServerChild {
- public:
-  ~ServerChild() { Stop(absl::Seconds(15)); }
-
-  absl::Status Start(const std::string& binary, const std::vector<std::string>& extra,
-                     const fs::path& log_file, absl::Duration timeout) {
-    int out[2];
-    if (pipe(out) != 0) return absl::InternalError("pipe");
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ < 0) return absl::InternalError("fork");
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      const int log = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (log >= 0) dup2(log, STDERR_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    stdout_fd_ = out[0];
-    const std::string prefix = "debugplane-server listening on port ";
-    std::string line;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      pollfd p{stdout_fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (read(stdout_fd_, &c, 1) != 1) break;
-      if (c != '\n') {
-        line.push_back(c);
-        continue;
-      }
-      if (line.rfind(prefix, 0) == 0 && absl::SimpleAtoi(line.substr(prefix.size()), &port_)) {
-        return absl::OkStatus();
-      }
-      line.clear();
-    }
-    return absl::DeadlineExceededError(absl::StrCat(binary, " did not report its port within ",
-                                                    absl::FormatDuration(timeout), "; see ",
-                                                    log_file.string()));
-  }
-
-  // SIGTERM, then SIGKILL if it has not exited within `timeout`. Returns
-  // false if it had to be killed.
-  bool Stop(absl::Duration timeout) {
-    if (pid_ <= 0) return true;
-    kill(pid_, SIGTERM);
-    bool clean = false;
-    const absl::Time deadline = absl::Now() + timeout;
-    int status = 0;
-    while (absl::Now() < deadline) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        clean = true;
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    if (!clean) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-    if (stdout_fd_ >= 0) close(stdout_fd_);
-    stdout_fd_ = -1;
-    return clean;
-  }
-
-  pid_t pid() const { return pid_; }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  int port_ = 0;
-};
 
 // --- The inotify ceiling -----------------------------------------------------------
 
