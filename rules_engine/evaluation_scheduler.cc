@@ -55,6 +55,18 @@ std::string Truncate(std::string text) {
   return text;
 }
 
+// The terminal status a rule's verdict records.
+v1::RuleEvaluationStatus::Value StatusOf(RuleVerdict::Kind kind) {
+  switch (kind) {
+    case RuleVerdict::Kind::kIssuesFound:
+      return v1::RuleEvaluationStatus::IssuesFound;
+    case RuleVerdict::Kind::kNoIssuesFound:
+      return v1::RuleEvaluationStatus::NoIssuesFound;
+    default:
+      return v1::RuleEvaluationStatus::Error;
+  }
+}
+
 bool JobIsStopping(const JobRecord& job) {
   return job.training_job_status() == v1::TrainingJobStatus::Stopping ||
          job.training_job_status() == v1::TrainingJobStatus::Stopped;
@@ -251,8 +263,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     evaluation->rules.push_back({config.rule_configuration_name(), *std::move(rule), false});
   }
   for (auto& [rule_name, message] : errors) {
-    manager_->SetRuleEvaluationStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error,
-                                      Truncate(message), [](absl::Status) {});
+    RecordStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error, std::move(message));
   }
   if (!custom.empty()) StartCustomLocked(*job, custom);
   if (evaluation->rules.empty()) return;
@@ -301,11 +312,9 @@ void EvaluationScheduler::StartCustomLocked(
     if (runs.count(rule) > 0) continue;
     auto command = options_.custom_evaluators.find(config->rule_evaluator_image());
     if (command == options_.custom_evaluators.end() || command->second.empty()) {
-      manager_->SetRuleEvaluationStatus(
-          job_name, rule, v1::RuleEvaluationStatus::Error,
-          Truncate(absl::StrCat("custom rule evaluator '", config->rule_evaluator_image(),
-                                "' is not configured on this server (--allow-evaluator)")),
-          [](absl::Status) {});
+      RecordStatus(job_name, rule, v1::RuleEvaluationStatus::Error,
+                   absl::StrCat("custom rule evaluator '", config->rule_evaluator_image(),
+                                "' is not configured on this server (--allow-evaluator)"));
       continue;
     }
     CustomEvaluation evaluation;
@@ -330,21 +339,18 @@ void EvaluationScheduler::StartCustomLocked(
                                          // (the rule stays InProgress and runs again after the
                                          // restart).
                                          if (result.cancelled) return;
-                                         RecordStatus(job_name, rule, result.verdict);
+                                         RecordStatus(job_name, rule, StatusOf(result.verdict.kind),
+                                                      std::move(result.verdict.details));
                                        });
   }
 }
 
-void EvaluationScheduler::RecordStatus(const std::string& job, const std::string& rule,
-                                       const RuleVerdict& verdict) {
-  v1::RuleEvaluationStatus::Value status = v1::RuleEvaluationStatus::Error;
-  if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
-    status = v1::RuleEvaluationStatus::IssuesFound;
-  } else if (verdict.kind == RuleVerdict::Kind::kNoIssuesFound) {
-    status = v1::RuleEvaluationStatus::NoIssuesFound;
-  }
+void EvaluationScheduler::RecordStatus(const std::string& job, const std::string& rule, int status,
+                                       std::string details) {
   manager_->SetRuleEvaluationStatus(
-      job, rule, status, Truncate(verdict.details), [job, rule](absl::Status result) {
+      job, rule, static_cast<core::RuleStatus>(status), Truncate(std::move(details)),
+      [job, rule](absl::Status result) {
+        // FAILED_PRECONDITION: the rule was settled already (e.g. stopped).
         if (!result.ok() && result.code() != absl::StatusCode::kFailedPrecondition) {
           spdlog::warn("recording the status of rule '{}' of job '{}' failed: {}", rule, job,
                        result.ToString());
@@ -402,17 +408,7 @@ void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, i
                                  std::string details) {
   auto& run = evaluation.rules[rule_index];
   run.done = true;
-  const std::string job = evaluation.job_name;
-  const std::string rule = run.configuration_name;
-  manager_->SetRuleEvaluationStatus(
-      job, rule, static_cast<core::RuleStatus>(status), Truncate(std::move(details)),
-      [job, rule](absl::Status result) {
-        // FAILED_PRECONDITION: the rule was settled already (e.g. stopped).
-        if (!result.ok() && result.code() != absl::StatusCode::kFailedPrecondition) {
-          spdlog::warn("recording the status of rule '{}' of job '{}' failed: {}", rule, job,
-                       result.ToString());
-        }
-      });
+  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
 }
 
 void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {

@@ -101,8 +101,10 @@ class EvaluationScheduler {
   void StartCustomLocked(const core::JobRecord& job,
                          const std::vector<const v1::DebugRuleConfiguration*>& configs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records a verdict as the rule's status (durable, watched).
-  void RecordStatus(const std::string& job, const std::string& rule, const RuleVerdict& verdict);
+  // Records `status` (a RuleEvaluationStatus) of a rule, durable and
+  // watched; failures are logged (the rule stays InProgress).
+  void RecordStatus(const std::string& job, const std::string& rule, int status,
+                    std::string details);
   // Records the rules' last evaluated steps, at most once per
   // progress_interval unless `force`.
   void RecordProgress(JobEvaluation& evaluation, bool force);
