@@ -65,6 +65,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_processes.h"
+#include "bench/bench_stats.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
@@ -290,28 +291,6 @@ class ConfigWatcher {
 };
 
 // --- Statistics ------------------------------------------------------------------
-
-struct Percentiles {
-  size_t n = 0;
-  double p50 = 0, p90 = 0, p99 = 0, max = 0;
-};
-
-Percentiles Summarize(std::vector<double> values) {
-  Percentiles p;
-  p.n = values.size();
-  if (values.empty()) return p;
-  std::sort(values.begin(), values.end());
-  // Nearest rank.
-  auto rank = [&](double q) {
-    const size_t r = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
-    return values[std::min(values.size() - 1, r == 0 ? 0 : r - 1)];
-  };
-  p.p50 = rank(0.50);
-  p.p90 = rank(0.90);
-  p.p99 = rank(0.99);
-  p.max = values.back();
-  return p;
-}
 
 void PrintRow(const std::string& what, const Percentiles& p, size_t failed) {
   std::printf("%-44s %7zu | %8.0f %8.0f %8.0f %8.0f | %6zu\n", what.c_str(), p.n, p.p50, p.p90,

@@ -58,6 +58,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_processes.h"
+#include "bench/bench_stats.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rules_engine/smdebug_event.pb.h"
@@ -358,28 +359,6 @@ SampleResult RunSample(v1::TrainingJobService::Stub& stub, const Settings& setti
   status = stub.StopTrainingJob(ContextWithin(settings.timeout).get(), stop, &stopped);
   if (!status.ok()) return fail("stop", status.error_message());
   return result;
-}
-
-struct Percentiles {
-  size_t n = 0;
-  double p50 = 0, p90 = 0, p99 = 0, max = 0;
-};
-
-Percentiles Summarize(std::vector<double> values) {
-  Percentiles p;
-  p.n = values.size();
-  if (values.empty()) return p;
-  std::sort(values.begin(), values.end());
-  // Nearest rank.
-  auto rank = [&](double q) {
-    const size_t r = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
-    return values[std::min(values.size() - 1, r == 0 ? 0 : r - 1)];
-  };
-  p.p50 = rank(0.50);
-  p.p90 = rank(0.90);
-  p.p99 = rank(0.99);
-  p.max = values.back();
-  return p;
 }
 
 void PrintRow(const std::string& what, int jobs, const Percentiles& p, size_t failures) {
