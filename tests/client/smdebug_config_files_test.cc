@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::client {
 namespace {
@@ -23,6 +24,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -30,22 +32,6 @@ std::string ReadAll(const std::string& path) {
   buffer << in.rdbuf();
   return buffer.str();
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "smdebug_config_test.XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The DebugHookConfig of deploy/examples/debugger-training-job.json (the
 // Debugger guide's CLI template).
@@ -210,8 +196,8 @@ TEST(ProfilerConfigJsonTest, DisabledFormIsExact) {
 }
 
 TEST(WriteFileAtomicallyTest, CreatesParentsAndReplacesContents) {
-  TempDir dir;
-  std::string path = dir.path() + "/a/b/profilerconfig.json";
+  ScopedTempDir dir;
+  std::string path = dir.path().string() + "/a/b/profilerconfig.json";
   ASSERT_TRUE(WriteFileAtomically(path, "first\n").ok());
   EXPECT_EQ(ReadAll(path), "first\n");
   ASSERT_TRUE(WriteFileAtomically(path, "second, longer\n").ok());
@@ -221,13 +207,14 @@ TEST(WriteFileAtomicallyTest, CreatesParentsAndReplacesContents) {
                 fs::perms::others_read);
   // No temporary files left behind.
   int entries = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path() + "/a/b")) ++entries;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path().string() + "/a/b"))
+    ++entries;
   EXPECT_EQ(entries, 1);
 }
 
 TEST(WriteFileAtomicallyTest, ReaderNeverSeesAPartialDocument) {
-  TempDir dir;
-  const std::string path = dir.path() + "/profilerconfig.json";
+  ScopedTempDir dir;
+  const std::string path = dir.path().string() + "/profilerconfig.json";
   // Two documents of different sizes, so a torn or truncated read shows.
   v1::ProfilerConfig small;
   v1::ProfilerConfig large = GuideProfilerConfig();
@@ -263,9 +250,9 @@ TEST(WriteFileAtomicallyTest, ReaderNeverSeesAPartialDocument) {
 }
 
 TEST(WriteFileAtomicallyTest, UnwritableDirectoryErrorNamesThePath) {
-  TempDir dir;
+  ScopedTempDir dir;
   // A regular file where a directory should be: fails even for root.
-  const std::string blocker = dir.path() + "/not-a-directory";
+  const std::string blocker = dir.path().string() + "/not-a-directory";
   std::ofstream(blocker) << "x";
   const std::string path = blocker + "/config/debughookconfig.json";
   absl::Status status = WriteFileAtomically(path, "{}");
@@ -273,7 +260,7 @@ TEST(WriteFileAtomicallyTest, UnwritableDirectoryErrorNamesThePath) {
   EXPECT_THAT(status.message(), AllOf(HasSubstr(path), HasSubstr("Not a directory")));
 
   if (geteuid() != 0) {  // Permission bits do not stop root.
-    const std::string read_only = dir.path() + "/ro";
+    const std::string read_only = dir.path().string() + "/ro";
     fs::create_directory(read_only);
     fs::permissions(read_only, fs::perms::owner_read | fs::perms::owner_exec);
     const std::string ro_path = read_only + "/profilerconfig.json";

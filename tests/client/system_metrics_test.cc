@@ -21,29 +21,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::client {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "system_metrics_test.XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -76,8 +62,8 @@ constexpr char kNetDevHeader[] =
 
 class FakeProc {
  public:
-  FakeProc() { fs::create_directories(dir_.path() + "/net"); }
-  const std::string& root() const { return dir_.path(); }
+  FakeProc() { fs::create_directories(dir_.path().string() + "/net"); }
+  std::string root() const { return dir_.path().string(); }
   void Set(const std::string& stat, const std::string& meminfo, const std::string& net_dev) {
     WriteInPlace(root() + "/stat", stat);
     WriteInPlace(root() + "/meminfo", meminfo);
@@ -85,7 +71,7 @@ class FakeProc {
   }
 
  private:
-  TempDir dir_;
+  ScopedTempDir dir_;
 };
 
 SystemMetricsSampler::Options FakeOptions(const FakeProc& proc) {
@@ -153,15 +139,15 @@ TEST(SystemMetricsSamplerTest, CountersGoingBackwardsCountAsZero) {
 }
 
 TEST(SystemMetricsSamplerTest, MissingStatIsAnErrorNamingTheFile) {
-  TempDir empty;
+  ScopedTempDir empty;
   SystemMetricsSampler::Options options;
-  options.proc_root = empty.path();
+  options.proc_root = empty.path().string();
   options.nvml_library = "";
   SystemMetricsSampler sampler(options);
   std::vector<SystemMetric> metrics;
   absl::Status status = sampler.Sample(absl::Now(), &metrics);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(status.message(), HasSubstr(empty.path() + "/stat"));
+  EXPECT_THAT(status.message(), HasSubstr(empty.path().string() + "/stat"));
 }
 
 TEST(SystemMetricsSamplerTest, RealProcIsSane) {
@@ -283,12 +269,13 @@ TEST(SystemMetricsSamplerTest, GpuLinesFromNvml) {
 absl::Time At(double seconds) { return absl::FromUnixMicros(static_cast<int64_t>(seconds * 1e6)); }
 
 TEST(SystemMetricsWriterTest, LinesMatchTheSageMakerFormat) {
-  TempDir dir;
-  SystemMetricsWriter writer(dir.path());
+  ScopedTempDir dir;
+  SystemMetricsWriter writer(dir.path().string());
   std::vector<SystemMetric> metrics = {{"cpu", "cpu0", "CPUUtilization", 34.234},
                                        {"cpu", "cpu", "I/OWaitPercentage", 1.5}};
   ASSERT_TRUE(writer.Write(At(1795300020.5), metrics).ok());
-  const std::string path = dir.path() + "/system/incremental/2026112122/1795300020.algo-1.json";
+  const std::string path =
+      dir.path().string() + "/system/incremental/2026112122/1795300020.algo-1.json";
   EXPECT_EQ(writer.current_path(), path);
   EXPECT_EQ(
       ReadAll(path),
@@ -306,8 +293,8 @@ TEST(SystemMetricsWriterTest, LinesMatchTheSageMakerFormat) {
 }
 
 TEST(SystemMetricsWriterTest, OneFilePerMinuteAndHourDirectories) {
-  TempDir dir;
-  SystemMetricsWriter writer(dir.path(), "algo-2");
+  ScopedTempDir dir;
+  SystemMetricsWriter writer(dir.path().string(), "algo-2");
   std::vector<SystemMetric> metrics = {{"cpu", "cpu0", "CPUUtilization", 1}};
   // Fixtures: 2026112122/1795300020.algo-1.json covers 1795300020.0-79.5;
   // 22:59:59 and 23:00:00 (1795302000) fall in different hour directories.
@@ -316,10 +303,10 @@ TEST(SystemMetricsWriterTest, OneFilePerMinuteAndHourDirectories) {
     ASSERT_TRUE(writer.Write(At(t), metrics).ok());
   }
   std::vector<std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir.path())) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path().string())) {
     if (entry.is_regular_file()) {
       files.push_back(absl::StrCat(
-          fs::relative(entry.path(), dir.path()).string(), ":",
+          fs::relative(entry.path(), dir.path().string()).string(), ":",
           std::count(std::istreambuf_iterator<char>(*std::make_unique<std::ifstream>(entry.path())),
                      std::istreambuf_iterator<char>(), '\n')));
     }
@@ -332,27 +319,27 @@ TEST(SystemMetricsWriterTest, OneFilePerMinuteAndHourDirectories) {
 }
 
 TEST(SystemMetricsWriterTest, AppendsToAnExistingFileAndEscapesNodeId) {
-  TempDir dir;
+  ScopedTempDir dir;
   std::vector<SystemMetric> metrics = {{"cpu", "cpu", "MemoryUsedPercent", 50}};
   {
-    SystemMetricsWriter writer(dir.path());
+    SystemMetricsWriter writer(dir.path().string());
     ASSERT_TRUE(writer.Write(At(1795300020.0), metrics).ok());
   }
-  SystemMetricsWriter restarted(dir.path());
+  SystemMetricsWriter restarted(dir.path().string());
   ASSERT_TRUE(restarted.Write(At(1795300021.0), metrics).ok());
   EXPECT_EQ(std::count(std::istreambuf_iterator<char>(
                            *std::make_unique<std::ifstream>(restarted.current_path())),
                        std::istreambuf_iterator<char>(), '\n'),
             2);
-  SystemMetricsWriter odd(dir.path() + "/odd", "a\"b");
+  SystemMetricsWriter odd(dir.path().string() + "/odd", "a\"b");
   ASSERT_TRUE(odd.Write(At(1795300020.0), metrics).ok());
   nlohmann::json json = nlohmann::json::parse(ReadAll(odd.current_path()));
   EXPECT_EQ(json["NodeId"], "a\"b");
 }
 
 TEST(SystemMetricsWriterTest, UnwritableDirectoryNamesThePath) {
-  TempDir dir;
-  const std::string blocker = dir.path() + "/file";
+  ScopedTempDir dir;
+  const std::string blocker = dir.path().string() + "/file";
   std::ofstream(blocker) << "x";
   SystemMetricsWriter writer(blocker);
   std::vector<SystemMetric> metrics = {{"cpu", "cpu", "MemoryUsedPercent", 50}};
@@ -364,9 +351,9 @@ TEST(SystemMetricsWriterTest, UnwritableDirectoryNamesThePath) {
 // --- Loop --------------------------------------------------------------------
 
 TEST(MetricsSamplingLoopTest, InjectedClockDrivesFileRotation) {
-  TempDir dir;
+  ScopedTempDir dir;
   SystemMetricsSampler sampler;
-  SystemMetricsWriter writer(dir.path());
+  SystemMetricsWriter writer(dir.path().string());
   std::atomic<int64_t> ticks{0};
   MetricsSamplingLoop::Options options;
   options.interval = absl::Milliseconds(5);
@@ -377,7 +364,7 @@ TEST(MetricsSamplingLoopTest, InjectedClockDrivesFileRotation) {
   loop.Stop();
   ASSERT_GE(loop.samples(), 7);
   EXPECT_EQ(loop.errors(), 0) << loop.last_error();
-  const std::string hour = dir.path() + "/system/incremental/2026112122/";
+  const std::string hour = dir.path().string() + "/system/incremental/2026112122/";
   EXPECT_TRUE(fs::exists(hour + "1795300020.algo-1.json"));
   EXPECT_TRUE(fs::exists(hour + "1795300080.algo-1.json"));
   // The first sample has no CPU delta yet; later ones have one line per core.
@@ -387,9 +374,9 @@ TEST(MetricsSamplingLoopTest, InjectedClockDrivesFileRotation) {
 }
 
 TEST(MetricsSamplingLoopTest, SetIntervalChangesTheRateAtOnce) {
-  TempDir dir;
+  ScopedTempDir dir;
   SystemMetricsSampler sampler;
-  SystemMetricsWriter writer(dir.path());
+  SystemMetricsWriter writer(dir.path().string());
   MetricsSamplingLoop::Options options;
   options.interval = absl::Seconds(30);
   MetricsSamplingLoop loop(&sampler, &writer, options);

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "core/training_job_handler.h"
 #include "gtest/gtest.h"
+#include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::testing {
 
@@ -28,24 +29,6 @@ absl::StatusOr<Response> CallSync(core::TrainingJobHandler& handler, Method meth
   if (!result.ok()) return result;
   return response;
 }
-
-// A fresh empty directory under the test temp dir, removed by the destructor.
-class ScopedTempDir {
- public:
-  ScopedTempDir() {
-    std::string pattern = (std::filesystem::path(::testing::TempDir()) / "dpXXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-    path_ = std::filesystem::canonical(path_);
-  }
-  ~ScopedTempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace debugplane::testing
 

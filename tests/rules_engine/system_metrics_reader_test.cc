@@ -13,32 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 
 const char kProfiler[] = DP_SHARED_DIR "/fixtures/profiler";
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            absl::StrCat("dp_sysmetrics_", getpid(), "_", reinterpret_cast<uintptr_t>(this));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 void Append(const fs::path& file, const std::string& text) {
   fs::create_directories(file.parent_path());
@@ -53,8 +37,8 @@ std::string Line(const std::string& name, const std::string& dim, double value, 
 }
 
 TEST(SystemMetricsReaderTest, ReadsEveryFixtureFolderCompletely) {
-  for (const char* folder :
-       {"healthy", "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck", "gpu_memory_increase"}) {
+  for (const char* folder : {"healthy", "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck",
+                             "gpu_memory_increase"}) {
     SCOPED_TRACE(folder);
     SystemMetricsReader reader(absl::StrCat(kProfiler, "/system/", folder));
     std::vector<SystemMetricPoint> points = reader.ReadNew();
@@ -125,7 +109,7 @@ TEST(SystemMetricsReaderTest, MissingFileIsReported) {
 }
 
 TEST(SystemMetricsReaderTest, MissingDirectoryIsNoDataYet) {
-  TempDir dir;
+  ScopedTempDir dir;
   SystemMetricsReader reader((dir.path() / "profiler").string());
   EXPECT_TRUE(reader.ReadNew().empty());
   EXPECT_FALSE(reader.directory_exists());
@@ -140,7 +124,7 @@ TEST(SystemMetricsReaderTest, MissingDirectoryIsNoDataYet) {
 }
 
 TEST(SystemMetricsReaderTest, HalfWrittenLineLeftForNextCall) {
-  TempDir dir;
+  ScopedTempDir dir;
   const fs::path file = dir.path() / "system/incremental/2026112122/100.algo-1.json";
   const std::string first = Line("cpu0", "CPUUtilization", 12.5, 100.0);
   const std::string second = Line("gpu0", "GPUUtilization", 77.25, 100.5);
@@ -164,7 +148,7 @@ TEST(SystemMetricsReaderTest, HalfWrittenLineLeftForNextCall) {
 }
 
 TEST(SystemMetricsReaderTest, FileOrderHourThenName) {
-  TempDir dir;
+  ScopedTempDir dir;
   const fs::path inc = dir.path() / "system/incremental";
   Append(inc / "2026112123/300.algo-1.json", Line("cpu0", "CPUUtilization", 3, 300));
   Append(inc / "2026112122/200.algo-1.json", Line("cpu0", "CPUUtilization", 2, 200));
@@ -186,18 +170,18 @@ TEST(SystemMetricsReaderTest, FileOrderHourThenName) {
 }
 
 TEST(SystemMetricsReaderTest, MalformedLinesSkippedAndCounted) {
-  TempDir dir;
+  ScopedTempDir dir;
   const fs::path file = dir.path() / "system/incremental/2026112122/100.algo-1.json";
   Append(file, Line("cpu0", "CPUUtilization", 1, 100));
   Append(file, "{\"Type\": \"cpu\", \"Name\": \"cpu0\"\n");  // Line 2: truncated.
-  Append(file, "\n");                                      // Line 3: blank, ignored.
+  Append(file, "\n");                                        // Line 3: blank, ignored.
   Append(file,
          "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
          "\"Value\": 5, \"NodeId\": \"algo-1\"}\n");  // Line 4: no Timestamp.
   Append(file,
          "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
          "\"Value\": \"high\", \"NodeId\": \"algo-1\", \"Timestamp\": 1}\n");  // Line 5.
-  Append(file, "[1, 2]\n");  // Line 6.
+  Append(file, "[1, 2]\n");                                                    // Line 6.
   // Line 7: escapes and extra members go through the slow path and parse.
   Append(file,
          "{\"Type\": \"gpu\", \"Name\": \"gpu\\u0030\", \"Dimension\": \"GPUUtilization\", "
