@@ -144,9 +144,9 @@ TEST_F(ServerTest, ErrorsMapToRealGrpcCodes) {
 
   v1::CreateTrainingJobResponse created;
   ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), TemplateRequest("twice"), &created).ok());
-  EXPECT_EQ(stub->CreateTrainingJob(Context().get(), TemplateRequest("twice"), &created)
-                .error_code(),
-            grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(
+      stub->CreateTrainingJob(Context().get(), TemplateRequest("twice"), &created).error_code(),
+      grpc::StatusCode::ALREADY_EXISTS);
 
   v1::DeleteTrainingJobRequest del;
   del.set_training_job_name("twice");
@@ -320,9 +320,8 @@ class Reflection {
     request += value;
     auto context = Context();
     grpc::CompletionQueue cq;
-    auto call = stub_.PrepareCall(context.get(),
-                                  "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-                                  &cq);
+    auto call = stub_.PrepareCall(
+        context.get(), "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
     void* tag;
     bool ok;
     call->StartCall(reinterpret_cast<void*>(1));
@@ -408,20 +407,53 @@ TEST(ServerDataRootTest, LocalOutputPathsAreConfinedToDataRoots) {
   EXPECT_THAT(ViolatedFields(refused), ::testing::Contains("DebugHookConfig.S3OutputPath"));
 }
 
-TEST(ServerStartupTest, UnusableDataDirectoryFailsWithAClearMessage) {
-  ScopedTempDir dir;
-  const std::filesystem::path file = dir.path() / "not-a-dir";
-  std::ofstream(file) << "x";
+// Runs the server with `args` (it must refuse them and exit); returns its
+// exit code and what it printed.
+std::pair<int, std::string> RunRefusedServer(const std::string& args) {
   const std::string command =
-      absl::StrCat(DP_SERVER_BINARY, " --listen 127.0.0.1:0 --data-dir ", (file / "sub").string(),
-                   " 2>&1");
+      absl::StrCat(DP_SERVER_BINARY, " --listen 127.0.0.1:0 ", args, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
+  if (pipe == nullptr) return {-1, "popen failed"};
   std::string output;
   char buffer[512];
   while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
   const int status = pclose(pipe);
-  EXPECT_NE(WEXITSTATUS(status), 0);
+  return {WEXITSTATUS(status), output};
+}
+
+TEST(ServerStartupTest, BadActionAndEvaluatorFlagsAreRefusedNamingThem) {
+  ScopedTempDir dir;
+  const std::string data = absl::StrCat("--data-dir ", dir.path().string(), " ");
+  auto [code, output] = RunRefusedServer(data + "--notify-webhook ftp://example.com/hook");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(output, HasSubstr("--notify-webhook ftp://example.com/hook is not an http://"));
+
+  std::tie(code, output) = RunRefusedServer(data + "--smtp-url smtp://127.0.0.1:25");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(output, HasSubstr("--smtp-url needs --smtp-from"));
+
+  std::tie(code, output) = RunRefusedServer(
+      data + "--smtp-url smtp://127.0.0.1:25 --smtp-from a@example.com --smtp-password-file " +
+      (dir.path() / "missing").string());
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(output, HasSubstr("--smtp-password-file"));
+
+  std::tie(code, output) = RunRefusedServer(data + "--allow-evaluator relative/rule.sh");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(output, HasSubstr("give an absolute executable path"));
+
+  std::tie(code, output) = RunRefusedServer(
+      data + "--allow-evaluator 'my-rule:latest=" + (dir.path() / "nope").string() + "'");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(output, HasSubstr("is not an executable file"));
+}
+
+TEST(ServerStartupTest, UnusableDataDirectoryFailsWithAClearMessage) {
+  ScopedTempDir dir;
+  const std::filesystem::path file = dir.path() / "not-a-dir";
+  std::ofstream(file) << "x";
+  auto [code, output] = RunRefusedServer("--data-dir " + (file / "sub").string());
+  EXPECT_NE(code, 0);
   EXPECT_THAT(output, HasSubstr("data directory"));
 }
 
