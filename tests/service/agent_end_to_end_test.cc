@@ -27,15 +27,10 @@ namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
-
-std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
-  return context;
-}
 
 std::string ReadAll(const fs::path& path) {
   std::ifstream in(path);

@@ -29,9 +29,8 @@ struct CliResult {
 
 CliResult RunCli(const std::string& server, const std::string& args,
                  const std::string& extra_global = "", int timeout_seconds = 10) {
-  const std::string command =
-      absl::StrCat(DP_CLI_BINARY, " --server ", server, " --timeout ", timeout_seconds, " ",
-                   extra_global, " ", args, " 2>&1");
+  const std::string command = absl::StrCat(DP_CLI_BINARY, " --server ", server, " --timeout ",
+                                           timeout_seconds, " ", extra_global, " ", args, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   CliResult result;
   if (pipe == nullptr) return result;
@@ -42,7 +41,8 @@ CliResult RunCli(const std::string& server, const std::string& args,
   return result;
 }
 
-const std::string kTemplate = std::string(DP_SOURCE_DIR) + "/deploy/examples/debugger-training-job.json";
+const std::string kTemplate =
+    std::string(DP_SOURCE_DIR) + "/deploy/examples/debugger-training-job.json";
 
 TEST(CliEndToEndTest, TheReadmeSessionWorksWithScriptableExitCodes) {
   ScopedTempDir dir;
@@ -126,16 +126,16 @@ TEST(CliEndToEndTest, TlsServerAndClient) {
 TEST(CliEndToEndTest, ServerReadsFlagsFromAConfigFile) {
   ScopedTempDir dir;
   ScopedTempDir root;
-  std::ofstream(dir.path() / "server.toml")
-      << "data-root = [\"" << root.path().string() << "\"]\n"
-      << "log-level = \"error\"\n";
+  std::ofstream(dir.path() / "server.toml") << "data-root = [\"" << root.path().string() << "\"]\n"
+                                            << "log-level = \"error\"\n";
   ServerProcess server(dir.path(), {"--config", (dir.path() / "server.toml").string()});
   // The configured data root is in force: a local path inside it is accepted.
   std::ifstream in(kTemplate);
   nlohmann::json request = nlohmann::json::parse(in);
   request["DebugHookConfig"]["S3OutputPath"] = (root.path() / "tensors").string();
   std::ofstream(dir.path() / "job.json") << request.dump();
-  CliResult created = RunCli(server.address(), "create --file " + (dir.path() / "job.json").string());
+  CliResult created =
+      RunCli(server.address(), "create --file " + (dir.path() / "job.json").string());
   EXPECT_EQ(created.exit_code, 0) << created.out;
   request["TrainingJobName"] = "outside";
   request["DebugHookConfig"]["S3OutputPath"] = (dir.path() / "tensors").string();

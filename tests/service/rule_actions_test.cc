@@ -21,18 +21,13 @@ namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::Context;
 using ::debugplane::testing::FakeHttpReceiver;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using rules_engine::Mode;
 using rules_engine::testing::TrialWriter;
 using ::testing::HasSubstr;
-
-std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
-  return context;
-}
 
 v1::CreateTrainingJobRequest Job(const std::string& name, const fs::path& trial,
                                  const std::string& action_json) {

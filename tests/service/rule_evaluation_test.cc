@@ -19,17 +19,12 @@ namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
 
 const fs::path kFixtures = fs::canonical(fs::path(DP_SHARED_DIR) / "fixtures");
-
-std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
-  return context;
-}
 
 v1::CreateTrainingJobRequest JobOn(const std::string& name, const fs::path& trial,
                                    const std::vector<std::string>& rules,
@@ -123,8 +118,7 @@ TEST_F(FixtureTest, EveryFixtureReachesTheOutcomesItsReadmeRequires) {
     for (const std::string& rule : e.issues_found) {
       EXPECT_EQ(statuses[rule].rule_evaluation_status(), v1::RuleEvaluationStatus::IssuesFound)
           << e.fixture << " " << rule << ": " << statuses[rule].status_details();
-      EXPECT_THAT(statuses[rule].status_details(), HasSubstr("step"))
-          << e.fixture << " " << rule;
+      EXPECT_THAT(statuses[rule].status_details(), HasSubstr("step")) << e.fixture << " " << rule;
     }
     for (const std::string& rule : e.no_issues_found) {
       EXPECT_EQ(statuses[rule].rule_evaluation_status(), v1::RuleEvaluationStatus::NoIssuesFound)
@@ -137,10 +131,10 @@ TEST_F(FixtureTest, NoDataGivesAnErrorThatSaysWhatWasReadAndWhatWasNeeded) {
   auto stub = server_.Stub();
   // The overfit run saved only `losses`: VanishingGradient has no gradients.
   v1::CreateTrainingJobResponse created;
-  ASSERT_TRUE(stub->CreateTrainingJob(
-                      Context().get(),
-                      JobOn("no-gradients", kFixtures / "smdebug" / "overfit", {"VanishingGradient"}),
-                      &created)
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(),
+                                      JobOn("no-gradients", kFixtures / "smdebug" / "overfit",
+                                            {"VanishingGradient"}),
+                                      &created)
                   .ok());
   auto statuses = WaitForRules(*stub, "no-gradients");
   const auto& status = statuses["VanishingGradient"];
@@ -150,10 +144,10 @@ TEST_F(FixtureTest, NoDataGivesAnErrorThatSaysWhatWasReadAndWhatWasNeeded) {
 
   // A directory that does not exist: the error names it. It never ends by
   // itself (training may not have started), so stop the job.
-  ASSERT_TRUE(stub->CreateTrainingJob(
-                      Context().get(),
-                      JobOn("missing-dir", kFixtures / "smdebug" / "no-such-run", {"ExplodingTensor"}),
-                      &created)
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(),
+                                      JobOn("missing-dir", kFixtures / "smdebug" / "no-such-run",
+                                            {"ExplodingTensor"}),
+                                      &created)
                   .ok());
 }
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,14 @@
 
 namespace debugplane::testing {
 
+// A client context with a deadline `seconds` from now: no test call waits
+// forever on a server that hangs.
+inline std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
 class ServerProcess {
  public:
   // Starts debugplane-server with `--listen 127.0.0.1:0 --data-dir data_dir`
@@ -40,7 +49,7 @@ class ServerProcess {
   void Start() {
     int out[2];
     ASSERT_EQ(pipe(out), 0);
-    std::vector<std::string> args = {DP_SERVER_BINARY, "--listen", listen_, "--data-dir",
+    std::vector<std::string> args = {DP_SERVER_BINARY,   "--listen",    listen_, "--data-dir",
                                      data_dir_.string(), "--log-level", "warn"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     pid_ = fork();

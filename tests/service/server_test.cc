@@ -26,6 +26,7 @@
 namespace debugplane {
 namespace {
 
+using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
@@ -59,12 +60,6 @@ v1::CreateTrainingJobRequest TemplateRequest(const std::string& name) {
   EXPECT_TRUE(parsed.ok()) << parsed.ToString();
   request.set_training_job_name(name);
   return request;
-}
-
-std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
-  return context;
 }
 
 // The field violations in a status's grpc-status-details-bin.
