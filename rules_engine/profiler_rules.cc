@@ -10,6 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "rules_engine/framework_rules.h"
 #include "rules_engine/rule_parameters.h"
 
 namespace debugplane::rules_engine {
@@ -85,6 +87,23 @@ class ProfilerRuleBase : public ProfilerRule {
     }
     return Conclude(End());
   }
+  ProfilerRuleFinding Finding() const override {
+    ProfilerRuleFinding finding;
+    finding.rule = name();
+    finding.parameters = parameters_;
+    finding.datapoints = points_seen_;
+    if (done_) {
+      finding.status = final_.kind;
+      finding.details = final_.details;
+    } else {
+      finding.details = absl::StrCat(points_seen_, " system metric points evaluated so far");
+    }
+    return finding;
+  }
+  // The parameters as the rule uses them (RuleParameterReader::resolved).
+  void set_parameters(std::map<std::string, std::string> parameters) {
+    parameters_ = std::move(parameters);
+  }
 
  protected:
   virtual RuleVerdict OnPoint(const SystemMetricPoint& point) = 0;
@@ -99,6 +118,7 @@ class ProfilerRuleBase : public ProfilerRule {
   bool done_ = false;
   RuleVerdict final_;
   int64_t points_seen_ = 0;
+  std::map<std::string, std::string> parameters_;
 };
 
 // A fixed-size window over one device's series, after `patience` points.
@@ -625,6 +645,7 @@ absl::StatusOr<std::unique_ptr<ProfilerRule>> Make(const std::string& name,
   RuleParameterReader p(name, parameters);
   auto rule = std::make_unique<T>(p);
   if (absl::Status s = p.status(); !s.ok()) return s;
+  rule->set_parameters(p.resolved());
   return std::unique_ptr<ProfilerRule>(std::move(rule));
 }
 
@@ -638,14 +659,20 @@ absl::StatusOr<std::unique_ptr<ProfilerRule>> CreateProfilerRule(
   if (name == "GPUMemoryIncrease") return Make<GpuMemoryIncrease>(name, parameters);
   if (name == "OverallSystemUsage") return Make<OverallSystemUsage>(name, parameters);
   if (name == "LoadBalancing") return Make<LoadBalancing>(name, parameters);
+  for (const std::string& framework_rule : FrameworkProfilerRuleNames()) {
+    if (name == framework_rule) return CreateFrameworkProfilerRule(name, parameters);
+  }
   return absl::NotFoundError(absl::StrCat("unknown profiler rule '", name, "'; known: ",
-                                          "CPUBottleneck, GPUMemoryIncrease, IOBottleneck, "
-                                          "LoadBalancing, LowGPUUtilization, OverallSystemUsage"));
+                                          absl::StrJoin(ProfilerRuleNames(), ", ")));
 }
 
 std::vector<std::string> ProfilerRuleNames() {
-  return {"CPUBottleneck",     "GPUMemoryIncrease",  "IOBottleneck",
-          "LoadBalancing",     "LowGPUUtilization",  "OverallSystemUsage"};
+  std::vector<std::string> names = {"CPUBottleneck",     "GPUMemoryIncrease",
+                                    "IOBottleneck",      "LoadBalancing",
+                                    "LowGPUUtilization", "OverallSystemUsage"};
+  for (std::string& name : FrameworkProfilerRuleNames()) names.push_back(std::move(name));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace debugplane::rules_engine

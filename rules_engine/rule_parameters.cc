@@ -102,7 +102,7 @@ void RuleParameterReader::Fail(absl::string_view name, absl::string_view message
       absl::StrCat(rule_name_, ": parameter ", Quote(name), " ", message));
 }
 
-double RuleParameterReader::Float(absl::string_view name, double default_value, double min,
+double RuleParameterReader::FloatValue(absl::string_view name, double default_value, double min,
                                   double max) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
@@ -137,7 +137,7 @@ absl::optional<double> RuleParameterReader::OptionalFloat(absl::string_view name
   return Float(name, 0);
 }
 
-int64_t RuleParameterReader::Int(absl::string_view name, int64_t default_value, int64_t min,
+int64_t RuleParameterReader::IntValue(absl::string_view name, int64_t default_value, int64_t min,
                                  int64_t max) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
@@ -170,7 +170,7 @@ absl::optional<int64_t> RuleParameterReader::OptionalInt(absl::string_view name,
   return Int(name, min, min, max);
 }
 
-bool RuleParameterReader::Bool(absl::string_view name, bool default_value) {
+bool RuleParameterReader::BoolValue(absl::string_view name, bool default_value) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
   const std::string lower = absl::AsciiStrToLower(*raw);
@@ -180,7 +180,7 @@ bool RuleParameterReader::Bool(absl::string_view name, bool default_value) {
   return default_value;
 }
 
-std::string RuleParameterReader::String(absl::string_view name, std::string default_value,
+std::string RuleParameterReader::StringValue(absl::string_view name, std::string default_value,
                                         const std::vector<std::string>& allowed) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
@@ -193,6 +193,33 @@ std::string RuleParameterReader::String(absl::string_view name, std::string defa
     return default_value;
   }
   return *raw;
+}
+
+double RuleParameterReader::Float(absl::string_view name, double default_value, double min,
+                                  double max) {
+  const double v = FloatValue(name, default_value, min, max);
+  resolved_[std::string(name)] = absl::StrCat(v);
+  return v;
+}
+
+int64_t RuleParameterReader::Int(absl::string_view name, int64_t default_value, int64_t min,
+                                 int64_t max) {
+  const int64_t v = IntValue(name, default_value, min, max);
+  resolved_[std::string(name)] = absl::StrCat(v);
+  return v;
+}
+
+bool RuleParameterReader::Bool(absl::string_view name, bool default_value) {
+  const bool v = BoolValue(name, default_value);
+  resolved_[std::string(name)] = v ? "True" : "False";
+  return v;
+}
+
+std::string RuleParameterReader::String(absl::string_view name, std::string default_value,
+                                        const std::vector<std::string>& allowed) {
+  std::string v = StringValue(name, std::move(default_value), allowed);
+  resolved_[std::string(name)] = v;
+  return v;
 }
 
 absl::optional<std::string> RuleParameterReader::OptionalString(absl::string_view name) {

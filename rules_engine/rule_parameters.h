@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,8 +69,16 @@ class RuleParameterReader {
   // OK, or INVALID_ARGUMENT for the first bad value or an unknown parameter.
   absl::Status status() const;
   const std::string& rule_name() const { return rule_name_; }
+  // The value each Float/Int/Bool/String getter returned (the given value or
+  // the default), as text: what a rule actually uses, for reports.
+  const std::map<std::string, std::string>& resolved() const { return resolved_; }
 
  private:
+  double FloatValue(absl::string_view name, double default_value, double min, double max);
+  int64_t IntValue(absl::string_view name, int64_t default_value, int64_t min, int64_t max);
+  bool BoolValue(absl::string_view name, bool default_value);
+  std::string StringValue(absl::string_view name, std::string default_value,
+                          const std::vector<std::string>& allowed);
   // The raw value, or nullopt when absent/"None"; declares `name` known.
   absl::optional<std::string> Raw(absl::string_view name);
 
@@ -77,6 +86,7 @@ class RuleParameterReader {
   const RuleParameters parameters_;  // A copy: callers pass temporaries.
   std::set<std::string> known_;
   absl::Status error_;
+  std::map<std::string, std::string> resolved_;
 };
 
 // Keys SageMaker or this service adds to every rule's parameters; never
