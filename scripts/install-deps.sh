@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang openssl
+  chromium fonts-dejavu-core
 )
 
 missing=()
