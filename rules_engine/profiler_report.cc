@@ -1172,21 +1172,23 @@ margin-bottom:20px;box-shadow:0 1px 2px rgba(0,0,0,.04)}
 h2{margin:0 0 4px;font-size:19px}h3{font-size:15px;margin:12px 0 6px}
 .sub{margin:0 0 10px;color:var(--muted);font-size:13.5px}
 .table-wrap{overflow-x:auto}
-table{border-collapse:collapse;width:100%;font-size:14px}
+table{border-collapse:collapse;width:100%;min-width:860px;font-size:14px;table-layout:fixed}
+col.c-rule{width:19%}col.c-status{width:11%}col.c-num{width:7%}col.c-params{width:22%}
+col.c-details{width:34%}
 th{text-align:left;color:var(--muted);font-weight:600;border-bottom:2px solid var(--line);
-padding:8px 10px;white-space:nowrap}
+padding:8px 10px}
 td{border-bottom:1px solid var(--line);padding:9px 10px;vertical-align:top}
 tr.issues td{background:var(--bad-bg)}tr.issues td.rule{border-left:4px solid var(--bad)}
-td.rule{font-weight:600;white-space:nowrap}td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.details{max-width:420px;word-break:break-word}
+th.num{text-align:right}td.rule{font-weight:600;overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.details{font-size:13.5px;color:#323f4b;overflow-wrap:anywhere}
 .badge{display:inline-block;padding:2px 9px;border-radius:999px;font-size:12.5px;font-weight:650;
 white-space:nowrap}
 .badge.IssuesFound{background:var(--bad);color:#fff}.badge.NoIssuesFound{background:var(--ok-bg);
 color:var(--ok)}.badge.InProgress{background:var(--run-bg);color:var(--run)}
 .badge.Error{background:var(--err-bg);color:var(--err)}
 .params{display:flex;flex-wrap:wrap;gap:4px}
-.param{background:#eef2f6;border-radius:6px;padding:1px 7px;font:12.5px ui-monospace,
-SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;white-space:nowrap}
+.param{background:#eef2f6;border-radius:6px;padding:1px 7px;font:12px ui-monospace,
+SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;overflow-wrap:anywhere}
 svg.chart{width:100%;height:auto;display:block;font-size:12px;fill:var(--fg)}
 svg.chart text{fill:#52606d}svg.chart .axis-title{fill:var(--muted);font-size:12px}
 svg.chart .grid line{stroke:#edf0f3}svg.chart .axis line{stroke:#9aa5b1}
@@ -1238,10 +1240,15 @@ std::string FindingsTable(const std::vector<ProfilerRuleFinding>& findings) {
                    [&](const ProfilerRuleFinding* a, const ProfilerRuleFinding* b) {
                      return rank(a->status) < rank(b->status);
                    });
-  absl::StrAppend(&s,
-                  "<div class=\"table-wrap\"><table id=\"findings-table\"><thead><tr><th>Rule</th>"
-                  "<th>Status</th><th>Triggered</th><th>Data points</th><th>Thresholds and "
-                  "parameters</th><th>Details</th></tr></thead><tbody>\n");
+  absl::StrAppend(
+      &s,
+      "<div class=\"table-wrap\"><table id=\"findings-table\"><colgroup><col class=\"c-rule\">"
+      "<col class=\"c-status\"><col class=\"c-num\"><col class=\"c-num\">"
+      "<col class=\"c-params\"><col class=\"c-details\"></colgroup>"
+      "<thead><tr><th>Rule</th>"
+      "<th>Status</th><th class=\"num\">Triggered</th><th class=\"num\">Data points</th>"
+      "<th>Thresholds and "
+      "parameters</th><th>Details</th></tr></thead><tbody>\n");
   for (const ProfilerRuleFinding* f : order) {
     std::string status = ProfilerRuleStatusName(f->status);
     std::string params;
