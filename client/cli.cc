@@ -147,6 +147,7 @@ struct Flags {
   std::string name;  // NAME of describe, update, stop, delete, watch.
   CreateArgs create;
   UpdateArgs update;
+  ReportArgs report;
   int64_t interval_ms = 0;
   ListArgs list;
   std::string status;  // --status, a TrainingJobStatus value name.
@@ -300,6 +301,20 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   watch->add_flag("--until-terminal", flags.until_terminal,
                   "End when the job and its rules are terminal (the default)");
 
+  CLI::App* report = app.add_subcommand(
+      "report", "Fetch the profiling report of a job's ProfilerReport rule (GetProfilerReport)");
+  report->footer(
+      "The report is regenerated while the job runs and a last time when training ends\n"
+      "(\"Final\": true). Without -o, prints where the server keeps it.\n"
+      "Exit 4 if there is no such job or no report yet, 6 if the job has no ProfilerReport\n"
+      "rule (or several: name one with --rule).");
+  AddNameArgument(report, &flags.report.name);
+  report->add_option("--rule", flags.report.rule,
+                     "The ProfilerReport rule's RuleConfigurationName (if the job has several)");
+  report->add_flag("--json", flags.report.json, "The JSON summary instead of the HTML page");
+  report->add_option("-o,--output-file", flags.report.output_file,
+                     "Write the report to this file ('-' for standard output)");
+
   // After the subcommands, which would otherwise inherit it.
   app.set_help_all_flag("--help-all", "Print help for every command and exit");
 
@@ -317,6 +332,7 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
   if (create->parsed()) return RunCreate(env, flags.create);
   if (describe->parsed()) return RunDescribe(env, flags.name);
+  if (report->parsed()) return RunReport(env, flags.report);
   if (list->parsed()) {
     v1::ListTrainingJobsRequest& request = flags.list.request;
     if (!flags.status.empty()) {

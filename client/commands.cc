@@ -1,6 +1,9 @@
 #include "client/commands.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -9,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/grpc_errors.h"
 #include "client/output.h"
+#include "debugplane/v1/profiler_report.grpc.pb.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -261,6 +265,54 @@ int RunDelete(const CommandEnv& env, const std::string& name) {
       [&] {
         if (env.format == OutputFormat::kJson) PrintJson(env, response);
       });
+}
+
+int RunReport(const CommandEnv& env, const ReportArgs& args) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(env.connection);
+  if (!channel.ok()) return ReportLocalError(env, channel.status());
+  auto stub = v1::ProfilerReportService::NewStub(*std::move(channel));
+  v1::GetProfilerReportRequest request;
+  request.set_training_job_name(args.name);
+  request.set_rule_configuration_name(args.rule);
+  request.set_format(args.json ? v1::ProfilerReportFormat::JSON : v1::ProfilerReportFormat::HTML);
+  request.set_path_only(args.output_file.empty());
+  v1::GetProfilerReportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(env, &context);
+  const grpc::Status status = stub->GetProfilerReport(&context, request, &response);
+  if (!status.ok()) return ReportRpcError(env, status);
+  if (args.output_file == "-") {
+    *env.out << response.content() << std::flush;
+    return kExitOk;
+  }
+  if (!args.output_file.empty()) {
+    const std::string temporary = args.output_file + ".tmp";
+    {
+      std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+      file << response.content();
+      file.close();
+      if (!file) {
+        return ReportLocalError(env, absl::PermissionDeniedError(absl::StrCat(
+                                         "cannot write ", temporary, ": ", std::strerror(errno))));
+      }
+    }
+    if (std::rename(temporary.c_str(), args.output_file.c_str()) != 0) {
+      return ReportLocalError(env, absl::PermissionDeniedError(
+                                       absl::StrCat("cannot rename ", temporary, " to ",
+                                                    args.output_file, ": ", std::strerror(errno))));
+    }
+    response.set_path(args.output_file);
+    response.clear_content();
+  }
+  if (env.format == OutputFormat::kText) {
+    *env.out << response.path() << " ("
+             << v1::RuleEvaluationStatus::Value_Name(response.rule_evaluation_status())
+             << (response.final() ? ", final" : ", live: regenerated as data arrives") << ")\n";
+  } else {
+    PrintJson(env, response);
+  }
+  *env.out << std::flush;
+  return kExitOk;
 }
 
 int RunWatch(const CommandEnv& env, const std::string& name) {

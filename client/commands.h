@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/json_input.h"
+#include "debugplane/v1/profiler_report.pb.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "grpcpp/channel.h"
 
@@ -60,6 +61,13 @@ struct UpdateArgs {
   bool dry_run = false;
 };
 
+struct ReportArgs {
+  std::string name;         // TrainingJobName. Required.
+  std::string rule;         // RuleConfigurationName; "" = the job's only ProfilerReport.
+  bool json = false;        // The JSON summary instead of the HTML page.
+  std::string output_file;  // Write the content here ("-" = stdout); "" = print the path only.
+};
+
 struct ListArgs {
   v1::ListTrainingJobsRequest request;
   bool all = false;  // Follow NextToken to the end, print one response.
@@ -82,6 +90,11 @@ int RunList(const CommandEnv& env, const ListArgs& args);
 int RunUpdate(const CommandEnv& env, const UpdateArgs& args);
 int RunStop(const CommandEnv& env, const std::string& name);
 int RunDelete(const CommandEnv& env, const std::string& name);
+// Fetches a ProfilerReport's report (ProfilerReportService). With an output
+// file, writes the content there (atomically: a temporary file, then a
+// rename) and prints where; without, prints the path on the server's machine
+// and the report's status.
+int RunReport(const CommandEnv& env, const ReportArgs& args);
 // Prints each event as it arrives (one JSON line each) until the server
 // ends the stream; no deadline, the server decides when it is over.
 int RunWatch(const CommandEnv& env, const std::string& name);

@@ -393,7 +393,7 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
       v.Add(invoke_field, absl::StrCat("'", builtin->name, "' is a built-in ",
                                        KindWord(builtin->kind), " rule; configure it in ",
                                        ListOf(builtin->kind), ", not in ", ListOf(kind)));
-    } else if (kind == RuleKind::kDebug && options.check_rule_parameters) {
+    } else if (options.check_rule_parameters) {
       const RuleParameterMap parameters(rule.rule_parameters().begin(),
                                         rule.rule_parameters().end());
       absl::Status checked = options.check_rule_parameters(it->second, parameters);

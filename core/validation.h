@@ -41,7 +41,8 @@ struct ValidationOptions {
   // RuleEvaluatorImage values (other than built-in images) the server runs
   // as custom rule evaluators.
   std::vector<std::string> allowed_custom_evaluators;
-  // Checks the parameters of built-in rule `rule` (rule_to_invoke): OK or
+  // Checks the parameters of built-in rule `rule` (rule_to_invoke; debugging
+  // and profiler rules): OK or
   // INVALID_ARGUMENT whose message names the parameter. Unset: parameters are
   // not checked beyond their sizes. The rules engine provides it, so core
   // does not depend on the rules.

@@ -9,15 +9,21 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/output_path.h"
+#include "core/profiler_report_files.h"
 #include "core/rule_catalog.h"
 #include "rules_engine/custom_evaluator.h"
+#include "rules_engine/framework_timeline_reader.h"
+#include "rules_engine/profiler_report.h"
+#include "rules_engine/profiler_report_rules.h"
 #include "rules_engine/rule.h"
+#include "rules_engine/system_metrics_reader.h"
 #include "rules_engine/trial_reader.h"
 #include "spdlog/spdlog.h"
 
@@ -72,6 +78,58 @@ bool JobIsStopping(const JobRecord& job) {
          job.training_job_status() == v1::TrainingJobStatus::Stopped;
 }
 
+// Completed or Failed: no more data comes, profiler rules conclude.
+bool TrainingEnded(const JobRecord& job) {
+  return job.training_job_status() == v1::TrainingJobStatus::Completed ||
+         job.training_job_status() == v1::TrainingJobStatus::Failed;
+}
+
+std::string RuleToInvoke(const google::protobuf::Map<std::string, std::string>& parameters) {
+  const auto it = parameters.find("rule_to_invoke");
+  return it == parameters.end() ? "" : it->second;
+}
+
+// The newest subdirectory of `dir` by name (hour directories, YYYYMMDDHH),
+// empty if none.
+std::string NewestSubdirectory(const std::string& dir) {
+  std::error_code error;
+  std::string newest;
+  for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end;
+       it.increment(error)) {
+    if (!it->is_directory(error)) continue;
+    std::string name = it->path().filename().string();
+    if (name > newest) newest = std::move(name);
+  }
+  return newest.empty() ? "" : dir + "/" + newest;
+}
+
+// Writes `content` to `path` through a temporary file and a rename, so a
+// reader sees the old report or the new one, never half of one.
+absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
+  std::error_code error;
+  std::filesystem::create_directories(path.parent_path(), error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", path.parent_path().string(), ": ", error.message()));
+  }
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.close();
+    if (!out) {
+      return absl::InternalError(
+          absl::StrCat("cannot write ", temporary.string(), ": ", std::strerror(errno)));
+    }
+  }
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("cannot rename ", temporary.string(), " to ",
+                                            path.string(), ": ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct EvaluationScheduler::JobEvaluation {
@@ -83,6 +141,19 @@ struct EvaluationScheduler::JobEvaluation {
     int64_t recorded_step = -1;  // The last one recorded durably (or asked to be).
   };
 
+  // One ProfilerRuleConfiguration: its one rule, or every rule for
+  // ProfilerReport.
+  struct ProfilerRun {
+    std::string configuration_name;
+    std::vector<std::unique_ptr<ProfilerRule>> rules;
+    bool report = false;         // ProfilerReport: also writes the report.
+    bool status_done = false;    // Its terminal status is recorded (or was durable).
+    bool final_written = false;  // The report after training ended is written.
+    absl::Time report_written = absl::InfinitePast();
+    bool report_stale = true;  // Data or findings changed since it was written.
+    bool active() const { return !status_done || (report && !final_written); }
+  };
+
   std::string job_name;
   int64_t record_time_us = -1;
   // Why the trial cannot be read at all (reported as every rule's Error).
@@ -90,6 +161,14 @@ struct EvaluationScheduler::JobEvaluation {
   std::string trial_path;
   std::unique_ptr<TrialReader> reader;
   std::vector<RuleRun> rules;
+  // Profiler rules: readers of ProfilerConfig.S3OutputPath (or why it cannot
+  // be read), the runs, and the data a report draws.
+  std::string profiler_path;
+  std::string profiler_problem;
+  std::unique_ptr<SystemMetricsReader> system_reader;
+  std::unique_ptr<FrameworkTimelineReader> framework_reader;
+  std::unique_ptr<ProfilerReportData> report_data;
+  std::vector<ProfilerRun> profiler_runs;
   std::atomic<bool> cancelled{false};
   // When progress was last recorded: recording at most once per
   // progress_interval keeps a fast writer from costing a write per step.
@@ -100,13 +179,13 @@ struct EvaluationScheduler::JobEvaluation {
   std::unordered_map<std::string, bool> wanted;
   std::pair<size_t, size_t> wanted_key{SIZE_MAX, SIZE_MAX};  // (active rules, collections)
   // Guarded by the scheduler's mu_.
+  std::shared_ptr<const JobRecord> latest_job;     // The newest record seen.
+  std::vector<ProfilerRun> pending_profiler_runs;  // Added by updates; moved in by Evaluate.
+  std::set<std::string> profiler_run_names;        // Every run added, pending or not.
   bool queued = false;
   bool running = false;
   bool rerun = false;
   std::vector<int> watches;
-  // The watch on the nearest existing ancestor while the trial directory
-  // does not exist yet; -1 otherwise.
-  int ancestor_watch = -1;
 };
 
 EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
@@ -231,13 +310,22 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   const int64_t version = core::ToUnixMicros(job->last_modified_time());
   if (it != jobs_.end()) {
     // Snapshots and notifications may arrive out of order; keep the newest.
-    it->second->record_time_us = std::max(it->second->record_time_us, version);
+    JobEvaluation& existing = *it->second;
+    if (version >= existing.record_time_us) {
+      existing.record_time_us = version;
+      existing.latest_job = job;
+      // Profiler rules added by UpdateTrainingJob start now; training that
+      // ended lets the profiler rules conclude.
+      AddProfilerRunsLocked(existing, *job, /*pending=*/true);
+      EnqueueLocked(it->second);
+    }
     return;
   }
 
   auto evaluation = std::make_shared<JobEvaluation>();
   evaluation->job_name = job_name;
   evaluation->record_time_us = version;
+  evaluation->latest_job = job;
   std::vector<std::pair<std::string, std::string>> errors;
   std::vector<const v1::DebugRuleConfiguration*> custom;
   for (int i = 0; i < job->debug_rule_configurations_size(); ++i) {
@@ -266,9 +354,12 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     RecordStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error, std::move(message));
   }
   if (!custom.empty()) StartCustomLocked(*job, custom);
-  if (evaluation->rules.empty()) return;
+  AddProfilerRunsLocked(*evaluation, *job, /*pending=*/false);
+  if (evaluation->rules.empty() && evaluation->profiler_runs.empty()) return;
 
-  if (!job->has_debug_hook_config()) {
+  if (evaluation->rules.empty()) {
+    // Profiler rules only: no tensor trial to read.
+  } else if (!job->has_debug_hook_config()) {
     evaluation->trial_problem =
         "the job has no DebugHookConfig, so the training script saves no tensors; add one with "
         "S3OutputPath and the collections the rule needs";
@@ -290,6 +381,68 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   }
   jobs_[job_name] = evaluation;
   EnqueueLocked(evaluation);
+}
+
+void EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const JobRecord& job,
+                                                const bool pending) {
+  const std::string& job_name = job.training_job_name();
+  std::vector<JobEvaluation::ProfilerRun> runs;
+  for (int i = 0; i < job.profiler_rule_configurations_size(); ++i) {
+    const v1::ProfilerRuleConfiguration& config = job.profiler_rule_configurations(i);
+    const std::string& name = config.rule_configuration_name();
+    if (evaluation.profiler_run_names.count(name) > 0) continue;
+    const bool in_progress = i < job.profiler_rule_evaluation_statuses_size() &&
+                             job.profiler_rule_evaluation_statuses(i).rule_evaluation_status() ==
+                                 v1::RuleEvaluationStatus::InProgress;
+    const std::string rule_to_invoke = RuleToInvoke(config.rule_parameters());
+    // A ProfilerReport that already reported IssuesFound (before a restart)
+    // still owes its report updates until training ends.
+    const bool live_report = rule_to_invoke == kProfilerReportRule && !TrainingEnded(job) &&
+                             i < job.profiler_rule_evaluation_statuses_size() &&
+                             job.profiler_rule_evaluation_statuses(i).rule_evaluation_status() ==
+                                 v1::RuleEvaluationStatus::IssuesFound;
+    if (!in_progress && !live_report) continue;
+    evaluation.profiler_run_names.insert(name);
+    if (!core::IsBuiltinRuleEvaluatorImage(config.rule_evaluator_image())) {
+      RecordStatus(job_name, name, v1::RuleEvaluationStatus::Error,
+                   absl::StrCat("profiler rule evaluator '", config.rule_evaluator_image(),
+                                "' is not built in; custom evaluators run debugging rules only "
+                                "(DebugRuleConfigurations)"));
+      continue;
+    }
+    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules = CreateProfilerRuleSet(
+        rule_to_invoke,
+        RuleParameters(config.rule_parameters().begin(), config.rule_parameters().end()));
+    if (!rules.ok()) {
+      RecordStatus(job_name, name, v1::RuleEvaluationStatus::Error,
+                   std::string(rules.status().message()));
+      continue;
+    }
+    JobEvaluation::ProfilerRun run;
+    run.configuration_name = name;
+    run.rules = *std::move(rules);
+    run.report = rule_to_invoke == kProfilerReportRule;
+    run.status_done = !in_progress;
+    runs.push_back(std::move(run));
+  }
+  if (runs.empty()) return;
+  if (evaluation.profiler_path.empty() && evaluation.profiler_problem.empty()) {
+    absl::StatusOr<core::OutputLocation> location =
+        core::ResolveOutputPath(job.profiler_config().s3_output_path(), options_.data_roots);
+    if (!location.ok()) {
+      evaluation.profiler_problem =
+          absl::StrCat("ProfilerConfig.S3OutputPath cannot be read: ", location.status().message());
+    } else if (location->kind != core::OutputLocation::Kind::kLocal) {
+      evaluation.profiler_problem = absl::StrCat(
+          "ProfilerConfig.S3OutputPath ", location->location,
+          " is in object storage, which this server does not read yet; profile to a local path "
+          "(or file:// URI) under the server's --data-root");
+    } else {
+      evaluation.profiler_path = location->location;
+    }
+  }
+  auto& target = pending ? evaluation.pending_profiler_runs : evaluation.profiler_runs;
+  for (auto& run : runs) target.push_back(std::move(run));
 }
 
 void EvaluationScheduler::StartCustomLocked(
@@ -384,8 +537,9 @@ void EvaluationScheduler::WorkerLoop() {
     Evaluate(*evaluation);
     absl::MutexLock lock(&mu_);
     evaluation->running = false;
-    bool active = false;
+    bool active = !evaluation->pending_profiler_runs.empty();
     for (const auto& run : evaluation->rules) active = active || !run.done;
+    for (const auto& run : evaluation->profiler_runs) active = active || run.active();
     if (!active || evaluation->cancelled) {
       auto it = jobs_.find(evaluation->job_name);
       if (it != jobs_.end() && it->second == evaluation) {
@@ -412,6 +566,24 @@ void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, i
 }
 
 void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
+  std::shared_ptr<const JobRecord> job;
+  {
+    absl::MutexLock lock(&mu_);
+    job = evaluation.latest_job;
+    for (auto& run : evaluation.pending_profiler_runs) {
+      evaluation.profiler_runs.push_back(std::move(run));
+    }
+    evaluation.pending_profiler_runs.clear();
+  }
+  bool debug_active = false;
+  for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
+  if (debug_active) EvaluateDebugRules(evaluation);
+  if (!evaluation.profiler_runs.empty() && !evaluation.cancelled) {
+    EvaluateProfilerRules(evaluation, *job);
+  }
+}
+
+void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation) {
   if (!evaluation.trial_problem.empty()) {
     for (size_t i = 0; i < evaluation.rules.size(); ++i) {
       if (!evaluation.rules[i].done) {
@@ -504,6 +676,194 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
   }
 }
 
+void EvaluationScheduler::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRecord& job) {
+  using ProfilerRun = JobEvaluation::ProfilerRun;
+  auto report_status = [&](ProfilerRun& run, int status, std::string details) {
+    run.status_done = true;
+    run.report_stale = true;
+    RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
+  };
+  if (!evaluation.profiler_problem.empty()) {
+    for (ProfilerRun& run : evaluation.profiler_runs) {
+      if (!run.status_done) {
+        report_status(run, v1::RuleEvaluationStatus::Error, evaluation.profiler_problem);
+      }
+      run.final_written = true;  // Nothing to draw a report from.
+    }
+    return;
+  }
+  // Training ended: the job says so, or the tensor trial was closed.
+  const bool ended =
+      TrainingEnded(job) || (evaluation.reader != nullptr && evaluation.reader->finished());
+
+  // Read only what some active rule (or report) wants.
+  bool want_system = false;
+  bool want_framework = false;
+  bool want_report = false;
+  for (const ProfilerRun& run : evaluation.profiler_runs) {
+    if (!run.active()) continue;
+    want_report = want_report || run.report;
+    for (const auto& rule : run.rules) {
+      want_system = want_system || rule->WantsSystemMetrics();
+      want_framework = want_framework || rule->WantsFrameworkEvents();
+    }
+  }
+  if (want_report) {
+    want_system = want_framework = true;
+    if (evaluation.report_data == nullptr) {
+      evaluation.report_data = std::make_unique<ProfilerReportData>();
+    }
+  }
+  std::vector<SystemMetricPoint> points;
+  std::vector<FrameworkEvent> events;
+  if (want_system) {
+    if (evaluation.system_reader == nullptr) {
+      evaluation.system_reader = std::make_unique<SystemMetricsReader>(evaluation.profiler_path);
+    }
+    points = evaluation.system_reader->ReadNew();
+  }
+  if (want_framework) {
+    if (evaluation.framework_reader == nullptr) {
+      evaluation.framework_reader =
+          std::make_unique<FrameworkTimelineReader>(evaluation.profiler_path);
+    }
+    events = evaluation.framework_reader->ReadNew();
+  }
+  const bool new_data = !points.empty() || !events.empty();
+  if (want_report && new_data) {
+    evaluation.report_data->AddMetrics(points);
+    evaluation.report_data->AddFrameworkEvents(events);
+  }
+  if (evaluation.cancelled) return;
+
+  const absl::Time now = absl::Now();
+  for (ProfilerRun& run : evaluation.profiler_runs) {
+    if (!run.active()) continue;
+    if (new_data) run.report_stale = true;
+    for (const auto& rule : run.rules) {
+      RuleVerdict verdict;
+      if (rule->WantsSystemMetrics() && !points.empty()) verdict = rule->OnMetrics(points);
+      if (verdict.kind == RuleVerdict::Kind::kContinue && rule->WantsFrameworkEvents() &&
+          !events.empty()) {
+        verdict = rule->OnFrameworkEvents(events);
+      }
+      if (verdict.kind == RuleVerdict::Kind::kContinue) verdict = rule->OnTick(now);
+      if (verdict.kind != RuleVerdict::Kind::kIssuesFound || run.status_done) continue;
+      if (run.report) {
+        const core::ProfilerReportFiles files = core::ProfilerReportFilesFor(
+            options_.report_dir, evaluation.job_name, run.configuration_name);
+        report_status(run, v1::RuleEvaluationStatus::IssuesFound,
+                      absl::StrCat(rule->name(), ": ", verdict.details,
+                                   options_.report_dir.empty()
+                                       ? ""
+                                       : absl::StrCat(" (report: ", files.html.string(), ")")));
+      } else {
+        report_status(run, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+      }
+    }
+  }
+
+  if (ended) {
+    std::string read;  // What was read, for verdicts that saw too little.
+    if (evaluation.system_reader != nullptr) read = evaluation.system_reader->Summary();
+    if (evaluation.framework_reader != nullptr) {
+      absl::StrAppend(&read, read.empty() ? "" : "; ", evaluation.framework_reader->Summary());
+    }
+    if (job.profiler_config().disable_profiler()) {
+      absl::StrAppend(&read, "; profiling is disabled (ProfilerConfig.DisableProfiler)");
+    }
+    for (ProfilerRun& run : evaluation.profiler_runs) {
+      if (!run.active()) continue;
+      run.report_stale = true;
+      std::vector<std::string> errors;
+      for (const auto& rule : run.rules) {
+        RuleVerdict verdict = rule->OnEnd();
+        if (run.status_done) continue;
+        if (!run.report) {
+          if (verdict.kind == RuleVerdict::Kind::kError) {
+            absl::StrAppend(&verdict.details, ". Read: ", read);
+          }
+          report_status(run, StatusOf(verdict.kind), std::move(verdict.details));
+        } else if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
+          report_status(run, v1::RuleEvaluationStatus::IssuesFound,
+                        absl::StrCat(rule->name(), ": ", verdict.details));
+        } else if (verdict.kind == RuleVerdict::Kind::kError) {
+          errors.push_back(rule->name());
+        }
+      }
+      if (run.status_done) continue;
+      if (errors.size() == run.rules.size()) {
+        report_status(run, v1::RuleEvaluationStatus::Error,
+                      absl::StrCat("no profiling data to evaluate: ", read));
+      } else {
+        report_status(run, v1::RuleEvaluationStatus::NoIssuesFound,
+                      absl::StrCat(run.rules.size(), " rules evaluated, no issues found",
+                                   errors.empty() ? ""
+                                                  : absl::StrCat(" (", absl::StrJoin(errors, ", "),
+                                                                 " had no data to evaluate)"),
+                                   ". Read: ", read));
+      }
+    }
+  }
+
+  for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
+    ProfilerRun& run = evaluation.profiler_runs[i];
+    if (!run.report || run.final_written || options_.report_dir.empty()) {
+      if (ended) run.final_written = true;
+      continue;
+    }
+    // Regenerated at most once per report_interval while data arrives, and
+    // at once the first time and at the end.
+    if (ended || (run.report_stale && now - run.report_written >= options_.report_interval)) {
+      WriteReport(evaluation, i, job, ended);
+      run.report_written = now;
+      run.report_stale = false;
+      if (ended) run.final_written = true;
+    }
+  }
+}
+
+void EvaluationScheduler::WriteReport(JobEvaluation& evaluation, size_t run_index,
+                                      const JobRecord& job, bool final) {
+  const JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
+  std::vector<ProfilerRuleFinding> findings;
+  findings.reserve(run.rules.size());
+  for (const auto& rule : run.rules) findings.push_back(rule->Finding());
+  ProfilerReportContext context;
+  context.training_job_name = evaluation.job_name;
+  context.rule_configuration_name = run.configuration_name;
+  context.training_job_status = std::string(core::JobStatusName(job.training_job_status()));
+  if (final && !TrainingEnded(job)) {
+    // The tensor trial was closed before anyone reported the job's end.
+    absl::StrAppend(&context.training_job_status,
+                    "; training data complete (training_job_end.ts written)");
+  }
+  context.generated_at = absl::Now();
+  context.final = final;
+  if (evaluation.system_reader != nullptr) {
+    context.data_summary = evaluation.system_reader->Summary();
+  }
+  if (evaluation.framework_reader != nullptr) {
+    absl::StrAppend(&context.data_summary, context.data_summary.empty() ? "" : "; ",
+                    evaluation.framework_reader->Summary());
+  }
+  static const ProfilerReportData* const kEmpty = new ProfilerReportData();
+  const ProfilerReportData& data =
+      evaluation.report_data != nullptr ? *evaluation.report_data : *kEmpty;
+  const core::ProfilerReportFiles files = core::ProfilerReportFilesFor(
+      options_.report_dir, evaluation.job_name, run.configuration_name);
+  // The JSON first: a reader that sees the new page finds its summary too.
+  absl::Status written =
+      WriteFileAtomically(files.json, RenderProfilerReportJson(data, findings, context));
+  if (written.ok()) {
+    written = WriteFileAtomically(files.html, RenderProfilerReportHtml(data, findings, context));
+  }
+  if (!written.ok()) {
+    spdlog::warn("writing the profiling report of rule '{}' of job '{}' failed: {}",
+                 run.configuration_name, evaluation.job_name, written.ToString());
+  }
+}
+
 void EvaluationScheduler::RecordProgress(JobEvaluation& evaluation, bool force) {
   const absl::Time now = absl::Now();
   if (!force && now - evaluation.progress_recorded < options_.progress_interval) return;
@@ -526,40 +886,76 @@ void EvaluationScheduler::RecordProgress(JobEvaluation& evaluation, bool force) 
 }
 
 bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
-  if (inotify_fd_ < 0 || evaluation.trial_path.empty()) return false;
-  // The trial directory (training_job_end.ts, new subdirectories), index/
-  // (its 000000000 subdirectory appears after it) and the index directory:
-  // smdebug writes a step's index file after its event file, so a new index
-  // file means a new step to read. Until the trial
-  // directory exists, its nearest existing ancestor, to hear of its creation.
-  std::vector<std::string> dirs = {evaluation.trial_path, evaluation.trial_path + "/index",
-                                   evaluation.trial_path + "/index/000000000"};
+  if (inotify_fd_ < 0) return false;
+  constexpr uint32_t kDirectoryEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE;
+  // (directory, events) the job needs now. For each tree that does not exist
+  // yet, its nearest existing ancestor instead, to hear of its creation.
+  std::vector<std::pair<std::string, uint32_t>> wanted;
   std::error_code error;
-  const bool trial_exists = std::filesystem::is_directory(evaluation.trial_path, error);
-  if (!trial_exists) {
-    std::filesystem::path ancestor = std::filesystem::path(evaluation.trial_path).parent_path();
+  auto tree = [&](const std::string& root, std::vector<std::pair<std::string, uint32_t>> dirs) {
+    if (std::filesystem::is_directory(root, error)) {
+      for (auto& dir : dirs) wanted.push_back(std::move(dir));
+      return;
+    }
+    std::filesystem::path ancestor = std::filesystem::path(root).parent_path();
     while (!ancestor.empty() && ancestor != ancestor.root_path() &&
            !std::filesystem::is_directory(ancestor, error)) {
       ancestor = ancestor.parent_path();
     }
-    dirs = {ancestor.string()};
-  } else if (evaluation.ancestor_watch >= 0) {
-    // The trial is there: its ancestor (often the data root, shared by every
-    // job) would otherwise wake this job for every other job's files.
-    DropWatchLocked(evaluation, evaluation.ancestor_watch);
-    evaluation.ancestor_watch = -1;
+    wanted.emplace_back(ancestor.string(), kDirectoryEvents);
+  };
+  bool debug_active = false;
+  for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
+  if (debug_active && !evaluation.trial_path.empty()) {
+    // The trial directory (training_job_end.ts, new subdirectories), index/
+    // (its 000000000 subdirectory appears after it) and the index directory:
+    // smdebug writes a step's index file after its event file, so a new index
+    // file means a new step to read.
+    const std::string& trial = evaluation.trial_path;
+    tree(trial, {{trial, kDirectoryEvents},
+                 {trial + "/index", kDirectoryEvents},
+                 {trial + "/index/000000000", kDirectoryEvents}});
   }
+  bool profiler_active = false;
+  for (const auto& run : evaluation.profiler_runs)
+    profiler_active = profiler_active || run.active();
+  if (profiler_active && !evaluation.profiler_path.empty()) {
+    // The profiler appends to open files (system metrics every interval,
+    // timelines as events come): IN_MODIFY in the newest hour directories,
+    // IN_CREATE above them for the next hour.
+    const std::string& profiler = evaluation.profiler_path;
+    const std::string system = profiler + "/system/incremental";
+    const std::string framework = profiler + "/framework/pevents";
+    std::vector<std::pair<std::string, uint32_t>> dirs = {
+        {profiler, kDirectoryEvents},  {profiler + "/system", kDirectoryEvents},
+        {system, kDirectoryEvents},    {profiler + "/framework", kDirectoryEvents},
+        {framework, kDirectoryEvents},
+    };
+    for (const std::string& parent : {system, framework}) {
+      if (std::string hour = NewestSubdirectory(parent); !hour.empty()) {
+        dirs.emplace_back(std::move(hour), kDirectoryEvents | IN_MODIFY);
+      }
+    }
+    tree(profiler, std::move(dirs));
+  }
+
+  std::set<int> keep;
   bool added = false;
-  for (const std::string& dir : dirs) {
-    const int wd =
-        inotify_add_watch(inotify_fd_, dir.c_str(),
-                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_MASK_ADD);
-    if (wd < 0) continue;  // Not there yet: the ancestor watch or polling covers it.
+  for (const auto& [dir, events] : wanted) {
+    const int wd = inotify_add_watch(inotify_fd_, dir.c_str(), events | IN_ONLYDIR | IN_MASK_ADD);
+    if (wd < 0) continue;  // Not there yet: an ancestor watch or polling covers it.
+    keep.insert(wd);
     if (watch_owners_[wd].insert(evaluation.job_name).second) {
       evaluation.watches.push_back(wd);
       added = true;
     }
-    if (!trial_exists) evaluation.ancestor_watch = wd;
+  }
+  // Drop what is no longer needed: an ancestor (often the data root, shared
+  // by every job) would otherwise wake this job for every other job's files,
+  // and an old hour directory no longer grows.
+  const std::vector<int> current = evaluation.watches;
+  for (const int wd : current) {
+    if (keep.count(wd) == 0) DropWatchLocked(evaluation, wd);
   }
   return added;
 }
@@ -578,7 +974,6 @@ void EvaluationScheduler::DropWatchLocked(JobEvaluation& evaluation, int wd) {
 
 void EvaluationScheduler::DropWatchesLocked(JobEvaluation& evaluation) {
   while (!evaluation.watches.empty()) DropWatchLocked(evaluation, evaluation.watches.back());
-  evaluation.ancestor_watch = -1;
 }
 
 void EvaluationScheduler::WatchLoop() {

@@ -1,6 +1,8 @@
 // EvaluationScheduler: evaluates every job's built-in debugging rules on the
-// job's tensor output, step by step as it lands, and records each rule's
-// status through the job manager (durable, pushed to watchers).
+// job's tensor output, step by step as it lands, and its built-in profiler
+// rules on the profiler output (system metrics, framework timelines) as it
+// lands, and records each rule's status through the job manager (durable,
+// pushed to watchers). ProfilerReport rules also (re)write their report.
 //
 // Work is per job, not per rule: one TrialReader per job reads each new step
 // once, decoding only the tensors some rule of the job wants, and feeds it to
@@ -9,6 +11,14 @@
 // through inotify on the trial's directories (milliseconds), with a slow
 // polling pass as the fallback for directories that do not exist yet or file
 // systems without inotify.
+//
+// Profiler rules read ProfilerConfig.S3OutputPath with the same workers and
+// watches. They conclude when training ends (the job Completed or Failed, or
+// the tensor trial's training_job_end.ts); IssuesFound is recorded as soon as
+// the data shows it. A ProfilerReport rule's status is IssuesFound as soon as
+// one of its rules finds issues, but its report keeps being regenerated (at
+// most once per report_interval while data arrives, and once more at the end)
+// until training ends.
 //
 // Restart: terminal rule statuses (and the actions they triggered) are
 // durable, so a finished rule is never evaluated, and never acts, again.
@@ -60,6 +70,11 @@ struct EvaluationSchedulerOptions {
   // How often, at most, each job's rule progress (LastEvaluatedStep) is
   // recorded while steps keep coming; always at the end of training.
   absl::Duration progress_interval = absl::Seconds(1);
+  // Where ProfilerReport rules write their reports (see
+  // core/profiler_report_files.h); empty: reports are not written.
+  std::filesystem::path report_dir;
+  // How often, at most, a report is regenerated while data keeps coming.
+  absl::Duration report_interval = absl::Seconds(2);
 };
 
 class EvaluationScheduler {
@@ -95,6 +110,15 @@ class EvaluationScheduler {
   void PollLoop();
   void WatchLoop();
   void Evaluate(JobEvaluation& evaluation);
+  void EvaluateDebugRules(JobEvaluation& evaluation);
+  void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job);
+  // Adds the job's profiler rules that are InProgress (or a ProfilerReport
+  // whose report is still live) and not evaluated yet to `evaluation`
+  // (its pending list when `pending`, as a worker may own the evaluation).
+  void AddProfilerRunsLocked(JobEvaluation& evaluation, const core::JobRecord& job, bool pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,
+                   bool final);
   void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
   // Starts the custom evaluators of `configs` (rules of `job` InProgress
   // whose image is not built-in), once per rule and process.

@@ -101,8 +101,9 @@ absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_
                                                         const RuleContext& context);
 
 // Checks `parameters` of built-in rule `rule_name` exactly as
-// CreateBuiltinRule does (same errors) without needing a RuleContext: for
-// CreateTrainingJob-time validation.
+// CreateBuiltinRule does (same errors) without needing a RuleContext, or for
+// a profiler rule (and ProfilerReport's overrides) as CreateProfilerRuleSet
+// does: for CreateTrainingJob- and UpdateTrainingJob-time validation.
 absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
                                            const RuleParameters& parameters);
 

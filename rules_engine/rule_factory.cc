@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "rules_engine/profiler_report_rules.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/rule_internal.h"
 
@@ -197,6 +198,9 @@ absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_
 
 absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
                                            const RuleParameters& parameters) {
+  if (IsProfilerRuleName(rule_name)) {
+    return CreateProfilerRuleSet(rule_name, parameters).status();
+  }
   // A stand-in lookup so that SimilarAcrossRuns validates its parameters
   // without access to the other trial; the rule built here is discarded.
   RuleContext context;

@@ -8,6 +8,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/profiler_report_service.h"
 #include "service/training_agent_service.h"
 #include "service/training_job_service.h"
 
@@ -46,9 +47,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
-                                                              core::TrainingJobHandler* handler,
-                                                              core::TrainingAgentHandler* agents) {
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const GrpcServerOptions& options, core::TrainingJobHandler* handler,
+    core::TrainingAgentHandler* agents, core::ProfilerReportHandler* reports) {
   // Force the health descriptors into the generated pool for reflection.
   grpc::health::v1::HealthCheckRequest::descriptor();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
@@ -64,6 +65,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   if (agents != nullptr) {
     server->agent_service_ = std::make_unique<TrainingAgentServiceImpl>(agents);
     builder.RegisterService(server->agent_service_.get());
+  }
+  if (reports != nullptr) {
+    server->report_service_ = std::make_unique<ProfilerReportServiceImpl>(reports);
+    builder.RegisterService(server->report_service_.get());
   }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   server->server_ = builder.BuildAndStart();

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/profiler_report_handler.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
@@ -27,19 +28,20 @@ struct GrpcServerOptions {
 
 class TrainingJobServiceImpl;
 class TrainingAgentServiceImpl;
+class ProfilerReportServiceImpl;
 
 // A running server. Thread-safe.
 class GrpcServer {
  public:
   // Binds and starts serving `handler` (TrainingJobService) and, if given,
-  // `agents` (TrainingAgentService).
+  // `agents` (TrainingAgentService) and `reports` (ProfilerReportService).
   // Returns INVALID_ARGUMENT if only one TLS file is given, NOT_FOUND if a TLS
   // file cannot be read, UNAVAILABLE if the address cannot be bound (in use,
   // bad host), each naming the file or address.
-  // REQUIRES: `handler` and `agents` outlive the server.
+  // REQUIRES: the handlers outlive the server.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const GrpcServerOptions& options, core::TrainingJobHandler* handler,
-      core::TrainingAgentHandler* agents = nullptr);
+      core::TrainingAgentHandler* agents = nullptr, core::ProfilerReportHandler* reports = nullptr);
 
   // Shuts down (grace period zero) if still running.
   ~GrpcServer();
@@ -58,6 +60,7 @@ class GrpcServer {
   GrpcServer() = default;
   std::unique_ptr<TrainingJobServiceImpl> service_;
   std::unique_ptr<TrainingAgentServiceImpl> agent_service_;
+  std::unique_ptr<ProfilerReportServiceImpl> report_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

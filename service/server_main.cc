@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "core/profiler_report_handler.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
 #include "persistence/sqlite_storage.h"
@@ -207,6 +208,10 @@ int main(int argc, char** argv) {
   scheduler_options.custom_evaluators = std::move(custom_evaluators);
   scheduler_options.custom_evaluator_time_limit = absl::Seconds(evaluator_time_limit_s);
   scheduler_options.data_roots = (*manager)->options().validation.data_roots;
+  // ProfilerReport rules' reports live with the database: the server owns
+  // that directory, whereas output paths may be read-only to it.
+  const fs::path report_dir = fs::path(data_dir) / "reports";
+  scheduler_options.report_dir = report_dir;
   auto scheduler = std::make_unique<debugplane::rules_engine::EvaluationScheduler>(
       manager->get(), scheduler_options);
   scheduler->Start();
@@ -215,7 +220,9 @@ int main(int argc, char** argv) {
   actions->Start();
 
   debugplane::core::TrainingAgentManager agents(manager->get());
-  auto server = debugplane::service::GrpcServer::Start(grpc_options, manager->get(), &agents);
+  debugplane::core::ProfilerReportHandler reports(manager->get(), report_dir);
+  auto server =
+      debugplane::service::GrpcServer::Start(grpc_options, manager->get(), &agents, &reports);
   if (!server.ok()) return Fail(server.status().ToString());
 
   std::vector<std::string> root_names;

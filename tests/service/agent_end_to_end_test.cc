@@ -17,9 +17,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/job_record.h"
+#include "debugplane/v1/profiler_report.grpc.pb.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/core/test_util.h"
 #include "tests/service/server_process.h"
 
@@ -254,6 +257,49 @@ TEST_F(AgentEndToEndTest, ARuleActionStopsTheTrainingProcess) {
             v1::RuleEvaluationStatus::IssuesFound);
   EXPECT_THAT(agent.log(), HasSubstr("Stopped by rule ExplodingTensor"));
   EXPECT_THAT(agent.log(), HasSubstr("killing it"));
+}
+
+TEST_F(AgentEndToEndTest, TheProfilerReportDrawsTheHostsMetricsAndIsFinalWhenTrainingEnds) {
+  // The agent samples this host's real metrics; ProfilerReport evaluates
+  // them as they land and serves the final report once the command exits.
+  v1::CreateTrainingJobRequest request = Job("profiled");
+  request.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  auto* rule = request.add_profiler_rule_configurations();
+  rule->set_rule_configuration_name("ProfilerReport");
+  rule->set_rule_evaluator_image("builtin");
+  (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
+  Create(request);
+  AgentProcess agent(AgentArgs("profiled"),
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "40", "--step-ms", "25"},
+                     data_.path() / "agent.log");
+  EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
+
+  auto reports = v1::ProfilerReportService::NewStub(server_.Channel());
+  v1::GetProfilerReportRequest get;
+  get.set_training_job_name("profiled");
+  get.set_format(v1::ProfilerReportFormat::JSON);
+  v1::GetProfilerReportResponse report;
+  nlohmann::json summary;
+  EXPECT_TRUE(WaitUntil([&] {
+    grpc::Status status = reports->GetProfilerReport(Context().get(), get, &report);
+    if (!status.ok()) return false;
+    summary = nlohmann::json::parse(report.content(), nullptr, false);
+    return !summary.is_discarded() && summary["final"] == true;
+  })) << report.content();
+  // Final once the script closed its trial (training_job_end.ts) or the
+  // agent reported the exit, whichever the server saw first.
+  EXPECT_THAT(summary["training_job_status"].get<std::string>(),
+              ::testing::AnyOf(HasSubstr("training data complete"), "Completed"));
+  EXPECT_GT(summary["system"]["metric_points"].get<int64_t>(), 0) << summary["system"].dump();
+  bool cpu_seen = false;
+  for (const auto& device : summary["system"]["devices"]) {
+    cpu_seen = cpu_seen || device["dimension"] == "CPUUtilization";
+  }
+  EXPECT_TRUE(cpu_seen) << summary["system"].dump();
+  // Every rule of the report concluded; the job's rule status too.
+  v1::DescribeTrainingJobResponse job = Describe("profiled");
+  EXPECT_TRUE(core::IsTerminal(job.profiler_rule_evaluation_statuses(0).rule_evaluation_status()))
+      << job.profiler_rule_evaluation_statuses(0).status_details();
 }
 
 TEST_F(AgentEndToEndTest, TheAgentReconnectsAfterAServerRestartWithoutLosingTheCommand) {

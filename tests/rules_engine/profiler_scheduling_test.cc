@@ -1,0 +1,243 @@
+// Profiler rules scheduled for jobs (no network): the scheduler reads the
+// job's profiler output as it lands, records verdicts, keeps a
+// ProfilerReport's report current until training ends (also across a
+// restart), and says why when there is nothing to read.
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "core/profiler_report_files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "persistence/sqlite_storage.h"
+#include "rules_engine/evaluation_scheduler.h"
+#include "tests/core/test_util.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::CallSync;
+using ::debugplane::testing::ScopedTempDir;
+using ::testing::HasSubstr;
+using H = core::TrainingJobHandler;
+
+class ProfilerSchedulingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto storage = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
+    ASSERT_TRUE(storage.ok());
+    core::TrainingJobManagerOptions options;
+    options.validation.data_roots.push_back(dir_.path());
+    auto manager = core::TrainingJobManager::Create(*std::move(storage), options);
+    ASSERT_TRUE(manager.ok());
+    manager_ = *std::move(manager);
+    StartScheduler();
+  }
+  void TearDown() override {
+    scheduler_.reset();
+    manager_.reset();
+  }
+
+  void StartScheduler() {
+    EvaluationSchedulerOptions options;
+    options.data_roots.push_back(dir_.path());
+    options.report_dir = dir_.path() / "reports";
+    options.report_interval = absl::Milliseconds(50);
+    options.poll_interval = absl::Milliseconds(200);
+    scheduler_ = std::make_unique<EvaluationScheduler>(manager_.get(), options);
+    scheduler_->Start();
+  }
+
+  // A job profiling to <dir>/<name>/profiler with one profiler rule.
+  void CreateJob(const std::string& name, const std::string& rule_to_invoke,
+                 const std::map<std::string, std::string>& parameters = {},
+                 const std::string& profiler_path = "") {
+    v1::CreateTrainingJobRequest request;
+    request.set_training_job_name(name);
+    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
+    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    request.mutable_profiler_config()->set_s3_output_path(
+        profiler_path.empty() ? ProfilerDir(name).string() : profiler_path);
+    auto* rule = request.add_profiler_rule_configurations();
+    rule->set_rule_configuration_name(rule_to_invoke);
+    rule->set_rule_evaluator_image("builtin");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_to_invoke;
+    for (const auto& [key, value] : parameters) (*rule->mutable_rule_parameters())[key] = value;
+    auto created =
+        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+
+  fs::path ProfilerDir(const std::string& job) const { return dir_.path() / job / "profiler"; }
+
+  // Appends `samples` timestamps of 4 CPU cores at `cpu` and one GPU at `gpu`.
+  void WriteSamples(const std::string& job, int samples, double cpu, double gpu) {
+    const fs::path hour = ProfilerDir(job) / "system" / "incremental" / "2026112207";
+    fs::create_directories(hour);
+    std::ofstream out(hour / "1795331436.algo-1.json", std::ios::app);
+    for (int i = 0; i < samples; ++i, timestamp_ += 0.5) {
+      for (int core = 0; core < 4; ++core) {
+        out << absl::StrFormat(
+            "{\"Type\": \"cpu\", \"Name\": \"cpu%d\", \"Dimension\": "
+            "\"CPUUtilization\", "
+            "\"Value\": %.1f, \"NodeId\": \"algo-1\", \"Timestamp\": %.3f}\n",
+            core, cpu, timestamp_);
+      }
+      out << absl::StrFormat(
+          "{\"Type\": \"gpu\", \"Name\": \"gpu0\", \"Dimension\": "
+          "\"GPUUtilization\", "
+          "\"Value\": %.1f, \"NodeId\": \"algo-1\", \"Timestamp\": %.3f}\n",
+          gpu, timestamp_);
+    }
+  }
+
+  void EndTraining(const std::string& job) {
+    v1::ReportTrainingStatusRequest request;
+    request.set_training_job_name(job);
+    request.set_event(v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
+    v1::ReportTrainingStatusResponse response;
+    absl::Notification done;
+    absl::Status result;
+    manager_->ReportTrainingStatus(request, &response, [&](absl::Status status) {
+      result = status;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    ASSERT_TRUE(result.ok()) << result;
+  }
+
+  v1::ProfilerRuleEvaluationStatus Status(const std::string& job) {
+    const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
+    return record->profiler_rule_evaluation_statuses(0);
+  }
+
+  v1::ProfilerRuleEvaluationStatus WaitForStatus(const std::string& job,
+                                                 v1::RuleEvaluationStatus::Value want) {
+    for (int i = 0; i < 2000; ++i) {
+      v1::ProfilerRuleEvaluationStatus status = Status(job);
+      if (status.rule_evaluation_status() == want) return status;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ADD_FAILURE() << "rule of " << job << " never became "
+                  << v1::RuleEvaluationStatus::Value_Name(want) << ": "
+                  << Status(job).status_details();
+    return Status(job);
+  }
+
+  // The report's JSON summary once `ready(summary)` holds (or fails).
+  template <typename Ready>
+  nlohmann::json WaitForReport(const std::string& job, const std::string& rule, Ready ready) {
+    const fs::path path = core::ProfilerReportFilesFor(dir_.path() / "reports", job, rule).json;
+    nlohmann::json summary;
+    for (int i = 0; i < 2000; ++i) {
+      std::ifstream in(path);
+      if (in) {
+        summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (!summary.is_discarded() && ready(summary)) return summary;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ADD_FAILURE() << "report " << path << " never got ready; last: " << summary.dump();
+    return summary;
+  }
+
+  static int64_t Points(const nlohmann::json& summary) {
+    return summary["system"]["metric_points"].get<int64_t>();
+  }
+
+  ScopedTempDir dir_;
+  // Near now: MaxInitializationTime (in ProfilerReport) compares the data
+  // with the wall clock.
+  double timestamp_ = static_cast<double>(absl::ToUnixMicros(absl::Now())) / 1e6;
+  std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<EvaluationScheduler> scheduler_;
+};
+
+TEST_F(ProfilerSchedulingTest, TheReportFollowsTheDataUntilTrainingEnds) {
+  CreateJob("live", "ProfilerReport", {{"CPUBottleneck_patience", "0"}});
+  // A report exists before any data: the empty state, live.
+  nlohmann::json summary = WaitForReport(
+      "live", "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == false; });
+  EXPECT_EQ(Points(summary), 0);
+
+  WriteSamples("live", 150, 35, 90);
+  summary = WaitForReport("live", "ProfilerReport",
+                          [](const nlohmann::json& s) { return Points(s) == 150 * 5; });
+  EXPECT_EQ(Status("live").rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
+
+  // A CPU bottleneck: ProfilerReport says so at once, naming the rule.
+  WriteSamples("live", 400, 97, 3);
+  v1::ProfilerRuleEvaluationStatus status =
+      WaitForStatus("live", v1::RuleEvaluationStatus::IssuesFound);
+  EXPECT_THAT(status.status_details(), HasSubstr("CPUBottleneck: CPU bottleneck on algo-1"));
+  EXPECT_THAT(status.status_details(), HasSubstr("profiler-report.html"));
+
+  // The report keeps following the data, and is final once training ends.
+  WriteSamples("live", 10, 35, 90);
+  WaitForReport("live", "ProfilerReport",
+                [](const nlohmann::json& s) { return Points(s) == 560 * 5; });
+  EndTraining("live");
+  summary = WaitForReport("live", "ProfilerReport",
+                          [](const nlohmann::json& s) { return s["final"] == true; });
+  EXPECT_EQ(summary["training_job_status"], "Completed");
+  bool found = false;
+  for (const auto& finding : summary["findings"]) {
+    if (finding["rule"] != "CPUBottleneck") continue;
+    found = true;
+    EXPECT_EQ(finding["status"], "IssuesFound");
+    EXPECT_EQ(finding["parameters"]["patience"], "0");
+  }
+  EXPECT_TRUE(found) << summary["findings"].dump();
+  EXPECT_EQ(Status("live").rule_evaluation_status(), v1::RuleEvaluationStatus::IssuesFound);
+}
+
+TEST_F(ProfilerSchedulingTest, AfterARestartTheReportOfAnIssuesFoundRuleStaysLive) {
+  CreateJob("restarted", "ProfilerReport", {{"CPUBottleneck_patience", "0"}});
+  WriteSamples("restarted", 400, 97, 3);
+  WaitForStatus("restarted", v1::RuleEvaluationStatus::IssuesFound);
+  scheduler_.reset();
+
+  StartScheduler();
+  WriteSamples("restarted", 20, 35, 90);
+  // Replayed from the start, then the new data.
+  WaitForReport("restarted", "ProfilerReport",
+                [](const nlohmann::json& s) { return Points(s) == 420 * 5; });
+  EndTraining("restarted");
+  WaitForReport("restarted", "ProfilerReport",
+                [](const nlohmann::json& s) { return s["final"] == true; });
+}
+
+TEST_F(ProfilerSchedulingTest, HealthyDataEndsNoIssuesFoundWhenTrainingEnds) {
+  CreateJob("healthy", "CPUBottleneck", {{"patience", "0"}});
+  WriteSamples("healthy", 300, 35, 90);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(Status("healthy").rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
+  EndTraining("healthy");
+  v1::ProfilerRuleEvaluationStatus status =
+      WaitForStatus("healthy", v1::RuleEvaluationStatus::NoIssuesFound);
+  EXPECT_THAT(status.status_details(), HasSubstr("algo-1"));
+}
+
+TEST_F(ProfilerSchedulingTest, NoDataEndsInAnErrorNamingTheDirectory) {
+  CreateJob("empty", "LowGPUUtilization");
+  EndTraining("empty");
+  v1::ProfilerRuleEvaluationStatus status = WaitForStatus("empty", v1::RuleEvaluationStatus::Error);
+  EXPECT_THAT(status.status_details(), HasSubstr("no system metrics"));
+  EXPECT_THAT(status.status_details(), HasSubstr(ProfilerDir("empty").string()));
+}
+
+TEST_F(ProfilerSchedulingTest, ObjectStorageProfilerOutputIsAnErrorSayingSo) {
+  CreateJob("remote", "CPUBottleneck", {}, "s3://bucket/profiler");
+  v1::ProfilerRuleEvaluationStatus status =
+      WaitForStatus("remote", v1::RuleEvaluationStatus::Error);
+  EXPECT_THAT(status.status_details(), HasSubstr("ProfilerConfig.S3OutputPath"));
+  EXPECT_THAT(status.status_details(), HasSubstr("object storage"));
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine
