@@ -4,9 +4,11 @@
 #include <array>
 #include <cmath>
 #include <ctime>
+#include <deque>
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -47,37 +49,63 @@ RuleVerdict NoIssues(std::string details) {
   return RuleVerdict::NoIssues(std::move(details));
 }
 
-// numpy.percentile's default (linear interpolation); sorts `v`.
+// numpy.percentile's default (linear interpolation); reorders `v`. The two
+// order statistics are selected, not sorted for (a window sort per check was
+// a visible share of the bench).
 double Percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
   double pos = q / 100.0 * static_cast<double>(v.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  std::nth_element(v.begin(), v.begin() + lo, v.end());
+  const double low = v[lo];
+  const double high = hi == lo ? low : *std::min_element(v.begin() + hi, v.end());
+  return low + (high - low) * (pos - static_cast<double>(lo));
 }
 
 // Declares the parameters every profiler rule takes.
-void CommonParameters(RuleParameterReader& p) {
-  p.Int("scan_interval_us", 60000000, 1);
-}
+void CommonParameters(RuleParameterReader& p) { p.Int("scan_interval_us", 60000000, 1); }
 
 double Percent(RuleParameterReader& p, absl::string_view name, double default_value) {
   return p.Float(name, default_value, 0, 100);
 }
 
+// Node, device: a series (MetricStrings order by text, so maps keyed by them
+// iterate, and details list series, as with the std::string keys before).
+using SeriesKey = std::pair<MetricString, MetricString>;
+
+// Finds a rule's per-series (or per-node) state without a map search per
+// point: the last key is remembered (points of one series often come in a
+// row), then a hash of the interned pointers. `make` returns the state's
+// stable address (an element of the rule's ordered map) on first sight.
+template <typename Key, typename T>
+class Memo {
+ public:
+  template <typename Make>
+  T* Get(const Key& key, Make make) {
+    if (last_ != nullptr && key == last_key_) return last_;
+    auto [it, inserted] = memo_.try_emplace(key, nullptr);
+    if (inserted) it->second = make();
+    last_key_ = key;
+    last_ = it->second;
+    return last_;
+  }
+
+ private:
+  absl::flat_hash_map<Key, T*> memo_;
+  Key last_key_{};
+  T* last_ = nullptr;
+};
+
+// "a; b; c" of the parts, cut at kMaxDetails.
+void AppendPart(std::string* out, absl::string_view part) {
+  if (out->size() >= kMaxDetails) return;
+  absl::StrAppend(out, out->empty() ? "" : "; ", part);
+}
+
 // Base: sticky terminal verdict, "no data at all" at the end.
 class ProfilerRuleBase : public ProfilerRule {
  public:
-  RuleVerdict OnMetrics(absl::Span<const SystemMetricPoint> points) final {
-    if (done_) return final_;
-    points_seen_ += static_cast<int64_t>(points.size());
-    for (const SystemMetricPoint& point : points) {
-      RuleVerdict v = OnPoint(point);
-      if (v.kind == RuleVerdict::Kind::kIssuesFound) return Conclude(std::move(v));
-    }
-    return RuleVerdict::Continue();
-  }
   RuleVerdict OnEnd() final {
     if (done_) return final_;
     if (points_seen_ == 0) {
@@ -92,11 +120,15 @@ class ProfilerRuleBase : public ProfilerRule {
     finding.rule = name();
     finding.parameters = parameters_;
     finding.datapoints = points_seen_;
+    finding.violations = Violations();
     if (done_) {
       finding.status = final_.kind;
       finding.details = final_.details;
+    } else if (points_seen_ == 0) {
+      finding.details = "no system metrics yet";
     } else {
-      finding.details = absl::StrCat(points_seen_, " system metric points evaluated so far");
+      finding.details = Progress();
+      if (finding.details.size() > kMaxDetails) finding.details.resize(kMaxDetails);
     }
     return finding;
   }
@@ -106,10 +138,13 @@ class ProfilerRuleBase : public ProfilerRule {
   }
 
  protected:
-  virtual RuleVerdict OnPoint(const SystemMetricPoint& point) = 0;
   virtual RuleVerdict End() = 0;
+  // For Finding(): how often the rule's condition held so far (what a
+  // report's "triggered" column counts), and, while undecided, what the
+  // rule has seen so far (at least one point was seen).
+  virtual int64_t Violations() const = 0;
+  virtual std::string Progress() const = 0;
 
- private:
   RuleVerdict Conclude(RuleVerdict v) {
     done_ = true;
     final_ = v;
@@ -118,7 +153,35 @@ class ProfilerRuleBase : public ProfilerRule {
   bool done_ = false;
   RuleVerdict final_;
   int64_t points_seen_ = 0;
+
+ private:
   std::map<std::string, std::string> parameters_;
+};
+
+// The per-point loop, with Derived::OnPoint called directly (not virtual:
+// inlined, and the dimension filter most rules start with costs a compare;
+// a virtual call per point and rule was a noticeable share of the bench).
+template <typename Derived>
+class SystemRule : public ProfilerRuleBase {
+ public:
+  RuleVerdict OnMetrics(absl::Span<const SystemMetricPoint> points) final {
+    if (done_) return final_;
+    points_seen_ += static_cast<int64_t>(points.size());
+    Derived& self = static_cast<Derived&>(*this);
+    for (const SystemMetricPoint& point : points) {
+      if (self.OnPoint(point)) return Conclude(std::move(self.verdict_));
+    }
+    return RuleVerdict::Continue();
+  }
+
+ protected:
+  // OnPoint(point) returns whether the rule fired, the verdict in verdict_
+  // (a std::string per point and rule, even empty, showed in the profile).
+  bool Fire(RuleVerdict v) {
+    verdict_ = std::move(v);
+    return verdict_.kind == RuleVerdict::Kind::kIssuesFound;
+  }
+  RuleVerdict verdict_;
 };
 
 // A fixed-size window over one device's series, after `patience` points.
@@ -128,6 +191,7 @@ struct WindowedSeries {
   double first_ts = 0, last_ts = 0;
   int64_t first_index = 0;  // 1-based index in the series of window[0].
   int windows_done = 0;
+  double last_p95 = 0, last_p5 = 0;  // Of the last evaluated window.
 };
 
 // ---------------------------------------------------------------------------
@@ -138,7 +202,8 @@ struct WindowedSeries {
 // threshold_p95 and p5 below threshold_p5"; p95 == threshold counts as
 // above). Decision: at OnEnd a trailing partial window is evaluated too if it
 // holds at least half a window (a run just past patience still gets judged).
-class LowGpuUtilization : public ProfilerRuleBase {
+// Violations: windows found underutilized or fluctuating.
+class LowGpuUtilization : public SystemRule<LowGpuUtilization> {
  public:
   explicit LowGpuUtilization(RuleParameterReader& p)
       : threshold_p95_(Percent(p, "threshold_p95", 70)),
@@ -149,19 +214,20 @@ class LowGpuUtilization : public ProfilerRuleBase {
   }
   std::string name() const override { return "LowGPUUtilization"; }
 
- protected:
-  RuleVerdict OnPoint(const SystemMetricPoint& pt) override {
-    if (pt.dim != MetricDimension::kGpuUtilization) return RuleVerdict::Continue();
-    WindowedSeries& s = series_[{pt.node_id, pt.name}];
+  bool OnPoint(const SystemMetricPoint& pt) {
+    if (pt.dim != MetricDimension::kGpuUtilization) return false;
+    const SeriesKey key(pt.node_id, pt.name);
+    WindowedSeries& s = *memo_.Get(key, [&] { return &series_[key]; });
     ++s.seen;
-    if (s.seen <= patience_) return RuleVerdict::Continue();
+    if (s.seen <= patience_) return false;
     if (s.window.empty()) s.first_ts = pt.timestamp, s.first_index = s.seen;
     s.window.push_back(pt.value);
     s.last_ts = pt.timestamp;
-    if (static_cast<int64_t>(s.window.size()) < window_) return RuleVerdict::Continue();
-    return Evaluate(pt.node_id, pt.name, s);
+    if (static_cast<int64_t>(s.window.size()) < window_) return false;
+    return Fire(Evaluate(pt.node_id, pt.name, s));
   }
 
+ protected:
   RuleVerdict End() override {
     if (series_.empty()) return NoIssues("no GPUUtilization metrics (no GPU seen)");
     for (auto& [key, s] : series_) {
@@ -172,30 +238,51 @@ class LowGpuUtilization : public ProfilerRuleBase {
     }
     std::string details;
     for (const auto& [key, s] : series_) {
-      absl::StrAppend(&details, details.empty() ? "" : "; ", key.second, " on ", key.first, ": ",
-                      s.seen, " points, ", s.windows_done, " windows of ", window_,
-                      " evaluated after patience ", patience_);
+      absl::StrAppend(&details, details.empty() ? "" : "; ", key.second.view(), " on ",
+                      key.first.view(), ": ", s.seen, " points, ", s.windows_done, " windows of ",
+                      window_, " evaluated after patience ", patience_);
     }
     return NoIssues(details);
   }
 
+  int64_t Violations() const override { return violations_; }
+  std::string Progress() const override {
+    if (series_.empty()) return "no GPUUtilization metrics yet";
+    std::string out;
+    for (const auto& [key, s] : series_) {
+      std::string part = absl::StrCat(key.second.view(), " on ", key.first.view(), ": ", s.seen,
+                                      " points, ", s.windows_done, " windows of ", window_,
+                                      " evaluated after patience ", patience_);
+      if (s.windows_done > 0) {
+        absl::StrAppend(&part, ", last p95 ", Pct(s.last_p95), " (threshold_p95 ",
+                        Pct(threshold_p95_), "), p5 ", Pct(s.last_p5), " (threshold_p5 ",
+                        Pct(threshold_p5_), ")");
+      }
+      AppendPart(&out, part);
+    }
+    return out;
+  }
+
  private:
-  RuleVerdict Evaluate(const std::string& node, const std::string& gpu, WindowedSeries& s) {
-    std::vector<double> v = s.window;
-    const size_t n = v.size();
-    double p95 = Percentile(v, 95);
-    double p5 = Percentile(v, 5);
+  RuleVerdict Evaluate(absl::string_view node, absl::string_view gpu, WindowedSeries& s) {
+    scratch_ = s.window;
+    const size_t n = scratch_.size();
+    double p95 = Percentile(scratch_, 95);
+    double p5 = Percentile(scratch_, 5);
     ++s.windows_done;
+    s.last_p95 = p95, s.last_p5 = p5;
     std::string where =
         absl::StrCat(" over ", n, " points (", s.first_index, "-", s.first_index + n - 1,
                      " of that GPU) from ", Ts(s.first_ts), " to ", Ts(s.last_ts));
     s.window.clear();
     if (p95 < threshold_p95_) {
+      ++violations_;
       return Issues(absl::StrCat("GPU utilization of ", gpu, " on ", node,
-                                 " is low: 95th percentile ", Pct(p95),
-                                 " below threshold_p95 ", Pct(threshold_p95_), where));
+                                 " is low: 95th percentile ", Pct(p95), " below threshold_p95 ",
+                                 Pct(threshold_p95_), where));
     }
     if (p5 < threshold_p5_) {
+      ++violations_;
       return Issues(absl::StrCat("GPU utilization of ", gpu, " on ", node,
                                  " fluctuates: 5th percentile ", Pct(p5), " below threshold_p5 ",
                                  Pct(threshold_p5_), " while the 95th percentile is ", Pct(p95),
@@ -206,7 +293,10 @@ class LowGpuUtilization : public ProfilerRuleBase {
 
   double threshold_p95_, threshold_p5_;
   int64_t patience_, window_;
-  std::map<std::pair<std::string, std::string>, WindowedSeries> series_;
+  std::map<SeriesKey, WindowedSeries> series_;
+  Memo<SeriesKey, WindowedSeries> memo_;
+  std::vector<double> scratch_;  // A window's copy, sorted for percentiles.
+  int64_t violations_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -232,15 +322,16 @@ struct Sample {
 // underutilized when every GPU of the node is below gpu_threshold (the
 // highest GPUUtilization of the sample); samples without GPU metrics (or
 // without I/OWaitPercentage for IOBottleneck) are not evaluated.
-class BottleneckRule : public ProfilerRuleBase {
+// Violations: bottlenecked samples (over all nodes).
+class BottleneckRule : public SystemRule<BottleneckRule> {
  public:
-  RuleVerdict OnPoint(const SystemMetricPoint& pt) override {
-    Node& node = nodes_[pt.node_id];
+  bool OnPoint(const SystemMetricPoint& pt) {
+    Node& node = *memo_.Get(pt.node_id, [&] { return &nodes_[pt.node_id]; });
     if (node.open && node.current.timestamp != pt.timestamp) {
-      RuleVerdict v = Close(pt.node_id, node);
+      const bool fired = Close(pt.node_id, node);
       node.current = Sample();
       node.open = false;
-      if (v.kind == RuleVerdict::Kind::kIssuesFound) return v;
+      if (fired) return true;
     }
     if (!node.open) node.current.timestamp = pt.timestamp, node.open = true;
     Sample& s = node.current;
@@ -257,7 +348,7 @@ class BottleneckRule : public ProfilerRuleBase {
       default:
         break;
     }
-    return RuleVerdict::Continue();
+    return false;
   }
 
   RuleVerdict End() override {
@@ -275,7 +366,8 @@ class BottleneckRule : public ProfilerRuleBase {
     }
     std::string details;
     for (const auto& [id, node] : nodes_) {
-      absl::StrAppend(&details, details.empty() ? "" : "; ", id, ": ", node.samples, " samples");
+      absl::StrAppend(&details, details.empty() ? "" : "; ", id.view(), ": ", node.samples,
+                      " samples");
       if (node.evaluated == 0) {
         absl::StrAppend(&details, ", none evaluated (patience ", patience_, ", needs ", Needs(),
                         ")");
@@ -288,30 +380,60 @@ class BottleneckRule : public ProfilerRuleBase {
     return NoIssues(details);
   }
 
+  int64_t Violations() const override {
+    int64_t n = 0;
+    for (const auto& [id, node] : nodes_) n += node.bottlenecks;
+    return n;
+  }
+  // E.g. "algo-1: CPU above 90.0% while GPU below 10.0% in 35 of 1700
+  // evaluated samples (2.1%) so far; threshold 50.0%". The open sample is
+  // not counted yet.
+  std::string Progress() const override {
+    std::string out;
+    for (const auto& [id, node] : nodes_) {
+      if (node.evaluated == 0) {
+        AppendPart(&out, absl::StrCat(id.view(), ": ", node.samples,
+                                      " samples, none evaluated yet "
+                                      "(patience ",
+                                      patience_, ", needs ", Needs(), ")"));
+      } else {
+        AppendPart(&out, absl::StrCat(id.view(), ": ", Condition(), " in ", node.bottlenecks,
+                                      " of ", node.evaluated, " evaluated samples (",
+                                      Pct(100.0 * node.bottlenecks / node.evaluated),
+                                      ") so far; threshold ", Pct(threshold_)));
+      }
+    }
+    return out;
+  }
+
  protected:
   struct Node {
     Sample current;
     bool open = false;
     int64_t samples = 0, evaluated = 0, bottlenecks = 0;
-    double first_ts = 0, last_ts = 0;            // Of the evaluated samples.
-    double first_bad_ts = 0, last_bad_ts = 0;    // Of the bottlenecked ones.
-    double bad_cpu_sum = 0, bad_gpu_sum = 0;     // Means for the details.
+    double first_ts = 0, last_ts = 0;          // Of the evaluated samples.
+    double first_bad_ts = 0, last_bad_ts = 0;  // Of the bottlenecked ones.
+    double bad_cpu_sum = 0, bad_gpu_sum = 0;   // Means for the details.
   };
   BottleneckRule(double threshold, int64_t patience) : threshold_(threshold), patience_(patience) {}
   // Whether `s` can be evaluated, and whether it is a bottleneck.
   virtual bool Usable(const Sample& s) const = 0;
   virtual bool Bottlenecked(const Sample& s) const = 0;
   virtual std::string Needs() const = 0;
-  virtual std::string Describe(const std::string& node_id, const Node& node) const = 0;
+  // The bottleneck condition in words ("CPU above 90.0% while GPU below
+  // 10.0%").
+  virtual std::string Condition() const = 0;
+  virtual std::string Describe(absl::string_view node_id, const Node& node) const = 0;
 
   double threshold_;
   int64_t patience_;
 
  private:
-  RuleVerdict Close(const std::string& id, Node& node) {
+  // Whether the check the closed sample triggered fired (into verdict_).
+  bool Close(absl::string_view id, Node& node) {
     ++node.samples;
     const Sample& s = node.current;
-    if (node.samples <= patience_ || !Usable(s)) return RuleVerdict::Continue();
+    if (node.samples <= patience_ || !Usable(s)) return false;
     if (node.evaluated == 0) node.first_ts = s.timestamp;
     node.last_ts = s.timestamp;
     ++node.evaluated;
@@ -322,16 +444,17 @@ class BottleneckRule : public ProfilerRuleBase {
       node.bad_cpu_sum += s.cpu_n > 0 ? s.cpu_sum / s.cpu_n : 0;
       node.bad_gpu_sum += s.gpu_max;
     }
-    if (node.evaluated % kCheckEvery != 0) return RuleVerdict::Continue();
-    return Check(id, node);
+    if (node.evaluated % kCheckEvery != 0) return false;
+    return Fire(Check(id, node));
   }
-  RuleVerdict Check(const std::string& id, const Node& node) {
+  RuleVerdict Check(absl::string_view id, const Node& node) {
     double ratio = 100.0 * static_cast<double>(node.bottlenecks) / node.evaluated;
     if (ratio > threshold_) return Issues(Describe(id, node));
     return RuleVerdict::Continue();
   }
 
-  std::map<std::string, Node> nodes_;
+  std::map<MetricString, Node> nodes_;
+  Memo<MetricString, Node> memo_;
 };
 
 std::string BadShare(const char* what, int64_t bad, int64_t evaluated, double threshold) {
@@ -355,15 +478,18 @@ class CpuBottleneck : public BottleneckRule {
     return s.cpu_sum / s.cpu_n > cpu_threshold_ && s.gpu_max < gpu_threshold_;
   }
   std::string Needs() const override { return "CPUUtilization and GPUUtilization"; }
-  std::string Describe(const std::string& id, const Node& n) const override {
+  std::string Condition() const override {
+    return absl::StrCat("CPU above ", Pct(cpu_threshold_), " while GPU below ",
+                        Pct(gpu_threshold_));
+  }
+  std::string Describe(absl::string_view id, const Node& n) const override {
     return absl::StrCat(
         "CPU bottleneck on ", id, ": CPU utilization (mean over cores) above cpu_threshold ",
-        Pct(cpu_threshold_), " while GPU utilization was below gpu_threshold ",
-        Pct(gpu_threshold_), BadShare("", n.bottlenecks, n.evaluated, threshold_),
-        " after patience ", patience_, "; bottlenecked from ", Ts(n.first_bad_ts), " to ",
-        Ts(n.last_bad_ts), ", mean CPU ", Pct(n.bad_cpu_sum / n.bottlenecks), ", mean GPU ",
-        Pct(n.bad_gpu_sum / n.bottlenecks), " in those samples (evaluated ", Ts(n.first_ts),
-        " to ", Ts(n.last_ts), ")");
+        Pct(cpu_threshold_), " while GPU utilization was below gpu_threshold ", Pct(gpu_threshold_),
+        BadShare("", n.bottlenecks, n.evaluated, threshold_), " after patience ", patience_,
+        "; bottlenecked from ", Ts(n.first_bad_ts), " to ", Ts(n.last_bad_ts), ", mean CPU ",
+        Pct(n.bad_cpu_sum / n.bottlenecks), ", mean GPU ", Pct(n.bad_gpu_sum / n.bottlenecks),
+        " in those samples (evaluated ", Ts(n.first_ts), " to ", Ts(n.last_ts), ")");
   }
 
  private:
@@ -386,7 +512,11 @@ class IoBottleneck : public BottleneckRule {
     return s.io > io_threshold_ && s.gpu_max < gpu_threshold_;
   }
   std::string Needs() const override { return "I/OWaitPercentage and GPUUtilization"; }
-  std::string Describe(const std::string& id, const Node& n) const override {
+  std::string Condition() const override {
+    return absl::StrCat("I/O wait above ", Pct(io_threshold_), " while GPU below ",
+                        Pct(gpu_threshold_));
+  }
+  std::string Describe(absl::string_view id, const Node& n) const override {
     return absl::StrCat("I/O bottleneck on ", id, ": I/O wait above io_threshold ",
                         Pct(io_threshold_), " while GPU utilization was below gpu_threshold ",
                         Pct(gpu_threshold_), BadShare("", n.bottlenecks, n.evaluated, threshold_),
@@ -407,9 +537,10 @@ class IoBottleneck : public BottleneckRule {
 // mean by more than `increase` percentage points (decision: "absolute
 // increase" = difference of utilization percentages, not a relative
 // growth). At OnEnd a trailing window of at least half a window is compared
-// too.
-class GpuMemoryIncrease : public ProfilerRuleBase {
+// too. Violations: window-to-window increases above `increase`.
+class GpuMemoryIncrease : public SystemRule<GpuMemoryIncrease> {
  public:
+  friend class SystemRule<GpuMemoryIncrease>;
   explicit GpuMemoryIncrease(RuleParameterReader& p)
       : increase_(Percent(p, "increase", 10)),
         patience_(p.Int("patience", 100, 0)),
@@ -430,15 +561,16 @@ class GpuMemoryIncrease : public ProfilerRuleBase {
     int windows = 0;
   };
 
-  RuleVerdict OnPoint(const SystemMetricPoint& pt) override {
-    if (pt.dim != MetricDimension::kGpuMemoryUtilization) return RuleVerdict::Continue();
-    Series& s = series_[{pt.node_id, pt.name}];
+  bool OnPoint(const SystemMetricPoint& pt) {
+    if (pt.dim != MetricDimension::kGpuMemoryUtilization) return false;
+    const SeriesKey key(pt.node_id, pt.name);
+    Series& s = *memo_.Get(key, [&] { return &series_[key]; });
     ++s.seen;
-    if (s.seen <= patience_) return RuleVerdict::Continue();
+    if (s.seen <= patience_) return false;
     if (s.n == 0) s.first_ts = pt.timestamp;
     s.sum += pt.value, ++s.n, s.last_ts = pt.timestamp;
-    if (s.n < window_) return RuleVerdict::Continue();
-    return CloseWindow(pt.node_id, pt.name, s);
+    if (s.n < window_) return false;
+    return Fire(CloseWindow(pt.node_id, pt.name, s));
   }
 
   RuleVerdict End() override {
@@ -449,23 +581,35 @@ class GpuMemoryIncrease : public ProfilerRuleBase {
         if (v.kind == RuleVerdict::Kind::kIssuesFound) return v;
       }
     }
+    return NoIssues(Summary(" points, not above increase "));
+  }
+
+  int64_t Violations() const override { return violations_; }
+  std::string Progress() const override {
+    if (series_.empty()) return "no GPUMemoryUtilization metrics yet";
+    return Summary(" points so far; increase ");
+  }
+
+ private:
+  // Per series: windows, largest increase between two of them (`then`
+  // joins it to the threshold).
+  std::string Summary(absl::string_view then) const {
     std::string details;
     for (const auto& [key, s] : series_) {
-      absl::StrAppend(&details, details.empty() ? "" : "; ", key.second, " on ", key.first, ": ",
-                      s.windows, " windows of ", window_, " after patience ", patience_);
+      absl::StrAppend(&details, details.empty() ? "" : "; ", key.second.view(), " on ",
+                      key.first.view(), ": ", s.windows, " windows of ", window_,
+                      " after patience ", patience_);
       if (s.windows >= 2) {
         absl::StrAppend(&details, ", largest increase between windows ",
-                        absl::StrFormat("%.1f", s.max_step), " points, not above increase ",
-                        Pct(increase_));
+                        absl::StrFormat("%.1f", s.max_step), then, Pct(increase_));
       } else {
         absl::StrAppend(&details, ", too few to compare");
       }
     }
-    return NoIssues(details);
+    return details;
   }
 
- private:
-  RuleVerdict CloseWindow(const std::string& node, const std::string& gpu, Series& s) {
+  RuleVerdict CloseWindow(absl::string_view node, absl::string_view gpu, Series& s) {
     double mean = s.sum / static_cast<double>(s.n);
     ++s.windows;
     RuleVerdict v = RuleVerdict::Continue();
@@ -473,12 +617,13 @@ class GpuMemoryIncrease : public ProfilerRuleBase {
       double step = mean - s.prev_mean;
       s.max_step = std::max(s.max_step, step);
       if (step > increase_) {
-        v = Issues(absl::StrCat(
-            "GPU memory utilization of ", gpu, " on ", node, " increased by ",
-            absl::StrFormat("%.1f", step), " points (more than increase ", Pct(increase_),
-            "): mean ", Pct(s.prev_mean), " over ", window_, " points from ", Ts(s.prev_first_ts),
-            " to ", Ts(s.prev_last_ts), ", then mean ", Pct(mean), " over ", s.n,
-            " points from ", Ts(s.first_ts), " to ", Ts(s.last_ts)));
+        ++violations_;
+        v = Issues(absl::StrCat("GPU memory utilization of ", gpu, " on ", node, " increased by ",
+                                absl::StrFormat("%.1f", step), " points (more than increase ",
+                                Pct(increase_), "): mean ", Pct(s.prev_mean), " over ", window_,
+                                " points from ", Ts(s.prev_first_ts), " to ", Ts(s.prev_last_ts),
+                                ", then mean ", Pct(mean), " over ", s.n, " points from ",
+                                Ts(s.first_ts), " to ", Ts(s.last_ts)));
       }
     }
     s.has_prev = true;
@@ -489,18 +634,22 @@ class GpuMemoryIncrease : public ProfilerRuleBase {
 
   double increase_;
   int64_t patience_, window_;
-  std::map<std::pair<std::string, std::string>, Series> series_;
+  std::map<SeriesKey, Series> series_;
+  Memo<SeriesKey, Series> memo_;
+  int64_t violations_ = 0;
 };
 
 // ---------------------------------------------------------------------------
 // OverallSystemUsage: the docs say it "only aggregates values per node and
-// computes their percentiles". Decision: it never reports IssuesFound; OnEnd
-// is NoIssuesFound whose details give, per node and dimension (all cores /
-// GPUs of a dimension together), p50/p95/p99 and max. Percentiles come from
-// a 0.1-point histogram over [0, 100] (values outside are clamped), so
-// memory stays constant however long the run.
-class OverallSystemUsage : public ProfilerRuleBase {
+// computes their percentiles". Decision: it never reports IssuesFound (no
+// violations); OnEnd is NoIssuesFound whose details give, per node and
+// dimension (all cores / GPUs of a dimension together), p50/p95/p99 and max
+// (Finding() gives the same so far). Percentiles come from a 0.1-point
+// histogram over [0, 100] (values outside are clamped), so memory stays
+// constant however long the run.
+class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
  public:
+  friend class SystemRule<OverallSystemUsage>;
   explicit OverallSystemUsage(RuleParameterReader& p) { CommonParameters(p); }
   std::string name() const override { return "OverallSystemUsage"; }
 
@@ -511,32 +660,59 @@ class OverallSystemUsage : public ProfilerRuleBase {
     int64_t n = 0;
     double max = -1e300;
   };
-  RuleVerdict OnPoint(const SystemMetricPoint& pt) override {
-    Histogram& h = usage_[{pt.node_id, pt.dimension}];
-    double v = std::clamp(pt.value, 0.0, 100.0);
-    ++h.bins[static_cast<size_t>(std::lround(v * 10))];
+  bool OnPoint(const SystemMetricPoint& pt) {
+    Histogram& h = Find(pt);
+    // std::lround(x) for x in [0, 1000], without the libm call: x - whole
+    // is exact (Sterbenz), so this rounds half away from zero as lround.
+    const double x = std::clamp(pt.value, 0.0, 100.0) * 10;
+    size_t bin = static_cast<size_t>(x);
+    if (x - static_cast<double>(bin) >= 0.5) ++bin;
+    ++h.bins[bin];
     ++h.n;
     h.max = std::max(h.max, pt.value);
-    return RuleVerdict::Continue();
+    return false;
   }
-  RuleVerdict End() override {
+  RuleVerdict End() override { return NoIssues(Summary()); }
+  int64_t Violations() const override { return 0; }
+  std::string Progress() const override { return Summary(); }
+
+ private:
+  // The points of a node cycle through its dimensions, so the memo's
+  // last-key check rarely hits: the known dimensions of the last node are
+  // kept by MetricDimension (checked against the dimension text).
+  Histogram& Find(const SystemMetricPoint& pt) {
+    const SeriesKey key(pt.node_id, pt.dimension);
+    auto make = [&] { return &usage_[key]; };
+    if (pt.dim == MetricDimension::kOther) return *memo_.Get(key, make);
+    if (pt.node_id != cached_node_) {
+      cached_node_ = pt.node_id;
+      by_dim_.fill(ByDim{});
+    }
+    ByDim& slot = by_dim_[static_cast<size_t>(pt.dim)];
+    if (slot.histogram == nullptr || slot.dimension != pt.dimension) {
+      slot.dimension = pt.dimension;
+      slot.histogram = memo_.Get(key, make);
+    }
+    return *slot.histogram;
+  }
+
+  std::string Summary() const {
     std::string details;
-    std::string last_node;
+    MetricString last_node;
+    bool first = true;
     for (const auto& [key, h] : usage_) {
-      if (key.first != last_node) {
-        absl::StrAppend(&details, details.empty() ? "" : "; ", key.first, ":");
+      if (first || key.first != last_node) {
+        absl::StrAppend(&details, details.empty() ? "" : "; ", key.first.view(), ":");
         last_node = key.first;
+        first = false;
       } else {
         absl::StrAppend(&details, ",");
       }
-      absl::StrAppend(&details, " ", key.second, " p50 ", Pct(Quantile(h, 50)), " p95 ",
-                      Pct(Quantile(h, 95)), " p99 ", Pct(Quantile(h, 99)), " max ",
-                      Pct(h.max));
+      absl::StrAppend(&details, " ", key.second.view(), " p50 ", Pct(Quantile(h, 50)), " p95 ",
+                      Pct(Quantile(h, 95)), " p99 ", Pct(Quantile(h, 99)), " max ", Pct(h.max));
     }
-    return NoIssues(details);
+    return details;
   }
-
- private:
   static double Quantile(const Histogram& h, double q) {
     int64_t rank = static_cast<int64_t>(std::ceil(q / 100.0 * static_cast<double>(h.n)));
     rank = std::max<int64_t>(rank, 1);
@@ -547,7 +723,14 @@ class OverallSystemUsage : public ProfilerRuleBase {
     }
     return 100;
   }
-  std::map<std::pair<std::string, std::string>, Histogram> usage_;
+  std::map<SeriesKey, Histogram> usage_;
+  Memo<SeriesKey, Histogram> memo_;
+  struct ByDim {
+    MetricString dimension;
+    Histogram* histogram = nullptr;
+  };
+  MetricString cached_node_;
+  std::array<ByDim, static_cast<size_t>(MetricDimension::kOther)> by_dim_{};
 };
 
 // ---------------------------------------------------------------------------
@@ -558,9 +741,11 @@ class OverallSystemUsage : public ProfilerRuleBase {
 // kCheckEvery evaluated points (at OnEnd: at least one) is compared by the
 // total variation distance of their normalized histograms (0 = same
 // workload distribution, 1 = disjoint); above `threshold` (0..1) fires.
-// A node with one GPU is never imbalanced.
-class LoadBalancing : public ProfilerRuleBase {
+// A node with one GPU is never imbalanced. Violations: pairs found above
+// `threshold`.
+class LoadBalancing : public SystemRule<LoadBalancing> {
  public:
+  friend class SystemRule<LoadBalancing>;
   explicit LoadBalancing(RuleParameterReader& p)
       : threshold_(p.Float("threshold", 0.5, 0, 1)), patience_(p.Int("patience", 10, 0)) {
     CommonParameters(p);
@@ -573,18 +758,27 @@ class LoadBalancing : public ProfilerRuleBase {
     std::array<int64_t, 10> bins{};
     double sum = 0, first_ts = 0, last_ts = 0;
   };
-  RuleVerdict OnPoint(const SystemMetricPoint& pt) override {
-    if (pt.dim != MetricDimension::kGpuUtilization) return RuleVerdict::Continue();
-    std::map<std::string, Gpu>& gpus = nodes_[pt.node_id];
-    Gpu& g = gpus[pt.name];
+  using Gpus = std::map<MetricString, Gpu>;
+  struct Where {
+    Gpus* gpus;
+    Gpu* gpu;
+  };
+  bool OnPoint(const SystemMetricPoint& pt) {
+    if (pt.dim != MetricDimension::kGpuUtilization) return false;
+    const Where& w = *memo_.Get(SeriesKey(pt.node_id, pt.name), [&] {
+      Gpus& gpus = nodes_[pt.node_id];
+      max_distance_.try_emplace(pt.node_id, 0.0);
+      return &where_.emplace_back(Where{&gpus, &gpus[pt.name]});
+    });
+    Gpu& g = *w.gpu;
     ++g.seen;
-    if (g.seen <= patience_) return RuleVerdict::Continue();
+    if (g.seen <= patience_) return false;
     if (g.n == 0) g.first_ts = pt.timestamp;
     ++g.n, g.sum += pt.value, g.last_ts = pt.timestamp;
     int bin = std::clamp(static_cast<int>(std::floor(pt.value / 10.0)), 0, 9);
     ++g.bins[bin];
-    if (g.n % kCheckEvery != 0) return RuleVerdict::Continue();
-    return Check(pt.node_id, gpus, kCheckEvery);
+    if (g.n % kCheckEvery != 0) return false;
+    return Fire(Check(pt.node_id, *w.gpus, kCheckEvery));
   }
   RuleVerdict End() override {
     if (nodes_.empty()) return NoIssues("no GPUUtilization metrics (no GPU seen)");
@@ -592,19 +786,27 @@ class LoadBalancing : public ProfilerRuleBase {
       RuleVerdict v = Check(node, gpus, 1);
       if (v.kind == RuleVerdict::Kind::kIssuesFound) return v;
     }
-    std::string details;
-    for (const auto& [node, gpus] : nodes_) {
-      absl::StrAppend(&details, details.empty() ? "" : "; ", node, ": ", gpus.size(),
-                      gpus.size() == 1 ? " GPU" : " GPUs", ", largest histogram distance ",
-                      absl::StrFormat("%.2f", max_distance_[node]), ", not above threshold ",
-                      absl::StrFormat("%g", threshold_));
-    }
-    return NoIssues(details);
+    return NoIssues(Summary(", not above threshold "));
+  }
+  int64_t Violations() const override { return violations_; }
+  std::string Progress() const override {
+    if (nodes_.empty()) return "no GPUUtilization metrics yet";
+    return Summary(" so far; threshold ");
   }
 
  private:
-  RuleVerdict Check(const std::string& node, const std::map<std::string, Gpu>& gpus,
-                    int64_t min_points) {
+  std::string Summary(absl::string_view then) const {
+    std::string details;
+    for (const auto& [node, gpus] : nodes_) {
+      absl::StrAppend(&details, details.empty() ? "" : "; ", node.view(), ": ", gpus.size(),
+                      gpus.size() == 1 ? " GPU" : " GPUs", ", largest histogram distance ",
+                      absl::StrFormat("%.2f", max_distance_.at(node)), then,
+                      absl::StrFormat("%g", threshold_));
+    }
+    return details;
+  }
+
+  RuleVerdict Check(MetricString node, const Gpus& gpus, int64_t min_points) {
     double& max_d = max_distance_[node];
     for (auto a = gpus.begin(); a != gpus.end(); ++a) {
       if (a->second.n < min_points) continue;
@@ -618,15 +820,16 @@ class LoadBalancing : public ProfilerRuleBase {
         d /= 2;
         max_d = std::max(max_d, d);
         if (d > threshold_) {
+          ++violations_;
           const Gpu& ga = a->second;
           const Gpu& gb = b->second;
           return Issues(absl::StrCat(
-              "workload imbalance on ", node, " between ", a->first, " (mean utilization ",
-              Pct(ga.sum / ga.n), " over ", ga.n, " points) and ", b->first, " (mean ",
-              Pct(gb.sum / gb.n), " over ", gb.n, " points): histogram distance ",
-              absl::StrFormat("%.2f", d), " above threshold ", absl::StrFormat("%g", threshold_),
-              ", from ", Ts(std::min(ga.first_ts, gb.first_ts)), " to ",
-              Ts(std::max(ga.last_ts, gb.last_ts)), " after patience ", patience_));
+              "workload imbalance on ", node.view(), " between ", a->first.view(),
+              " (mean utilization ", Pct(ga.sum / ga.n), " over ", ga.n, " points) and ",
+              b->first.view(), " (mean ", Pct(gb.sum / gb.n), " over ", gb.n,
+              " points): histogram distance ", absl::StrFormat("%.2f", d), " above threshold ",
+              absl::StrFormat("%g", threshold_), ", from ", Ts(std::min(ga.first_ts, gb.first_ts)),
+              " to ", Ts(std::max(ga.last_ts, gb.last_ts)), " after patience ", patience_));
         }
       }
     }
@@ -635,8 +838,179 @@ class LoadBalancing : public ProfilerRuleBase {
 
   double threshold_;
   int64_t patience_;
-  std::map<std::string, std::map<std::string, Gpu>> nodes_;
-  std::map<std::string, double> max_distance_;
+  std::map<MetricString, Gpus> nodes_;
+  std::map<MetricString, double> max_distance_;
+  std::deque<Where> where_;  // Stable addresses for memo_.
+  Memo<SeriesKey, Where> memo_;
+  int64_t violations_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// BatchSize: CPU, GPU and GPU memory all lightly used, so a larger batch (or
+// a smaller instance) would fit. Per node, samples as for CPUBottleneck (the
+// node's points with one timestamp; a sample's CPU utilization is the mean
+// over the node's cores, as upstream's rule averages the cores); each GPU
+// (Name) of the sample contributes its GPUUtilization and
+// GPUMemoryUtilization. The first `patience` samples of a node are skipped;
+// then the samples that have CPU utilization fill non-overlapping windows of
+// `window` samples, each evaluated when full: p95 of the window's CPU
+// values, and per GPU the p95 of its utilization and of its memory
+// utilization over the same samples. IssuesFound when CPU p95 <
+// cpu_threshold_p95 and, for some GPU of the node, GPU p95 <
+// gpu_threshold_p95 and memory p95 < gpu_memory_threshold_p95.
+// Decisions: a GPU is judged in a window only when it has both metrics in at
+// least half of the window's samples (a GPU without memory metrics is never
+// judged); at OnEnd a trailing window of at least half a window is evaluated
+// too (as LowGPUUtilization); a node without GPU metrics never fires (the
+// rule is about underused GPUs). Violations: (window, GPU) pairs where all
+// three were low.
+class BatchSize : public SystemRule<BatchSize> {
+ public:
+  friend class SystemRule<BatchSize>;
+  explicit BatchSize(RuleParameterReader& p)
+      : cpu_threshold_(Percent(p, "cpu_threshold_p95", 70)),
+        gpu_threshold_(Percent(p, "gpu_threshold_p95", 70)),
+        memory_threshold_(Percent(p, "gpu_memory_threshold_p95", 70)),
+        patience_(p.Int("patience", 100, 0)),
+        window_(p.Int("window", 500, 1, 10000000)) {
+    CommonParameters(p);
+  }
+  std::string name() const override { return "BatchSize"; }
+
+ protected:
+  struct GpuWindow {
+    std::vector<double> utilization, memory;
+    double last_util_p95 = -1, last_memory_p95 = -1;  // -1: not judged yet.
+  };
+  struct Node {
+    // The open sample.
+    bool open = false;
+    double timestamp = 0, cpu_sum = 0;
+    int cpu_n = 0;
+    std::vector<std::pair<MetricString, double>> gpu_util, gpu_memory;
+    // The window.
+    int64_t samples = 0, windows = 0;
+    std::vector<double> cpu;
+    double first_ts = 0, last_ts = 0;
+    std::map<MetricString, GpuWindow> gpus;
+    double last_cpu_p95 = -1;
+  };
+
+  bool OnPoint(const SystemMetricPoint& pt) {
+    Node& node = *memo_.Get(pt.node_id, [&] { return &nodes_[pt.node_id]; });
+    if (node.open && node.timestamp != pt.timestamp && Fire(Close(pt.node_id, node))) return true;
+    if (!node.open) node.open = true, node.timestamp = pt.timestamp;
+    switch (pt.dim) {
+      case MetricDimension::kCpuUtilization:
+        node.cpu_sum += pt.value, ++node.cpu_n;
+        break;
+      case MetricDimension::kGpuUtilization:
+        node.gpu_util.emplace_back(pt.name, pt.value);
+        break;
+      case MetricDimension::kGpuMemoryUtilization:
+        node.gpu_memory.emplace_back(pt.name, pt.value);
+        break;
+      default:
+        break;
+    }
+    return false;
+  }
+
+  RuleVerdict End() override {
+    for (auto& [id, node] : nodes_) {
+      if (node.open) {
+        RuleVerdict v = Close(id, node);
+        if (v.kind == RuleVerdict::Kind::kIssuesFound) return v;
+      }
+      if (!node.cpu.empty() && static_cast<int64_t>(node.cpu.size()) * 2 >= window_) {
+        RuleVerdict v = Evaluate(id, node);
+        if (v.kind == RuleVerdict::Kind::kIssuesFound) return v;
+      }
+    }
+    return NoIssues(Summary(/*so_far=*/false));
+  }
+
+  int64_t Violations() const override { return violations_; }
+  std::string Progress() const override { return Summary(/*so_far=*/true); }
+
+ private:
+  // Per node: samples, windows, the last window's percentiles.
+  std::string Summary(bool so_far) const {
+    std::string out;
+    for (const auto& [id, node] : nodes_) {
+      std::string part = absl::StrCat(id.view(), ": ", node.samples, " samples, ", node.windows,
+                                      " windows of ", window_, " after patience ", patience_);
+      if (node.gpus.empty()) absl::StrAppend(&part, ", no GPU metrics");
+      if (node.last_cpu_p95 >= 0) {
+        absl::StrAppend(&part, "; last window CPU p95 ", Pct(node.last_cpu_p95));
+        for (const auto& [gpu, g] : node.gpus) {
+          if (g.last_util_p95 < 0) continue;
+          absl::StrAppend(&part, ", ", gpu.view(), " p95 ", Pct(g.last_util_p95), " memory p95 ",
+                          Pct(g.last_memory_p95));
+        }
+      }
+      AppendPart(&out, part);
+    }
+    absl::StrAppend(&out, so_far ? " so far" : "", "; thresholds: CPU p95 ", Pct(cpu_threshold_),
+                    ", GPU p95 ", Pct(gpu_threshold_), ", GPU memory p95 ", Pct(memory_threshold_),
+                    so_far ? "" : ", not all three below at once");
+    return out;
+  }
+
+  // Closes the node's open sample; evaluates the window when it fills.
+  RuleVerdict Close(absl::string_view id, Node& node) {
+    node.open = false;
+    ++node.samples;
+    RuleVerdict v = RuleVerdict::Continue();
+    if (node.samples > patience_ && node.cpu_n > 0) {
+      if (node.cpu.empty()) node.first_ts = node.timestamp;
+      node.last_ts = node.timestamp;
+      node.cpu.push_back(node.cpu_sum / node.cpu_n);
+      for (const auto& [gpu, value] : node.gpu_util) node.gpus[gpu].utilization.push_back(value);
+      for (const auto& [gpu, value] : node.gpu_memory) node.gpus[gpu].memory.push_back(value);
+      if (static_cast<int64_t>(node.cpu.size()) >= window_) v = Evaluate(id, node);
+    }
+    node.cpu_sum = 0, node.cpu_n = 0;
+    node.gpu_util.clear(), node.gpu_memory.clear();
+    return v;
+  }
+
+  RuleVerdict Evaluate(absl::string_view id, Node& node) {
+    const size_t n = node.cpu.size();
+    const double cpu_p95 = Percentile(node.cpu, 95);
+    node.last_cpu_p95 = cpu_p95;
+    ++node.windows;
+    std::string found;
+    for (auto& [gpu, g] : node.gpus) {
+      if (g.utilization.size() * 2 < n || g.memory.size() * 2 < n) {
+        g.utilization.clear(), g.memory.clear();
+        continue;
+      }
+      g.last_util_p95 = Percentile(g.utilization, 95);
+      g.last_memory_p95 = Percentile(g.memory, 95);
+      g.utilization.clear(), g.memory.clear();
+      if (cpu_p95 < cpu_threshold_ && g.last_util_p95 < gpu_threshold_ &&
+          g.last_memory_p95 < memory_threshold_) {
+        ++violations_;
+        absl::StrAppend(&found, found.empty() ? "" : ", ", gpu.view(), " utilization p95 ",
+                        Pct(g.last_util_p95), " and memory p95 ", Pct(g.last_memory_p95));
+      }
+    }
+    node.cpu.clear();
+    if (found.empty()) return RuleVerdict::Continue();
+    return Issues(absl::StrCat(
+        "CPU, GPU and GPU memory all lightly used on ", id, " (batch size may be too small): ",
+        found, " below gpu_threshold_p95 ", Pct(gpu_threshold_), " and gpu_memory_threshold_p95 ",
+        Pct(memory_threshold_), ", CPU utilization (mean over cores) p95 ", Pct(cpu_p95),
+        " below cpu_threshold_p95 ", Pct(cpu_threshold_), "; over ", n, " samples from ",
+        Ts(node.first_ts), " to ", Ts(node.last_ts), " after patience ", patience_));
+  }
+
+  double cpu_threshold_, gpu_threshold_, memory_threshold_;
+  int64_t patience_, window_;
+  std::map<MetricString, Node> nodes_;
+  Memo<MetricString, Node> memo_;
+  int64_t violations_ = 0;
 };
 
 template <typename T>
@@ -651,25 +1025,26 @@ absl::StatusOr<std::unique_ptr<ProfilerRule>> Make(const std::string& name,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ProfilerRule>> CreateProfilerRule(
-    const std::string& name, const RuleParameters& parameters) {
+absl::StatusOr<std::unique_ptr<ProfilerRule>> CreateProfilerRule(const std::string& name,
+                                                                 const RuleParameters& parameters) {
   if (name == "LowGPUUtilization") return Make<LowGpuUtilization>(name, parameters);
   if (name == "CPUBottleneck") return Make<CpuBottleneck>(name, parameters);
   if (name == "IOBottleneck") return Make<IoBottleneck>(name, parameters);
   if (name == "GPUMemoryIncrease") return Make<GpuMemoryIncrease>(name, parameters);
   if (name == "OverallSystemUsage") return Make<OverallSystemUsage>(name, parameters);
   if (name == "LoadBalancing") return Make<LoadBalancing>(name, parameters);
+  if (name == "BatchSize") return Make<BatchSize>(name, parameters);
   for (const std::string& framework_rule : FrameworkProfilerRuleNames()) {
     if (name == framework_rule) return CreateFrameworkProfilerRule(name, parameters);
   }
-  return absl::NotFoundError(absl::StrCat("unknown profiler rule '", name, "'; known: ",
-                                          absl::StrJoin(ProfilerRuleNames(), ", ")));
+  return absl::NotFoundError(absl::StrCat("unknown profiler rule '", name,
+                                          "'; known: ", absl::StrJoin(ProfilerRuleNames(), ", ")));
 }
 
 std::vector<std::string> ProfilerRuleNames() {
-  std::vector<std::string> names = {"CPUBottleneck",     "GPUMemoryIncrease",
-                                    "IOBottleneck",      "LoadBalancing",
-                                    "LowGPUUtilization", "OverallSystemUsage"};
+  std::vector<std::string> names = {"BatchSize",         "CPUBottleneck", "GPUMemoryIncrease",
+                                    "IOBottleneck",      "LoadBalancing", "LowGPUUtilization",
+                                    "OverallSystemUsage"};
   for (std::string& name : FrameworkProfilerRuleNames()) names.push_back(std::move(name));
   std::sort(names.begin(), names.end());
   return names;

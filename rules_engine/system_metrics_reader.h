@@ -17,7 +17,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -35,14 +38,78 @@ enum class MetricDimension {
 };
 MetricDimension ParseMetricDimension(absl::string_view dimension);
 
-// One line of a system metrics file.
+// An interned string for the few distinct texts of a metrics stream (node
+// ids, device names, dimensions): equal texts share one immutable instance
+// that lives as long as the process, so a MetricString is a pointer: copying,
+// ==, != and hashing cost no more than for an int, and a point carries no
+// allocation. Reads like the std::string it replaced: it converts implicitly
+// to absl::string_view, compares with strings (by text), streams, and can be
+// assigned from a string (interning it: a lock and a hash lookup, so hot
+// loops should intern once; SystemMetricsReader keeps a cache). Ordering
+// (<) is by text, so ordered containers iterate as with std::string keys.
+// Thread-safe.
+class MetricString {
+ public:
+  MetricString() : text_(&kEmptyText) {}  // The empty string.
+  // Interns `text` (implicit on purpose: stands in for std::string fields).
+  MetricString(absl::string_view text);   // NOLINT(google-explicit-constructor)
+  MetricString(const char* text);         // NOLINT(google-explicit-constructor)
+  MetricString(const std::string& text);  // NOLINT(google-explicit-constructor)
+
+  // Interns `text` unless the process already holds kMaxInterned distinct
+  // texts and `text` is not one of them (then false, `*out` unchanged): the
+  // bound for text read from files, whose distinct names would otherwise
+  // grow the never-freed pool without limit.
+  static constexpr size_t kMaxInterned = 100000;
+  static bool InternBounded(absl::string_view text, MetricString* out);
+
+  const std::string& str() const { return *text_; }
+  absl::string_view view() const { return *text_; }
+  operator absl::string_view() const { return *text_; }  // NOLINT
+  bool empty() const { return text_->empty(); }
+  size_t size() const { return text_->size(); }
+
+  friend bool operator==(MetricString a, MetricString b) { return a.text_ == b.text_; }
+  friend bool operator!=(MetricString a, MetricString b) { return a.text_ != b.text_; }
+  friend bool operator==(MetricString a, absl::string_view b) { return a.view() == b; }
+  friend bool operator==(absl::string_view a, MetricString b) { return a == b.view(); }
+  friend bool operator!=(MetricString a, absl::string_view b) { return a.view() != b; }
+  friend bool operator!=(absl::string_view a, MetricString b) { return a != b.view(); }
+  friend bool operator==(MetricString a, const char* b) { return a.view() == b; }
+  friend bool operator==(const char* a, MetricString b) { return a == b.view(); }
+  friend bool operator!=(MetricString a, const char* b) { return a.view() != b; }
+  friend bool operator!=(const char* a, MetricString b) { return a != b.view(); }
+  friend bool operator==(MetricString a, const std::string& b) { return a.view() == b; }
+  friend bool operator==(const std::string& a, MetricString b) { return a == b.view(); }
+  friend bool operator!=(MetricString a, const std::string& b) { return a.view() != b; }
+  friend bool operator!=(const std::string& a, MetricString b) { return a != b.view(); }
+  friend bool operator<(MetricString a, MetricString b) {
+    return a.text_ != b.text_ && *a.text_ < *b.text_;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, MetricString s) {
+    return H::combine(std::move(h), s.text_);
+  }
+  friend std::ostream& operator<<(std::ostream& os, MetricString s) { return os << *s.text_; }
+
+ private:
+  // What MetricString() and "" point to: constant-initialized, so a point
+  // default-constructed anywhere (even during static initialization) needs
+  // neither the pool nor a guard.
+  static const std::string kEmptyText;
+  explicit MetricString(const std::string* text) : text_(text) {}
+  const std::string* text_;  // Owned by the process-wide pool; never null.
+};
+
+// One line of a system metrics file. The strings are interned (see
+// MetricString): `name` and `node_id` identify a device series by pointer.
 struct SystemMetricPoint {
-  std::string type;       // "cpu" | "gpu"
-  std::string name;       // "cpu0", "gpu0", "cpu", ...
-  std::string dimension;  // "CPUUtilization", ...
+  MetricString type;       // "cpu" | "gpu"
+  MetricString name;       // "cpu0", "gpu0", "cpu", ...
+  MetricString dimension;  // "CPUUtilization", ...
   double value = 0;
-  std::string node_id;    // "algo-1"
-  double timestamp = 0;   // Seconds since the epoch.
+  MetricString node_id;                           // "algo-1"
+  double timestamp = 0;                           // Seconds since the epoch.
   MetricDimension dim = MetricDimension::kOther;  // Parsed `dimension`.
 };
 
@@ -55,12 +122,76 @@ bool ParseSystemMetricLine(absl::string_view line, SystemMetricPoint* point, std
 // What reading a whole file gave (for single files such as the upstream
 // samples; the last line counts even without a trailing newline).
 struct SystemMetricsFileResult {
-  bool opened = false;     // False: the file could not be read (see errors).
+  bool opened = false;  // False: the file could not be read (see errors).
   std::vector<SystemMetricPoint> points;
   int64_t malformed_lines = 0;
   std::vector<std::string> errors;  // "path:line: what", at most kMaxErrors.
 };
 SystemMetricsFileResult ReadSystemMetricsFile(const std::string& path);
+
+namespace system_metrics_internal {
+
+// The texts of one field seen recently -> their MetricString (and parsed
+// dimension), so that the reader interns without taking the pool's lock: a
+// metrics file repeats a handful of names in a fixed cycle, so the last hit
+// and the entry after it are tried first. At most kMaxEntries texts; more
+// evict round-robin (then the pool, still correct, is asked more often).
+class MetricStringCache {
+ public:
+  static constexpr size_t kMaxEntries = 64;
+  // False when the pool is full (MetricString::InternBounded).
+  bool Get(absl::string_view text, MetricString* out, MetricDimension* dim = nullptr);
+
+ private:
+  struct Entry {
+    MetricString text;
+    MetricDimension dim;
+  };
+  std::vector<Entry> entries_;
+  size_t last_ = 0;   // The last hit.
+  size_t evict_ = 0;  // Round-robin victim when full.
+};
+
+// The text and value of the last number parsed for a field: the points of
+// one sample share their Timestamp, so most lines repeat the previous one.
+struct NumberMemo {
+  static constexpr size_t kMaxText = 24;
+  char text[kMaxText];
+  size_t length = 0;  // 0: none yet.
+  double value = 0;
+};
+
+// Raw bytes of a line part -> what they parse to. A smdebug line is
+// `{"Type": "cpu", "Name": "cpu0", "Dimension": "CPUUtilization", "Value": `
+// + value + `, "NodeId": "algo-1", "Timestamp": ` + timestamp + `}`: a
+// file cycles through a few prefixes and one node suffix, so a line that
+// starts with a remembered prefix's exact bytes has its type, name and
+// dimension without scanning or interning them again.
+struct PrefixMemo {
+  static constexpr size_t kMaxEntries = 32;
+  static constexpr size_t kMaxBytes = 256;  // Longer parts are not kept.
+  struct Entry {
+    std::string bytes;
+    MetricString type, name, dimension;
+    MetricDimension dim = MetricDimension::kOther;
+  };
+  std::vector<Entry> entries;
+  size_t last = 0;   // The last hit.
+  size_t evict = 0;  // Round-robin victim when full.
+};
+struct SuffixMemo {
+  std::string bytes;  // Empty: none yet.
+  MetricString node_id;
+};
+
+struct ParseCache {
+  MetricStringCache type, name, dimension, node_id;
+  NumberMemo timestamp;
+  PrefixMemo prefix;
+  SuffixMemo suffix;
+};
+
+}  // namespace system_metrics_internal
 
 class SystemMetricsReader {
  public:
@@ -92,8 +223,7 @@ class SystemMetricsReader {
     int64_t lines = 0;    // Complete lines consumed so far.
   };
   void AddError(std::string message);
-  void ReadFile(const std::string& relative, FileState& state,
-                std::vector<SystemMetricPoint>& out);
+  void ReadFile(const std::string& relative, FileState& state, std::vector<SystemMetricPoint>& out);
 
   std::string profiler_dir_;
   std::string incremental_dir_;
@@ -102,6 +232,8 @@ class SystemMetricsReader {
   int64_t malformed_lines_ = 0;
   std::vector<std::string> errors_;
   bool directory_exists_ = false;
+  system_metrics_internal::ParseCache cache_;
+  std::string buffer_;  // File bytes, reused across files and calls.
 };
 
 }  // namespace debugplane::rules_engine

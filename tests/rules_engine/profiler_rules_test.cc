@@ -4,6 +4,7 @@
 
 #include "rules_engine/profiler_rules.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -47,7 +48,7 @@ std::unique_ptr<ProfilerRule> MustCreate(const std::string& name,
 // Feeds `points` in chunks of `chunk` (0: all at once) and ends the run
 // unless a chunk concluded.
 RuleVerdict RunRule(ProfilerRule& rule, const std::vector<SystemMetricPoint>& points,
-                size_t chunk = 0) {
+                    size_t chunk = 0) {
   if (chunk == 0) chunk = points.size() + 1;
   for (size_t i = 0; i < points.size(); i += chunk) {
     size_t n = std::min(chunk, points.size() - i);
@@ -65,34 +66,49 @@ std::vector<SystemMetricPoint> ReadFixture(const std::string& folder) {
   return points;
 }
 
+// The rules over system metrics (ProfilerRuleNames() also has the
+// framework rules).
+const std::vector<std::string> kSystemRules = {
+    "BatchSize",     "CPUBottleneck",     "GPUMemoryIncrease", "IOBottleneck",
+    "LoadBalancing", "LowGPUUtilization", "OverallSystemUsage"};
+
+TEST(ProfilerRulesFixtureTest, SystemRulesAreKnown) {
+  const std::vector<std::string> names = ProfilerRuleNames();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  for (const std::string& rule : kSystemRules) {
+    EXPECT_NE(std::find(names.begin(), names.end(), rule), names.end()) << rule;
+  }
+}
+
 // fixtures/README.md: each folder's rule must be IssuesFound, healthy none.
 // The other cells are this implementation's documented outcome: the three
 // folders with GPU utilization at 3-6% are low GPU utilization too (p95 well
 // below 70%), so LowGPUUtilization fires on cpu_bottleneck and io_bottleneck
-// as well; OverallSystemUsage never fires; LoadBalancing needs two GPUs on
-// a node (the fixtures have one).
+// as well; BatchSize fires where CPU, GPU and GPU memory are all below 70%
+// (low_gpu_utilization, and io_bottleneck, whose CPU waits on I/O: the data
+// cannot tell a small batch from a slow input pipeline; BatchSizeFixtures
+// below checks these cells against the data); OverallSystemUsage never
+// fires; LoadBalancing needs two GPUs on a node (the fixtures have one).
 TEST(ProfilerRulesFixtureTest, FullOutcomeMatrix) {
   const std::vector<std::string> folders = {"healthy", "low_gpu_utilization", "cpu_bottleneck",
                                             "io_bottleneck", "gpu_memory_increase"};
   const std::map<std::string, std::vector<std::string>> issues = {
       {"healthy", {}},
-      {"low_gpu_utilization", {"LowGPUUtilization"}},
+      {"low_gpu_utilization", {"BatchSize", "LowGPUUtilization"}},
       {"cpu_bottleneck", {"CPUBottleneck", "LowGPUUtilization"}},
-      {"io_bottleneck", {"IOBottleneck", "LowGPUUtilization"}},
+      {"io_bottleneck", {"BatchSize", "IOBottleneck", "LowGPUUtilization"}},
       {"gpu_memory_increase", {"GPUMemoryIncrease"}},
   };
-  ASSERT_EQ(ProfilerRuleNames().size(), 6u);
   for (const std::string& folder : folders) {
     std::vector<SystemMetricPoint> points = ReadFixture(folder);
-    for (const std::string& rule_name : ProfilerRuleNames()) {
+    for (const std::string& rule_name : kSystemRules) {
       SCOPED_TRACE(absl::StrCat(folder, " / ", rule_name));
       std::unique_ptr<ProfilerRule> rule = MustCreate(rule_name);
       ASSERT_NE(rule, nullptr);
       RuleVerdict v = RunRule(*rule, points);
       const auto& expected = issues.at(folder);
       bool want = std::find(expected.begin(), expected.end(), rule_name) != expected.end();
-      EXPECT_EQ(KindName(v.kind), std::string(want ? "IssuesFound" : "NoIssuesFound"))
-          << v.details;
+      EXPECT_EQ(KindName(v.kind), std::string(want ? "IssuesFound" : "NoIssuesFound")) << v.details;
       EXPECT_LE(v.details.size(), 1024u);
       std::cout << folder << " / " << rule_name << ": " << KindName(v.kind) << ": " << v.details
                 << "\n";
@@ -201,8 +217,9 @@ TEST(ProfilerRulesSyntheticTest, LowGpuUtilizationLowFluctuatingAndFine) {
                                    "2026-11-21T22:27:09.0Z"));
   // Fluctuating: 0 and 100 alternating -> p95 100, p5 0.
   auto fl = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
-  v = RunRule(*fl, Samples(40, Const(20), [](int i) { return i % 2 ? 100.0 : 0.0; }, Const(1),
-                       Const(40)));
+  v = RunRule(*fl,
+              Samples(
+                  40, Const(20), [](int i) { return i % 2 ? 100.0 : 0.0; }, Const(1), Const(40)));
   ASSERT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, HasSubstr("fluctuates: 5th percentile 0.0% below threshold_p5 10.0%"));
   // Fine.
@@ -212,8 +229,9 @@ TEST(ProfilerRulesSyntheticTest, LowGpuUtilizationLowFluctuatingAndFine) {
   EXPECT_THAT(v.details, HasSubstr("gpu0 on algo-1: 100 points, 5 windows of 20"));
   // Low only during patience: not judged.
   auto pat = MustCreate("LowGPUUtilization", {{"patience", "50"}, {"window", "20"}});
-  v = RunRule(*pat, Samples(90, Const(20), [](int i) { return i < 50 ? 1.0 : 90.0; }, Const(1),
-                        Const(40)));
+  v = RunRule(*pat,
+              Samples(
+                  90, Const(20), [](int i) { return i < 50 ? 1.0 : 90.0; }, Const(1), Const(40)));
   EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
   // A trailing window of at least half the size is judged at the end...
   auto half = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
@@ -297,8 +315,8 @@ TEST(ProfilerRulesSyntheticTest, GpuMemoryIncreaseBetweenWindows) {
   EXPECT_THAT(v.details, HasSubstr("gpu0 on algo-1: 4 windows of 100 after patience 0, largest "
                                    "increase between windows 9.0 points, not above increase "
                                    "10.0%"));
-  auto eight = MustCreate("GPUMemoryIncrease",
-                          {{"patience", "0"}, {"window", "100"}, {"increase", "8"}});
+  auto eight =
+      MustCreate("GPUMemoryIncrease", {{"patience", "0"}, {"window", "100"}, {"increase", "8"}});
   v = RunRule(*eight, ramp);
   ASSERT_EQ(v.kind, Kind::kIssuesFound);
   EXPECT_THAT(v.details, HasSubstr("GPU memory utilization of gpu0 on algo-1 increased by 9.0 "
@@ -307,8 +325,8 @@ TEST(ProfilerRulesSyntheticTest, GpuMemoryIncreaseBetweenWindows) {
                                    "mean 33.5% over 100 points from 2026-11-21T22:28:20.0Z to "
                                    "2026-11-21T22:29:59.0Z"));
   // A jump after patience.
-  auto jump = Samples(300, Const(20), Const(80), Const(1),
-                      [](int i) { return i < 250 ? 40.0 : 90.0; });
+  auto jump =
+      Samples(300, Const(20), Const(80), Const(1), [](int i) { return i < 250 ? 40.0 : 90.0; });
   auto j = MustCreate("GPUMemoryIncrease", {{"window", "100"}});
   v = RunRule(*j, jump);
   EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;  // [100,200) 40, tail [200,300) 65.
@@ -345,7 +363,7 @@ TEST(ProfilerRulesSyntheticTest, LoadBalancingTwoGpus) {
 }
 
 TEST(ProfilerRulesSyntheticTest, NoDataIsAnError) {
-  for (const std::string& name : ProfilerRuleNames()) {
+  for (const std::string& name : kSystemRules) {
     SCOPED_TRACE(name);
     auto rule = MustCreate(name);
     EXPECT_EQ(rule->name(), name);
@@ -363,8 +381,12 @@ TEST(ProfilerRulesParametersTest, BadValuesNamed) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"LowGPUUtilization", {{"threshold_p95", "abc"}}, "parameter 'threshold_p95' must be a number"},
-      {"LowGPUUtilization", {{"threshold_p5", "150"}}, "parameter 'threshold_p5' must be between 0 and 100"},
+      {"LowGPUUtilization",
+       {{"threshold_p95", "abc"}},
+       "parameter 'threshold_p95' must be a number"},
+      {"LowGPUUtilization",
+       {{"threshold_p5", "150"}},
+       "parameter 'threshold_p5' must be between 0 and 100"},
       {"LowGPUUtilization", {{"window", "0"}}, "parameter 'window'"},
       {"LowGPUUtilization", {{"patience", "-1"}}, "parameter 'patience' must be at least 0"},
       {"CPUBottleneck", {{"cpu_threshold", "x"}}, "parameter 'cpu_threshold'"},
@@ -392,16 +414,29 @@ TEST(ProfilerRulesParametersTest, BadValuesNamed) {
 TEST(ProfilerRulesParametersTest, DocumentedParametersAccepted) {
   const std::map<std::string, RuleParameters> good = {
       {"LowGPUUtilization",
-       {{"threshold_p95", "70"}, {"threshold_p5", "10"}, {"patience", "1000"}, {"window", "500"},
-        {"scan_interval_us", "60000000"}, {"base_trial", "job"}, {"rule_to_invoke", "x"}}},
+       {{"threshold_p95", "70"},
+        {"threshold_p5", "10"},
+        {"patience", "1000"},
+        {"window", "500"},
+        {"scan_interval_us", "60000000"},
+        {"base_trial", "job"},
+        {"rule_to_invoke", "x"}}},
       {"CPUBottleneck",
-       {{"threshold", "50"}, {"gpu_threshold", "10"}, {"cpu_threshold", "90"},
-        {"patience", "100"}, {"scan_interval_us", "60000000"}}},
+       {{"threshold", "50"},
+        {"gpu_threshold", "10"},
+        {"cpu_threshold", "90"},
+        {"patience", "100"},
+        {"scan_interval_us", "60000000"}}},
       {"IOBottleneck",
-       {{"threshold", "50"}, {"gpu_threshold", "70"}, {"io_threshold", "50"},
-        {"patience", "1000"}, {"scan_interval_us", "60000000"}}},
+       {{"threshold", "50"},
+        {"gpu_threshold", "70"},
+        {"io_threshold", "50"},
+        {"patience", "1000"},
+        {"scan_interval_us", "60000000"}}},
       {"GPUMemoryIncrease",
-       {{"increase", "10"}, {"patience", "100"}, {"window", "500"},
+       {{"increase", "10"},
+        {"patience", "100"},
+        {"window", "500"},
         {"scan_interval_us", "60000000"}}},
       {"OverallSystemUsage", {{"scan_interval_us", "60000000"}}},
       {"LoadBalancing", {{"threshold", "0.5"}, {"patience", "10"}, {"scan_interval_us", "None"}}},
