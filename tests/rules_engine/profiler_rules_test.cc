@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules_engine/system_metrics_reader.h"
@@ -21,6 +22,7 @@ namespace {
 
 using Kind = RuleVerdict::Kind;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const char kSystem[] = DP_SHARED_DIR "/fixtures/profiler/system";
 
@@ -166,6 +168,92 @@ TEST(ProfilerRulesFixtureTest, OverallSystemUsageSummarizesPercentiles) {
   EXPECT_THAT(v.details, HasSubstr("GPUUtilization p50 "));
   EXPECT_THAT(v.details, HasSubstr("I/OWaitPercentage p50 "));
   EXPECT_THAT(v.details, HasSubstr("MemoryUsedPercent p50 "));
+}
+
+// numpy.percentile's default, written out here (not the rule's code).
+double NumpyPercentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// What BatchSize must conclude on a fixture, computed from the points here:
+// samples by timestamp (mean CPU over cores, the GPU's utilization and
+// memory), the first `patience` skipped, windows of `window` samples.
+struct BatchSizeExpectation {
+  bool fires = false;
+  double cpu_p95 = 0, gpu_p95 = 0, memory_p95 = 0;  // Of the firing (or last) window.
+};
+BatchSizeExpectation ExpectBatchSize(const std::vector<SystemMetricPoint>& points,
+                                     size_t patience = 100, size_t window = 500) {
+  struct Sample {
+    double cpu_sum = 0;
+    int cpu_n = 0;
+    std::vector<double> gpu, memory;
+  };
+  std::map<double, Sample> samples;
+  for (const SystemMetricPoint& p : points) {
+    Sample& s = samples[p.timestamp];
+    if (p.dimension == "CPUUtilization") s.cpu_sum += p.value, ++s.cpu_n;
+    if (p.dimension == "GPUUtilization") s.gpu.push_back(p.value);
+    if (p.dimension == "GPUMemoryUtilization") s.memory.push_back(p.value);
+  }
+  BatchSizeExpectation e;
+  std::vector<double> cpu, gpu, memory;
+  size_t index = 0;
+  auto judge = [&] {
+    e.cpu_p95 = NumpyPercentile(cpu, 95);
+    e.gpu_p95 = NumpyPercentile(gpu, 95);
+    e.memory_p95 = NumpyPercentile(memory, 95);
+    e.fires = e.cpu_p95 < 70 && e.gpu_p95 < 70 && e.memory_p95 < 70;
+    cpu.clear(), gpu.clear(), memory.clear();
+  };
+  for (const auto& [ts, s] : samples) {
+    if (++index <= patience || s.cpu_n == 0) continue;
+    cpu.push_back(s.cpu_sum / s.cpu_n);
+    gpu.insert(gpu.end(), s.gpu.begin(), s.gpu.end());
+    memory.insert(memory.end(), s.memory.begin(), s.memory.end());
+    if (cpu.size() == window) {
+      judge();
+      if (e.fires) return e;
+    }
+  }
+  if (!cpu.empty() && cpu.size() * 2 >= window) judge();
+  return e;
+}
+
+// BatchSize against the data: in low_gpu_utilization (GPU ~6%, CPU ~20%)
+// GPU memory stays near 41%, so all three p95 are below 70%: a batch that
+// leaves the instance idle. io_bottleneck looks the same to it.
+TEST(ProfilerRulesFixtureTest, BatchSizeAgreesWithTheData) {
+  const std::map<std::string, bool> implied = {{"healthy", false},
+                                               {"low_gpu_utilization", true},
+                                               {"cpu_bottleneck", false},
+                                               {"io_bottleneck", true},
+                                               {"gpu_memory_increase", false}};
+  for (const auto& [folder, fires] : implied) {
+    SCOPED_TRACE(folder);
+    std::vector<SystemMetricPoint> points = ReadFixture(folder);
+    const BatchSizeExpectation e = ExpectBatchSize(points);
+    EXPECT_EQ(e.fires, fires);  // The data says so, not only the rule.
+    std::unique_ptr<ProfilerRule> rule = MustCreate("BatchSize");
+    RuleVerdict v = RunRule(*rule, points);
+    EXPECT_EQ(v.kind, fires ? Kind::kIssuesFound : Kind::kNoIssuesFound) << v.details;
+    if (fires) {
+      EXPECT_THAT(v.details,
+                  HasSubstr(absl::StrFormat("gpu0 utilization p95 %.1f%% and memory p95 %.1f%%",
+                                            e.gpu_p95, e.memory_p95)));
+      EXPECT_THAT(v.details, HasSubstr(absl::StrFormat("(mean over cores) p95 %.1f%%", e.cpu_p95)));
+      EXPECT_THAT(v.details, HasSubstr("over 500 samples from 2026-11-21T22:"));
+      EXPECT_EQ(rule->Finding().violations, 1);
+    } else {
+      EXPECT_THAT(v.details,
+                  HasSubstr("algo-1: 1800 samples, 3 windows of 500 after patience 100"));
+      EXPECT_EQ(rule->Finding().violations, 0);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -362,6 +450,169 @@ TEST(ProfilerRulesSyntheticTest, LoadBalancingTwoGpus) {
   EXPECT_EQ(RunRule(*bal, same).kind, Kind::kNoIssuesFound);
 }
 
+TEST(ProfilerRulesSyntheticTest, BatchSizeAllThreeLow) {
+  const RuleParameters small = {{"patience", "10"}, {"window", "20"}};
+  auto low = MustCreate("BatchSize", small);
+  RuleVerdict v = RunRule(*low, Samples(100, Const(20), Const(30), Const(1), Const(40)));
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_EQ(v.details,
+            "CPU, GPU and GPU memory all lightly used on algo-1 (batch size may be too small): "
+            "gpu0 utilization p95 30.0% and memory p95 40.0% below gpu_threshold_p95 70.0% and "
+            "gpu_memory_threshold_p95 70.0%, CPU utilization (mean over cores) p95 20.0% below "
+            "cpu_threshold_p95 70.0%; over 20 samples from 2026-11-21T22:26:50.0Z to "
+            "2026-11-21T22:27:09.0Z after patience 10");
+  // Any one of the three at or above its threshold: no issue (4 windows,
+  // and the trailing 10 samples, half a window, at the end).
+  for (const auto& [what, points] :
+       std::vector<std::pair<std::string, std::vector<SystemMetricPoint>>>{
+           {"cpu", Samples(100, Const(70), Const(30), Const(1), Const(40))},
+           {"gpu", Samples(100, Const(20), Const(75), Const(1), Const(40))},
+           {"memory", Samples(100, Const(20), Const(30), Const(1), Const(85))}}) {
+    SCOPED_TRACE(what);
+    auto rule = MustCreate("BatchSize", small);
+    v = RunRule(*rule, points);
+    EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+    EXPECT_THAT(v.details, HasSubstr("algo-1: 100 samples, 5 windows of 20 after patience 10"));
+    EXPECT_THAT(v.details, HasSubstr("not all three below at once"));
+  }
+  // p95 of a window, not its mean: 2 of 20 samples at 100% CPU put the p95
+  // at 100 (mean 28).
+  auto spiky = MustCreate("BatchSize", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*spiky, Samples(
+                          20, [](int i) { return i % 10 == 0 ? 100.0 : 20.0; }, Const(30), Const(1),
+                          Const(40)));
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("last window CPU p95 100.0%"));
+  // Low only during patience: not judged.
+  auto patient = MustCreate("BatchSize", {{"patience", "50"}, {"window", "20"}});
+  v = RunRule(*patient,
+              Samples(
+                  90, [](int i) { return i < 50 ? 10.0 : 90.0; }, Const(30), Const(1), Const(40)));
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+}
+
+TEST(ProfilerRulesSyntheticTest, BatchSizePerGpuTrailingWindowAndNoGpu) {
+  // Two GPUs: gpu0 busy, gpu1 idle; CPU and memory low: gpu1 is named.
+  std::vector<SystemMetricPoint> points;
+  for (int i = 0; i < 40; ++i) {
+    points.push_back(P("algo-1", "cpu0", MetricDimension::kCpuUtilization, 30, i));
+    for (const char* gpu : {"gpu0", "gpu1"}) {
+      const bool busy = std::string(gpu) == "gpu0";
+      points.push_back(P("algo-1", gpu, MetricDimension::kGpuUtilization, busy ? 95 : 5, i));
+      points.push_back(P("algo-1", gpu, MetricDimension::kGpuMemoryUtilization, 30, i));
+    }
+  }
+  auto two = MustCreate("BatchSize", {{"patience", "0"}, {"window", "20"}});
+  RuleVerdict v = RunRule(*two, points);
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr(": gpu1 utilization p95 5.0% and memory p95 30.0% below"));
+  EXPECT_THAT(v.details, Not(HasSubstr("gpu0")));
+  // A trailing window of at least half the size is judged at the end...
+  auto half = MustCreate("BatchSize", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*half, Samples(10, Const(20), Const(5), Const(1), Const(40)));
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("over 10 samples"));
+  // ...a shorter one is not.
+  auto little = MustCreate("BatchSize", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*little, Samples(9, Const(20), Const(5), Const(1), Const(40)));
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  // CPU only: nothing to say about GPUs.
+  std::vector<SystemMetricPoint> cpu_only;
+  for (int i = 0; i < 100; ++i) {
+    cpu_only.push_back(P("algo-1", "cpu0", MetricDimension::kCpuUtilization, 5, i));
+  }
+  auto none = MustCreate("BatchSize", {{"patience", "0"}, {"window", "20"}});
+  v = RunRule(*none, cpu_only);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("algo-1: 100 samples, 5 windows of 20 after patience 0, no "
+                                   "GPU metrics"));
+}
+
+// ---------------------------------------------------------------------------
+// Finding(): what the report shows while a rule runs and after.
+
+TEST(ProfilerRulesFindingTest, CpuBottleneckCountsBottleneckedSamples) {
+  auto cpu = [](int i) { return i % 5 < 2 ? 95.0 : 30.0; };
+  auto gpu = [](int i) { return i % 5 < 2 ? 5.0 : 80.0; };
+  const std::vector<SystemMetricPoint> points = Samples(500, cpu, gpu, Const(1), Const(40));
+  auto rule = MustCreate("CPUBottleneck");
+  ProfilerRuleFinding f = rule->Finding();
+  EXPECT_EQ(f.rule, "CPUBottleneck");
+  EXPECT_EQ(f.status, Kind::kContinue);
+  EXPECT_EQ(f.details, "no system metrics yet");
+  EXPECT_EQ(f.datapoints, 0);
+  EXPECT_EQ(f.violations, 0);
+  EXPECT_EQ(f.parameters.at("threshold"), "50");
+  EXPECT_EQ(f.parameters.at("cpu_threshold"), "90");
+  // 150 samples of 5 points: 149 closed, 101..149 evaluated after patience
+  // 100; bottlenecked are those with i % 5 < 2.
+  ASSERT_EQ(rule->OnMetrics(absl::MakeConstSpan(points.data(), 150 * 5)).kind, Kind::kContinue);
+  int64_t bad = 0;
+  for (int i = 100; i < 149; ++i) bad += i % 5 < 2;
+  f = rule->Finding();
+  EXPECT_EQ(f.status, Kind::kContinue);
+  EXPECT_EQ(f.datapoints, 750);
+  EXPECT_EQ(f.violations, bad);
+  EXPECT_EQ(f.details, absl::StrFormat("algo-1: CPU above 90.0%% while GPU below 10.0%% in %d of "
+                                       "49 evaluated samples (%.1f%%) so far; threshold 50.0%%",
+                                       bad, 100.0 * bad / 49));
+  // The rest and the end: 160 of 400 (CpuBottleneckRatioAndThreshold).
+  rule->OnMetrics(absl::MakeConstSpan(points.data() + 750, points.size() - 750));
+  RuleVerdict end = rule->OnEnd();
+  ASSERT_EQ(end.kind, Kind::kNoIssuesFound);
+  f = rule->Finding();
+  EXPECT_EQ(f.status, Kind::kNoIssuesFound);
+  EXPECT_EQ(f.details, end.details);
+  EXPECT_EQ(f.violations, 160);
+  EXPECT_EQ(f.datapoints, 2500);
+}
+
+TEST(ProfilerRulesFindingTest, WindowRulesCountWindowsThatHeld) {
+  // LowGPUUtilization: fine windows so far, then a low one fires.
+  std::vector<SystemMetricPoint> points = Samples(
+      100, Const(20), [](int i) { return i < 60 ? 90.0 : 5.0; }, Const(1), Const(40));
+  auto low = MustCreate("LowGPUUtilization", {{"patience", "0"}, {"window", "20"}});
+  ASSERT_EQ(low->OnMetrics(absl::MakeConstSpan(points.data(), 60 * 5)).kind, Kind::kContinue);
+  ProfilerRuleFinding f = low->Finding();
+  EXPECT_EQ(f.violations, 0);
+  EXPECT_EQ(f.details,
+            "gpu0 on algo-1: 60 points, 3 windows of 20 evaluated after patience 0, "
+            "last p95 90.0% (threshold_p95 70.0%), p5 90.0% (threshold_p5 10.0%)");
+  RuleVerdict v = low->OnMetrics(absl::MakeConstSpan(points.data() + 300, points.size() - 300));
+  ASSERT_EQ(v.kind, Kind::kIssuesFound);
+  f = low->Finding();
+  EXPECT_EQ(f.status, Kind::kIssuesFound);
+  EXPECT_EQ(f.details, v.details);
+  EXPECT_EQ(f.violations, 1);
+  // BatchSize in progress: the last window's percentiles (29 samples closed,
+  // the 30th still open).
+  auto batch = MustCreate("BatchSize", {{"patience", "0"}, {"window", "20"}});
+  std::vector<SystemMetricPoint> busy = Samples(30, Const(20), Const(90), Const(1), Const(40));
+  batch->OnMetrics(busy);
+  f = batch->Finding();
+  EXPECT_EQ(f.violations, 0);
+  EXPECT_EQ(f.details,
+            "algo-1: 29 samples, 1 windows of 20 after patience 0; last window CPU "
+            "p95 20.0%, gpu0 p95 90.0% memory p95 40.0% so far; thresholds: CPU p95 "
+            "70.0%, GPU p95 70.0%, GPU memory p95 70.0%");
+  // OverallSystemUsage: the summary so far is the summary at the end.
+  auto usage = MustCreate("OverallSystemUsage");
+  usage->OnMetrics(busy);
+  const std::string so_far = usage->Finding().details;
+  EXPECT_THAT(so_far, HasSubstr("algo-1: CPUUtilization p50 20.0%"));
+  EXPECT_EQ(usage->OnEnd().details, so_far);
+  EXPECT_EQ(usage->Finding().violations, 0);
+  // LoadBalancing fires once: one violation.
+  std::vector<SystemMetricPoint> uneven;
+  for (int i = 0; i < 200; ++i) {
+    uneven.push_back(P("algo-1", "gpu0", MetricDimension::kGpuUtilization, 92, i));
+    uneven.push_back(P("algo-1", "gpu1", MetricDimension::kGpuUtilization, 5, i));
+  }
+  auto balance = MustCreate("LoadBalancing");
+  ASSERT_EQ(RunRule(*balance, uneven).kind, Kind::kIssuesFound);
+  EXPECT_EQ(balance->Finding().violations, 1);
+}
+
 TEST(ProfilerRulesSyntheticTest, NoDataIsAnError) {
   for (const std::string& name : kSystemRules) {
     SCOPED_TRACE(name);
@@ -398,6 +649,10 @@ TEST(ProfilerRulesParametersTest, BadValuesNamed) {
       {"OverallSystemUsage", {{"scan_interval_us", "0"}}, "parameter 'scan_interval_us'"},
       {"OverallSystemUsage", {{"threshold", "1"}}, "unknown parameter 'threshold'"},
       {"LoadBalancing", {{"threshold", "2"}}, "parameter 'threshold' must be between 0 and 1"},
+      {"BatchSize", {{"cpu_threshold_p95", "x"}}, "parameter 'cpu_threshold_p95'"},
+      {"BatchSize", {{"gpu_memory_threshold_p95", "101"}}, "parameter 'gpu_memory_threshold_p95'"},
+      {"BatchSize", {{"window", "0"}}, "parameter 'window'"},
+      {"BatchSize", {{"threshold", "50"}}, "unknown parameter 'threshold'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
@@ -440,6 +695,13 @@ TEST(ProfilerRulesParametersTest, DocumentedParametersAccepted) {
         {"scan_interval_us", "60000000"}}},
       {"OverallSystemUsage", {{"scan_interval_us", "60000000"}}},
       {"LoadBalancing", {{"threshold", "0.5"}, {"patience", "10"}, {"scan_interval_us", "None"}}},
+      {"BatchSize",
+       {{"cpu_threshold_p95", "70"},
+        {"gpu_threshold_p95", "70"},
+        {"gpu_memory_threshold_p95", "70"},
+        {"patience", "100"},
+        {"window", "500"},
+        {"scan_interval_us", "60000000"}}},
   };
   for (const auto& [name, params] : good) {
     auto rule = CreateProfilerRule(name, params);
