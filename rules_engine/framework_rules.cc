@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -394,8 +395,9 @@ class MaxInitializationTime : public FrameworkRuleBase {
   }
 
   void Fill(ProfilerRuleFinding& finding) const override {
+    // No flagged_steps: the first step is not an anomaly of a step (the
+    // report's step histogram marks those).
     finding.violations = concluded_with_issues() ? 1 : 0;
-    if (has_step_ && step_ >= 0) finding.flagged_steps = {step_};
   }
 
  private:
@@ -474,8 +476,15 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
     int64_t total_us = 0;
     int64_t max_us = 0;
   };
+  static constexpr char kStepPrefix[] = "Step:ModeKeys.";
+  enum class Phase { kNone, kForward, kBackward, kData };
+  struct Category {
+    Total total;
+    Phase phase = Phase::kNone;
+  };
   struct Process {
-    int64_t first_us = 0, last_end_us = 0;
+    int64_t first_us = std::numeric_limits<int64_t>::max();
+    int64_t last_end_us = std::numeric_limits<int64_t>::min();
     bool has_step = false;
     int64_t first_step_us = 0, last_step_end_us = 0;
     int64_t inside_us = 0;  // Union of step intervals.
@@ -483,18 +492,16 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
 
   RuleVerdict OnEvent(const FrameworkEvent& e) override {
     const int64_t end = e.start_us + e.duration_us;
-    auto [it, inserted] = processes_.try_emplace({e.node_id, e.process});
-    Process& p = it->second;
-    if (inserted) {
-      p.first_us = e.start_us, p.last_end_us = end;
-    } else {
-      p.first_us = std::min(p.first_us, e.start_us);
-      p.last_end_us = std::max(p.last_end_us, end);
-    }
-    Add(categories_[e.category.empty() ? e.name : e.category], e.duration_us);
-    const std::string mode = StepEventMode(e.name);
-    if (!mode.empty()) {
-      Add(steps_[mode], e.duration_us);
+    Process& p = ProcessOf(e);
+    p.first_us = std::min(p.first_us, e.start_us);
+    p.last_end_us = std::max(p.last_end_us, end);
+    Category& category = CategoryOf(e.category.empty() ? e.name : e.category);
+    Add(category.total, e.duration_us);
+    if (absl::StartsWith(e.name, kStepPrefix)) {
+      const absl::string_view mode = absl::string_view(e.name).substr(sizeof(kStepPrefix) - 1);
+      auto it = steps_.find(mode);
+      if (it == steps_.end()) it = steps_.emplace(std::string(mode), Total()).first;
+      Add(it->second, e.duration_us);
       if (!p.has_step) {
         p.has_step = true;
         p.first_step_us = e.start_us;
@@ -511,19 +518,20 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
       }
       return RuleVerdict::Continue();
     }
-    const std::string& c = e.category;
-    if (!absl::StrContains(c, "SubModuleInternal")) {
-      if (absl::StartsWith(c, "Forward")) {
+    Phase phase = category.phase;
+    if (phase == Phase::kNone && IsDataLoading(e.name)) phase = Phase::kData;
+    switch (phase) {
+      case Phase::kForward:
         forward_us_ += e.duration_us;
-      } else if (absl::StartsWith(c, "Backward")) {
+        break;
+      case Phase::kBackward:
         backward_us_ += e.duration_us;
-      }
-    }
-    for (const char* marker : {"DataIterator", "DataLoader", "dataset::", "GetNext"}) {
-      if (absl::StrContains(c, marker) || absl::StrContains(e.name, marker)) {
+        break;
+      case Phase::kData:
         data_us_ += e.duration_us;
         break;
-      }
+      case Phase::kNone:
+        break;
     }
     return RuleVerdict::Continue();
   }
@@ -534,6 +542,40 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
   }
 
  private:
+  static bool IsDataLoading(absl::string_view s) {
+    for (const char* marker : {"DataIterator", "DataLoader", "dataset::", "GetNext"}) {
+      if (absl::StrContains(s, marker)) return true;
+    }
+    return false;
+  }
+  // The phase of a category (or, for events without one, of a name).
+  static Phase PhaseOf(absl::string_view c) {
+    if (IsDataLoading(c)) return Phase::kData;
+    if (absl::StrContains(c, "SubModuleInternal")) return Phase::kNone;
+    if (absl::StartsWith(c, "Forward")) return Phase::kForward;
+    if (absl::StartsWith(c, "Backward")) return Phase::kBackward;
+    return Phase::kNone;
+  }
+  // Consecutive events mostly share category and process: one-entry caches
+  // in front of the maps (map nodes do not move).
+  Category& CategoryOf(const std::string& key) {
+    if (last_category_ == nullptr || *last_category_key_ != key) {
+      auto [it, inserted] = categories_.try_emplace(key);
+      if (inserted) it->second.phase = PhaseOf(key);
+      last_category_key_ = &it->first;
+      last_category_ = &it->second;
+    }
+    return *last_category_;
+  }
+  Process& ProcessOf(const FrameworkEvent& e) {
+    if (last_process_ == nullptr || last_process_key_->second != e.process ||
+        last_process_key_->first != e.node_id) {
+      auto it = processes_.try_emplace({e.node_id, e.process}).first;
+      last_process_key_ = &it->first;
+      last_process_ = &it->second;
+    }
+    return *last_process_;
+  }
   static void Add(Total& t, int64_t us) {
     ++t.count;
     t.total_us += us;
@@ -579,7 +621,8 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
     absl::StrAppend(&s, "; forward ", Duration(static_cast<double>(forward_us_)), ", backward ",
                     Duration(static_cast<double>(backward_us_)), ", data loading ",
                     Duration(static_cast<double>(data_us_)));
-    std::vector<std::pair<std::string, Total>> by_time(categories_.begin(), categories_.end());
+    std::vector<std::pair<std::string, Total>> by_time;
+    for (const auto& [name, c] : categories_) by_time.emplace_back(name, c.total);
     std::stable_sort(by_time.begin(), by_time.end(), [](const auto& a, const auto& b) {
       return a.second.total_us > b.second.total_us;
     });
@@ -595,9 +638,13 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
     return s;
   }
 
-  std::map<std::string, Total> categories_;  // Category (or name when none).
-  std::map<std::string, Total> steps_;       // Mode.
+  std::map<std::string, Category> categories_;       // Category (or name when none).
+  std::map<std::string, Total, std::less<>> steps_;  // Mode.
   std::map<std::pair<std::string, int64_t>, Process> processes_;
+  const std::string* last_category_key_ = nullptr;
+  Category* last_category_ = nullptr;
+  const std::pair<std::string, int64_t>* last_process_key_ = nullptr;
+  Process* last_process_ = nullptr;
   int64_t forward_us_ = 0, backward_us_ = 0, data_us_ = 0;
 };
 
