@@ -5,11 +5,16 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -272,6 +277,187 @@ TEST(SystemMetricsReaderTest, EveryTruncationRejectedEverySpacingAccepted) {
   numeric_name.replace(numeric_name.find("\"cpu0\""), 6, "7");
   EXPECT_FALSE(ParseSystemMetricLine(numeric_name, &p, &error));
   EXPECT_THAT(error, HasSubstr("\"Name\" is not a string"));
+}
+
+TEST(MetricStringTest, InternedComparedAndOrderedLikeStrings) {
+  const MetricString a("cpu0");
+  const MetricString b(std::string("cpu") + "0");
+  EXPECT_EQ(&a.str(), &b.str());  // One instance per text.
+  EXPECT_TRUE(a == b);
+  EXPECT_TRUE(a == "cpu0");
+  EXPECT_TRUE(std::string("cpu0") == a);
+  EXPECT_TRUE(a != absl::string_view("cpu1"));
+  EXPECT_TRUE(MetricString() == "");
+  EXPECT_EQ(&MetricString().str(), &MetricString("").str());
+  EXPECT_TRUE(MetricString().empty());
+  // Ordered by text, as std::string keys were.
+  EXPECT_TRUE(MetricString("algo-10") < MetricString("algo-2"));
+  EXPECT_FALSE(MetricString("b") < MetricString("a"));
+  EXPECT_FALSE(a < b);
+  absl::string_view view = a;
+  EXPECT_EQ(view, "cpu0");
+  std::ostringstream os;
+  os << a;
+  EXPECT_EQ(os.str(), "cpu0");
+  absl::flat_hash_map<MetricString, int> by_pointer = {{a, 1}};
+  EXPECT_EQ(by_pointer.at(MetricString("cpu0")), 1);
+  MetricString bounded;
+  ASSERT_TRUE(MetricString::InternBounded("cpu0", &bounded));
+  EXPECT_EQ(bounded, a);
+}
+
+// The smdebug-layout path's numbers are the ones std::from_chars gives, in
+// the layout and through the general parser (other spacing).
+TEST(SystemMetricsReaderTest, NumbersMatchFromChars) {
+  std::mt19937_64 random(20261122);
+  std::vector<std::string> numbers = {"0",
+                                      "-0",
+                                      "0.0",
+                                      "34.23",
+                                      "1795300000.5",
+                                      "1e3",
+                                      "-1.5e-7",
+                                      "1.",
+                                      "00012",
+                                      "123456789012345678901",
+                                      "0.1",
+                                      "9007199254740993.0",
+                                      "4.9e-324",
+                                      "1591160699.4570894",
+                                      "99.99999999999999999999999"};
+  for (int i = 0; i < 3000; ++i) {
+    std::string n = (random() % 4 == 0) ? "-" : "";
+    const int whole = 1 + random() % 12, fraction = random() % 12;
+    for (int d = 0; d < whole; ++d) n += static_cast<char>('0' + random() % 10);
+    if (fraction > 0) n += ".";
+    for (int d = 0; d < fraction; ++d) n += static_cast<char>('0' + random() % 10);
+    numbers.push_back(n);
+  }
+  for (const std::string& n : numbers) {
+    SCOPED_TRACE(n);
+    double want = 0;
+    auto r = std::from_chars(n.data(), n.data() + n.size(), want);
+    ASSERT_EQ(r.ec, std::errc());
+    if (r.ptr != n.data() + n.size()) continue;  // "1." : not wholly a number.
+    for (const std::string& line :
+         {absl::StrCat("{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+                       "\"Value\": ",
+                       n, ", \"NodeId\": \"algo-1\", \"Timestamp\": ", n, "}"),
+          absl::StrCat("{\"Type\":\"cpu\",\"Name\":\"cpu0\",\"Dimension\":\"CPUUtilization\","
+                       "\"Value\":",
+                       n, ",\"NodeId\":\"algo-1\",\"Timestamp\":", n, "}")}) {
+      SystemMetricPoint p;
+      std::string error;
+      ASSERT_TRUE(ParseSystemMetricLine(line, &p, &error)) << error;
+      EXPECT_EQ(std::memcmp(&p.value, &want, sizeof want), 0) << p.value << " vs " << want;
+      EXPECT_EQ(std::memcmp(&p.timestamp, &want, sizeof want), 0);
+    }
+  }
+}
+
+// The reader remembers line prefixes, the node suffix, the last timestamp
+// and the texts it interned; whatever it remembers, every point is the one a
+// fresh parse of its line gives: names longer than the word compares, more
+// prefixes and names than the memos hold, timestamps that extend the last
+// one, nodes that change.
+TEST(SystemMetricsReaderTest, MemosNeverChangeAPoint) {
+  ScopedTempDir dir;
+  const fs::path file = dir.path() / "system/incremental/2026112122/100.algo-1.json";
+  std::vector<std::string> lines;
+  const std::vector<std::string> timestamps = {"100",   "1000", "100",  "100.5", "-100",
+                                               "100e1", "100",  "1001", "100.0"};
+  for (int i = 0; i < 400; ++i) {
+    const std::string name =
+        i % 7 == 0 ? absl::StrCat("gpu", i % 90) : absl::StrCat("cpu", i % 3, "-long-name-", i % 5);
+    const std::string dim = i % 3 == 0   ? "GPUMemoryUtilization"
+                            : i % 3 == 1 ? "CPUUtilization"
+                                         : absl::StrCat("Dim", i % 40);
+    const std::string node = i % 50 < 25 ? "algo-1" : (i % 2 ? "algo-10" : "algo-1x");
+    lines.push_back(absl::StrCat("{\"Type\": \"", name.substr(0, 3), "\", \"Name\": \"", name,
+                                 "\", \"Dimension\": \"", dim, "\", \"Value\": ", i % 101,
+                                 ".25, \"NodeId\": \"", node,
+                                 "\", \"Timestamp\": ", timestamps[i % timestamps.size()], "}"));
+  }
+  std::string text;
+  for (const std::string& line : lines) absl::StrAppend(&text, line, "\n");
+  Append(file, text);
+  SystemMetricsReader reader(dir.path().string());
+  std::vector<SystemMetricPoint> points = reader.ReadNew();
+  ASSERT_EQ(points.size(), lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    SystemMetricPoint fresh;
+    std::string error;
+    ASSERT_TRUE(ParseSystemMetricLine(lines[i], &fresh, &error)) << error;
+    SCOPED_TRACE(lines[i]);
+    EXPECT_EQ(points[i].type, fresh.type);
+    EXPECT_EQ(points[i].name, fresh.name);
+    EXPECT_EQ(points[i].dimension, fresh.dimension);
+    EXPECT_EQ(points[i].dim, fresh.dim);
+    EXPECT_EQ(points[i].node_id, fresh.node_id);
+    EXPECT_EQ(points[i].value, fresh.value);
+    EXPECT_EQ(points[i].timestamp, fresh.timestamp);
+  }
+  EXPECT_EQ(points[1].timestamp, 1000);
+  EXPECT_EQ(points[5].timestamp, 1000);  // 100e1
+  EXPECT_EQ(points[26].node_id, "algo-1x");
+  EXPECT_EQ(points[27].node_id, "algo-10");
+}
+
+// Strings are scanned eight bytes at a time: an escape, a control character
+// or a non-ASCII byte at any position of any word is still seen.
+TEST(SystemMetricsReaderTest, StringScanSeesEveryByte) {
+  const std::string base = "abcdefghijklmnopqrstu";
+  for (size_t at = 0; at <= base.size(); ++at) {
+    SCOPED_TRACE(at);
+    auto line = [](const std::string& name) {
+      return absl::StrCat("{\"Type\": \"gpu\", \"Name\": \"", name,
+                          "\", \"Dimension\": \"GPUUtilization\", \"Value\": 1, \"NodeId\": "
+                          "\"algo-1\", \"Timestamp\": 2}");
+    };
+    SystemMetricPoint p;
+    std::string error;
+    std::string escaped = base;
+    escaped.insert(at, "\\u0041");
+    ASSERT_TRUE(ParseSystemMetricLine(line(escaped), &p, &error)) << error;
+    std::string unescaped = base;
+    unescaped.insert(at, "A");
+    EXPECT_EQ(p.name, unescaped);
+    std::string quote = base;
+    quote.insert(at, "\\\"");
+    ASSERT_TRUE(ParseSystemMetricLine(line(quote), &p, &error)) << error;
+    EXPECT_EQ(p.name, base.substr(0, at) + "\"" + base.substr(at));
+    std::string tab = base;
+    tab.insert(at, "\t");
+    EXPECT_FALSE(ParseSystemMetricLine(line(tab), &p, &error));  // JSON forbids it raw.
+    std::string utf8 = base;
+    utf8.insert(at, "\xc3\xa9");
+    ASSERT_TRUE(ParseSystemMetricLine(line(utf8), &p, &error)) << error;
+    EXPECT_EQ(p.name, utf8);
+  }
+}
+
+// The pool of interned texts is bounded for text read from files (never
+// freed, so a file of ever new names would otherwise grow it without
+// limit). In a child process: filling the pool would starve other tests.
+TEST(SystemMetricsReaderDeathTest, DistinctNamesAreBounded) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        MetricString s;
+        int i = 0;
+        while (MetricString::InternBounded(absl::StrCat("filler-", i), &s)) ++i;
+        bool ok = i > 0 && static_cast<size_t>(i) <= MetricString::kMaxInterned &&
+                  MetricString::InternBounded("filler-0", &s);  // Known: still fine.
+        SystemMetricPoint p;
+        std::string error;
+        const std::string fresh =
+            "{\"Type\": \"cpu\", \"Name\": \"never-seen\", \"Dimension\": \"CPUUtilization\", "
+            "\"Value\": 1, \"NodeId\": \"algo-1\", \"Timestamp\": 2}";
+        ok = ok && !ParseSystemMetricLine(fresh, &p, &error) &&
+             error.find("distinct names") != std::string::npos;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
