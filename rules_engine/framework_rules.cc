@@ -321,7 +321,8 @@ class StepOutlier : public FrameworkRuleBase {
 // framework events themselves reach past the threshold (an event without a
 // step number starting more than `threshold` after the training start while
 // no step event was read before it) or, from OnTick, when the wall clock is
-// past it. Events with a step number do not count there: they belong to a
+// past it (only once some framework event was read: without framework
+// profiling there are no step events to wait for). Events with a step number do not count there: they belong to a
 // step already running (smdebug writes an event when it ends, so the events
 // inside the first step come before that step's own event).
 // System metrics never count as "time passed" on their own: they are read
@@ -367,7 +368,10 @@ class MaxInitializationTime : public FrameworkRuleBase {
   }
 
   RuleVerdict Tick(absl::Time now) override {
-    if (has_step_ || !has_start_) return RuleVerdict::Continue();
+    // Only once a framework timeline exists: without framework profiling
+    // (SageMaker's default is system monitoring only) no step event ever
+    // comes, and every job running past the threshold would be flagged.
+    if (has_step_ || !has_start_ || events_seen() == 0) return RuleVerdict::Continue();
     const int64_t waited = absl::ToUnixMicros(now) - start_us_;
     if (waited <= threshold_us_) return RuleVerdict::Continue();
     return Issues(absl::StrCat("no step yet ", Duration(static_cast<double>(waited)),

@@ -272,6 +272,11 @@ TEST(FrameworkRulesTest, MaxInitializationTimeWithoutAStep) {
   std::unique_ptr<ProfilerRule> rule = MustCreate("MaxInitializationTime", {{"threshold", "1"}});
   EXPECT_EQ(rule->OnTick(absl::FromUnixMicros(t0 + 120000000)).kind, Kind::kContinue);  // No data.
   EXPECT_EQ(rule->OnMetrics({point}).kind, Kind::kContinue);
+  // System metrics alone (no framework profiling, so no step will come):
+  // never flagged by the clock.
+  EXPECT_EQ(rule->OnTick(absl::FromUnixMicros(t0 + 120000000)).kind, Kind::kContinue);
+  EXPECT_EQ(rule->OnFrameworkEvents({Event("a", "DataIterator", t0 + 1000000, 10)}).kind,
+            Kind::kContinue);
   EXPECT_EQ(rule->OnTick(absl::FromUnixMicros(t0 + 50000000)).kind, Kind::kContinue);
   RuleVerdict v = rule->OnTick(absl::FromUnixMicros(t0 + 61000000));
   EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
