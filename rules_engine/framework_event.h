@@ -21,6 +21,9 @@ struct FrameworkEvent {
   // plus the event's "ts".
   int64_t start_us = 0;
   int64_t duration_us = 0;  // "dur".
+  // The file's start_time_since_epoch_in_micros: when the profiler started
+  // (every rotated file of a run carries the same), -1 if the file has none.
+  int64_t timeline_start_us = -1;
   // args.step_num (given as a string or a number), -1 when absent.
   int64_t step = -1;
   // The trace's "pid" (a track index, not an OS process) and args.pid (the

@@ -322,18 +322,16 @@ class StepOutlier : public FrameworkRuleBase {
 // step number starting more than `threshold` after the training start while
 // no step event was read before it) or, from OnTick, when the wall clock is
 // past it (only once some framework event was read: without framework
-// profiling there are no step events to wait for). Events with a step number do not count there: they belong to a
-// step already running (smdebug writes an event when it ends, so the events
-// inside the first step come before that step's own event).
-// System metrics never count as "time passed" on their own: they are read
-// ahead of the framework files, which only appear when they rotate.
+// profiling there are no step events to wait for). Events with a step number do not count there:
+// they belong to a step already running (smdebug writes an event when it ends, so the events inside
+// the first step come before that step's own event). System metrics never count as "time passed" on
+// their own: they are read ahead of the framework files, which only appear when they rotate.
 // Determinism: the training start only moves earlier as data arrives and
 // the first step is fixed by the framework events' order, so once the
 // condition holds it keeps holding; the verdict does not depend on how the
 // two inputs interleave, only the figures in its details may.
-// Limitation: FrameworkEvent does not carry its file's
-// start_time_since_epoch_in_micros, so without system metrics the training
-// start is the earliest framework event (often the first step itself).
+// The training start is the earliest of the system metrics' timestamps, the
+// timelines' start_time_since_epoch_in_micros and the events' starts.
 class MaxInitializationTime : public FrameworkRuleBase {
  public:
   explicit MaxInitializationTime(RuleParameterReader& p)
@@ -354,6 +352,7 @@ class MaxInitializationTime : public FrameworkRuleBase {
   }
 
   RuleVerdict OnEvent(const FrameworkEvent& e) override {
+    if (e.timeline_start_us >= 0) SeeStart(e.timeline_start_us, "framework timeline start");
     SeeStart(e.start_us, "framework events");
     if (!has_step_ && !StepEventMode(e.name).empty()) {
       has_step_ = true;

@@ -400,6 +400,7 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
     return false;
   }
   ev.start_us = st.start_us + ts;
+  ev.timeline_start_us = st.start_us;
   ev.name.assign(e.name.data(), e.name.size());
   if (auto it = st.process_names.find(ev.track); it != st.process_names.end()) {
     ev.category = it->second;

@@ -242,14 +242,19 @@ TEST(FrameworkRulesTest, MaxInitializationTimeFromSystemMetricsAndFirstStep) {
 }
 
 TEST(FrameworkRulesTest, MaxInitializationTimeOnTheFixture) {
-  // Framework events alone: the training start is the earliest event, which
-  // in this PyTorch run is the first step itself; the forward events before
-  // it (in file order) carry step numbers, so they do not count as time
-  // without a step even with a zero threshold.
-  std::unique_ptr<ProfilerRule> rule = MustCreate("MaxInitializationTime", {{"threshold", "0"}});
+  // Framework events alone: the training start is the timeline's
+  // start_time_since_epoch_in_micros; the first step begins 8.5 ms later.
+  // (The forward events before it in file order carry step numbers: they
+  // are inside step 0, not time without a step.)
+  std::unique_ptr<ProfilerRule> rule =
+      MustCreate("MaxInitializationTime", {{"threshold", "0.001"}});  // 60 ms.
   RuleVerdict v = RunEvents(*rule, Fixture());
   EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
-  EXPECT_THAT(v.details, HasSubstr("initialization took 0.0 ms"));
+  EXPECT_THAT(v.details, HasSubstr("initialization took 8.5 ms"));
+  EXPECT_THAT(v.details, HasSubstr("framework timeline start"));
+  std::unique_ptr<ProfilerRule> strict = MustCreate("MaxInitializationTime", {{"threshold", "0"}});
+  v = RunEvents(*strict, Fixture());
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
 
   // With system metrics from a minute earlier, a 0.5 min threshold is passed.
   std::unique_ptr<ProfilerRule> early = MustCreate("MaxInitializationTime", {{"threshold", "0.5"}});
