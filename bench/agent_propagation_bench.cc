@@ -297,12 +297,6 @@ void PrintRow(const std::string& what, const Percentiles& p, size_t failed) {
               p.p99, p.max, failed);
 }
 
-std::string NextToSelf(const std::string& name) {
-  std::error_code error;
-  const fs::path self = fs::read_symlink("/proc/self/exe", error);
-  return error ? name : (self.parent_path() / name).string();
-}
-
 std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration timeout) {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -63,6 +63,14 @@ std::string DescribeStatus(int status) {
   return "ended";
 }
 
+// The path of `name` in this executable's directory (where the build puts
+// the server, agent and bench binaries), or `name` itself if unknown.
+inline std::string NextToSelf(const std::string& name) {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? name : (self.parent_path() / name).string();
+}
+
 class ServerChild {
  public:
   ~ServerChild() { Stop(absl::Seconds(15)); }

@@ -366,12 +366,6 @@ void PrintRow(const std::string& what, int jobs, const Percentiles& p, size_t fa
               p.p90, p.p99, p.max, failures);
 }
 
-std::string DefaultServerBinary() {
-  std::error_code error;
-  const fs::path self = fs::read_symlink("/proc/self/exe", error);
-  return error ? "debugplane-server" : (self.parent_path() / "debugplane-server").string();
-}
-
 void DumpServerThreads(pid_t pid, const fs::path& file) {
   const std::string command = absl::StrCat(
       "timeout 60 gdb -p ", pid, " -batch -ex 'thread apply all bt' > ", file.string(), " 2>&1");
@@ -390,7 +384,7 @@ int Main(int argc, char** argv) {
   int step_interval_ms = 10;
   int rule_workers = 2;
   int timeout_ms = 10000;
-  std::string server_binary = DefaultServerBinary();
+  std::string server_binary = NextToSelf("debugplane-server");
   std::string data_dir;
   bool gdb_on_timeout = false;
   bool keep = false;
