@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "rules_engine/hour_directories.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -670,31 +671,12 @@ std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
   std::error_code ec;
   directory_exists_ = fs::is_directory(pevents_dir_, ec);
   if (!directory_exists_) return out;
-  std::vector<std::string> hours;
-  for (fs::directory_iterator it(pevents_dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code e2;
-    if (it->is_directory(e2)) hours.push_back(it->path().filename().string());
-  }
-  std::sort(hours.begin(), hours.end());
-  for (const std::string& hour : hours) {
-    std::vector<std::pair<std::string, uint64_t>> names;  // With their sizes.
-    std::error_code e3;
-    for (fs::directory_iterator it(fs::path(pevents_dir_) / hour, e3), end; !e3 && it != end;
-         it.increment(e3)) {
-      std::string name = it->path().filename().string();
-      std::error_code e4;
-      if (absl::EndsWith(name, "timeline.json") && it->is_regular_file(e4)) {
-        const uint64_t size = it->file_size(e4);
-        names.emplace_back(std::move(name), e4 ? 0 : size);
-      }
-    }
-    std::sort(names.begin(), names.end());
-    for (const auto& [name, size] : names) {
-      const std::string relative = absl::StrCat(hour, "/", name);
-      auto [it, inserted] = files_.try_emplace(relative);
-      if (inserted) it->second.parse.node_id = TimelineFileNodeId(name);
-      ReadFile(relative, size, it->second, out);
-    }
+  const std::vector<HourFile> files = ListHourFiles(
+      pevents_dir_, [](absl::string_view name) { return absl::EndsWith(name, "timeline.json"); });
+  for (const HourFile& file : files) {
+    auto [it, inserted] = files_.try_emplace(file.relative);
+    if (inserted) it->second.parse.node_id = TimelineFileNodeId(file.name);
+    ReadFile(file.relative, file.size, it->second, out);
   }
   events_read_ += static_cast<int64_t>(out.size());
   for (const FrameworkEvent& e : out) {

@@ -17,9 +17,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/numeric/bits.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
+#include "rules_engine/hour_directories.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -683,45 +685,22 @@ std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew() {
   std::error_code ec;
   directory_exists_ = fs::is_directory(incremental_dir_, ec);
   if (!directory_exists_) return out;
-  std::vector<std::string> hours;
-  for (fs::directory_iterator it(incremental_dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code e2;
-    if (it->is_directory(e2)) hours.push_back(it->path().filename().string());
-  }
-  std::sort(hours.begin(), hours.end());
   struct Changed {
     std::string relative;
     FileState* state;  // In files_ (a std::map: stable).
   };
   std::vector<Changed> changed;
   uint64_t new_bytes = 0;
-  for (const std::string& hour : hours) {
-    std::vector<std::string> names;
-    std::error_code e3;
-    for (fs::directory_iterator it(fs::path(incremental_dir_) / hour, e3), end; !e3 && it != end;
-         it.increment(e3)) {
-      std::string name = it->path().filename().string();
-      std::error_code e4;
-      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0 &&
-          it->is_regular_file(e4)) {
-        names.push_back(std::move(name));
-      }
-    }
-    std::sort(names.begin(), names.end());
-    for (std::string& name : names) {
-      std::string relative = absl::StrCat(hour, "/", name);
-      FileState& state = files_[relative];
-      // A stat first: an unchanged file costs one call, and the new bytes
-      // of all files size `out` once (growing it file by file copied the
-      // points again and again and touched fresh pages each time).
-      struct stat st;
-      const std::string path = absl::StrCat(incremental_dir_, "/", relative);
-      if (::stat(path.c_str(), &st) == 0) {
-        if (static_cast<uint64_t>(st.st_size) <= state.offset) continue;
-        new_bytes += static_cast<uint64_t>(st.st_size) - state.offset;
-      }
-      changed.push_back({std::move(relative), &state});
-    }
+  const std::vector<HourFile> files = ListHourFiles(
+      incremental_dir_, [](absl::string_view name) { return absl::EndsWith(name, ".json"); });
+  for (const HourFile& file : files) {
+    FileState& state = files_[file.relative];
+    // The sizes first: an unchanged file costs no read, and the new bytes of
+    // all files size `out` once (growing it file by file copied the points
+    // again and again and touched fresh pages each time).
+    if (file.size <= state.offset) continue;
+    new_bytes += file.size - state.offset;
+    changed.push_back({file.relative, &state});
   }
   out.reserve(new_bytes / kMinLineBytes + changed.size());
   for (const Changed& c : changed) ReadFile(c.relative, *c.state, out);
