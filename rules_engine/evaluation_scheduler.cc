@@ -315,9 +315,12 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       existing.record_time_us = version;
       existing.latest_job = job;
       // Profiler rules added by UpdateTrainingJob start now; training that
-      // ended lets the profiler rules conclude.
-      AddProfilerRunsLocked(existing, *job, /*pending=*/true);
-      EnqueueLocked(it->second);
+      // ended lets the profiler rules conclude. (Other commits, e.g. the
+      // statuses this scheduler records, need no pass.)
+      const bool added = AddProfilerRunsLocked(existing, *job, /*pending=*/true);
+      if (added || (TrainingEnded(*job) && !existing.profiler_run_names.empty())) {
+        EnqueueLocked(it->second);
+      }
     }
     return;
   }
@@ -383,7 +386,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   EnqueueLocked(evaluation);
 }
 
-void EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const JobRecord& job,
+bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const JobRecord& job,
                                                 const bool pending) {
   const std::string& job_name = job.training_job_name();
   std::vector<JobEvaluation::ProfilerRun> runs;
@@ -425,7 +428,7 @@ void EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
     run.status_done = !in_progress;
     runs.push_back(std::move(run));
   }
-  if (runs.empty()) return;
+  if (runs.empty()) return false;
   if (evaluation.profiler_path.empty() && evaluation.profiler_problem.empty()) {
     absl::StatusOr<core::OutputLocation> location =
         core::ResolveOutputPath(job.profiler_config().s3_output_path(), options_.data_roots);
@@ -443,6 +446,7 @@ void EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
   }
   auto& target = pending ? evaluation.pending_profiler_runs : evaluation.profiler_runs;
   for (auto& run : runs) target.push_back(std::move(run));
+  return true;
 }
 
 void EvaluationScheduler::StartCustomLocked(

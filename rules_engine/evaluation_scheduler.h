@@ -115,7 +115,8 @@ class EvaluationScheduler {
   // Adds the job's profiler rules that are InProgress (or a ProfilerReport
   // whose report is still live) and not evaluated yet to `evaluation`
   // (its pending list when `pending`, as a worker may own the evaluation).
-  void AddProfilerRunsLocked(JobEvaluation& evaluation, const core::JobRecord& job, bool pending)
+  // True if it added a run.
+  bool AddProfilerRunsLocked(JobEvaluation& evaluation, const core::JobRecord& job, bool pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,
                    bool final);
