@@ -182,6 +182,9 @@ struct EvaluationScheduler::JobEvaluation {
   std::shared_ptr<const JobRecord> latest_job;     // The newest record seen.
   std::vector<ProfilerRun> pending_profiler_runs;  // Added by updates; moved in by Evaluate.
   std::set<std::string> profiler_run_names;        // Every run added, pending or not.
+  bool has_report = false;                         // One of them is a ProfilerReport.
+  // The job was stopped: the next pass only writes the final reports.
+  bool stopped = false;
   bool queued = false;
   bool running = false;
   bool rerun = false;
@@ -301,9 +304,18 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       if (job == nullptr) custom_runs_.erase(runs);
     }
     if (it != jobs_.end()) {
-      it->second->cancelled = true;
-      DropWatchesLocked(*it->second);
+      std::shared_ptr<JobEvaluation> evaluation = it->second;
+      DropWatchesLocked(*evaluation);
       jobs_.erase(it);
+      if (job != nullptr && evaluation->has_report && !options_.report_dir.empty()) {
+        // Stopped: one last pass writes its reports, final, with the
+        // stopped status (the job is out of jobs_, so nothing wakes it again).
+        evaluation->stopped = true;
+        evaluation->latest_job = std::move(job);
+        EnqueueLocked(evaluation);
+      } else {
+        evaluation->cancelled = true;
+      }
     }
     return;
   }
@@ -425,6 +437,7 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
     run.configuration_name = name;
     run.rules = *std::move(rules);
     run.report = rule_to_invoke == kProfilerReportRule;
+    evaluation.has_report = evaluation.has_report || run.report;
     run.status_done = !in_progress;
     runs.push_back(std::move(run));
   }
@@ -544,6 +557,11 @@ void EvaluationScheduler::WorkerLoop() {
     bool active = !evaluation->pending_profiler_runs.empty();
     for (const auto& run : evaluation->rules) active = active || !run.done;
     for (const auto& run : evaluation->profiler_runs) active = active || run.active();
+    if (evaluation->stopped) {
+      // Stopped while this pass ran: the final pass is still owed.
+      if (!evaluation->cancelled) EnqueueLocked(evaluation);
+      continue;
+    }
     if (!active || evaluation->cancelled) {
       auto it = jobs_.find(evaluation->job_name);
       if (it != jobs_.end() && it->second == evaluation) {
@@ -571,13 +589,28 @@ void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, i
 
 void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
   std::shared_ptr<const JobRecord> job;
+  bool stopped = false;
   {
     absl::MutexLock lock(&mu_);
     job = evaluation.latest_job;
+    stopped = evaluation.stopped;
     for (auto& run : evaluation.pending_profiler_runs) {
       evaluation.profiler_runs.push_back(std::move(run));
     }
     evaluation.pending_profiler_runs.clear();
+  }
+  if (stopped) {
+    // The job was stopped: no more evaluation, only the last reports (the
+    // manager settles the rule statuses).
+    for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
+      if (evaluation.profiler_runs[i].report && !evaluation.profiler_runs[i].final_written) {
+        WriteReport(evaluation, i, *job, /*final=*/true);
+        evaluation.profiler_runs[i].final_written = true;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    evaluation.cancelled = true;
+    return;
   }
   bool debug_active = false;
   for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
@@ -837,7 +870,7 @@ void EvaluationScheduler::WriteReport(JobEvaluation& evaluation, size_t run_inde
   context.training_job_name = evaluation.job_name;
   context.rule_configuration_name = run.configuration_name;
   context.training_job_status = std::string(core::JobStatusName(job.training_job_status()));
-  if (final && !TrainingEnded(job)) {
+  if (final && !TrainingEnded(job) && !JobIsStopping(job)) {
     // The tensor trial was closed before anyone reported the job's end.
     absl::StrAppend(&context.training_job_status,
                     "; training data complete (training_job_end.ts written)");

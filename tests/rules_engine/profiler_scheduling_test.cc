@@ -212,6 +212,20 @@ TEST_F(ProfilerSchedulingTest, AfterARestartTheReportOfAnIssuesFoundRuleStaysLiv
                 [](const nlohmann::json& s) { return s["final"] == true; });
 }
 
+TEST_F(ProfilerSchedulingTest, StoppingTheJobWritesTheFinalReport) {
+  CreateJob("stopped", "ProfilerReport");
+  WriteSamples("stopped", 30, 35, 90);
+  WaitForReport("stopped", "ProfilerReport",
+                [](const nlohmann::json& s) { return Points(s) == 30 * 5; });
+  v1::StopTrainingJobRequest stop;
+  stop.set_training_job_name("stopped");
+  ASSERT_TRUE(CallSync<v1::StopTrainingJobResponse>(*manager_, &H::StopTrainingJob, stop).ok());
+  nlohmann::json summary = WaitForReport(
+      "stopped", "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
+  EXPECT_THAT(summary["training_job_status"].get<std::string>(), HasSubstr("Stop"));
+  EXPECT_EQ(Points(summary), 30 * 5);
+}
+
 TEST_F(ProfilerSchedulingTest, HealthyDataEndsNoIssuesFoundWhenTrainingEnds) {
   CreateJob("healthy", "CPUBottleneck", {{"patience", "0"}});
   WriteSamples("healthy", 300, 35, 90);
