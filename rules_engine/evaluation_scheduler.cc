@@ -501,8 +501,9 @@ void EvaluationScheduler::StartCustomLocked(
                                            auto job_runs = custom_runs_.find(job_name);
                                            if (job_runs != custom_runs_.end()) {
                                              auto run = job_runs->second.find(rule);
-                                             if (run != job_runs->second.end())
+                                             if (run != job_runs->second.end()) {
                                                run->second = 0;  // Finished.
+                                             }
                                            }
                                          }
                                          // Stopped (the manager records Stopped) or shutting down
@@ -519,7 +520,7 @@ void EvaluationScheduler::RecordStatus(const std::string& job, const std::string
                                        std::string details) {
   manager_->SetRuleEvaluationStatus(
       job, rule, static_cast<core::RuleStatus>(status), Truncate(std::move(details)),
-      [job, rule](absl::Status result) {
+      [job, rule](const absl::Status& result) {
         // FAILED_PRECONDITION: the rule was settled already (e.g. stopped).
         if (!result.ok() && result.code() != absl::StatusCode::kFailedPrecondition) {
           spdlog::warn("recording the status of rule '{}' of job '{}' failed: {}", rule, job,
@@ -954,8 +955,9 @@ bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
                  {trial + "/index/000000000", kDirectoryEvents}});
   }
   bool profiler_active = false;
-  for (const auto& run : evaluation.profiler_runs)
+  for (const auto& run : evaluation.profiler_runs) {
     profiler_active = profiler_active || run.active();
+  }
   if (profiler_active && !evaluation.profiler_path.empty()) {
     // The profiler appends to open files (system metrics every interval,
     // timelines as events come): IN_MODIFY in the newest hour directories,
