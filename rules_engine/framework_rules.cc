@@ -240,8 +240,8 @@ class StepOutlier : public FrameworkRuleBase {
   std::string Progress() const override {
     int64_t steps = 0;
     for (const auto& [key, s] : series_) steps += static_cast<int64_t>(s.steps.size());
-    std::string details = absl::StrCat(steps, " step durations in ", series_.size(),
-                                       series_.size() == 1 ? " series" : " series", " so far");
+    std::string details =
+        absl::StrCat(steps, " step durations in ", series_.size(), " series", " so far");
     for (const auto& [key, s] : series_) {
       if (s.evaluated > 0) absl::StrAppend(&details, "; ", Describe(key, s));
     }
@@ -614,7 +614,9 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
       absl::StrAppend(&s, "; initialization ", Duration(static_cast<double>(init)),
                       ", training loop ", Duration(static_cast<double>(loop)));
       if (loop > 0) {
-        absl::StrAppend(&s, " (", absl::StrFormat("%.1f%%", 100.0 * inside / loop),
+        absl::StrAppend(&s, " (",
+                        absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(inside) /
+                                                      static_cast<double>(loop)),
                         " inside steps, ", Duration(static_cast<double>(loop - inside)),
                         " between them)");
       }

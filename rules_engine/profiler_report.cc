@@ -110,7 +110,11 @@ void Buckets::Regrid(double lo, double hi) {
 // --- PercentHistogram ----------------------------------------------------
 
 namespace {
-constexpr int kPercentBins = static_cast<int>(100 / ProfilerReportData::kValueResolution + 0.5) + 1;
+// 100 / resolution is positive, so adding 0.5 rounds it (std::lround is not
+// constexpr).
+// NOLINTNEXTLINE(bugprone-incorrect-roundings)
+constexpr int kPercentSteps = static_cast<int>(100 / ProfilerReportData::kValueResolution + 0.5);
+constexpr int kPercentBins = kPercentSteps + 1;
 }  // namespace
 
 void PercentHistogram::Add(double value) {
@@ -130,7 +134,8 @@ void PercentHistogram::Add(double value) {
 
 double PercentHistogram::Quantile(double q) const {
   if (count_ == 0) return 0;
-  int64_t rank = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * count_)));
+  int64_t rank =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * static_cast<double>(count_))));
   int64_t seen = 0;
   for (int i = 0; i < kPercentBins; ++i) {
     seen += bins_[i];
@@ -258,7 +263,8 @@ double ProfilerReportData::LogBinLowerUs(int bin) {
 
 double ProfilerReportData::StepQuantileUs(double q) const {
   if (step_events_ == 0) return 0;
-  int64_t rank = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * step_events_)));
+  int64_t rank =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * static_cast<double>(step_events_))));
   if (steps_exact_) {
     std::vector<int64_t> sorted = step_durations_;
     std::nth_element(sorted.begin(), sorted.begin() + (rank - 1), sorted.end());
@@ -836,18 +842,19 @@ ChartSection Heatmap(const ProfilerReportData& data) {
     rows.erase(rows.begin() + kMaxRows, rows.end());
   }
   std::vector<Buckets> buckets;
+  buckets.reserve(rows.size());
   for (Row& r : rows) buckets.push_back(std::move(r.buckets));
   TimeGrid g = CommonGrid(buckets);
-  double row_h = std::clamp(360.0 / rows.size(), 9.0, 22.0);
+  double row_h = std::clamp(360.0 / static_cast<double>(rows.size()), 9.0, 22.0);
   double label_w = 120;
-  double top = kTop, grid_h = row_h * rows.size();
+  double top = kTop, grid_h = row_h * static_cast<double>(rows.size());
   double height = top + grid_h + 40 + 44;
   Axis x{g.origin + g.first * g.width, g.origin + (g.last + 1) * g.width, label_w,
          kChartWidth - 24};
   std::string s = SvgOpen(id, height, c.title);
   double cell_w = (x.px1 - x.px0) / std::max(1, g.last - g.first + 1);
   for (size_t r = 0; r < rows.size(); ++r) {
-    double ry = top + r * row_h;
+    double ry = top + static_cast<double>(r) * row_h;
     absl::StrAppend(&s, "<g class=\"heat-row\"><text class=\"tick\" x=\"", N(label_w - 6),
                     "\" y=\"", N(ry + row_h / 2 + 4), "\" text-anchor=\"end\">", Esc(rows[r].label),
                     "</text><rect class=\"heat-bg\" x=\"", N(x.px0), "\" y=\"", N(ry),
@@ -922,8 +929,8 @@ ChartSection StepHistogram(const ProfilerReportData& data,
     return c;
   }
   constexpr int kBins = 40;
-  double lo = std::max<double>(1, data.step_min_us());
-  double hi = std::max<double>(lo + 1, data.step_max_us());
+  double lo = std::max(1.0, static_cast<double>(data.step_min_us()));
+  double hi = std::max(lo + 1, static_cast<double>(data.step_max_us()));
   bool log_scale = hi / lo > 3;
   auto pos = [&](double v) {  // 0..1 along the axis.
     v = std::clamp(v, lo, hi);
@@ -947,8 +954,9 @@ ChartSection StepHistogram(const ProfilerReportData& data,
   std::vector<int64_t> outliers = OutlierSteps(findings);
   std::map<int64_t, int64_t> outlier_durations = data.DurationsOfSteps(outliers);
   std::vector<bool> outlier_bin(kBins, false);
-  for (const auto& [step, d] : outlier_durations)
+  for (const auto& [step, d] : outlier_durations) {
     outlier_bin[bin_of(static_cast<double>(d))] = true;
+  }
 
   constexpr double kHeight = 300;
   Axis x{0, 1, kLeft + 10, kChartWidth - kRight};
@@ -1113,7 +1121,8 @@ ChartSection StepTimeline(const ProfilerReportData& data,
       continue;
     }
     double px = x(b.origin() + (i + 0.5) * b.width());
-    absl::StrAppend(&dmean, pen ? "L" : "M", N(px), " ", N(y(cell.sum / cell.count)));
+    absl::StrAppend(&dmean, pen ? "L" : "M", N(px), " ",
+                    N(y(cell.sum / static_cast<double>(cell.count))));
     absl::StrAppend(&dmax, pen ? "L" : "M", N(px), " ", N(y(cell.max)));
     pen = true;
   }
@@ -1235,6 +1244,7 @@ std::string FindingsTable(const std::vector<ProfilerRuleFinding>& findings) {
     return 4;
   };
   std::vector<const ProfilerRuleFinding*> order;
+  order.reserve(findings.size());
   for (const ProfilerRuleFinding& f : findings) order.push_back(&f);
   std::stable_sort(order.begin(), order.end(),
                    [&](const ProfilerRuleFinding* a, const ProfilerRuleFinding* b) {

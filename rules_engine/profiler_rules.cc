@@ -57,9 +57,10 @@ double Percentile(std::vector<double>& v, double q) {
   double pos = q / 100.0 * static_cast<double>(v.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
-  std::nth_element(v.begin(), v.begin() + lo, v.end());
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(lo), v.end());
   const double low = v[lo];
-  const double high = hi == lo ? low : *std::min_element(v.begin() + hi, v.end());
+  const double high =
+      hi == lo ? low : *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(hi), v.end());
   return low + (high - low) * (pos - static_cast<double>(lo));
 }
 
@@ -373,7 +374,8 @@ class BottleneckRule : public SystemRule<BottleneckRule> {
                         ")");
       } else {
         absl::StrAppend(&details, ", ", node.bottlenecks, " of ", node.evaluated, " evaluated (",
-                        Pct(100.0 * node.bottlenecks / node.evaluated),
+                        Pct(100.0 * static_cast<double>(node.bottlenecks) /
+                            static_cast<double>(node.evaluated)),
                         ") bottlenecked, not above threshold ", Pct(threshold_));
       }
     }
@@ -399,7 +401,8 @@ class BottleneckRule : public SystemRule<BottleneckRule> {
       } else {
         AppendPart(&out, absl::StrCat(id.view(), ": ", Condition(), " in ", node.bottlenecks,
                                       " of ", node.evaluated, " evaluated samples (",
-                                      Pct(100.0 * node.bottlenecks / node.evaluated),
+                                      Pct(100.0 * static_cast<double>(node.bottlenecks) /
+                                          static_cast<double>(node.evaluated)),
                                       ") so far; threshold ", Pct(threshold_)));
       }
     }
@@ -448,7 +451,8 @@ class BottleneckRule : public SystemRule<BottleneckRule> {
     return Fire(Check(id, node));
   }
   RuleVerdict Check(absl::string_view id, const Node& node) {
-    double ratio = 100.0 * static_cast<double>(node.bottlenecks) / node.evaluated;
+    double ratio =
+        100.0 * static_cast<double>(node.bottlenecks) / static_cast<double>(node.evaluated);
     if (ratio > threshold_) return Issues(Describe(id, node));
     return RuleVerdict::Continue();
   }
@@ -459,7 +463,8 @@ class BottleneckRule : public SystemRule<BottleneckRule> {
 
 std::string BadShare(const char* what, int64_t bad, int64_t evaluated, double threshold) {
   return absl::StrCat(what, " in ", bad, " of ", evaluated, " samples (",
-                      Pct(100.0 * bad / evaluated), ", above threshold ", Pct(threshold), ")");
+                      Pct(100.0 * static_cast<double>(bad) / static_cast<double>(evaluated)),
+                      ", above threshold ", Pct(threshold), ")");
 }
 
 class CpuBottleneck : public BottleneckRule {
@@ -488,8 +493,9 @@ class CpuBottleneck : public BottleneckRule {
         Pct(cpu_threshold_), " while GPU utilization was below gpu_threshold ", Pct(gpu_threshold_),
         BadShare("", n.bottlenecks, n.evaluated, threshold_), " after patience ", patience_,
         "; bottlenecked from ", Ts(n.first_bad_ts), " to ", Ts(n.last_bad_ts), ", mean CPU ",
-        Pct(n.bad_cpu_sum / n.bottlenecks), ", mean GPU ", Pct(n.bad_gpu_sum / n.bottlenecks),
-        " in those samples (evaluated ", Ts(n.first_ts), " to ", Ts(n.last_ts), ")");
+        Pct(n.bad_cpu_sum / static_cast<double>(n.bottlenecks)), ", mean GPU ",
+        Pct(n.bad_gpu_sum / static_cast<double>(n.bottlenecks)), " in those samples (evaluated ",
+        Ts(n.first_ts), " to ", Ts(n.last_ts), ")");
   }
 
  private:
@@ -517,13 +523,13 @@ class IoBottleneck : public BottleneckRule {
                         Pct(gpu_threshold_));
   }
   std::string Describe(absl::string_view id, const Node& n) const override {
-    return absl::StrCat("I/O bottleneck on ", id, ": I/O wait above io_threshold ",
-                        Pct(io_threshold_), " while GPU utilization was below gpu_threshold ",
-                        Pct(gpu_threshold_), BadShare("", n.bottlenecks, n.evaluated, threshold_),
-                        " after patience ", patience_, "; bottlenecked from ", Ts(n.first_bad_ts),
-                        " to ", Ts(n.last_bad_ts), ", mean GPU ",
-                        Pct(n.bad_gpu_sum / n.bottlenecks), " in those samples (evaluated ",
-                        Ts(n.first_ts), " to ", Ts(n.last_ts), ")");
+    return absl::StrCat(
+        "I/O bottleneck on ", id, ": I/O wait above io_threshold ", Pct(io_threshold_),
+        " while GPU utilization was below gpu_threshold ", Pct(gpu_threshold_),
+        BadShare("", n.bottlenecks, n.evaluated, threshold_), " after patience ", patience_,
+        "; bottlenecked from ", Ts(n.first_bad_ts), " to ", Ts(n.last_bad_ts), ", mean GPU ",
+        Pct(n.bad_gpu_sum / static_cast<double>(n.bottlenecks)), " in those samples (evaluated ",
+        Ts(n.first_ts), " to ", Ts(n.last_ts), ")");
   }
 
  private:
@@ -814,8 +820,8 @@ class LoadBalancing : public SystemRule<LoadBalancing> {
         if (b->second.n < min_points) continue;
         double d = 0;
         for (int i = 0; i < 10; ++i) {
-          d += std::fabs(static_cast<double>(a->second.bins[i]) / a->second.n -
-                         static_cast<double>(b->second.bins[i]) / b->second.n);
+          d += std::fabs(static_cast<double>(a->second.bins[i]) / static_cast<double>(a->second.n) -
+                         static_cast<double>(b->second.bins[i]) / static_cast<double>(b->second.n));
         }
         d /= 2;
         max_d = std::max(max_d, d);
@@ -825,11 +831,12 @@ class LoadBalancing : public SystemRule<LoadBalancing> {
           const Gpu& gb = b->second;
           return Issues(absl::StrCat(
               "workload imbalance on ", node.view(), " between ", a->first.view(),
-              " (mean utilization ", Pct(ga.sum / ga.n), " over ", ga.n, " points) and ",
-              b->first.view(), " (mean ", Pct(gb.sum / gb.n), " over ", gb.n,
-              " points): histogram distance ", absl::StrFormat("%.2f", d), " above threshold ",
-              absl::StrFormat("%g", threshold_), ", from ", Ts(std::min(ga.first_ts, gb.first_ts)),
-              " to ", Ts(std::max(ga.last_ts, gb.last_ts)), " after patience ", patience_));
+              " (mean utilization ", Pct(ga.sum / static_cast<double>(ga.n)), " over ", ga.n,
+              " points) and ", b->first.view(), " (mean ", Pct(gb.sum / static_cast<double>(gb.n)),
+              " over ", gb.n, " points): histogram distance ", absl::StrFormat("%.2f", d),
+              " above threshold ", absl::StrFormat("%g", threshold_), ", from ",
+              Ts(std::min(ga.first_ts, gb.first_ts)), " to ", Ts(std::max(ga.last_ts, gb.last_ts)),
+              " after patience ", patience_));
         }
       }
     }
