@@ -2,9 +2,12 @@
 // session, exit codes, TLS and the server's config file.
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -121,6 +124,61 @@ TEST(CliEndToEndTest, TlsServerAndClient) {
   CliResult plain = RunCli(server.address(), "describe debugger-aws-cli-test", "", 2);
   EXPECT_EQ(plain.exit_code, 7) << plain.out;
   EXPECT_TRUE(server.running());
+}
+
+TEST(CliEndToEndTest, ReportFetchesTheProfilingReport) {
+  ScopedTempDir dir;
+  // Canonical: DP_SHARED_DIR has a ".." that output paths may not contain.
+  const std::string fixtures =
+      std::filesystem::canonical(std::string(DP_SHARED_DIR) + "/fixtures").string();
+  ServerProcess server(dir.path(), {"--data-root", fixtures, "--data-root", dir.path().string()});
+  const std::string addr = server.address();
+  nlohmann::json request = {
+      {"TrainingJobName", "profiled"},
+      {"RoleArn", "arn:aws:iam::111122223333:role/service-role/Test"},
+      {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/out"}}},
+      {"ProfilerConfig", {{"S3OutputPath", fixtures + "/profiler/framework/pytorch-step-outlier"}}},
+      {"ProfilerRuleConfigurations",
+       {{{"RuleConfigurationName", "ProfilerReport"},
+         {"RuleEvaluatorImage", "builtin"},
+         {"RuleParameters", {{"rule_to_invoke", "ProfilerReport"}}}}}}};
+  std::ofstream(dir.path() / "job.json") << request.dump();
+  request["TrainingJobName"] = "unprofiled";
+  request.erase("ProfilerRuleConfigurations");
+  std::ofstream(dir.path() / "plain.json") << request.dump();
+  CliResult created = RunCli(addr, "create --file " + (dir.path() / "job.json").string());
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  created = RunCli(addr, "create --file " + (dir.path() / "plain.json").string());
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+
+  // The first report is written by the rule's first pass.
+  CliResult json;
+  for (int i = 0; i < 500; ++i) {
+    json = RunCli(addr, "report profiled --json -o -");
+    if (json.exit_code == 0) break;
+    EXPECT_EQ(json.exit_code, 4) << json.out;  // No report yet.
+    usleep(20000);
+  }
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["rule_configuration_name"], "ProfilerReport");
+
+  const std::string html_file = (dir.path() / "report.html").string();
+  CliResult saved = RunCli(addr, "report profiled -o " + html_file);
+  EXPECT_EQ(saved.exit_code, 0) << saved.out;
+  EXPECT_EQ(nlohmann::json::parse(saved.out)["Path"], html_file);
+  std::ifstream in(html_file);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(html, HasSubstr("<html"));
+  EXPECT_THAT(html, HasSubstr("profiled"));
+
+  CliResult where = RunCli(addr, "--output text report profiled");
+  EXPECT_EQ(where.exit_code, 0) << where.out;
+  EXPECT_THAT(where.out, HasSubstr("reports/profiled/ProfilerReport/profiler-report.html"));
+
+  CliResult no_rule = RunCli(addr, "report unprofiled");
+  EXPECT_EQ(no_rule.exit_code, 6) << no_rule.out;
+  EXPECT_THAT(no_rule.out, HasSubstr("no ProfilerReport rule"));
+  EXPECT_EQ(RunCli(addr, "report missing").exit_code, 4);
 }
 
 TEST(CliEndToEndTest, ServerReadsFlagsFromAConfigFile) {
