@@ -592,7 +592,7 @@ MetricDimension ParseMetricDimension(absl::string_view d) {
   return MetricDimension::kOther;
 }
 
-constinit const std::string MetricString::kEmptyText;
+const std::string MetricString::kEmptyText;
 
 MetricString::MetricString(absl::string_view text)
     : text_(Intern(text, /*bounded=*/false, &kEmptyText)) {}

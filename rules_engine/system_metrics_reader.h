@@ -99,9 +99,10 @@ class MetricString {
   friend std::ostream& operator<<(std::ostream& os, MetricString s) { return os << *s.text_; }
 
  private:
-  // What MetricString() and "" point to: constant-initialized, so a point
-  // default-constructed anywhere (even during static initialization) needs
-  // neither the pool nor a guard.
+  // What MetricString() and "" point to, so a default-constructed point
+  // needs neither the pool nor a guard. Constant-initialized where the
+  // standard library's std::string is constexpr (GCC's); with clang and
+  // libstdc++ 12 it is not, and `constinit` would not compile there.
   static const std::string kEmptyText;
   explicit MetricString(const std::string* text) : text_(text) {}
   const std::string* text_;  // Owned by the process-wide pool; never null.

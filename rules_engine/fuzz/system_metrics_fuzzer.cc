@@ -19,9 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "rules_engine/system_metrics_reader.h"
 
 using debugplane::rules_engine::ParseSystemMetricLine;
@@ -79,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        start = end + 1, end = text.find('\n', start)) {
     SystemMetricPoint point;
     std::string error;
-    const std::string_view line(text.data() + start, end - start);
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // Blank.
+    const absl::string_view line(text.data() + start, end - start);
+    if (line.find_first_not_of(" \t\r") == absl::string_view::npos) continue;  // Blank.
     if (ParseSystemMetricLine(line, &point, &error)) expected.push_back(point);
   }
   if (read.size() != expected.size()) abort();
