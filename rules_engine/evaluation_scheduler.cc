@@ -145,6 +145,9 @@ struct EvaluationScheduler::JobEvaluation {
   // ProfilerReport.
   struct ProfilerRun {
     std::string configuration_name;
+    // What the rules were made from, to make them again for a replay.
+    std::string rule_to_invoke;
+    RuleParameters parameters;
     std::vector<std::unique_ptr<ProfilerRule>> rules;
     bool report = false;         // ProfilerReport: also writes the report.
     bool status_done = false;    // Its terminal status is recorded (or was durable).
@@ -425,9 +428,9 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
                                 "(DebugRuleConfigurations)"));
       continue;
     }
-    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules = CreateProfilerRuleSet(
-        rule_to_invoke,
-        RuleParameters(config.rule_parameters().begin(), config.rule_parameters().end()));
+    RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
+    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
+        CreateProfilerRuleSet(rule_to_invoke, parameters);
     if (!rules.ok()) {
       RecordStatus(job_name, name, v1::RuleEvaluationStatus::Error,
                    std::string(rules.status().message()));
@@ -435,6 +438,8 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
     }
     JobEvaluation::ProfilerRun run;
     run.configuration_name = name;
+    run.rule_to_invoke = rule_to_invoke;
+    run.parameters = std::move(parameters);
     run.rules = *std::move(rules);
     run.report = rule_to_invoke == kProfilerReportRule;
     evaluation.has_report = evaluation.has_report || run.report;
@@ -591,14 +596,20 @@ void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, i
 void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
   std::shared_ptr<const JobRecord> job;
   bool stopped = false;
+  std::vector<JobEvaluation::ProfilerRun> added;
   {
     absl::MutexLock lock(&mu_);
     job = evaluation.latest_job;
     stopped = evaluation.stopped;
-    for (auto& run : evaluation.pending_profiler_runs) {
-      evaluation.profiler_runs.push_back(std::move(run));
-    }
-    evaluation.pending_profiler_runs.clear();
+    added.swap(evaluation.pending_profiler_runs);
+  }
+  if (!added.empty()) {
+    // Rules added by an update: if the readers are past data they have not
+    // seen (nor a new report), every profiler rule replays it.
+    const bool data_read =
+        evaluation.system_reader != nullptr || evaluation.framework_reader != nullptr;
+    for (auto& run : added) evaluation.profiler_runs.push_back(std::move(run));
+    if (data_read) ReplayProfilerRules(evaluation);
   }
   if (stopped) {
     // The job was stopped: no more evaluation, only the last reports (the
@@ -711,6 +722,21 @@ void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation) {
                                   " steps; no issues found")
                    : std::move(verdict.details));
     }
+  }
+}
+
+void EvaluationScheduler::ReplayProfilerRules(JobEvaluation& evaluation) {
+  // Start over, as after a restart: fresh readers, fresh rules (they are
+  // deterministic, so the ones already running reach the same state again),
+  // the recorded statuses kept, so nothing is reported twice.
+  evaluation.system_reader.reset();
+  evaluation.framework_reader.reset();
+  evaluation.report_data.reset();
+  for (auto& run : evaluation.profiler_runs) {
+    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
+        CreateProfilerRuleSet(run.rule_to_invoke, run.parameters);
+    if (rules.ok()) run.rules = *std::move(rules);  // Made once already: cannot fail.
+    run.report_stale = true;
   }
 }
 

@@ -112,6 +112,10 @@ class EvaluationScheduler {
   void Evaluate(JobEvaluation& evaluation);
   void EvaluateDebugRules(JobEvaluation& evaluation);
   void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job);
+  // Makes every profiler rule of `evaluation` again and its readers read
+  // from the start (after rules were added to a job whose data was read).
+  // REQUIRES: the evaluation runs on this thread (a worker owns it).
+  void ReplayProfilerRules(JobEvaluation& evaluation);
   // Adds the job's profiler rules that are InProgress (or a ProfilerReport
   // whose report is still live) and not evaluated yet to `evaluation`
   // (its pending list when `pending`, as a worker may own the evaluation).

@@ -226,6 +226,29 @@ TEST_F(ProfilerSchedulingTest, StoppingTheJobWritesTheFinalReport) {
   EXPECT_EQ(Points(summary), 30 * 5);
 }
 
+TEST_F(ProfilerSchedulingTest, AReportAddedByAnUpdateDrawsTheDataReadBeforeIt) {
+  CreateJob("added", "CPUBottleneck", {{"patience", "0"}});
+  WriteSamples("added", 100, 35, 90);
+  absl::SleepFor(absl::Milliseconds(500));  // The CPUBottleneck run reads them.
+
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("added");
+  auto* rule = update.add_profiler_rule_configurations();
+  rule->set_rule_configuration_name("ProfilerReport");
+  rule->set_rule_evaluator_image("builtin");
+  (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
+  ASSERT_TRUE(
+      CallSync<v1::UpdateTrainingJobResponse>(*manager_, &H::UpdateTrainingJob, update).ok());
+  // Everything, not only what comes after the update.
+  WaitForReport("added", "ProfilerReport",
+                [](const nlohmann::json& s) { return Points(s) == 100 * 5; });
+  // The rule already running is not disturbed: a later bottleneck is found.
+  WriteSamples("added", 300, 97, 3);
+  v1::ProfilerRuleEvaluationStatus status =
+      WaitForStatus("added", v1::RuleEvaluationStatus::IssuesFound);
+  EXPECT_THAT(status.status_details(), HasSubstr("CPU bottleneck on algo-1"));
+}
+
 TEST_F(ProfilerSchedulingTest, HealthyDataEndsNoIssuesFoundWhenTrainingEnds) {
   CreateJob("healthy", "CPUBottleneck", {{"patience", "0"}});
   WriteSamples("healthy", 300, 35, 90);
