@@ -297,12 +297,6 @@ void PrintRow(const std::string& what, const Percentiles& p, size_t failed) {
               p.p99, p.max, failed);
 }
 
-std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  return context;
-}
-
 v1::CreateTrainingJobRequest JobRequest(const std::string& name, const fs::path& root) {
   v1::CreateTrainingJobRequest request;
   request.set_training_job_name(name);

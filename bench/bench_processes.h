@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "grpcpp/client_context.h"
 
 namespace debugplane::bench {
 
@@ -61,6 +63,15 @@ std::string DescribeStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exit code ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status));
   return "ended";
+}
+
+// A client context whose deadline is `timeout` from now: every call a
+// bench makes has one, so a wedged server fails the sample instead of
+// hanging the run.
+inline std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return context;
 }
 
 // The path of `name` in this executable's directory (where the build puts

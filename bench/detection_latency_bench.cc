@@ -246,12 +246,6 @@ struct SampleResult {
   double describe_us = 0;
 };
 
-std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  return context;
-}
-
 v1::CreateTrainingJobRequest JobRequest(const std::string& name, const fs::path& trial) {
   v1::CreateTrainingJobRequest request;
   request.set_training_job_name(name);

@@ -118,20 +118,16 @@ double RunSample(v1::TrainingJobService::Stub& stub, const fs::path& root, const
   const fs::path profiler = root / job;
   const fs::path hour = profiler / "system" / "incremental" / "2026112207";
   v1::CreateTrainingJobResponse created;
-  grpc::ClientContext create_context;
-  create_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::Status status =
-      stub.CreateTrainingJob(&create_context, Job(job, profiler, options.with_report), &created);
+  grpc::Status status = stub.CreateTrainingJob(ContextWithin(absl::Seconds(10)).get(),
+                                               Job(job, profiler, options.with_report), &created);
   if (!status.ok()) {
     *error = absl::StrCat("create: ", status.error_message());
     return -1;
   }
-  grpc::ClientContext watch_context;
-  watch_context.set_deadline(std::chrono::system_clock::now() +
-                             std::chrono::milliseconds(options.timeout_ms));
+  auto watch_context = ContextWithin(absl::Milliseconds(options.timeout_ms));
   v1::WatchTrainingJobRequest watch;
   watch.set_training_job_name(job);
-  auto reader = stub.WatchTrainingJob(&watch_context, watch);
+  auto reader = stub.WatchTrainingJob(watch_context.get(), watch);
   v1::WatchTrainingJobResponse event;
   if (!reader->Read(&event)) {  // The initial state: the watch is registered.
     *error = "watch ended before its first event";
@@ -156,7 +152,7 @@ double RunSample(v1::TrainingJobService::Stub& stub, const fs::path& root, const
       if (rule.rule_configuration_name() == "CPUBottleneck" &&
           rule.rule_evaluation_status() == v1::RuleEvaluationStatus::IssuesFound) {
         const double latency = MillisSince(written);
-        watch_context.TryCancel();
+        watch_context->TryCancel();
         return latency;
       }
     }
@@ -213,7 +209,7 @@ int Main(int argc, char** argv) {
     std::vector<std::thread> threads;
     const int per_thread = (options.samples + level - 1) / level;
     for (int t = 0; t < level; ++t) {
-      threads.emplace_back([&, t] {
+      threads.emplace_back([&] {
         auto own_stub = v1::TrainingJobService::NewStub(channel);
         for (int i = 0; i < per_thread; ++i) {
           std::string job;
@@ -231,7 +227,6 @@ int Main(int argc, char** argv) {
             latencies.push_back(latency);
           }
         }
-        (void)t;
       });
     }
     for (auto& thread : threads) thread.join();
@@ -239,12 +234,10 @@ int Main(int argc, char** argv) {
     for (int i = 0; i < 20; ++i) {
       const Clock::time_point start = Clock::now();
       v1::CreateTrainingJobResponse created;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
       v1::CreateTrainingJobRequest request =
           Job(absl::StrCat("ceiling-", job_counter++), root / "ceiling", false);
       request.clear_profiler_rule_configurations();
-      if (stub->CreateTrainingJob(&context, request, &created).ok()) {
+      if (stub->CreateTrainingJob(ContextWithin(absl::Seconds(10)).get(), request, &created).ok()) {
         creates.push_back(MillisSince(start));
       }
     }

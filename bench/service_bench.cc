@@ -42,8 +42,8 @@ class NoopHandler final : public core::TrainingJobHandler {
                          core::DoneCallback done) override {
     std::move(done)(absl::OkStatus());
   }
-  void DescribeTrainingJob(const v1::DescribeTrainingJobRequest&,
-                           v1::DescribeTrainingJobResponse*, core::DoneCallback done) override {
+  void DescribeTrainingJob(const v1::DescribeTrainingJobRequest&, v1::DescribeTrainingJobResponse*,
+                           core::DoneCallback done) override {
     std::move(done)(absl::OkStatus());
   }
   void ListTrainingJobs(const v1::ListTrainingJobsRequest&, v1::ListTrainingJobsResponse*,
@@ -182,8 +182,8 @@ class LoadRun {
                                         std::move(on_done));
     } else if (op_ == "describe") {
       call->describe.set_training_job_name(absl::StrCat("pre-", n % preloaded_));
-      stub_->async()->DescribeTrainingJob(&call->context, &call->describe,
-                                          &call->describe_response, std::move(on_done));
+      stub_->async()->DescribeTrainingJob(&call->context, &call->describe, &call->describe_response,
+                                          std::move(on_done));
     } else {
       call->list.set_max_results(20);
       stub_->async()->ListTrainingJobs(&call->context, &call->list, &call->list_response,
@@ -264,9 +264,9 @@ int main(int argc, char** argv) {
     grpc::ChannelArguments args;
     // A channel per target, never shared with another target.
     args.SetInt("grpc.channel_id", static_cast<int>(&target - targets.data()));
-    target.stub = v1::TrainingJobService::NewStub(grpc::CreateCustomChannel(
-        absl::StrCat("127.0.0.1:", target.server->port()), grpc::InsecureChannelCredentials(),
-        args));
+    target.stub = v1::TrainingJobService::NewStub(
+        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", target.server->port()),
+                                  grpc::InsecureChannelCredentials(), args));
   }
 
   // Preload the real server for Describe and List.
@@ -283,8 +283,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("service_bench: %.1f s per cell, %d preloaded jobs, data dir %s\n", seconds,
-              preload, data_dir.c_str());
+  std::printf("service_bench: %.1f s per cell, %d preloaded jobs, data dir %s\n", seconds, preload,
+              data_dir.c_str());
   std::printf("%-9s %7s | %12s %9s %9s | %12s %9s %9s | %6s\n", "op", "callers", "real ops/s",
               "p50 us", "p99 us", "noop ops/s", "p50 us", "p99 us", "ratio");
   for (const std::string& op : ops) {
