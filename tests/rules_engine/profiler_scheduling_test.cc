@@ -33,6 +33,7 @@ class ProfilerSchedulingTest : public ::testing::Test {
     ASSERT_TRUE(storage.ok());
     core::TrainingJobManagerOptions options;
     options.validation.data_roots.push_back(dir_.path());
+    options.validation.allowed_custom_evaluators = {"my-profiler:latest"};
     auto manager = core::TrainingJobManager::Create(*std::move(storage), options);
     ASSERT_TRUE(manager.ok());
     manager_ = *std::move(manager);
@@ -56,7 +57,7 @@ class ProfilerSchedulingTest : public ::testing::Test {
   // A job profiling to <dir>/<name>/profiler with one profiler rule.
   void CreateJob(const std::string& name, const std::string& rule_to_invoke,
                  const std::map<std::string, std::string>& parameters = {},
-                 const std::string& profiler_path = "") {
+                 const std::string& profiler_path = "", const std::string& image = "builtin") {
     v1::CreateTrainingJobRequest request;
     request.set_training_job_name(name);
     request.set_role_arn("arn:aws:iam::111122223333:role/Test");
@@ -65,7 +66,7 @@ class ProfilerSchedulingTest : public ::testing::Test {
         profiler_path.empty() ? ProfilerDir(name).string() : profiler_path);
     auto* rule = request.add_profiler_rule_configurations();
     rule->set_rule_configuration_name(rule_to_invoke);
-    rule->set_rule_evaluator_image("builtin");
+    rule->set_rule_evaluator_image(image);
     (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_to_invoke;
     for (const auto& [key, value] : parameters) (*rule->mutable_rule_parameters())[key] = value;
     auto created =
@@ -266,6 +267,14 @@ TEST_F(ProfilerSchedulingTest, NoDataEndsInAnErrorNamingTheDirectory) {
   v1::ProfilerRuleEvaluationStatus status = WaitForStatus("empty", v1::RuleEvaluationStatus::Error);
   EXPECT_THAT(status.status_details(), HasSubstr("no system metrics"));
   EXPECT_THAT(status.status_details(), HasSubstr(ProfilerDir("empty").string()));
+}
+
+TEST_F(ProfilerSchedulingTest, ACustomEvaluatorOnAProfilerRuleIsAnErrorSayingWhy) {
+  CreateJob("custom", "CPUBottleneck", {}, "", "my-profiler:latest");
+  v1::ProfilerRuleEvaluationStatus status =
+      WaitForStatus("custom", v1::RuleEvaluationStatus::Error);
+  EXPECT_THAT(status.status_details(), HasSubstr("'my-profiler:latest'"));
+  EXPECT_THAT(status.status_details(), HasSubstr("debugging rules only"));
 }
 
 TEST_F(ProfilerSchedulingTest, ObjectStorageProfilerOutputIsAnErrorSayingSo) {

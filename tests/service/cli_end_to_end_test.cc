@@ -175,6 +175,13 @@ TEST(CliEndToEndTest, ReportFetchesTheProfilingReport) {
   EXPECT_EQ(where.exit_code, 0) << where.out;
   EXPECT_THAT(where.out, HasSubstr("reports/profiled/ProfilerReport/profiler-report.html"));
 
+  // A file that cannot be written: exit 1, naming it; nothing half-written.
+  const std::string unwritable = (dir.path() / "missing-dir" / "report.html").string();
+  CliResult failed = RunCli(addr, "report profiled -o " + unwritable);
+  EXPECT_EQ(failed.exit_code, 1) << failed.out;
+  EXPECT_THAT(failed.out, HasSubstr(unwritable));
+  EXPECT_FALSE(std::filesystem::exists(unwritable));
+
   CliResult no_rule = RunCli(addr, "report unprofiled");
   EXPECT_EQ(no_rule.exit_code, 6) << no_rule.out;
   EXPECT_THAT(no_rule.out, HasSubstr("no ProfilerReport rule"));
