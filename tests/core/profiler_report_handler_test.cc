@@ -6,7 +6,6 @@
 #include "core/profiler_report_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {
@@ -20,10 +19,8 @@ using H = TrainingJobHandler;
 class ProfilerReportHandlerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto storage = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
-    ASSERT_TRUE(storage.ok());
-    auto manager = TrainingJobManager::Create(*std::move(storage), {});
-    ASSERT_TRUE(manager.ok());
+    auto manager = ::debugplane::testing::OpenTestManager(dir_.path());
+    ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
     handler_ = std::make_unique<ProfilerReportHandler>(manager_.get(), dir_.path() / "reports");
   }

@@ -4,15 +4,28 @@
 #define DEBUGPLANE_TESTS_CORE_TEST_UTIL_H_
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "core/training_job_handler.h"
+#include "core/training_job_manager.h"
 #include "gtest/gtest.h"
+#include "persistence/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::testing {
+
+// A job manager over a new SQLite database <dir>/jobs.db, with `options`
+// and `dir` as a data root (local output paths under it are valid).
+inline absl::StatusOr<std::unique_ptr<core::TrainingJobManager>> OpenTestManager(
+    const std::filesystem::path& dir, core::TrainingJobManagerOptions options = {}) {
+  auto storage = persistence::SqliteStorage::Open((dir / "jobs.db").string());
+  if (!storage.ok()) return storage.status();
+  options.validation.data_roots.push_back(dir);
+  return core::TrainingJobManager::Create(*std::move(storage), std::move(options));
+}
 
 // Calls an asynchronous handler method and waits for its completion.
 template <typename Response, typename Request, typename Method>

@@ -4,7 +4,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "persistence/sqlite_storage.h"
 #include "tests/core/test_util.h"
 #include "tests/rules_engine/fake_receivers.h"
 
@@ -28,11 +27,7 @@ class ActionDispatcherTest : public ::testing::Test {
   }
 
   void OpenManager() {
-    auto storage = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
-    ASSERT_TRUE(storage.ok());
-    core::TrainingJobManagerOptions options;
-    options.validation.data_roots.push_back(dir_.path());
-    auto manager = core::TrainingJobManager::Create(*std::move(storage), options);
+    auto manager = ::debugplane::testing::OpenTestManager(dir_.path());
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
   }

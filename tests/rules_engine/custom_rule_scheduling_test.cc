@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
 #include "rules_engine/evaluation_scheduler.h"
 #include "tests/core/test_util.h"
 
@@ -26,13 +25,10 @@ using H = core::TrainingJobHandler;
 class CustomRuleSchedulingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto storage = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
-    ASSERT_TRUE(storage.ok());
     core::TrainingJobManagerOptions options;
-    options.validation.data_roots.push_back(dir_.path());
     options.validation.allowed_custom_evaluators = {"my-rule:latest", "unconfigured:latest"};
-    auto manager = core::TrainingJobManager::Create(*std::move(storage), options);
-    ASSERT_TRUE(manager.ok());
+    auto manager = ::debugplane::testing::OpenTestManager(dir_.path(), options);
+    ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
 
     script_ = dir_.path() / "rule.sh";

@@ -5,7 +5,6 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
 #include "tests/core/test_util.h"
 #include "tests/rules_engine/trial_writer.h"
 
@@ -20,12 +19,8 @@ using H = core::TrainingJobHandler;
 class EvaluationSchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto storage = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
-    ASSERT_TRUE(storage.ok());
-    core::TrainingJobManagerOptions options;
-    options.validation.data_roots.push_back(dir_.path());
-    auto manager = core::TrainingJobManager::Create(*std::move(storage), options);
-    ASSERT_TRUE(manager.ok());
+    auto manager = ::debugplane::testing::OpenTestManager(dir_.path());
+    ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
     EvaluationSchedulerOptions scheduler_options;
     scheduler_options.data_roots.push_back(dir_.path());
