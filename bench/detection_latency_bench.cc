@@ -99,7 +99,7 @@ absl::Status WriteAtomically(const fs::path& path, const std::string& data) {
 }
 
 // A one-worker smdebug trial with one scalar loss tensor per step, in the
-// on-disk format of ../shared/reference/smdebug-format.md.
+// on-disk format of docs/smdebug-format.md.
 class Trial {
  public:
   explicit Trial(fs::path dir) : dir_(std::move(dir)) {}

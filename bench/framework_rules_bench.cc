@@ -1,5 +1,5 @@
 // Framework profiler rules throughput: reading the framework timelines of
-// ../shared/fixtures/profiler/framework/pytorch-step-outlier (4 files, about
+// tests/data/profiler/framework/pytorch-step-outlier (4 files, about
 // 1.4 MB) with FrameworkTimelineReader and evaluating the three framework
 // rules (StepOutlier, MaxInitializationTime, OverallFrameworkMetrics, default
 // parameters) over the events, against the ceiling of reading the same files
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (dirs.empty()) {
     dirs.push_back(
-        absl::StrCat(DP_SHARED_DIR, "/fixtures/profiler/framework/pytorch-step-outlier"));
+        absl::StrCat(DP_TEST_DATA_DIR, "/profiler/framework/pytorch-step-outlier"));
   }
   std::vector<std::vector<std::string>> files;
   for (const std::string& d : dirs) files.push_back(Files(d));

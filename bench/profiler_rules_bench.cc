@@ -1,5 +1,5 @@
 // Profiler rules throughput: reading the system metrics of every folder of
-// ../shared/fixtures/profiler/system with SystemMetricsReader and evaluating
+// tests/data/profiler/system with SystemMetricsReader and evaluating
 // the seven system-metric profiler rules (default parameters) over them,
 // against the ceiling of reading the same files line by line (std::getline,
 // no parsing, no evaluation) and of parsing each line with nlohmann::json
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   if (dirs.empty()) {
     for (const char* d : {"healthy", "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck",
                           "gpu_memory_increase"}) {
-      dirs.push_back(absl::StrCat(DP_SHARED_DIR, "/fixtures/profiler/system/", d));
+      dirs.push_back(absl::StrCat(DP_TEST_DATA_DIR, "/profiler/system/", d));
     }
   }
   if (rules_only) {

@@ -6,7 +6,7 @@
 //
 // The ceiling reads every file of each trial (collections, index, events) and
 // checks the event records' CRCs. Default trials: every folder of
-// ../shared/fixtures/smdebug. Files come from
+// tests/data/smdebug. Files come from
 // the page cache in both measurements (one warm-up pass first), so the ratio
 // compares the work done per byte, not the disk. The passes of the two
 // alternate. --dump prints each rule's conclusion per trial instead (to check
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   app.add_flag("--dump", dump, "Print every rule's conclusion on every trial, then exit");
   CLI11_PARSE(app, argc, argv);
   if (trials.empty()) {
-    for (const auto& entry : fs::directory_iterator(fs::path(DP_SHARED_DIR) / "fixtures/smdebug")) {
+    for (const auto& entry : fs::directory_iterator(fs::path(DP_TEST_DATA_DIR) / "smdebug")) {
       if (entry.is_directory()) trials.push_back(entry.path().string());
     }
     std::sort(trials.begin(), trials.end());

@@ -1,5 +1,5 @@
 // The two config files the smdebug library reads inside a training process
-// (format: ../shared/reference/smdebug-format.md, section 3), and the atomic
+// (format: docs/smdebug-format.md, section 3), and the atomic
 // file replacement that lets a running process pick up a profiling update.
 //
 // The host agent writes

@@ -1,11 +1,11 @@
 // System monitoring on the training host, in SageMaker Debugger's on-disk
-// format (../shared/reference/smdebug-format.md, section 2): the host agent
+// format (docs/smdebug-format.md, section 2): the host agent
 // samples /proc (and NVML when a GPU driver is present) every
 // ProfilingIntervalInMilliseconds and appends JSON lines under
 // <profiler_dir>/system/incremental/, where the profiler rules read them.
 //
 // Lines, in this order per sample (Type / Name / Dimension), as in
-// ../shared/fixtures/profiler/system/*:
+// tests/data/profiler/system/*:
 //   cpu / cpu<N> / CPUUtilization        per online core N, % busy since the
 //                                        previous sample (from /proc/stat)
 //   cpu / cpu    / MemoryUsedPercent     100 * (MemTotal - MemAvailable) /

@@ -1,5 +1,5 @@
 // Parsers for smdebug's JSON files in a trial directory: the per-step index
-// files and the collections file (../shared/reference/smdebug-format.md).
+// files and the collections file (docs/smdebug-format.md).
 
 #ifndef DEBUGPLANE_RULES_ENGINE_SMDEBUG_JSON_H_
 #define DEBUGPLANE_RULES_ENGINE_SMDEBUG_JSON_H_

@@ -1,4 +1,4 @@
-// Reads an smdebug trial directory (../shared/reference/smdebug-format.md)
+// Reads an smdebug trial directory (docs/smdebug-format.md)
 // incrementally while training writes it.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_

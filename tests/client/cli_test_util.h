@@ -32,18 +32,13 @@ inline CliResult RunDebugplane(const std::vector<std::string>& args,
   return {code, out.str(), err.str()};
 }
 
-// The first fenced block of the SageMaker page that starts with '{': the
-// complete create-training-job template, // comments included.
+// The complete create-training-job template of the SageMaker Debugger guide,
+// `//` comments included, as a user pastes it (tests/data/README.md).
 inline std::string SageMakerCliTemplate() {
-  std::ifstream in(std::string(DP_SHARED_DIR) +
-                   "/reference/sagemaker-docs/debugger-built-in-rules-api.CLI.md");
-  std::stringstream page;
-  page << in.rdbuf();
-  const std::string text = page.str();
-  const size_t start = text.find("```\n{");
-  if (start == std::string::npos) return "";
-  const size_t end = text.find("\n```", start + 4);
-  return text.substr(start + 4, end - (start + 4)) + "\n";
+  std::ifstream in(std::string(DP_TEST_DATA_DIR) + "/sagemaker/create-training-job-template.jsonc");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace debugplane::client::testing

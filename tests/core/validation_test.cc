@@ -35,25 +35,16 @@ using ::testing::SizeIs;
 constexpr char kRulesImage[] =
     "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest";
 
-// The first JSON block of the CLI guide page ("a complete JSON template"),
-// with its `//` comment lines removed so that it is JSON.
+// The Debugger guide's complete create-training-job template
+// (tests/data/README.md) with its `//` comment lines removed, so that it is JSON.
 std::string CliTemplateJson() {
-  const fs::path page =
-      fs::path(DP_SHARED_DIR) / "reference/sagemaker-docs/debugger-built-in-rules-api.CLI.md";
-  std::ifstream in(page);
-  EXPECT_TRUE(in.good()) << "cannot read " << page;
+  const fs::path file = fs::path(DP_TEST_DATA_DIR) / "sagemaker/create-training-job-template.jsonc";
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << "cannot read " << file;
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  const size_t intro = text.find("complete JSON template");
-  EXPECT_NE(intro, std::string::npos);
-  const size_t open = text.find("```\n", intro);
-  EXPECT_NE(open, std::string::npos);
-  const size_t close = text.find("\n```", open + 4);
-  EXPECT_NE(close, std::string::npos);
   std::string json;
-  for (absl::string_view line :
-       absl::StrSplit(absl::string_view(text).substr(open + 4, close - open - 4), '\n')) {
+  for (absl::string_view line : absl::StrSplit(buffer.str(), '\n')) {
     if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "//")) continue;
     absl::StrAppend(&json, line, "\n");
   }

@@ -1,6 +1,6 @@
 // The framework profiler rules (StepOutlier, MaxInitializationTime,
 // OverallFrameworkMetrics) over the real PyTorch timelines of
-// ../shared/fixtures/profiler/framework/pytorch-step-outlier (12 steps made
+// tests/data/profiler/framework/pytorch-step-outlier (12 steps made
 // 300 ms slower on purpose) and small synthetic event series.
 
 #include "rules_engine/framework_rules.h"
@@ -25,7 +25,7 @@ namespace {
 using Kind = RuleVerdict::Kind;
 using ::testing::HasSubstr;
 
-const char kStepOutlier[] = DP_SHARED_DIR "/fixtures/profiler/framework/pytorch-step-outlier";
+const char kStepOutlier[] = DP_TEST_DATA_DIR "/profiler/framework/pytorch-step-outlier";
 
 std::unique_ptr<ProfilerRule> MustCreate(const std::string& name,
                                          const RuleParameters& params = {}) {
@@ -96,7 +96,7 @@ TEST(FrameworkRulesTest, NamesAndInputs) {
             absl::StatusCode::kNotFound);
 }
 
-// fixtures/README.md: with the defaults StepOutlier is IssuesFound and names
+// tests/data/README.md: with the defaults StepOutlier is IssuesFound and names
 // exactly the 12 slowed steps (found here from the durations themselves).
 TEST(FrameworkRulesTest, StepOutlierFlagsExactlyTheSlowedFixtureSteps) {
   std::vector<int64_t> slow;

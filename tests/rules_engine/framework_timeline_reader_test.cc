@@ -1,5 +1,5 @@
 // FrameworkTimelineReader and ReadFrameworkTimelineFile over the real
-// PyTorch timelines of ../shared/fixtures/profiler/framework (checked
+// PyTorch timelines of tests/data/profiler/framework (checked
 // against an independent nlohmann::json reading of the same files), the
 // upstream TensorFlow model timeline, files being appended, cut short,
 // corrupt, pretty-printed and on one line.
@@ -30,10 +30,10 @@ using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const char kStepOutlier[] = DP_SHARED_DIR "/fixtures/profiler/framework/pytorch-step-outlier";
+const char kStepOutlier[] = DP_TEST_DATA_DIR "/profiler/framework/pytorch-step-outlier";
 const char kHour[] = "2026112207";
-const char kModelTimeline[] = DP_SHARED_DIR
-    "/fixtures/profiler/upstream-samples/model_timeline_traces/framework/pevents/2020052602/"
+const char kModelTimeline[] = DP_TEST_DATA_DIR
+    "/profiler/upstream-samples/model_timeline_traces/framework/pevents/2020052602/"
     "1590461127873222_0001_model_timeline.json";
 
 using EventTuple =
@@ -358,8 +358,8 @@ TEST(FrameworkTimelineReaderTest, UpstreamTensorFlowModelTimelineParses) {
   EXPECT_EQ(r.start_time_us, 1590461107892211);
 
   // And through the reader, from its profiler directory.
-  FrameworkTimelineReader reader(DP_SHARED_DIR
-                                 "/fixtures/profiler/upstream-samples/model_timeline_traces");
+  FrameworkTimelineReader reader(DP_TEST_DATA_DIR
+                                 "/profiler/upstream-samples/model_timeline_traces");
   EXPECT_EQ(AsTuples(reader.ReadNew()), AsTuples(r.events));
   EXPECT_EQ(reader.Summary(), absl::StrCat("1 file, ", x_lines, " events, 0 steps"));
 }

@@ -43,8 +43,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-const std::string kSystem = DP_SHARED_DIR "/fixtures/profiler/system/cpu_bottleneck";
-const std::string kFramework = DP_SHARED_DIR "/fixtures/profiler/framework/pytorch-step-outlier";
+const std::string kSystem = DP_TEST_DATA_DIR "/profiler/system/cpu_bottleneck";
+const std::string kFramework = DP_TEST_DATA_DIR "/profiler/framework/pytorch-step-outlier";
 // Tall enough for the whole page at desktop width.
 constexpr char kWindowSize[] = "--window-size=1280,4400";
 

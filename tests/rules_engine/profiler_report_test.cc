@@ -1,5 +1,5 @@
 // The ProfilerReport's HTML page and JSON summary (profiler_report.h): over
-// the real fixtures (../shared/fixtures/profiler), hostile strings, long
+// the real fixtures (tests/data/profiler), hostile strings, long
 // synthetic runs (bounded size), and statistics recomputed here.
 
 #include "rules_engine/profiler_report.h"
@@ -33,8 +33,8 @@ using profiler_report_internal::PercentHistogram;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::string kSystem = DP_SHARED_DIR "/fixtures/profiler/system";
-const std::string kFramework = DP_SHARED_DIR "/fixtures/profiler/framework/pytorch-step-outlier";
+const std::string kSystem = DP_TEST_DATA_DIR "/profiler/system";
+const std::string kFramework = DP_TEST_DATA_DIR "/profiler/framework/pytorch-step-outlier";
 
 std::vector<SystemMetricPoint> ReadSystem(const std::string& folder) {
   SystemMetricsReader reader(kSystem + "/" + folder);

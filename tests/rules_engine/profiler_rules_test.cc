@@ -1,5 +1,5 @@
 // The profiler rules over the synthetic system metrics of
-// ../shared/fixtures/profiler/system (fixtures/README.md's table, as a full
+// tests/data/profiler/system (tests/data/README.md's table, as a full
 // matrix) and small synthetic series per rule.
 
 #include "rules_engine/profiler_rules.h"
@@ -24,7 +24,7 @@ using Kind = RuleVerdict::Kind;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const char kSystem[] = DP_SHARED_DIR "/fixtures/profiler/system";
+const char kSystem[] = DP_TEST_DATA_DIR "/profiler/system";
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -82,7 +82,7 @@ TEST(ProfilerRulesFixtureTest, SystemRulesAreKnown) {
   }
 }
 
-// fixtures/README.md: each folder's rule must be IssuesFound, healthy none.
+// tests/data/README.md: each folder's rule must be IssuesFound, healthy none.
 // The other cells are this implementation's documented outcome: the three
 // folders with GPU utilization at 3-6% are low GPU utilization too (p95 well
 // below 70%), so LowGPUUtilization fires on cpu_bottleneck and io_bottleneck

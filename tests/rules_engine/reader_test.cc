@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 using testing::TensorSpec;
 using testing::TrialWriter;
 
-const char kFixtures[] = DP_SHARED_DIR "/fixtures/smdebug";
+const char kFixtures[] = DP_TEST_DATA_DIR "/smdebug";
 
 bool All(const std::string&, const TrialInfo&) { return true; }
 

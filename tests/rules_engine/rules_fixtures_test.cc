@@ -1,5 +1,5 @@
 // The built-in rules with their documented defaults over the real smdebug
-// trials of ../shared/fixtures/smdebug, against fixtures/README.md's table.
+// trials of tests/data/smdebug, against tests/data/README.md's table.
 
 #include <cctype>
 #include <iostream>
@@ -18,7 +18,7 @@ namespace {
 
 using Kind = RuleVerdict::Kind;
 
-const char kFixtures[] = DP_SHARED_DIR "/fixtures/smdebug";
+const char kFixtures[] = DP_TEST_DATA_DIR "/smdebug";
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -89,7 +89,7 @@ TEST_P(RulesFixtureTest, ReachesTheDocumentedOutcome) {
 const Kind kIssues = Kind::kIssuesFound;
 const Kind kNo = Kind::kNoIssuesFound;
 
-// fixtures/README.md, with the rules' documented defaults.
+// tests/data/README.md, with the rules' documented defaults.
 INSTANTIATE_TEST_SUITE_P(
     Readme, RulesFixtureTest,
     ::testing::Values(Expectation{"healthy", "VanishingGradient", kNo, {}},

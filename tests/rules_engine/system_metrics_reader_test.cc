@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 
-const char kProfiler[] = DP_SHARED_DIR "/fixtures/profiler";
+const char kProfiler[] = DP_TEST_DATA_DIR "/profiler";
 
 void Append(const fs::path& file, const std::string& text) {
   fs::create_directories(file.parent_path());

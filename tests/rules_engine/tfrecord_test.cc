@@ -103,7 +103,7 @@ TEST(TfRecordTest, ParseAtChecksIndexLength) {
 
 TEST(TfRecordTest, ParsesRealSmdebugEventFile) {
   const std::string file =
-      DP_SHARED_DIR "/fixtures/smdebug/healthy/events/000000000005/000000000005_worker_0.tfevents";
+      DP_TEST_DATA_DIR "/smdebug/healthy/events/000000000005/000000000005_worker_0.tfevents";
   absl::StatusOr<std::string> data = LocalTrialStorage()->Read(file);
   ASSERT_TRUE(data.ok()) << data.status();
   absl::StatusOr<TfRecords> r = ParseTfRecords(*data, file);

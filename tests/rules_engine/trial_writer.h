@@ -1,5 +1,5 @@
 // Test helper: writes an smdebug trial directory in the on-disk format of
-// ../shared/reference/smdebug-format.md (collections, index, TFRecord event
+// docs/smdebug-format.md (collections, index, TFRecord event
 // files with real CRCs, training_job_end.ts), for reader and rule tests.
 //
 //   TrialWriter w(dir);

@@ -128,9 +128,8 @@ TEST(CliEndToEndTest, TlsServerAndClient) {
 
 TEST(CliEndToEndTest, ReportFetchesTheProfilingReport) {
   ScopedTempDir dir;
-  // Canonical: DP_SHARED_DIR has a ".." that output paths may not contain.
-  const std::string fixtures =
-      std::filesystem::canonical(std::string(DP_SHARED_DIR) + "/fixtures").string();
+  // Canonical: output paths may not contain "..", and a data root must be a real path.
+  const std::string fixtures = std::filesystem::canonical(DP_TEST_DATA_DIR).string();
   ServerProcess server(dir.path(), {"--data-root", fixtures, "--data-root", dir.path().string()});
   const std::string addr = server.address();
   nlohmann::json request = {

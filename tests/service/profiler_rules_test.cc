@@ -1,6 +1,6 @@
 // Profiler rules end to end: the real server evaluates ProfilerRuleConfigurations
 // on profiler output (the fixtures read in place, and a live writer), the
-// rules reach the outcomes fixtures/README.md requires, ProfilerReport writes
+// rules reach the outcomes tests/data/README.md requires, ProfilerReport writes
 // its report, and GetProfilerReport serves it.
 
 #include <algorithm>
@@ -33,7 +33,7 @@ using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-const fs::path kFixtures = fs::canonical(fs::path(DP_SHARED_DIR) / "fixtures");
+const fs::path kFixtures = fs::canonical(fs::path(DP_TEST_DATA_DIR));
 constexpr char kRulesImage[] =
     "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest";
 
@@ -129,7 +129,7 @@ class ProfilerRulesTest : public ::testing::Test {
 };
 
 TEST_F(ProfilerRulesTest, SystemFixturesReachTheOutcomesTheReadmeRequires) {
-  // fixtures/README.md, profiler/system table: each folder's bottleneck is
+  // tests/data/README.md, profiler/system table: each folder's bottleneck is
   // IssuesFound; the healthy run has none.
   const std::map<std::string, std::string> bottleneck_of = {
       {"low_gpu_utilization", "LowGPUUtilization"},

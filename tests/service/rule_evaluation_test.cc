@@ -1,5 +1,5 @@
 // Rule evaluation end to end: the real server reads real smdebug output (the
-// fixtures, in place) and the rules reach the outcomes fixtures/README.md
+// fixtures, in place) and the rules reach the outcomes tests/data/README.md
 // requires; a live writer shows detection as data lands.
 
 #include <chrono>
@@ -24,7 +24,7 @@ using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-const fs::path kFixtures = fs::canonical(fs::path(DP_SHARED_DIR) / "fixtures");
+const fs::path kFixtures = fs::canonical(fs::path(DP_TEST_DATA_DIR));
 
 v1::CreateTrainingJobRequest JobOn(const std::string& name, const fs::path& trial,
                                    const std::vector<std::string>& rules,
@@ -83,7 +83,7 @@ struct Expectation {
 };
 
 TEST_F(FixtureTest, EveryFixtureReachesTheOutcomesItsReadmeRequires) {
-  // fixtures/README.md, smdebug table.
+  // tests/data/README.md, smdebug table.
   const std::vector<Expectation> expectations = {
       {"healthy",
        {},
@@ -106,7 +106,7 @@ TEST_F(FixtureTest, EveryFixtureReachesTheOutcomesItsReadmeRequires) {
                  '-');
     v1::CreateTrainingJobRequest request = JobOn(job, kFixtures / "smdebug" / e.fixture, rules);
     for (auto& rule : *request.mutable_debug_rule_configurations()) {
-      // fixtures/README.md: UnchangedTensor is judged on the weights.
+      // tests/data/README.md: UnchangedTensor is judged on the weights.
       if (rule.rule_configuration_name() == "UnchangedTensor") {
         (*rule.mutable_rule_parameters())["collection_names"] = "weights";
       }

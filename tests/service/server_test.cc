@@ -38,16 +38,15 @@ std::string ReadFile(const std::filesystem::path& path) {
   return content.str();
 }
 
-// The complete CreateTrainingJob JSON template of the Debugger guide, with
-// its `//` comment lines removed, as a user would paste it.
+// The complete CreateTrainingJob JSON template of the Debugger guide
+// (tests/data/README.md), with its `//` comment lines removed, as a user
+// would paste it.
 std::string CliTemplateJson() {
-  const std::string doc = ReadFile(std::filesystem::path(DP_SHARED_DIR) /
-                                   "reference/sagemaker-docs/debugger-built-in-rules-api.CLI.md");
-  const size_t start = doc.find("```\n{");
-  EXPECT_NE(start, std::string::npos);
-  const size_t end = doc.find("```", start + 3);
+  const std::string doc = ReadFile(std::filesystem::path(DP_TEST_DATA_DIR) /
+                                   "sagemaker/create-training-job-template.jsonc");
+  EXPECT_FALSE(doc.empty());
   std::string json;
-  for (absl::string_view line : absl::StrSplit(doc.substr(start + 4, end - start - 4), '\n')) {
+  for (absl::string_view line : absl::StrSplit(doc, '\n')) {
     if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "//")) continue;
     absl::StrAppend(&json, line, "\n");
   }
