@@ -1,8 +1,12 @@
 #include "persistence/sqlite_storage.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -112,10 +116,32 @@ absl::Status TooNewError(absl::string_view path, int version) {
       "or use another database"));
 }
 
+absl::Status HalfMadeError(absl::string_view path, absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "sqlite database '", path, "' ", what,
+      ": it was not created by this server (a new database is created whole under a temporary "
+      "name and then renamed), so it is a damaged or half-made file and its jobs may be lost. "
+      "Restore it from a backup; or, if no jobs were ever stored there, delete it and start "
+      "again to create a new database"));
+}
+
+// fsync of a file or directory by path; errors name it.
+absl::Status SyncPath(const std::string& path, bool directory) {
+  const int fd = open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) {
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot sync ", path, ": ", std::generic_category().message(error)));
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct SqliteStorage::Impl {
-  explicit Impl(std::string path) : path(std::move(path)) {}
+  Impl(std::string path, bool create) : path(std::move(path)), create(create) {}
   ~Impl();
 
   absl::Status Error(int rc, absl::string_view doing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -157,6 +183,9 @@ struct SqliteStorage::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   const std::string path;
+  // Whether opening may create the file (only a new database's temporary
+  // file: an existing database must be there, whole).
+  const bool create;
   int schema_version = 0;  // Set by Open() before the object is shared.
 
   absl::Mutex mu;
@@ -249,9 +278,9 @@ absl::StatusOr<int> SqliteStorage::Impl::ReadUserVersionLocked() {
 absl::Status SqliteStorage::Impl::OpenLocked() {
   sqlite3* raw = nullptr;
   // NOMUTEX: `mu` already serializes every use of the connection.
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &raw,
+      SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, nullptr);
   db.reset(raw);  // Kept even on error: the handle carries the message and must be closed.
   if (rc != SQLITE_OK) return Error(rc, "opening");
   sqlite3_extended_result_codes(db.get(), 1);
@@ -266,6 +295,15 @@ absl::Status SqliteStorage::Impl::OpenLocked() {
   absl::StatusOr<int> version = ReadUserVersionLocked();
   if (!version.ok()) return version.status();
   if (*version > kSqliteSchemaVersion) return TooNewError(path, *version);
+  if (*version == 0 && !create) {
+    // A database file with no schema at all is what an interrupted creation
+    // by an older debugplane left behind; "migrating" it would silently
+    // start from nothing, as if its jobs had never existed.
+    absl::StatusOr<Statement> objects =
+        QueryRow("SELECT count(*) FROM sqlite_master", "reading the schema");
+    if (!objects.ok()) return objects.status();
+    if (sqlite3_column_int(objects->get(), 0) == 0) return HalfMadeError(path, "has no tables");
+  }
 
   // WAL: readers do not block the writer, and a commit costs one fsync of the
   // log instead of two of a rollback journal.
@@ -450,8 +488,39 @@ absl::Status SqliteStorage::Impl::ReadPageLocked(const std::string* after,
   return absl::OkStatus();
 }
 
+absl::Status SqliteStorage::CreateDatabase(const std::string& path) {
+  // Built under a temporary name, closed (its WAL folded in), synced, then
+  // renamed: the database's name never stands for a half-made file, whatever
+  // kills the process when.
+  const std::string temporary = path + ".creating";
+  for (const char* suffix : {"", "-wal", "-shm"}) unlink((temporary + suffix).c_str());
+  {
+    auto impl = std::make_unique<Impl>(temporary, /*create=*/true);
+    absl::MutexLock lock(&impl->mu);
+    if (absl::Status opened = impl->OpenLocked(); !opened.ok()) return opened;
+  }
+  if (absl::Status synced = SyncPath(temporary, /*directory=*/false); !synced.ok()) return synced;
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path, ": ",
+                                               std::generic_category().message(errno)));
+  }
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return SyncPath(parent.empty() ? "." : parent, /*directory=*/true);
+}
+
 absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const std::string& path) {
-  auto impl = std::make_unique<Impl>(path);
+  struct stat file = {};
+  if (stat(path.c_str(), &file) != 0) {
+    if (errno != ENOENT) {
+      return absl::UnavailableError(absl::StrCat("sqlite database '", path, "': cannot read it (",
+                                                 std::generic_category().message(errno), ")"));
+    }
+    if (absl::Status created = CreateDatabase(path); !created.ok()) return created;
+    spdlog::info("sqlite database '{}': created", path);
+  } else if (S_ISREG(file.st_mode) && file.st_size == 0) {
+    return HalfMadeError(path, "is empty (0 bytes)");
+  }
+  auto impl = std::make_unique<Impl>(path, /*create=*/false);
   {
     absl::MutexLock lock(&impl->mu);
     if (absl::Status opened = impl->OpenLocked(); !opened.ok()) return opened;

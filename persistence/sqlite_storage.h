@@ -22,12 +22,13 @@ inline constexpr int kSqliteSchemaVersion = 1;
 // waited for up to 5 seconds, then the call fails with UNAVAILABLE.
 class SqliteStorage final : public Storage {
  public:
-  // Opens (creating if needed) the database at `path` and migrates its schema.
-  // The parent directory must exist.
+  // Opens the database at `path` and migrates its schema. A missing file is
+  // created whole (see CreateDatabase). The parent directory must exist.
   // Returns FAILED_PRECONDITION if the file was written by a newer debugplane
-  // (schema version above kSqliteSchemaVersion), DATA_LOSS if it is not a
-  // SQLite database or is corrupt, UNAVAILABLE if it cannot be opened or
-  // locked; each message names the path.
+  // (schema version above kSqliteSchemaVersion) or is empty or has no tables
+  // (a half-made file: the message says how to recover), DATA_LOSS if it is
+  // not a SQLite database or is corrupt, UNAVAILABLE if it cannot be read,
+  // opened or locked; each message names the path.
   static absl::StatusOr<std::unique_ptr<SqliteStorage>> Open(const std::string& path);
 
   ~SqliteStorage() override;  // Closes the database cleanly (checkpoints WAL).
@@ -48,6 +49,10 @@ class SqliteStorage final : public Storage {
 
  private:
   struct Impl;
+  // Creates a new database at `path` atomically: built and migrated under a
+  // temporary name, synced, renamed, the directory synced. A crash leaves
+  // either no file at `path` or a complete database.
+  static absl::Status CreateDatabase(const std::string& path);
   explicit SqliteStorage(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -71,6 +71,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     builder.RegisterService(server->report_service_.get());
   }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port
+  // would then silently take a share of the connections. Binding must fail.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

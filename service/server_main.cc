@@ -27,6 +27,7 @@
 #include "core/profiler_report_handler.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
+#include "persistence/data_directory.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/action_dispatcher.h"
 #include "rules_engine/evaluation_scheduler.h"
@@ -141,11 +142,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Held until exit: one data directory, one server.
+  auto data_directory = debugplane::persistence::DataDirectory::Open(data_dir);
+  if (!data_directory.ok()) return Fail(std::string(data_directory.status().message()));
   std::error_code error;
-  fs::create_directories(data_dir, error);
-  if (error) {
-    return Fail(absl::StrCat("cannot create the data directory ", data_dir, ": ", error.message()));
-  }
   if (data_roots.empty()) data_roots.push_back(data_dir);
   for (const std::string& root : data_roots) {
     fs::path canonical = fs::canonical(root, error);

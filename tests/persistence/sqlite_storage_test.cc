@@ -90,12 +90,38 @@ TEST_F(SqliteStorageTest, MigrationStepsAreContiguousAndEndAtTheCurrentVersion) 
   EXPECT_EQ(steps.back().to_version, kSqliteSchemaVersion);
 }
 
-TEST_F(SqliteStorageTest, AnEmptyFileIsMigratedFromVersionZero) {
+// A 0-byte file is what an interrupted creation used to leave (and what an
+// unlucky copy leaves): taking it for a new database made every job vanish.
+TEST_F(SqliteStorageTest, AnEmptyFileIsRefusedSayingHowToRecover) {
   { std::ofstream(db_path(), std::ios::binary); }
-  ASSERT_EQ(fs::file_size(db_path()), 0u);
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 1);
+  auto storage = SqliteStorage::Open(db_path());
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kFailedPrecondition) << storage.status();
+  EXPECT_THAT(storage.status().message(),
+              AllOf(HasSubstr(db_path()), HasSubstr("empty (0 bytes)"), HasSubstr("backup"),
+                    HasSubstr("delete it")));
+  EXPECT_EQ(fs::file_size(db_path()), 0u);  // Untouched.
+}
+
+TEST_F(SqliteStorageTest, ADatabaseWithoutTablesIsRefused) {
+  RawDb(db_path()).Exec("PRAGMA user_version = 0");  // A valid header, no schema.
+  auto storage = SqliteStorage::Open(db_path());
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kFailedPrecondition) << storage.status();
+  EXPECT_THAT(storage.status().message(), AllOf(HasSubstr(db_path()), HasSubstr("no tables")));
+}
+
+TEST_F(SqliteStorageTest, ANewDatabaseIsCreatedWholeAndALeftoverTemporaryIsDiscarded) {
+  // What a creation killed midway leaves: only the temporary file.
+  { std::ofstream(db_path() + ".creating", std::ios::binary) << "half"; }
+  {
+    auto storage = OpenOrDie();
+    ASSERT_NE(storage, nullptr);
+    EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
+  }
+  EXPECT_FALSE(fs::exists(db_path() + ".creating"));
+  EXPECT_FALSE(fs::exists(db_path() + ".creating-wal"));
+  EXPECT_GT(fs::file_size(db_path()), 0u);
+  auto reopened = OpenOrDie();  // Not taken for a half-made file.
+  ASSERT_NE(reopened, nullptr);
 }
 
 TEST_F(SqliteStorageTest, AFailedMigrationStepIsRolledBackWhole) {

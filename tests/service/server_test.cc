@@ -29,6 +29,7 @@ namespace {
 using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string ReadFile(const std::filesystem::path& path) {
@@ -420,9 +421,10 @@ TEST(ServerDataRootTest, LocalOutputPathsAreConfinedToDataRoots) {
 
 // Runs the server with `args` (it must refuse them and exit); returns its
 // exit code and what it printed.
-std::pair<int, std::string> RunRefusedServer(const std::string& args) {
+std::pair<int, std::string> RunRefusedServer(const std::string& args,
+                                             const std::string& listen = "127.0.0.1:0") {
   const std::string command =
-      absl::StrCat(DP_SERVER_BINARY, " --listen 127.0.0.1:0 ", args, " 2>&1");
+      absl::StrCat(DP_SERVER_BINARY, " --listen ", listen, " ", args, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string output;
@@ -457,6 +459,27 @@ TEST(ServerStartupTest, BadActionAndEvaluatorFlagsAreRefusedNamingThem) {
       data + "--allow-evaluator 'my-rule:latest=" + (dir.path() / "nope").string() + "'");
   EXPECT_NE(code, 0);
   EXPECT_THAT(output, HasSubstr("is not an executable file"));
+}
+
+// A second server on the same data directory used to start and serve its
+// own view of the database (duplicate Creates, lost Stops); with
+// SO_REUSEPORT it even shared the first one's port.
+TEST(ServerStartupTest, ASecondServerOnTheSameDataDirectoryOrPortIsRefused) {
+  ScopedTempDir dir;
+  ServerProcess first(dir.path() / "data");
+  ASSERT_TRUE(first.running());
+
+  auto [code, output] = RunRefusedServer("--data-dir " + (dir.path() / "data").string());
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, AllOf(HasSubstr("is in use by another debugplane-server (PID "),
+                            HasSubstr("another --data-dir")));
+
+  std::tie(code, output) =
+      RunRefusedServer("--data-dir " + (dir.path() / "other").string(),
+                       absl::StrCat("127.0.0.1:", first.port()));
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr(absl::StrCat("127.0.0.1:", first.port())));
+  EXPECT_TRUE(first.running());
 }
 
 TEST(ServerStartupTest, UnusableDataDirectoryFailsWithAClearMessage) {
