@@ -52,7 +52,10 @@ Examples:
   generate-job | debugplane create --file -)";
 
 constexpr char kUpdateFooter[] =
-    R"(FILE is an UpdateTrainingJobRequest (ProfilerConfig, ProfilerRuleConfigurations);
+    R"(Prints the UpdateTrainingJobResponse (TrainingJobArn, Warnings: changes the training
+frameworks cannot apply while the job runs; with -o text they go to stderr).
+
+FILE is an UpdateTrainingJobRequest (ProfilerConfig, ProfilerRuleConfigurations);
 the flags apply on top of it and NAME replaces its TrainingJobName. Only jobs
 InProgress can be updated (else exit 6).
 

@@ -70,6 +70,14 @@ void PrintJson(const CommandEnv& env, const google::protobuf::Message& message) 
   *env.out << ToPrettyJson(message);
 }
 
+// Text output: the response's Warnings on stderr, one "warning: " line
+// each, so that stdout keeps only the ARN. (JSON output carries them in the
+// response.)
+void PrintWarnings(const CommandEnv& env,
+                   const google::protobuf::RepeatedPtrField<std::string>& warnings) {
+  for (const std::string& warning : warnings) *env.err << "warning: " << warning << "\n";
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options) {
@@ -160,9 +168,7 @@ int RunCreate(const CommandEnv& env, const CreateArgs& args) {
       [&] {
         if (env.format == OutputFormat::kJson) return PrintJson(env, response);
         *env.out << response.training_job_arn() << "\n";
-        for (const std::string& warning : response.warnings()) {
-          *env.err << "warning: " << warning << "\n";
-        }
+        PrintWarnings(env, response.warnings());
       });
 }
 
@@ -234,6 +240,7 @@ int RunUpdate(const CommandEnv& env, const UpdateArgs& args) {
       [&] {
         if (env.format == OutputFormat::kJson) return PrintJson(env, response);
         *env.out << response.training_job_arn() << "\n";
+        PrintWarnings(env, response.warnings());
       });
 }
 

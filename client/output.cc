@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
@@ -12,9 +14,15 @@
 namespace debugplane::client {
 namespace {
 
+using Json = nlohmann::ordered_json;
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
 using google::protobuf::util::TimeUtil;
 
-std::string CompactJson(const google::protobuf::Message& message) {
+// The gRPC JSON mapping: json_names (SageMaker's PascalCase members), enum
+// value names, fields at their default value left out. 64-bit integers are
+// strings there and non-finite doubles "NaN"/"Infinity"/"-Infinity".
+std::string ProtoJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = false;
   options.preserve_proto_field_names = false;  // json_name: SageMaker's names.
@@ -24,6 +32,104 @@ std::string CompactJson(const google::protobuf::Message& message) {
   // not contain; fall back to an empty object rather than printing garbage.
   if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return "{}";
   return json;
+}
+
+void FixMessage(const Descriptor& type, Json& object);
+
+// "NaN" -> "nan", "Infinity" -> "inf", "-Infinity" -> "-inf": the spelling
+// of C, Python and the rules' status details, always without a sign on nan.
+void FixNonFinite(Json& value) {
+  if (!value.is_string()) return;
+  const std::string& text = value.get_ref<const std::string&>();
+  if (text == "NaN") {
+    value = "nan";
+  } else if (text == "Infinity") {
+    value = "inf";
+  } else if (text == "-Infinity") {
+    value = "-inf";
+  }
+}
+
+// One value of `field` (an element, for repeated fields and map values).
+void FixValue(const FieldDescriptor& field, Json& value) {
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT64:
+      if (int64_t number = 0;
+          value.is_string() && absl::SimpleAtoi(value.get_ref<const std::string&>(), &number)) {
+        value = number;
+      }
+      return;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      if (uint64_t number = 0;
+          value.is_string() && absl::SimpleAtoi(value.get_ref<const std::string&>(), &number)) {
+        value = number;
+      }
+      return;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      FixNonFinite(value);
+      return;
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      FixMessage(*field.message_type(), value);
+      return;
+    default:
+      return;
+  }
+}
+
+// The field printed as `json_name` (this protobuf has no lookup by it).
+const FieldDescriptor* FieldByJsonName(const Descriptor& type, const std::string& json_name) {
+  for (int i = 0; i < type.field_count(); ++i) {
+    if (type.field(i)->json_name() == json_name) return type.field(i);
+  }
+  return nullptr;
+}
+
+// Walks `object`, the JSON of a message of `type`, by its schema: only the
+// schema tells a 64-bit integer ("500", to become 500) from a string that
+// happens to hold digits (a RuleParameters value stays "500").
+void FixMessage(const Descriptor& type, Json& object) {
+  const std::string& name = type.full_name();
+  if (name == "google.protobuf.Int64Value" || name == "google.protobuf.UInt64Value" ||
+      name == "google.protobuf.DoubleValue" || name == "google.protobuf.FloatValue") {
+    FixValue(*type.FindFieldByName("value"), object);  // Printed as the bare value.
+    return;
+  }
+  // Their own JSON forms (RFC 3339 times, "1.5s", ...) are what readers
+  // expect; a Struct's numbers are doubles already.
+  if (name == "google.protobuf.Timestamp" || name == "google.protobuf.Duration" ||
+      name == "google.protobuf.FieldMask" || name == "google.protobuf.Any" ||
+      name == "google.protobuf.Struct" || name == "google.protobuf.Value" ||
+      name == "google.protobuf.ListValue" || !object.is_object()) {
+    return;
+  }
+  for (auto& member : object.items()) {
+    const FieldDescriptor* field = FieldByJsonName(type, member.key());
+    if (field == nullptr) continue;
+    Json& value = member.value();
+    if (field->is_map()) {
+      for (auto& entry : value.items())
+        FixValue(*field->message_type()->map_value(), entry.value());
+    } else if (field->is_repeated()) {
+      for (Json& element : value) FixValue(*field, element);
+    } else {
+      FixValue(*field, value);
+    }
+  }
+}
+
+// The gRPC JSON mapping with numbers as numbers, as SageMaker's own output
+// and every JSON reader expect ("ProfilingIntervalInMilliseconds": 500).
+Json CliJson(const google::protobuf::Message& message) {
+  Json json = Json::parse(ProtoJson(message), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return Json::object();
+  FixMessage(*message.GetDescriptor(), json);
+  return json;
+}
+
+std::string Dump(const Json& json, int indent) {
+  // Replace, not throw: printing what the server sent beats failing on it.
+  return json.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string Time(const google::protobuf::Timestamp& time) { return TimeUtil::ToString(time); }
@@ -82,16 +188,11 @@ void AppendRules(absl::string_view title, const RuleStatuses& statuses, std::str
 }  // namespace
 
 std::string ToPrettyJson(const google::protobuf::Message& message) {
-  // protobuf indents by one space; re-indent, keeping the field order.
-  // Replace, not throw: printing what the server sent beats failing on it.
-  return nlohmann::ordered_json::parse(CompactJson(message))
-             .dump(2, ' ', /*ensure_ascii=*/false,
-                   nlohmann::ordered_json::error_handler_t::replace) +
-         "\n";
+  return Dump(CliJson(message), /*indent=*/2);
 }
 
 std::string ToJsonLine(const google::protobuf::Message& message) {
-  return CompactJson(message) + "\n";
+  return Dump(CliJson(message), /*indent=*/-1);
 }
 
 std::string DescribeAsText(const v1::DescribeTrainingJobResponse& job) {

@@ -12,8 +12,15 @@
 namespace debugplane::client {
 
 // JSON as SageMaker spells it: json_names (PascalCase members), enum value
-// names, fields at their default value left out. Indented by two spaces,
-// ends with '\n'.
+// names, fields at their default value left out, and numbers as JSON
+// numbers: 64-bit integers too ("LastEvaluatedStep": 149, where the gRPC
+// JSON mapping that `buf curl` and grpcurl use writes "149"; values beyond
+// 2^53 stay exact in the text). Non-finite floating-point values, which
+// JSON cannot hold, are the strings "nan", "inf" and "-inf" (never "-nan").
+// Strings stay strings, digits or not (RuleParameters: {"threshold": "10"}).
+// The output parses back with protobuf's JSON parser, but for non-finite
+// values (it wants "NaN"/"Infinity"; no API message has one). Indented by two
+// spaces, ends with '\n'.
 std::string ToPrettyJson(const google::protobuf::Message& message);
 
 // The same on one line, ending with '\n' (one NDJSON record).

@@ -81,6 +81,9 @@ class FakeService final : public v1::TrainingJobService::Service {
     rule->set_rule_configuration_name("LossNotDecreasing");
     rule->set_rule_evaluation_status(v1::RuleEvaluationStatus::IssuesFound);
     rule->set_status_details("loss stalled at step 400");
+    rule->set_last_evaluated_step(149);
+    response->mutable_profiler_config()->set_profiling_interval_in_milliseconds(500);
+    (*response->mutable_hyper_parameters())["epochs"] = "10";
     return grpc::Status::OK;
   }
 
@@ -112,6 +115,9 @@ class FakeService final : public v1::TrainingJobService::Service {
     }
     response->set_training_job_arn("arn:aws:sagemaker:local:0:training-job/" +
                                    request->training_job_name());
+    if (request->profiler_config().profiling_parameters().contains("PythonProfilingConfig")) {
+      response->add_warnings("PythonProfilingConfig crashes smdebug mid-run");
+    }
     return grpc::Status::OK;
   }
 
@@ -137,6 +143,7 @@ class FakeService final : public v1::TrainingJobService::Service {
     event.set_training_job_status(v1::TrainingJobStatus::InProgress);
     event.set_secondary_status(v1::SecondaryStatus::Training);
     event.add_changes()->set_kind(v1::StatusChange::KIND_INITIAL_STATE);
+    event.set_config_version(2);
     writer->Write(event);
     if (name == "deleted") return NotFound(name);
 
@@ -266,6 +273,16 @@ TEST_F(CliFakeServerTest, DescribePrintsSageMakerJson) {
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &parsed).ok());
 }
 
+TEST_F(CliFakeServerTest, DescribePrintsNumbersAsNumbers) {
+  testing::CliResult result = Cli({"describe", "job-1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The gRPC JSON mapping would print "500", "149" and "2".
+  EXPECT_THAT(result.out,
+              AllOf(HasSubstr("\"ProfilingIntervalInMilliseconds\": 500"),
+                    HasSubstr("\"LastEvaluatedStep\": 149"), HasSubstr("\"ConfigVersion\": 2"),
+                    HasSubstr("\"epochs\": \"10\"")));  // A string stays one.
+}
+
 TEST_F(CliFakeServerTest, DescribeAsText) {
   testing::CliResult result = Cli({"describe", "job-1", "--output", "text"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -354,6 +371,30 @@ TEST_F(CliFakeServerTest, UpdateSendsFlags) {
   EXPECT_THAT(result.out, HasSubstr("\"TrainingJobArn\""));
 }
 
+TEST_F(CliFakeServerTest, UpdateWarningsAreInTheJsonAndOnStderrInText) {
+  const std::vector<std::string> update = {
+      "update", "job-1", "--profiling-parameter",
+      R"(PythonProfilingConfig={"StartStep": 5, "NumSteps": 2})"};
+  testing::CliResult result = Cli(update);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("  \"Warnings\": [\n"
+                                    "    \"PythonProfilingConfig crashes smdebug mid-run\"\n"
+                                    "  ]\n"));
+  EXPECT_THAT(result.err, IsEmpty());
+
+  std::vector<std::string> as_text = update;
+  as_text.insert(as_text.end(), {"-o", "text"});
+  result = Cli(as_text);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "arn:aws:sagemaker:local:0:training-job/job-1\n");
+  EXPECT_EQ(result.err, "warning: PythonProfilingConfig crashes smdebug mid-run\n");
+
+  // No warning, no noise.
+  result = Cli({"update", "job-1", "--interval", "100", "-o", "text"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err, IsEmpty());
+}
+
 TEST_F(CliFakeServerTest, UpdateOfEndedJobExitsSix) {
   testing::CliResult result = Cli({"update", "ended", "--disable-profiler"});
   EXPECT_EQ(result.exit_code, 6);
@@ -389,6 +430,7 @@ TEST_F(CliFakeServerTest, WatchPrintsOneJsonLinePerEvent) {
     EXPECT_EQ(event.training_job_name(), "job-1");
   }
   EXPECT_THAT(lines[0], HasSubstr(R"("Changes":[{"Kind":"KIND_INITIAL_STATE"}])"));
+  EXPECT_THAT(lines[0], HasSubstr(R"("ConfigVersion":2)"));  // A number, not "2".
   EXPECT_THAT(lines[2], HasSubstr(R"("TrainingJobStatus":"Completed")"));
   EXPECT_THAT(result.err, IsEmpty());
 }

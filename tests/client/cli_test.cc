@@ -180,6 +180,7 @@ TEST(CliDryRunTest, UpdateFlagsApplyOnTopOfTheFile) {
   EXPECT_EQ(request.profiler_config().profiling_parameters().at("LocalPath"), "/tmp/p");
   EXPECT_FALSE(request.profiler_config().has_disable_profiler());
   EXPECT_EQ(request.profiler_rule_configurations_size(), 1);
+  EXPECT_THAT(result.out, HasSubstr("\"ProfilingIntervalInMilliseconds\": 100"));
 }
 
 TEST(CliDryRunTest, DisableProfilerAlone) {
