@@ -539,9 +539,12 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
     return;
   }
   auto update = std::make_shared<const v1::UpdateTrainingJobRequest>(request);
+  // Filled by the mutation (it needs the job's current profiler config),
+  // read by the callback once the change is committed.
+  auto warnings = std::make_shared<std::vector<std::string>>();
   Mutate(
       request.training_job_name(),
-      [this, update](const JobRecord* latest) -> absl::StatusOr<Change> {
+      [this, update, warnings](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(update->training_job_name());
         if (latest->training_job_status() != v1::TrainingJobStatus::InProgress) {
           return absl::FailedPreconditionError(
@@ -579,6 +582,7 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
           }
         }
         if (!violations.empty()) return violations.ToStatus();
+        *warnings = UpdateTrainingJobWarnings(*update, latest->profiler_config());
 
         const absl::Time now = options_.now();
         auto next = std::make_shared<JobRecord>(*latest);
@@ -618,10 +622,12 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
         RecordConfigurationUpdate(*next, *update, now);
         return Change{.next = std::move(next)};
       },
-      [this, update, response, done = std::move(done)](const absl::Status& status) mutable {
+      [this, update, warnings, response,
+       done = std::move(done)](const absl::Status& status) mutable {
         if (status.ok()) {
           response->set_training_job_arn(
               TrainingJobArn(options_.arn_scope, update->training_job_name()));
+          for (const std::string& warning : *warnings) response->add_warnings(warning);
         }
         std::move(done)(status);
       });

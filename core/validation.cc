@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -898,6 +900,56 @@ std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRe
           "' collection, which DebugHookConfig.CollectionConfigurations does not save: the "
           "rule will find no data unless the training script saves it; add {\"CollectionName\": \"",
           needed, "\"}"));
+    }
+  }
+  return warnings;
+}
+
+namespace {
+
+// A framework-profiling parameter that cannot take effect mid-run: what
+// happens there, and where.
+struct RunTimeLimitation {
+  absl::string_view parameter;
+  absl::string_view what_happens;
+};
+
+constexpr RunTimeLimitation kRunTimeLimitations[] = {
+    {"PythonProfilingConfig",
+     "smdebug 0.x-1.0 with PyTorch 1.9 or later crashes the training process when Python "
+     "profiling is set or changed while it runs"},
+    {"DataloaderProfilingConfig",
+     "smdebug 0.x-1.0 with PyTorch 1.9 or later crashes the training process when data loader "
+     "profiling is set or changed while it runs, and AWS TensorFlow cannot change data loader "
+     "profiling while a job runs"},
+    {"DetailedProfilingConfig",
+     "smdebug 0.x-1.0 with PyTorch 1.9 or later ignores detailed profiling set or changed while "
+     "the training runs (no framework profile is written), and TensorFlow 2.11 and later has no "
+     "detailed profiling at all"},
+};
+
+}  // namespace
+
+std::vector<std::string> UpdateTrainingJobWarnings(const v1::UpdateTrainingJobRequest& request,
+                                                   const v1::ProfilerConfig& current) {
+  std::vector<std::string> warnings;
+  if (!request.has_profiler_config() || request.profiler_config().disable_profiler()) {
+    return warnings;
+  }
+  // Sorted, so that the warnings come in the same order every time.
+  const std::map<std::string, std::string> changes(
+      request.profiler_config().profiling_parameters().begin(),
+      request.profiler_config().profiling_parameters().end());
+  for (const auto& [key, value] : changes) {
+    auto unchanged = current.profiling_parameters().find(key);
+    if (unchanged != current.profiling_parameters().end() && unchanged->second == value) continue;
+    for (const RunTimeLimitation& limitation : kRunTimeLimitations) {
+      if (!absl::EqualsIgnoreCase(key, limitation.parameter)) continue;
+      warnings.push_back(absl::StrCat(
+          EntryField("ProfilerConfig.ProfilingParameters", key), ": ", limitation.what_happens,
+          "; set ", limitation.parameter,
+          " in the ProfilerConfig of CreateTrainingJob instead (for this job: stop it and start "
+          "the training again as a new job with it)"));
     }
   }
   return warnings;

@@ -89,6 +89,25 @@ std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRe
 absl::Status ValidateUpdateTrainingJobRequest(const v1::UpdateTrainingJobRequest& request,
                                               const ValidationOptions& options);
 
+// Problems of a valid UpdateTrainingJob request that do not make it invalid
+// but that a person should hear of now: ProfilingParameters changes that the
+// training frameworks smdebug documents cannot apply while the training
+// runs. smdebug (up to 1.0) re-reads profilerconfig.json at every step, but
+//   - PythonProfilingConfig and DataloaderProfilingConfig set or changed
+//     mid-run crash the training process under PyTorch >= 1.9 (and AWS
+//     TensorFlow cannot change data loader profiling mid-run);
+//   - DetailedProfilingConfig set or changed mid-run is ignored under
+//     PyTorch >= 1.9 (and TensorFlow >= 2.11 has no detailed profiling).
+// One warning per such entry, naming the parameter, the frameworks and what
+// to do instead (set it at CreateTrainingJob, i.e. restart the training).
+// `current` is the job's ProfilerConfig before the update: an entry equal to
+// its current value is no change and gets no warning. Keys match whatever
+// their case, as smdebug lower-cases the whole file. No warnings when the
+// update disables the profiler or has no ProfilerConfig.
+// REQUIRES: the request passed ValidateUpdateTrainingJobRequest.
+std::vector<std::string> UpdateTrainingJobWarnings(const v1::UpdateTrainingJobRequest& request,
+                                                   const v1::ProfilerConfig& current);
+
 // Checks a ListTrainingJobs request: MaxResults in 1..100, NameContains
 // pattern and length, time ranges, NextToken length (its content is checked
 // by the job manager).

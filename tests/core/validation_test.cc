@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -933,6 +934,84 @@ TEST_F(ValidationTest, ListTimeRanges) {
   OnlyViolation(ValidateListTrainingJobsRequest(list), "LastModifiedTimeAfter");
   *list.mutable_last_modified_time_before() = At(6, 1000000000);
   OnlyViolation(ValidateListTrainingJobsRequest(list), "LastModifiedTimeBefore");
+}
+
+// --- UpdateTrainingJobWarnings ---------------------------------------------
+
+v1::UpdateTrainingJobRequest ProfilingUpdate(
+    const std::vector<std::pair<std::string, std::string>>& parameters) {
+  v1::UpdateTrainingJobRequest request;
+  request.set_training_job_name("MLP-Upper");
+  auto* config = request.mutable_profiler_config();
+  for (const auto& [key, value] : parameters)
+    (*config->mutable_profiling_parameters())[key] = value;
+  return request;
+}
+
+constexpr char kSteps[] = R"({"StartStep": 5, "NumSteps": 2})";
+
+TEST(UpdateTrainingJobWarningsTest, PythonProfilingMidRunNamesTheCrashAndTheRemedy) {
+  const std::vector<std::string> warnings = UpdateTrainingJobWarnings(
+      ProfilingUpdate({{"PythonProfilingConfig", kSteps}}), v1::ProfilerConfig());
+  ASSERT_THAT(warnings, SizeIs(1));
+  EXPECT_THAT(warnings[0],
+              AllOf(HasSubstr("ProfilerConfig.ProfilingParameters.PythonProfilingConfig: "),
+                    HasSubstr("smdebug 0.x-1.0 with PyTorch 1.9 or later crashes the training"),
+                    HasSubstr("set PythonProfilingConfig in the ProfilerConfig of "
+                              "CreateTrainingJob instead")));
+}
+
+TEST(UpdateTrainingJobWarningsTest, EachFrameworkProfilingConfigSaysWhatHappens) {
+  const std::vector<std::string> warnings =
+      UpdateTrainingJobWarnings(ProfilingUpdate({{"PythonProfilingConfig", kSteps},
+                                                 {"DetailedProfilingConfig", kSteps},
+                                                 {"DataloaderProfilingConfig", kSteps},
+                                                 {"RotateMaxFileSizeInBytes", "1048576"}}),
+                                v1::ProfilerConfig());
+  // Sorted by key, one per framework-profiling entry, none for the rest.
+  ASSERT_THAT(warnings, SizeIs(3));
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr(".DataloaderProfilingConfig: "),
+                                 HasSubstr("crashes the training process"),
+                                 HasSubstr("AWS TensorFlow cannot change data loader profiling")));
+  EXPECT_THAT(warnings[1], AllOf(HasSubstr(".DetailedProfilingConfig: "),
+                                 HasSubstr("ignores detailed profiling"),
+                                 HasSubstr("TensorFlow 2.11 and later has no detailed profiling")));
+  EXPECT_THAT(warnings[2], HasSubstr(".PythonProfilingConfig: "));
+}
+
+TEST(UpdateTrainingJobWarningsTest, ChangesTheFrameworksApplyAtRunTimeGetNone) {
+  v1::UpdateTrainingJobRequest interval = ProfilingUpdate({{"LocalPath", "/data/p"}});
+  interval.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  EXPECT_THAT(UpdateTrainingJobWarnings(interval, v1::ProfilerConfig()), IsEmpty());
+
+  v1::UpdateTrainingJobRequest rules_only;
+  rules_only.set_training_job_name("MLP-Upper");
+  rules_only.add_profiler_rule_configurations()->set_rule_configuration_name("CPUBottleneck");
+  EXPECT_THAT(UpdateTrainingJobWarnings(rules_only, v1::ProfilerConfig()), IsEmpty());
+
+  v1::UpdateTrainingJobRequest disable;
+  disable.mutable_profiler_config()->set_disable_profiler(true);
+  EXPECT_THAT(UpdateTrainingJobWarnings(disable, v1::ProfilerConfig()), IsEmpty());
+}
+
+TEST(UpdateTrainingJobWarningsTest, OnlyAChangedValueIsAChange) {
+  v1::ProfilerConfig current;
+  (*current.mutable_profiling_parameters())["DetailedProfilingConfig"] = kSteps;
+  EXPECT_THAT(
+      UpdateTrainingJobWarnings(ProfilingUpdate({{"DetailedProfilingConfig", kSteps}}), current),
+      IsEmpty());
+  EXPECT_THAT(UpdateTrainingJobWarnings(
+                  ProfilingUpdate({{"DetailedProfilingConfig", R"({"StartStep": 50})"}}), current),
+              SizeIs(1));
+}
+
+TEST(UpdateTrainingJobWarningsTest, KeysMatchInAnyCaseAsSmdebugLowerCasesThem) {
+  const std::vector<std::string> warnings = UpdateTrainingJobWarnings(
+      ProfilingUpdate({{"pythonprofilingconfig", kSteps}}), v1::ProfilerConfig());
+  ASSERT_THAT(warnings, SizeIs(1));
+  EXPECT_THAT(warnings[0],
+              AllOf(HasSubstr("ProfilerConfig.ProfilingParameters.pythonprofilingconfig: "),
+                    HasSubstr("set PythonProfilingConfig in")));
 }
 
 }  // namespace
