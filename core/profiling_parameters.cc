@@ -5,6 +5,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/json_bounds.h"
+#include "core/validation_text.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::core {
@@ -23,9 +25,25 @@ bool IsFrameworkConfig(absl::string_view key) {
   return false;
 }
 
-// `item` as JSON text for a message (invalid UTF-8 replaced, never thrown).
+// Longest excerpt of a member's value in a message, in characters.
+constexpr size_t kMaxShownChars = 64;
+
+// `item` as JSON text for a message (invalid UTF-8 replaced, never thrown;
+// control characters escaped by JSON itself), cut after kMaxShownChars
+// characters. Only called on values within kRequestJsonBounds: dump()
+// recurses once per nesting level.
 std::string Shown(const nlohmann::json& item) {
-  return item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text = item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  size_t end = 0;
+  for (size_t chars = 0; end < text.size() && chars < kMaxShownChars; ++chars) {
+    ++end;  // Past the lead byte, then past its continuation bytes.
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+  }
+  if (end < text.size()) {
+    text.resize(end);
+    text += "...";
+  }
+  return text;
 }
 
 // A JSON integer, or a string holding one (smdebug accepts both).
@@ -38,6 +56,9 @@ bool AsInteger(const nlohmann::json& value, int64_t* out) {
 }
 
 absl::Status CheckFrameworkConfig(absl::string_view key, absl::string_view value) {
+  if (absl::Status bounded = CheckJsonBounds(value, kRequestJsonBounds); !bounded.ok()) {
+    return bounded;
+  }
   const nlohmann::json config =
       nlohmann::json::parse(StripTrailingCommas(value), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
@@ -141,7 +162,7 @@ absl::Status CheckProfilingParameter(absl::string_view key, absl::string_view va
     int64_t number;
     if (!absl::SimpleAtoi(value, &number) || number < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("must be a positive integer, not \"", value, "\""));
+          absl::StrCat("must be a positive integer, not \"", EscapeForMessage(value), "\""));
     }
     return absl::OkStatus();
   }

@@ -9,6 +9,8 @@
 #ifndef DEBUGPLANE_CORE_PROFILING_PARAMETERS_H_
 #define DEBUGPLANE_CORE_PROFILING_PARAMETERS_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
@@ -28,8 +30,13 @@ namespace debugplane::core {
 //   RotateFileCloseIntervalInSeconds, FileOpenFailThreshold: positive
 //   integers.
 // Other keys pass through unchecked (smdebug ignores what it does not know).
+// The JSON configurations are checked against kRequestJsonBounds
+// (core/json_bounds.h) before they are parsed: a value of more than 256
+// characters is refused without being parsed, one nesting arrays or objects
+// more than 16 levels deep without building it.
 // Returns OK or INVALID_ARGUMENT whose message says what is wrong with the
-// value (the caller names the field).
+// value, quoting at most a short excerpt of it (the caller names the field).
+// Thread-safe (pure).
 absl::Status CheckProfilingParameter(absl::string_view key, absl::string_view value);
 
 // `text` with every comma that is followed (after white space) by '}' or ']'

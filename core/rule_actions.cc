@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/json_bounds.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::core {
@@ -114,6 +115,10 @@ absl::string_view RuleActionTypeName(RuleActionType type) {
 }
 
 absl::StatusOr<std::vector<RuleActionSpec>> ParseActionJson(absl::string_view json) {
+  // Bounded before parsing: dump() and copies of a nested value recurse.
+  if (absl::Status bounded = CheckJsonBounds(json, kRequestJsonBounds); !bounded.ok()) {
+    return bounded;
+  }
   nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     return absl::InvalidArgumentError(

@@ -42,9 +42,11 @@ struct RuleActionSpec {
 absl::string_view RuleActionTypeName(RuleActionType type);
 
 // Parses an action_json value.
-// Returns INVALID_ARGUMENT saying what is wrong (not JSON, an unknown action
-// name, a missing or malformed endpoint, an unknown key, more than 10
-// actions) and, for lists, which entry ("action 2: ...").
+// Returns INVALID_ARGUMENT saying what is wrong (longer than 256 characters
+// or nested deeper than 16 levels, checked before parsing: see
+// core/json_bounds.h; not JSON, an unknown action name, a missing or
+// malformed endpoint, an unknown key, more than 10 actions) and, for lists,
+// which entry ("action 2: ...").
 absl::StatusOr<std::vector<RuleActionSpec>> ParseActionJson(absl::string_view json);
 
 // Appends one Pending RuleAction per action of rule `rule`'s action_json

@@ -206,9 +206,11 @@ struct MapLimits {
 };
 
 // Entry count and each key and value. Entries are checked in key order so
-// that messages do not depend on hash order.
-void CheckMap(Violations& v, const std::string& field, const StringMap& map,
+// that messages do not depend on hash order. Returns whether every value is
+// within limits.value_max: values that are not must not be parsed further.
+bool CheckMap(Violations& v, const std::string& field, const StringMap& map,
               const MapLimits& limits) {
+  bool values_fit = true;
   if (static_cast<int64_t>(map.size()) > limits.max_entries) {
     v.Add(field, absl::StrCat("has ", map.size(), " entries; at most ", limits.max_entries,
                               " are allowed"));
@@ -234,10 +236,12 @@ void CheckMap(Violations& v, const std::string& field, const StringMap& map,
     }
     const size_t value_length = CharCount(value);
     if (value_length > limits.value_max) {
+      values_fit = false;
       v.Add(entry_field, absl::StrCat("has a value of ", value_length, " characters; at most ",
                                       limits.value_max, " are allowed"));
     }
   }
+  return values_fit;
 }
 
 constexpr MapLimits kConfigMap20 = {
@@ -351,8 +355,10 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
           absl::StrCat(rule.volume_size_in_gb(), " is negative; use 0 or more"));
   }
   const std::string params_field = field + ".RuleParameters";
-  CheckMap(v, params_field, rule.rule_parameters(),
-           {.max_entries = 100, .key_min = 1, .key_max = 256, .value_max = 256});
+  // Over-long values are refused here and never parsed (JSON, regexes).
+  const bool values_fit =
+      CheckMap(v, params_field, rule.rule_parameters(),
+               {.max_entries = 100, .key_min = 1, .key_max = 256, .value_max = 256});
   if (auto actions = rule.rule_parameters().find(std::string(kActionJsonParameter));
       actions != rule.rule_parameters().end()) {
     const std::string actions_field = EntryField(params_field, kActionJsonParameter);
@@ -360,10 +366,9 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
       v.Add(actions_field,
             "profiler rules take no actions (as in SageMaker Debugger); put the action on a "
             "debugging rule or watch the job with WatchTrainingJob");
-    } else if (absl::StatusOr<std::vector<RuleActionSpec>> parsed =
-                   ParseActionJson(actions->second);
-               !parsed.ok()) {
-      v.Add(actions_field, std::string(parsed.status().message()));
+    } else if (values_fit) {
+      absl::StatusOr<std::vector<RuleActionSpec>> parsed = ParseActionJson(actions->second);
+      if (!parsed.ok()) v.Add(actions_field, std::string(parsed.status().message()));
     }
   }
 
@@ -395,7 +400,7 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
       v.Add(invoke_field, absl::StrCat("'", builtin->name, "' is a built-in ",
                                        KindWord(builtin->kind), " rule; configure it in ",
                                        ListOf(builtin->kind), ", not in ", ListOf(kind)));
-    } else if (options.check_rule_parameters) {
+    } else if (options.check_rule_parameters && values_fit) {
       const RuleParameterMap parameters(rule.rule_parameters().begin(),
                                         rule.rule_parameters().end());
       absl::Status checked = options.check_rule_parameters(it->second, parameters);
@@ -470,6 +475,8 @@ void CheckProfilerSettings(Violations& v, const Config& config, const Validation
   }
   CheckMap(v, "ProfilerConfig.ProfilingParameters", config.profiling_parameters(), kConfigMap20);
   for (const auto& [key, value] : config.profiling_parameters()) {
+    // An over-long value is refused by CheckMap and never parsed.
+    if (CharCount(value) > kConfigMap20.value_max) continue;
     if (absl::Status checked = CheckProfilingParameter(key, value); !checked.ok()) {
       v.Add(EntryField("ProfilerConfig.ProfilingParameters", key), std::string(checked.message()));
     }
