@@ -109,6 +109,11 @@ void ProfilerReportHandler::GetProfilerReport(const v1::GetProfilerReportRequest
     std::move(done)(valid);
     return;
   }
+  if (!v1::ProfilerReportFormat::Value_IsValid(request.format())) {
+    std::move(done)(InvalidField(
+        "Format", absl::StrCat(request.format(), " is not a report format; use HTML or JSON")));
+    return;
+  }
   std::shared_ptr<const JobRecord> job = manager_->GetJob(request.training_job_name());
   if (job == nullptr) {
     std::move(done)(absl::NotFoundError(

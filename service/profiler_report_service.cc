@@ -1,17 +1,18 @@
 #include "service/profiler_report_service.h"
 
-#include "service/status_mapping.h"
+#include "service/raw_call.h"
 
 namespace debugplane::service {
 
 grpc::ServerUnaryReactor* ProfilerReportServiceImpl::GetProfilerReport(
-    grpc::CallbackServerContext* context, const v1::GetProfilerReportRequest* request,
-    v1::GetProfilerReportResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  handler_->GetProfilerReport(*request, response, [reactor](const absl::Status& status) {
-    reactor->Finish(ToGrpcStatus(status));
-  });
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRawUnary<v1::GetProfilerReportRequest, v1::GetProfilerReportResponse>(
+      context, request, response, "GetProfilerReport",
+      [this](const v1::GetProfilerReportRequest& decoded, v1::GetProfilerReportResponse* out,
+             core::DoneCallback done) {
+        handler_->GetProfilerReport(decoded, out, std::move(done));
+      });
 }
 
 }  // namespace debugplane::service

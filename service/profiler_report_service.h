@@ -10,14 +10,17 @@
 
 namespace debugplane::service {
 
-class ProfilerReportServiceImpl final : public v1::ProfilerReportService::CallbackService {
+// Raw, as every method (see raw_call.h).
+class ProfilerReportServiceImpl final
+    : public v1::ProfilerReportService::WithRawCallbackMethod_GetProfilerReport<
+          v1::ProfilerReportService::Service> {
  public:
   // REQUIRES: `handler` outlives the service and every call it serves.
   explicit ProfilerReportServiceImpl(core::ProfilerReportHandler* handler) : handler_(handler) {}
 
   grpc::ServerUnaryReactor* GetProfilerReport(grpc::CallbackServerContext* context,
-                                              const v1::GetProfilerReportRequest* request,
-                                              v1::GetProfilerReportResponse* response) override;
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
 
  private:
   core::ProfilerReportHandler* const handler_;

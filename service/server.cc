@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   if (!credentials.ok()) return credentials.status();
 
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->service_ = std::make_unique<TrainingJobServiceImpl>(handler);
+  server->service_ = std::make_unique<TrainingJobServiceImpl>(handler, options.watch_limits);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -13,6 +13,7 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
+#include "service/stream_writer.h"
 
 namespace debugplane::service {
 
@@ -24,6 +25,8 @@ struct GrpcServerOptions {
   std::string tls_key_file;
   // Largest request accepted; larger ones fail with RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 4 * 1024 * 1024;
+  // How far a WatchTrainingJob client may fall behind (service/stream_writer.h).
+  StreamLimits watch_limits;
 };
 
 class TrainingJobServiceImpl;

@@ -112,6 +112,11 @@ int main(int argc, char** argv) {
                  "Largest request accepted")
       ->capture_default_str()
       ->check(CLI::Range(1024, 64 * 1024 * 1024));
+  app.add_option("--watch-buffer-bytes", grpc_options.watch_limits.max_pending_bytes,
+                 "Changes a WatchTrainingJob client that does not read may fall behind by "
+                 "before its stream ends with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
   app.add_option("--rule-workers", rule_workers, "Threads that evaluate rules")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
@@ -134,6 +139,15 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   debugplane::service::ConfigureLogging(log_level, log_format);
+  if (grpc_options.tls_cert_file.empty() &&
+      !absl::StartsWith(grpc_options.listen_address, "127.") &&
+      !absl::StartsWith(grpc_options.listen_address, "localhost:") &&
+      !absl::StartsWith(grpc_options.listen_address, "[::1]:")) {
+    spdlog::warn(
+        "listening on {} in plaintext: anyone who can reach it can read, stop and delete every "
+        "job; give --tls-cert and --tls-key, or listen on 127.0.0.1",
+        grpc_options.listen_address);
+  }
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;

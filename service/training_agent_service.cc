@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "service/raw_call.h"
 #include "service/status_mapping.h"
 #include "service/stream_writer.h"
 
@@ -13,8 +14,13 @@ namespace {
 class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
                           public core::AgentDirectiveSink {
  public:
-  AgentStream(core::TrainingAgentHandler* handler, const v1::ConnectAgentRequest& request) {
-    auto registration = handler->ConnectAgent(request, this);
+  AgentStream(core::TrainingAgentHandler* handler, const grpc::ByteBuffer& raw_request) {
+    auto request = DecodeRequest<v1::ConnectAgentRequest>(raw_request, "ConnectAgent");
+    if (!request.ok()) {
+      End(ToGrpcStatus(request.status()));
+      return;
+    }
+    auto registration = handler->ConnectAgent(**request, this);
     if (!registration.ok()) {
       End(ToGrpcStatus(registration.status()));
       return;
@@ -28,10 +34,8 @@ class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
   void OnEnd(absl::Status status) override { End(ToGrpcStatus(status)); }
 
  private:
-  std::shared_ptr<const v1::ConnectAgentResponse> Merge(
-      std::shared_ptr<const v1::ConnectAgentResponse> /*pending*/,
-      std::shared_ptr<const v1::ConnectAgentResponse> next) override {
-    return next;
+  void MergeInto(v1::ConnectAgentResponse& pending, const v1::ConnectAgentResponse& next) override {
+    pending = next;
   }
   void Detach() override { registration_.reset(); }
 
@@ -40,19 +44,20 @@ class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
 
 }  // namespace
 
-grpc::ServerWriteReactor<v1::ConnectAgentResponse>* TrainingAgentServiceImpl::ConnectAgent(
-    grpc::CallbackServerContext* context, const v1::ConnectAgentRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TrainingAgentServiceImpl::ConnectAgent(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new AgentStream(handler_, *request);
 }
 
 grpc::ServerUnaryReactor* TrainingAgentServiceImpl::ReportTrainingStatus(
-    grpc::CallbackServerContext* context, const v1::ReportTrainingStatusRequest* request,
-    v1::ReportTrainingStatusResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  handler_->ReportTrainingStatus(*request, response, [reactor](const absl::Status& status) {
-    reactor->Finish(ToGrpcStatus(status));
-  });
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRawUnary<v1::ReportTrainingStatusRequest, v1::ReportTrainingStatusResponse>(
+      context, request, response, "ReportTrainingStatus",
+      [this](const v1::ReportTrainingStatusRequest& decoded, v1::ReportTrainingStatusResponse* out,
+             core::DoneCallback done) {
+        handler_->ReportTrainingStatus(decoded, out, std::move(done));
+      });
 }
 
 }  // namespace debugplane::service

@@ -10,16 +10,21 @@
 
 namespace debugplane::service {
 
-class TrainingAgentServiceImpl final : public v1::TrainingAgentService::CallbackService {
+// Raw, as every method (see raw_call.h).
+using RawTrainingAgentService = v1::TrainingAgentService::WithRawCallbackMethod_ConnectAgent<
+    v1::TrainingAgentService::WithRawCallbackMethod_ReportTrainingStatus<
+        v1::TrainingAgentService::Service>>;
+
+class TrainingAgentServiceImpl final : public RawTrainingAgentService {
  public:
   // REQUIRES: `handler` outlives the service and every call it serves.
   explicit TrainingAgentServiceImpl(core::TrainingAgentHandler* handler) : handler_(handler) {}
 
-  grpc::ServerWriteReactor<v1::ConnectAgentResponse>* ConnectAgent(
-      grpc::CallbackServerContext* context, const v1::ConnectAgentRequest* request) override;
-  grpc::ServerUnaryReactor* ReportTrainingStatus(
-      grpc::CallbackServerContext* context, const v1::ReportTrainingStatusRequest* request,
-      v1::ReportTrainingStatusResponse* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ConnectAgent(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* ReportTrainingStatus(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) override;
 
  private:
   core::TrainingAgentHandler* const handler_;

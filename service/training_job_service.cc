@@ -4,24 +4,24 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "grpcpp/support/proto_buffer_reader.h"
+#include "service/raw_call.h"
 #include "service/status_mapping.h"
 #include "service/stream_writer.h"
 
 namespace debugplane::service {
 namespace {
 
-// Runs one unary call: the handler completes it, inline or later, and the
-// default reactor finishes exactly once.
-template <typename Request, typename Response, typename Method>
-grpc::ServerUnaryReactor* ServeUnary(core::TrainingJobHandler* handler,
-                                     grpc::CallbackServerContext* context, const Request* request,
-                                     Response* response, Method method) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  (handler->*method)(*request, response, [reactor](const absl::Status& status) {
-    reactor->Finish(ToGrpcStatus(status));
-  });
-  return reactor;
+// Serves a unary method of `handler` (which completes inline or later).
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* ServeUnary(
+    core::TrainingJobHandler* handler, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response, absl::string_view method,
+    void (core::TrainingJobHandler::*handle)(const Request&, Response*, core::DoneCallback)) {
+  return ServeRawUnary<Request, Response>(
+      context, request, response, method,
+      [handler, handle](const Request& decoded, Response* out, core::DoneCallback done) {
+        (handler->*handle)(decoded, out, std::move(done));
+      });
 }
 
 // One WatchTrainingJob stream: events from the job manager's thread, merged
@@ -29,8 +29,15 @@ grpc::ServerUnaryReactor* ServeUnary(core::TrainingJobHandler* handler,
 class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
                            public core::JobWatcher {
  public:
-  WatchReactor(core::TrainingJobHandler* handler, const v1::WatchTrainingJobRequest& request) {
-    auto registration = handler->WatchTrainingJob(request, this);
+  WatchReactor(core::TrainingJobHandler* handler, const grpc::ByteBuffer& raw_request,
+               StreamLimits limits)
+      : StreamWriter(std::move(limits)) {
+    auto request = DecodeRequest<v1::WatchTrainingJobRequest>(raw_request, "WatchTrainingJob");
+    if (!request.ok()) {
+      End(ToGrpcStatus(request.status()));
+      return;
+    }
+    auto registration = handler->WatchTrainingJob(**request, this);
     if (!registration.ok()) {
       End(ToGrpcStatus(registration.status()));
       return;
@@ -44,14 +51,15 @@ class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
   void OnEnd(absl::Status status) override { End(ToGrpcStatus(status)); }
 
  private:
-  std::shared_ptr<const v1::WatchTrainingJobResponse> Merge(
-      std::shared_ptr<const v1::WatchTrainingJobResponse> pending,
-      std::shared_ptr<const v1::WatchTrainingJobResponse> next) override {
-    auto merged = std::make_shared<v1::WatchTrainingJobResponse>(*next);
-    merged->clear_changes();
-    for (const auto& change : pending->changes()) *merged->add_changes() = change;
-    for (const auto& change : next->changes()) *merged->add_changes() = change;
-    return merged;
+  // The state is the newest; the changes are all of them, in order. Only
+  // `next` is copied: the changes accumulated so far stay where they are.
+  void MergeInto(v1::WatchTrainingJobResponse& pending,
+                 const v1::WatchTrainingJobResponse& next) override {
+    google::protobuf::RepeatedPtrField<v1::StatusChange> changes;
+    changes.Swap(pending.mutable_changes());
+    changes.MergeFrom(next.changes());
+    pending = next;
+    pending.mutable_changes()->Swap(&changes);
   }
   // Unregisters: afterwards no JobWatcher callback runs.
   void Detach() override { registration_.reset(); }
@@ -62,9 +70,9 @@ class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
 }  // namespace
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::CreateTrainingJob(
-    grpc::CallbackServerContext* context, const v1::CreateTrainingJobRequest* request,
-    v1::CreateTrainingJobResponse* response) {
-  return ServeUnary(handler_, context, request, response,
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary(handler_, context, request, response, "CreateTrainingJob",
                     &core::TrainingJobHandler::CreateTrainingJob);
 }
 
@@ -72,18 +80,13 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  v1::DescribeTrainingJobRequest parsed;
-  grpc::ByteBuffer copy(*request);  // Shares the slices; Deserialize consumes its input.
-  grpc::Status decoded =
-      grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::DescribeTrainingJobRequest>(&copy,
-                                                                                        &parsed);
-  if (!decoded.ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "the request is not a DescribeTrainingJobRequest"));
+  auto parsed = DecodeRequest<v1::DescribeTrainingJobRequest>(*request, "DescribeTrainingJob");
+  if (!parsed.ok()) {
+    reactor->Finish(ToGrpcStatus(parsed.status()));
     return reactor;
   }
   absl::StatusOr<std::shared_ptr<const std::string>> encoded =
-      handler_->DescribeTrainingJobEncoded(parsed);
+      handler_->DescribeTrainingJobEncoded(**parsed);
   if (!encoded.ok()) {
     reactor->Finish(ToGrpcStatus(encoded.status()));
     return reactor;
@@ -101,36 +104,36 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::ListTrainingJobs(
-    grpc::CallbackServerContext* context, const v1::ListTrainingJobsRequest* request,
-    v1::ListTrainingJobsResponse* response) {
-  return ServeUnary(handler_, context, request, response,
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary(handler_, context, request, response, "ListTrainingJobs",
                     &core::TrainingJobHandler::ListTrainingJobs);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::UpdateTrainingJob(
-    grpc::CallbackServerContext* context, const v1::UpdateTrainingJobRequest* request,
-    v1::UpdateTrainingJobResponse* response) {
-  return ServeUnary(handler_, context, request, response,
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary(handler_, context, request, response, "UpdateTrainingJob",
                     &core::TrainingJobHandler::UpdateTrainingJob);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::StopTrainingJob(
-    grpc::CallbackServerContext* context, const v1::StopTrainingJobRequest* request,
-    v1::StopTrainingJobResponse* response) {
-  return ServeUnary(handler_, context, request, response,
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary(handler_, context, request, response, "StopTrainingJob",
                     &core::TrainingJobHandler::StopTrainingJob);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::DeleteTrainingJob(
-    grpc::CallbackServerContext* context, const v1::DeleteTrainingJobRequest* request,
-    v1::DeleteTrainingJobResponse* response) {
-  return ServeUnary(handler_, context, request, response,
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary(handler_, context, request, response, "DeleteTrainingJob",
                     &core::TrainingJobHandler::DeleteTrainingJob);
 }
 
-grpc::ServerWriteReactor<v1::WatchTrainingJobResponse>* TrainingJobServiceImpl::WatchTrainingJob(
-    grpc::CallbackServerContext* context, const v1::WatchTrainingJobRequest* request) {
-  return new WatchReactor(handler_, *request);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TrainingJobServiceImpl::WatchTrainingJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new WatchReactor(handler_, *request, watch_limits_);
 }
 
 }  // namespace debugplane::service

@@ -7,42 +7,53 @@
 
 #include "core/training_job_handler.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
+#include "service/stream_writer.h"
 
 namespace debugplane::service {
 
-// DescribeTrainingJob, the hot read, is a raw method: it sends the job's
-// committed bytes (encoded once per change, shared) without copying the record
-// or encoding it again.
-class TrainingJobServiceImpl final
-    : public v1::TrainingJobService::WithRawCallbackMethod_DescribeTrainingJob<
-          v1::TrainingJobService::CallbackService> {
+// Every method is raw (see raw_call.h): requests that do not decode get
+// INVALID_ARGUMENT naming the method. DescribeTrainingJob, the hot read, also
+// sends the job's committed bytes (encoded once per change, shared) without
+// copying the record or encoding it again.
+using RawTrainingJobService = v1::TrainingJobService::WithRawCallbackMethod_CreateTrainingJob<
+    v1::TrainingJobService::WithRawCallbackMethod_DescribeTrainingJob<
+        v1::TrainingJobService::WithRawCallbackMethod_ListTrainingJobs<
+            v1::TrainingJobService::WithRawCallbackMethod_UpdateTrainingJob<
+                v1::TrainingJobService::WithRawCallbackMethod_StopTrainingJob<
+                    v1::TrainingJobService::WithRawCallbackMethod_DeleteTrainingJob<
+                        v1::TrainingJobService::WithRawCallbackMethod_WatchTrainingJob<
+                            v1::TrainingJobService::Service>>>>>>>;
+
+class TrainingJobServiceImpl final : public RawTrainingJobService {
  public:
   // REQUIRES: `handler` outlives the service and every call it serves.
-  explicit TrainingJobServiceImpl(core::TrainingJobHandler* handler) : handler_(handler) {}
+  TrainingJobServiceImpl(core::TrainingJobHandler* handler, StreamLimits watch_limits)
+      : handler_(handler), watch_limits_(std::move(watch_limits)) {}
 
   grpc::ServerUnaryReactor* CreateTrainingJob(grpc::CallbackServerContext* context,
-                                              const v1::CreateTrainingJobRequest* request,
-                                              v1::CreateTrainingJobResponse* response) override;
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DescribeTrainingJob(grpc::CallbackServerContext* context,
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTrainingJobs(grpc::CallbackServerContext* context,
-                                             const v1::ListTrainingJobsRequest* request,
-                                             v1::ListTrainingJobsResponse* response) override;
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* UpdateTrainingJob(grpc::CallbackServerContext* context,
-                                              const v1::UpdateTrainingJobRequest* request,
-                                              v1::UpdateTrainingJobResponse* response) override;
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* StopTrainingJob(grpc::CallbackServerContext* context,
-                                            const v1::StopTrainingJobRequest* request,
-                                            v1::StopTrainingJobResponse* response) override;
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DeleteTrainingJob(grpc::CallbackServerContext* context,
-                                              const v1::DeleteTrainingJobRequest* request,
-                                              v1::DeleteTrainingJobResponse* response) override;
-  grpc::ServerWriteReactor<v1::WatchTrainingJobResponse>* WatchTrainingJob(
-      grpc::CallbackServerContext* context, const v1::WatchTrainingJobRequest* request) override;
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchTrainingJob(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
 
  private:
   core::TrainingJobHandler* const handler_;
+  const StreamLimits watch_limits_;
 };
 
 }  // namespace debugplane::service

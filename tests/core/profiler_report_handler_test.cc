@@ -13,6 +13,7 @@ namespace {
 
 using ::debugplane::testing::CallSync;
 using ::debugplane::testing::ScopedTempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using H = TrainingJobHandler;
 
@@ -124,6 +125,21 @@ TEST_F(ProfilerReportHandlerTest, ErrorsNameTheJobRuleOrFile) {
   auto several = Get("two");
   EXPECT_EQ(several.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(several.status().message(), HasSubstr("a, b"));
+
+  // A format this server does not know (a newer client's, or a bad number).
+  v1::GetProfilerReportRequest unknown_format;
+  unknown_format.set_training_job_name("fresh");
+  unknown_format.set_format(static_cast<v1::ProfilerReportFormat::Value>(7));
+  v1::GetProfilerReportResponse ignored;
+  absl::Notification answered;
+  absl::Status format_status;
+  handler_->GetProfilerReport(unknown_format, &ignored, [&](absl::Status status) {
+    format_status = std::move(status);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  EXPECT_EQ(format_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(format_status.message(), AllOf(HasSubstr("Format"), HasSubstr("HTML or JSON")));
 
   // The rule exists but has not written its first report yet.
   auto not_yet = Get("fresh");

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
@@ -150,6 +151,74 @@ TEST(WatchStreamTest, StreamsCancelledRightAfterAnEventAllEndOnTheServer) {
   handler.EndAll();
   EXPECT_TRUE(all_ended) << leaked << " of " << kStreams
                          << " streams cancelled by their client never ended on the server";
+  (*server)->Shutdown(absl::ZeroDuration());
+  (*server)->Wait();
+}
+
+// A client that never reads: the server keeps at most
+// watch_limits.max_pending_bytes of merged changes for it, then ends the
+// stream with RESOURCE_EXHAUSTED instead of growing (200 such streams used
+// to take 178 MB and slow every change of the job down 70 times).
+TEST(WatchStreamTest, AClientThatDoesNotReadIsEndedWithResourceExhaustedAtTheLimit) {
+  WatchOnlyHandler handler;
+  service::GrpcServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.watch_limits.max_pending_bytes = 4096;
+  auto server = service::GrpcServer::Start(options, &handler);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::TrainingJobService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::WatchTrainingJobRequest request;
+  request.set_training_job_name("job");
+  auto stream = stub->WatchTrainingJob(&context, request);
+  v1::WatchTrainingJobResponse event;
+  ASSERT_TRUE(stream->Read(&event));  // Registered.
+
+  // Far more than the transport buffers for a reader that does not read.
+  constexpr int kEvents = 200000;
+  for (int i = 0; i < kEvents; ++i) handler.PushToNewest();
+
+  int changes_received = 0;
+  while (stream->Read(&event)) changes_received += event.changes_size();
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("fell behind"));
+  EXPECT_LT(changes_received, kEvents);
+  EXPECT_TRUE(handler.AwaitNoneRegistered(absl::Seconds(10)));
+  (*server)->Shutdown(absl::ZeroDuration());
+  (*server)->Wait();
+}
+
+// A reader that is merely slow loses nothing: everything pushed while a
+// write was in flight arrives, merged, in order.
+TEST(WatchStreamTest, ASlowReaderGetsEveryChangeMerged) {
+  WatchOnlyHandler handler;
+  service::GrpcServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  auto server = service::GrpcServer::Start(options, &handler);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::TrainingJobService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::WatchTrainingJobRequest request;
+  request.set_training_job_name("job");
+  auto stream = stub->WatchTrainingJob(&context, request);
+  v1::WatchTrainingJobResponse event;
+  ASSERT_TRUE(stream->Read(&event));
+
+  constexpr int kEvents = 5000;
+  for (int i = 0; i < kEvents; ++i) handler.PushToNewest();
+  int changes_received = 0;
+  while (changes_received < kEvents && stream->Read(&event)) {
+    changes_received += event.changes_size();
+  }
+  EXPECT_EQ(changes_received, kEvents);
+  handler.EndAll();
+  (void)stream->Finish();
   (*server)->Shutdown(absl::ZeroDuration());
   (*server)->Wait();
 }

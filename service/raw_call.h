@@ -1,0 +1,93 @@
+// Raw (ByteBuffer) calls: debugplane decodes every request itself.
+//
+// With generated message types, gRPC answers a request body that does not
+// decode with UNIMPLEMENTED and no message, before any of our code runs; a
+// client then cannot tell a wrong body from a missing method. Every method
+// is therefore registered raw, and these helpers decode the request, answer
+// INVALID_ARGUMENT naming the method and the message type when it does not
+// decode, and encode the response.
+
+#ifndef DEBUGPLANE_SERVICE_RAW_CALL_H_
+#define DEBUGPLANE_SERVICE_RAW_CALL_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/training_job_handler.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
+#include "service/status_mapping.h"
+
+namespace debugplane::service {
+
+// Decodes `raw` as a `Request`. Returns INVALID_ARGUMENT naming `method`, the
+// message type and the body's size if it is not one (for example JSON sent
+// without a JSON codec, or a message of another method).
+template <typename Request>
+absl::StatusOr<std::unique_ptr<Request>> DecodeRequest(const grpc::ByteBuffer& raw,
+                                                       absl::string_view method) {
+  auto request = std::make_unique<Request>();
+  grpc::ByteBuffer copy(raw);  // Shares the slices; decoding consumes its input.
+  const size_t size = raw.Length();
+  grpc::Status decoded =
+      grpc::GenericDeserialize<grpc::ProtoBufferReader, Request>(&copy, request.get());
+  if (!decoded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        method, ": the request body (", size, " bytes) is not a valid ",
+        Request::descriptor()->full_name(),
+        " in the protobuf wire format; a JSON client needs a gRPC JSON codec (grpcurl, buf "
+        "curl) or the HTTP API"));
+  }
+  return request;
+}
+
+// Encodes `message` into `raw`. Returns false only if protobuf refuses it
+// (over 2 GiB).
+template <typename Message>
+bool EncodeMessage(const Message& message, grpc::ByteBuffer* raw) {
+  bool own_buffer = false;
+  return grpc::GenericSerialize<grpc::ProtoBufferWriter, Message>(message, raw, &own_buffer).ok();
+}
+
+// Serves one unary call: decodes the request, calls `invoke(request,
+// response, done)` (a handler method that completes `done` inline or later,
+// on any thread), then encodes the response and finishes the default reactor
+// exactly once. The request and response live until `done` runs.
+template <typename Request, typename Response, typename Invoke>
+grpc::ServerUnaryReactor* ServeRawUnary(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* raw_request,
+                                        grpc::ByteBuffer* raw_response, absl::string_view method,
+                                        Invoke invoke) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::unique_ptr<Request>> request = DecodeRequest<Request>(*raw_request, method);
+  if (!request.ok()) {
+    reactor->Finish(ToGrpcStatus(request.status()));
+    return reactor;
+  }
+  struct Call {
+    std::unique_ptr<Request> request;
+    Response response;
+  };
+  auto call = std::make_shared<Call>();
+  call->request = *std::move(request);
+  const Request& request_ref = *call->request;
+  Response* response = &call->response;
+  invoke(request_ref, response, [reactor, raw_response, call](const absl::Status& status) {
+    if (status.ok() && !EncodeMessage(call->response, raw_response)) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "the response cannot be encoded"));
+      return;
+    }
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
+}  // namespace debugplane::service
+
+#endif  // DEBUGPLANE_SERVICE_RAW_CALL_H_
