@@ -15,8 +15,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -75,6 +77,11 @@ std::string DescribeExit(int status) {
   return "the training command ended";
 }
 
+// Seconds with one decimal, as people read them: "0.4 s".
+std::string Seconds(absl::Duration duration) {
+  return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(duration));
+}
+
 class Agent {
  public:
   Agent(const AgentOptions& options, std::ostream& log)
@@ -123,18 +130,15 @@ class Agent {
              << options_.server << ": " << connect_error_ << "\n";
         return 7;
       }
-      if (stop_ordered_) {
-        log_ << "debugplane-agent: job '" << options_.job << "' is already stopped ("
-             << stop_reason_ << "); not starting the command\n";
-        return 0;
-      }
     }
+    // The start is reported before the command starts: once the job is
+    // Stopping the server refuses it, so a job whose start it never took has
+    // no process a stop must wait for.
+    if (std::optional<int> refused = RefuseStart(); refused.has_value()) return *refused;
     const pid_t pid = Spawn();
     if (pid < 0) {
-      (void)Report(Event::EVENT_FAILED, std::nullopt,
-                   absl::StrCat("cannot start the training command ", options_.command[0], ": ",
-                                std::strerror(errno)),
-                   options_.report_timeout);
+      ReportEnd(Event::EVENT_FAILED, absl::StrCat("cannot start the training command ",
+                                                  options_.command[0], ": ", std::strerror(errno)));
       return 127;
     }
     signal_thread_ = std::thread([this] { ForwardSignals(); });
@@ -143,11 +147,17 @@ class Agent {
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    bool stopped;
+    const absl::Time exited_at = absl::Now();
+    bool stopped, deleted;
+    std::optional<absl::Time> term_sent_at;
+    bool killed;
     {
       absl::MutexLock lock(&mu_);
       child_exited_ = true;
       stopped = stop_ordered_;
+      deleted = job_deleted_;
+      term_sent_at = term_sent_at_;
+      killed = kill_sent_;
       cv_.SignalAll();
     }
     progress.join();
@@ -156,20 +166,63 @@ class Agent {
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : 1;
     if (stopped) {
-      // The job is Stopping or Stopped already; its end is the stop.
-      log_ << "debugplane-agent: the training command was stopped (" << DescribeExit(status)
-           << ")\n";
+      const std::string how =
+          term_sent_at.has_value() && *term_sent_at <= exited_at
+              ? DescribeStoppedExit(status, killed, exited_at - *term_sent_at, options_.stop_grace)
+              : absl::StrCat(DescribeExit(status), " before the stop order reached it");
+      log_ << "debugplane-agent: the training command was stopped: " << how << "\n";
+      // The job is Stopping; it is Stopped once the server has this report
+      // (a deleted job has nobody to tell).
+      if (!deleted) ReportEnd(Event::EVENT_STOPPED, how);
       return code;
     }
     const bool succeeded = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    absl::Status reported =
-        Report(succeeded ? Event::EVENT_COMPLETED : Event::EVENT_FAILED, std::nullopt,
-               succeeded ? "" : DescribeExit(status), options_.report_timeout);
+    ReportEnd(succeeded ? Event::EVENT_COMPLETED : Event::EVENT_FAILED,
+              succeeded ? "" : DescribeExit(status));
+    return code;
+  }
+
+  // Reports EVENT_STARTED; nullopt if the server took it (the job is
+  // InProgress). Otherwise logs why the command does not start, reports
+  // that there is no process if the job is stopping (EVENT_STOPPED), and
+  // returns the agent's exit code: 0, or 7 if the start could not be
+  // reported.
+  std::optional<int> RefuseStart() {
+    std::string stopped_because;
+    bool deleted = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_ordered_) stopped_because = stop_reason_;
+      deleted = job_deleted_;
+    }
+    absl::StatusOr<v1::TrainingJobStatus::Value> job_status = v1::TrainingJobStatus::Stopping;
+    if (stopped_because.empty()) {
+      job_status = Report(Event::EVENT_STARTED, std::nullopt, "", options_.connect_timeout);
+      if (!job_status.ok()) {
+        log_ << "debugplane-agent: could not report the start of the training to "
+             << options_.server << ": " << job_status.status() << "; not starting the command\n";
+        return 7;
+      }
+      if (*job_status == v1::TrainingJobStatus::InProgress) return std::nullopt;
+      stopped_because = v1::TrainingJobStatus::Value_Name(*job_status);
+    }
+    log_ << "debugplane-agent: job '" << options_.job << "' is already stopped or ended ("
+         << stopped_because << "); not starting the command\n";
+    if (*job_status == v1::TrainingJobStatus::Stopping && !deleted) {
+      ReportEnd(Event::EVENT_STOPPED,
+                "the training command was not started: the job was stopped before it started");
+    }
+    return 0;
+  }
+
+  // Reports the end of the training (or of the stop), retrying for
+  // --report-timeout; logs a failure.
+  void ReportEnd(Event::Event event, const std::string& message) {
+    absl::Status reported = Report(event, std::nullopt, message, options_.report_timeout).status();
     if (!reported.ok()) {
       log_ << "debugplane-agent: could not report the end of the training to " << options_.server
            << ": " << reported << "\n";
     }
-    return code;
   }
 
   pid_t Spawn() {
@@ -218,6 +271,7 @@ class Agent {
   void StopChildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (child_pid_ <= 0 || child_exited_ || killer_.joinable()) return;
     log_ << "debugplane-agent: stopping the training command: " << stop_reason_ << "\n";
+    term_sent_at_ = absl::Now();
     kill(-child_pid_, SIGTERM);
     const pid_t pid = child_pid_;
     killer_ = std::thread([this, pid] {
@@ -227,6 +281,7 @@ class Agent {
       if (!child_exited_) {
         log_ << "debugplane-agent: the training command ignored SIGTERM for "
              << absl::FormatDuration(options_.stop_grace) << "; killing it\n";
+        kill_sent_ = true;
         kill(-pid, SIGKILL);
       }
     });
@@ -246,9 +301,8 @@ class Agent {
     }
   }
 
-  // Reports the start, then every new step seen in the tensor output.
+  // Reports every new step seen in the tensor output.
   void ProgressLoop() {
-    (void)Report(Event::EVENT_STARTED, std::nullopt, "", options_.report_timeout);
     int64_t reported = -1;
     absl::MutexLock lock(&mu_);
     while (!child_exited_) {
@@ -266,14 +320,22 @@ class Agent {
   }
 
   // Calls ReportTrainingStatus, retrying while the server is unreachable,
-  // for up to `patience`.
-  absl::Status Report(Event::Event event, std::optional<int64_t> step, const std::string& reason,
-                      absl::Duration patience) {
+  // for up to `patience`. Returns the job's status after the report.
+  // `message` is the FailureReason of EVENT_FAILED, the StatusMessage of
+  // EVENT_STOPPED.
+  absl::StatusOr<v1::TrainingJobStatus::Value> Report(Event::Event event,
+                                                      std::optional<int64_t> step,
+                                                      const std::string& message,
+                                                      absl::Duration patience) {
     v1::ReportTrainingStatusRequest request;
     request.set_training_job_name(options_.job);
     request.set_event(event);
     if (step.has_value()) request.set_current_step(*step);
-    request.set_failure_reason(reason);
+    if (event == Event::EVENT_STOPPED) {
+      request.set_status_message(message);
+    } else {
+      request.set_failure_reason(message);
+    }
     const absl::Time deadline = absl::Now() + patience;
     absl::Duration backoff = absl::Milliseconds(100);
     while (true) {
@@ -281,7 +343,7 @@ class Agent {
       context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
       v1::ReportTrainingStatusResponse response;
       grpc::Status status = stub_->ReportTrainingStatus(&context, request, &response);
-      if (status.ok()) return absl::OkStatus();
+      if (status.ok()) return response.training_job_status();
       const bool retry = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
       if (!retry || absl::Now() + backoff > deadline) {
@@ -333,6 +395,7 @@ class Agent {
         log_ << "debugplane-agent: job '" << options_.job << "': " << connect_error_ << "\n";
         if (status.error_code() == grpc::StatusCode::NOT_FOUND && applied_version_ > 0) {
           stop_ordered_ = true;
+          job_deleted_ = true;
           stop_reason_ = "the training job was deleted";
           StopChildLocked();
         }
@@ -364,7 +427,7 @@ class Agent {
       // rewritten only when its text changes (never, after the first).
       absl::Status written = WriteFileAtomically(
           profiler_config_path_,
-          ProfilerConfigJson(directive.profiler_config(), profiling, profiler_dir_));
+          ProfilerConfigJson(directive.profiler_config(), profiling, smdebug_profiler_dir_));
       std::string hook = DebugHookConfigJson(directive.debug_hook_config(), tensor_dir_);
       if (written.ok() && hook != written_hook_config_) {
         written = WriteFileAtomically(hook_config_path_, hook);
@@ -420,6 +483,22 @@ class Agent {
     log_ << "debugplane-agent: job '" << options_.job << "': tensors in " << tensor_dir_
          << ", profiler output in " << profiler_dir_ << ", configuration in " << config_dir.string()
          << "\n";
+    // smdebug lower-cases profilerconfig.json, LocalPath included.
+    absl::StatusOr<std::string> alias =
+        LowerCaseAlias(profiler_dir_, LowerCaseAliasRoot(tmp != nullptr ? tmp : ""));
+    if (alias.ok()) {
+      smdebug_profiler_dir_ = *std::move(alias);
+      if (smdebug_profiler_dir_ != profiler_dir_) {
+        log_ << "debugplane-agent: profilerconfig.json names the profiler output "
+             << smdebug_profiler_dir_
+             << " (a symlink to it that survives smdebug's lower-casing)\n";
+      }
+    } else {
+      smdebug_profiler_dir_ = profiler_dir_;
+      log_ << "debugplane-agent: " << alias.status().message()
+           << "; smdebug lower-cases that path, so its framework timelines will go to "
+           << absl::AsciiStrToLower(profiler_dir_) << ", where the server does not read them\n";
+    }
   }
 
   const AgentOptions options_;
@@ -432,13 +511,20 @@ class Agent {
   bool done_connecting_ ABSL_GUARDED_BY(mu_) = false;  // Gave up: see connect_error_.
   std::string connect_error_ ABSL_GUARDED_BY(mu_) = "the server did not answer";
   bool stop_ordered_ ABSL_GUARDED_BY(mu_) = false;
+  bool job_deleted_ ABSL_GUARDED_BY(mu_) = false;  // The stop order is the deletion.
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+  // When SIGTERM went to the command (unset: it exited before), and whether
+  // SIGKILL followed after --stop-grace.
+  std::optional<absl::Time> term_sent_at_ ABSL_GUARDED_BY(mu_);
+  bool kill_sent_ ABSL_GUARDED_BY(mu_) = false;
   pid_t child_pid_ ABSL_GUARDED_BY(mu_) = -1;
   bool child_exited_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<grpc::ClientContext> stream_context_ ABSL_GUARDED_BY(mu_);
   std::string tensor_dir_ ABSL_GUARDED_BY(mu_);
   std::string profiler_dir_ ABSL_GUARDED_BY(mu_);
+  // profiler_dir_ as profilerconfig.json names it: see LowerCaseAlias.
+  std::string smdebug_profiler_dir_ ABSL_GUARDED_BY(mu_);
   std::string hook_config_path_ ABSL_GUARDED_BY(mu_);
   std::string profiler_config_path_ ABSL_GUARDED_BY(mu_);
   std::string written_hook_config_ ABSL_GUARDED_BY(mu_);  // What debughookconfig.json holds.
@@ -452,6 +538,25 @@ class Agent {
 };
 
 }  // namespace
+
+std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
+                                absl::Duration since_stop_order, absl::Duration stop_grace) {
+  const std::string when = absl::StrCat(Seconds(since_stop_order), " after the stop order");
+  if (killed_after_grace && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL) {
+    return absl::StrCat("the training command did not exit within the ",
+                        absl::FormatDuration(stop_grace),
+                        " grace period after SIGTERM and was killed (SIGKILL, signal 9), ", when);
+  }
+  if (WIFSIGNALED(wait_status)) {
+    return absl::StrCat("the training command was ended by signal ", WTERMSIG(wait_status), " (",
+                        strsignal(WTERMSIG(wait_status)), ") after SIGTERM (signal 15), ", when);
+  }
+  if (WIFEXITED(wait_status)) {
+    return absl::StrCat("the training command exited with code ", WEXITSTATUS(wait_status),
+                        " after SIGTERM (signal 15), ", when);
+  }
+  return absl::StrCat("the training command ended after SIGTERM (signal 15), ", when);
+}
 
 int RunAgent(const AgentOptions& options, std::ostream& log) {
   Agent agent(options, log);

@@ -13,16 +13,20 @@
 // - system metrics are sampled at ProfilingIntervalInMilliseconds into the
 //   SageMaker layout under the profiler output directory, while profiling
 //   is enabled;
-// - the command's start, progress (the newest step in the tensor output's
-//   index) and exit are reported: exit 0 -> Completed, anything else ->
-//   Failed with the code or signal;
-// - a stop order (StopTrainingJob, a StopTraining rule action) is carried
-//   out: SIGTERM to the command's process group, SIGKILL after --stop-grace;
+// - the command's start (reported before the command starts, which starts
+//   only if the server takes it), progress (the newest step in the tensor
+//   output's index) and exit are reported: exit 0 -> Completed, anything
+//   else -> Failed with the code or signal;
+// - a stop order (StopTrainingJob, a StopTraining rule action,
+//   MaxRuntimeInSeconds) is carried out: SIGTERM to the command's process
+//   group, SIGKILL after --stop-grace; then the exit is reported
+//   (EVENT_STOPPED, saying how it ended), which makes the job Stopped;
 // - when the server goes away the agent reconnects with backoff, without
 //   touching the command; reports are retried until the server takes them.
 //
-// Exit code: the command's (128 + N if signal N ended it); 2 for usage
-// errors, 7 if the job's configuration could not be fetched.
+// Exit code: the command's (128 + N if signal N ended it); 0 if the job was
+// stopped or ended before the command started; 2 for usage errors, 7 if the
+// job's configuration could not be fetched or its start not reported.
 
 #ifndef DEBUGPLANE_CLIENT_AGENT_H_
 #define DEBUGPLANE_CLIENT_AGENT_H_
@@ -54,6 +58,14 @@ struct AgentOptions {
   // How long the final report is retried while the server is unreachable.
   absl::Duration report_timeout = absl::Minutes(5);
 };
+
+// How a command stopped by the agent ended, for the Stopped transition's
+// StatusMessage: `wait_status` as from waitpid, `killed_after_grace` if the
+// agent sent SIGKILL after `stop_grace`, `since_stop_order` from SIGTERM to
+// the exit. E.g. "the training command exited with code 0 after SIGTERM
+// (signal 15), 0.4 s after the stop order".
+std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
+                                absl::Duration since_stop_order, absl::Duration stop_grace);
 
 // Runs the agent until the command has exited and its end is reported.
 // Diagnostics go to `log`. Returns the exit code described above. Blocks;

@@ -1,5 +1,6 @@
 #include "core/job_record.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +78,15 @@ void DiffRules(const google::protobuf::RepeatedPtrField<RuleStatusMessage>& befo
     change.set_to(std::string(RuleStatusName(now.rule_evaluation_status())));
     change.set_details(now.status_details());
     changes.push_back(std::move(change));
+  }
+}
+
+// Training is over: TrainingEndTime, and TrainingTimeInSeconds if it began.
+void EndTrainingTime(JobRecord& job, absl::Time now) {
+  SetTimestamp(now, job.mutable_training_end_time());
+  if (job.has_training_start_time()) {
+    job.set_training_time_in_seconds(
+        static_cast<int32_t>(absl::ToInt64Seconds(now - ToAbslTime(job.training_start_time()))));
   }
 }
 
@@ -173,8 +183,6 @@ JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnSco
   if (request.has_retry_strategy()) *job.mutable_retry_strategy() = request.retry_strategy();
 
   const std::string& output = request.output_data_config().s3_output_path();
-  job.mutable_model_artifacts()->set_s3_model_artifacts(
-      JoinPath(output, absl::StrCat(request.training_job_name(), "/output/model.tar.gz")));
 
   // Profiling is on by default in SageMaker (system monitoring every 500 ms),
   // with output next to the model unless the request says otherwise.
@@ -294,24 +302,81 @@ bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reaso
   if (succeeded) {
     job.set_training_job_status(v1::TrainingJobStatus::Completed);
     TransitionSecondaryStatus(job, v1::SecondaryStatus::Completed, "Training job completed", now);
+    job.mutable_model_artifacts()->set_s3_model_artifacts(
+        JoinPath(job.output_data_config().s3_output_path(),
+                 absl::StrCat(job.training_job_name(), "/output/model.tar.gz")));
   } else {
     job.set_training_job_status(v1::TrainingJobStatus::Failed);
     job.set_failure_reason(std::string(failure_reason.substr(0, 1024)));
     TransitionSecondaryStatus(job, v1::SecondaryStatus::Failed, failure_reason, now);
   }
-  SetTimestamp(now, job.mutable_training_end_time());
-  if (job.has_training_start_time()) {
-    job.set_training_time_in_seconds(
-        static_cast<int32_t>(absl::ToInt64Seconds(now - ToAbslTime(job.training_start_time()))));
-  }
+  EndTrainingTime(job, now);
   return true;
 }
 
-bool CompleteStop(JobRecord& job, absl::Time now) {
+std::optional<absl::Time> MaxRuntimeDeadline(const JobRecord& job) {
+  if (job.training_job_status() != v1::TrainingJobStatus::InProgress) return std::nullopt;
+  if (!job.stopping_condition().has_max_runtime_in_seconds() ||
+      job.stopping_condition().max_runtime_in_seconds() <= 0) {
+    return std::nullopt;
+  }
+  const absl::Time from = job.has_training_start_time() ? ToAbslTime(job.training_start_time())
+                                                        : ToAbslTime(job.creation_time());
+  return from + absl::Seconds(job.stopping_condition().max_runtime_in_seconds());
+}
+
+bool BeginMaxRuntimeStop(JobRecord& job, absl::Time now) {
+  if (job.training_job_status() != v1::TrainingJobStatus::InProgress) return false;
+  const std::string reason = absl::StrCat("Training job exceeded MaxRuntimeInSeconds of ",
+                                          job.stopping_condition().max_runtime_in_seconds(), " s");
+  BeginStop(job, now, reason);
+  job.set_failure_reason(reason);
+  return true;
+}
+
+bool StoppedForMaxRuntime(const JobRecord& job) {
+  const JobStatus status = job.training_job_status();
+  return (status == v1::TrainingJobStatus::Stopping || status == v1::TrainingJobStatus::Stopped) &&
+         !job.failure_reason().empty();
+}
+
+absl::Time StopOrderTime(const JobRecord& job) {
+  for (auto it = job.secondary_status_transitions().rbegin();
+       it != job.secondary_status_transitions().rend(); ++it) {
+    if (it->status() == v1::SecondaryStatus::Stopping) return ToAbslTime(it->start_time());
+  }
+  return ToAbslTime(job.last_modified_time());
+}
+
+StopCompletion PlanStopCompletion(const JobRecord& job, const AgentPresence& agents,
+                                  const StopWaitLimits& limits) {
+  const absl::Time ordered = StopOrderTime(job);
+  if (agents.connected == 0 && !job.has_training_start_time()) {
+    return {ordered,
+            "the training had not started (no agent had started the training command): "
+            "nothing to stop"};
+  }
+  StopCompletion unconfirmed{
+      ordered + limits.for_agent,
+      absl::StrCat("the agent did not confirm within ", absl::FormatDuration(limits.for_agent),
+                   " of the stop order that the training process exited")};
+  if (agents.connected > 0) return unconfirmed;
+  const absl::Time absent_at = std::max(ordered, agents.absent_since) + limits.without_agent;
+  if (unconfirmed.at <= absent_at) return unconfirmed;
+  return {absent_at,
+          absl::StrCat("no agent was connected to stop the training process (waited ",
+                       absl::FormatDuration(limits.without_agent),
+                       " for one to reconnect); an agent that reconnects later still stops it")};
+}
+
+bool CompleteStop(JobRecord& job, absl::Time now, absl::string_view how) {
   if (job.training_job_status() != v1::TrainingJobStatus::Stopping) return false;
   job.set_training_job_status(v1::TrainingJobStatus::Stopped);
-  TransitionSecondaryStatus(job, v1::SecondaryStatus::Stopped, "The training job was stopped", now);
-  SetTimestamp(now, job.mutable_training_end_time());
+  TransitionSecondaryStatus(job,
+                            StoppedForMaxRuntime(job) ? v1::SecondaryStatus::MaxRuntimeExceeded
+                                                      : v1::SecondaryStatus::Stopped,
+                            how.empty() ? "The training job was stopped" : how, now);
+  EndTrainingTime(job, now);
   auto finish = [&](auto& rule) {
     if (!IsTerminal(rule.rule_evaluation_status())) {
       rule.set_rule_evaluation_status(v1::RuleEvaluationStatus::Stopped);

@@ -7,6 +7,7 @@
 #ifndef DEBUGPLANE_CORE_JOB_RECORD_H_
 #define DEBUGPLANE_CORE_JOB_RECORD_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,8 @@ std::string RuleEvaluationJobArn(const ArnScope& scope, absl::string_view job_na
                                  absl::string_view rule_name, absl::Time creation_time);
 
 // The record of a newly created job: request members copied, defaults filled
-// (ProfilerConfig interval, output paths), TrainingJobStatus InProgress,
+// (ProfilerConfig interval, profiler output path, a one-day
+// MaxRuntimeInSeconds), no ModelArtifacts yet, TrainingJobStatus InProgress,
 // SecondaryStatus Starting with its transition, one InProgress status per
 // rule, ConfigVersion 1.
 // REQUIRES: `request` passed ValidateCreateTrainingJobRequest.
@@ -60,10 +62,70 @@ void TransitionSecondaryStatus(JobRecord& job, SecondaryStatus status, absl::str
 // nothing) if the job is already Stopping or terminal.
 bool BeginStop(JobRecord& job, absl::Time now, absl::string_view reason = "");
 
-// Completes a stop: a Stopping job becomes Stopped, its Stopping (or still
-// InProgress) rule evaluations Stopped, TrainingEndTime set. Returns false if
-// the job is not Stopping.
-bool CompleteStop(JobRecord& job, absl::Time now);
+// When an InProgress job has run longer than its
+// StoppingCondition.MaxRuntimeInSeconds: that long after TrainingStartTime
+// once training started, else after CreationTime. nullopt for a job that is
+// not InProgress or has no limit.
+std::optional<absl::Time> MaxRuntimeDeadline(const JobRecord& job);
+
+// The job ran out of MaxRuntimeInSeconds: as BeginStop, with FailureReason
+// "Training job exceeded MaxRuntimeInSeconds of N s" (also the Stopping
+// transition's StatusMessage), so that CompleteStop ends it in
+// MaxRuntimeExceeded. Returns false (no change) unless the job is InProgress.
+bool BeginMaxRuntimeStop(JobRecord& job, absl::Time now);
+
+// True for a job that is Stopping or Stopped because it exceeded
+// MaxRuntimeInSeconds (the only way a stop gets a FailureReason).
+bool StoppedForMaxRuntime(const JobRecord& job);
+
+// When the job's current stop was ordered: the start of its last Stopping
+// SecondaryStatusTransition (LastModifiedTime if it has none).
+absl::Time StopOrderTime(const JobRecord& job);
+
+// Completes a stop once the training process is gone (or the wait for it
+// ended, see PlanStopCompletion): a Stopping job becomes Stopped, with
+// SecondaryStatus MaxRuntimeExceeded if it ran out of time, else Stopped,
+// and `how` (how the process ended) as that transition's StatusMessage (a
+// default if empty); its Stopping (or still InProgress) rule evaluations
+// become Stopped; TrainingEndTime and TrainingTimeInSeconds are set.
+// Returns false if the job is not Stopping.
+bool CompleteStop(JobRecord& job, absl::Time now, absl::string_view how = "");
+
+// How long a Stopping job waits for its agent to report that the training
+// process exited (ReportTrainingStatus EVENT_STOPPED) before it is Stopped
+// without that report.
+struct StopWaitLimits {
+  // While no agent is connected to the job, counted from the stop order or
+  // from the moment the last agent went away, whichever is later: time for
+  // an agent to reconnect (after a network blip or a server restart).
+  absl::Duration without_agent = absl::Seconds(10);
+  // From the stop order, whether or not an agent is connected: an agent
+  // that does not confirm within this time (a hung host, a lost network
+  // that the server has not noticed yet) is given up on. It should exceed
+  // the agents' --stop-grace (SIGTERM to SIGKILL).
+  absl::Duration for_agent = absl::Minutes(5);
+};
+
+// The agents connected to a job, as the job manager tracks them.
+struct AgentPresence {
+  int connected = 0;
+  // When the last agent disconnected, or when the server started if none has
+  // since: the start of a wait for one to (re)connect.
+  absl::Time absent_since = absl::InfinitePast();
+};
+
+// When a Stopping job is Stopped without its agent's report, and the
+// Stopped transition's StatusMessage saying why. A job whose training never
+// started (no TrainingStartTime: agents report the start before they start
+// the command, and a start is refused once a job is Stopping) with no agent
+// connected has no process to wait for: `at` is the stop order.
+struct StopCompletion {
+  absl::Time at;
+  std::string message;
+};
+// REQUIRES: job is Stopping.
+StopCompletion PlanStopCompletion(const JobRecord& job, const AgentPresence& agents,
+                                  const StopWaitLimits& limits);
 
 // The training process started on its host: SecondaryStatus Training,
 // TrainingStartTime set. Returns false (no change) unless the job is
@@ -74,11 +136,12 @@ bool MarkTrainingStarted(JobRecord& job, absl::Time now);
 // not InProgress or the step is not newer.
 bool SetTrainingStep(JobRecord& job, int64_t step);
 
-// The training process ended: exit 0 makes the job Completed, anything else
-// Failed with `failure_reason` (primary and secondary status,
-// TrainingEndTime, TrainingTimeInSeconds). Rule evaluations go on until
-// they have read all the data. Returns false if the job is not InProgress
-// (a stopped job stays Stopped).
+// The training process ended: exit 0 makes the job Completed, with its
+// ModelArtifacts (as SageMaker, which shows them only for a completed
+// training), anything else Failed with `failure_reason` (primary and
+// secondary status, TrainingEndTime, TrainingTimeInSeconds). Rule
+// evaluations go on until they have read all the data. Returns false if the
+// job is not InProgress (a stopped job stays Stopped).
 bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reason, absl::Time now);
 
 // Appends `update` to the job's ConfigurationUpdates (keeping the last 100),

@@ -86,10 +86,8 @@ v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job) {
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingAgentManager::ConnectAgent(
     const v1::ConnectAgentRequest& request, AgentDirectiveSink* sink) {
   auto watcher = std::make_unique<DirectiveWatcher>(sink);
-  v1::WatchTrainingJobRequest watch;
-  watch.set_training_job_name(request.training_job_name());
   absl::StatusOr<std::unique_ptr<WatchRegistration>> registration =
-      jobs_->WatchTrainingJob(watch, watcher.get());
+      jobs_->WatchAsAgent(request.training_job_name(), watcher.get());
   if (!registration.ok()) return registration.status();
   return std::make_unique<AgentRegistration>(std::move(watcher), *std::move(registration));
 }

@@ -33,9 +33,11 @@ class TrainingAgentHandler {
   virtual ~TrainingAgentHandler() = default;
 
   // Connects `sink` to the job. On success the sink soon gets the current
-  // directive. Returns INVALID_ARGUMENT for a bad name, NOT_FOUND for an
-  // unknown job. Destroying the registration disconnects (not from inside a
-  // sink callback). REQUIRES: `sink` outlives the returned registration.
+  // directive, and the agent counts as connected to the job (a stop waits
+  // for its report) until the registration is destroyed, which disconnects
+  // (not from inside a sink callback). Returns INVALID_ARGUMENT for a bad
+  // name, NOT_FOUND for an unknown job.
+  // REQUIRES: `sink` outlives the returned registration.
   virtual absl::StatusOr<std::unique_ptr<WatchRegistration>> ConnectAgent(
       const v1::ConnectAgentRequest& request, AgentDirectiveSink* sink) = 0;
 
@@ -48,8 +50,9 @@ class TrainingAgentHandler {
 // The directive an agent must apply for `job`.
 v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job);
 
-// TrainingAgentHandler over the job manager: a connection is a watch of the
-// job that turns committed records into directives. Thread-safe.
+// TrainingAgentHandler over the job manager: a connection is an agent's
+// watch of the job (TrainingJobManager::WatchAsAgent) that turns committed
+// records into directives. Thread-safe.
 class TrainingAgentManager final : public TrainingAgentHandler {
  public:
   // REQUIRES: `jobs` outlives this object and every registration.

@@ -85,6 +85,7 @@ struct ListFilter {
 struct TrainingJobManager::Watch {
   JobWatcher* watcher;
   std::string job_name;
+  bool agent = false;  // A ConnectAgent stream (WatchAsAgent).
 };
 
 class TrainingJobManager::Registration final : public WatchRegistration {
@@ -105,25 +106,23 @@ absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
   std::unique_ptr<TrainingJobManager> manager(
       new TrainingJobManager(std::move(storage), std::move(options)));
   if (absl::Status loaded = manager->Load(); !loaded.ok()) return loaded;
+  manager->deadlines_ = std::make_unique<DeadlineTimer>(
+      manager->options_.clock,
+      [m = manager.get()](const std::string& job_name) { m->OnDeadline(job_name); });
   manager->committer_ = std::thread([m = manager.get()] { m->CommitLoop(); });
 
-  // Resume what a previous run left unfinished.
-  std::vector<std::string> stopping;
-  {
-    absl::MutexLock lock(&manager->mu_);
-    for (const auto& [name, entry] : manager->jobs_) {
-      if (entry.committed->training_job_status() == v1::TrainingJobStatus::Stopping) {
-        stopping.push_back(name);
-      }
-    }
-  }
-  for (const std::string& name : stopping) manager->ScheduleCompleteStop(name);
+  // Resume what a previous run left unfinished: stops wait again for their
+  // agents, runtimes are bounded again, from the durable records.
+  absl::MutexLock lock(&manager->mu_);
+  for (const auto& [name, entry] : manager->jobs_) manager->ArmDeadlineLocked(name, entry);
   return manager;
 }
 
 TrainingJobManager::TrainingJobManager(std::unique_ptr<persistence::Storage> storage,
                                        TrainingJobManagerOptions options)
-    : options_(std::move(options)), storage_(std::move(storage)) {}
+    : options_(std::move(options)),
+      storage_(std::move(storage)),
+      started_at_(options_.clock->Now()) {}
 
 TrainingJobManager::~TrainingJobManager() { Shutdown(); }
 
@@ -158,6 +157,9 @@ void TrainingJobManager::Shutdown() {
     shutting_down_ = true;
     queue_cv_.SignalAll();
   }
+  // Its callback may be waiting for mu_: not under it. Deadlines are
+  // recomputed from the records at the next start.
+  if (deadlines_ != nullptr) deadlines_->Shutdown();
   if (committer_.joinable()) committer_.join();
   absl::MutexLock lock(&mu_);
   committer_done_ = true;
@@ -188,7 +190,6 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
         commit.changed = change->changed;
         commit.next = std::move(change->next);
         commit.done = std::move(done);
-        commit.after_commit = std::move(change->after_commit);
         if (commit.changed) {
           JobEntry& entry = jobs_[job_name];
           entry.latest = commit.next;
@@ -235,7 +236,7 @@ void TrainingJobManager::CommitLoop() {
     {
       absl::MutexLock lock(&mu_);
       if (written.ok()) {
-        const absl::Time now = options_.now();
+        const absl::Time now = Now();
         for (PendingCommit& commit : group) PublishLocked(commit, now);
       } else {
         spdlog::error("storage write of {} change(s) failed: {}", batch.size(), written.ToString());
@@ -263,10 +264,7 @@ void TrainingJobManager::CommitLoop() {
         for (const auto& [id, observer] : observers_) observer(commit.job_name, commit.next);
       }
     }
-    for (PendingCommit& commit : group) {
-      std::move(commit.done)(reply);
-      if (written.ok() && commit.after_commit) commit.after_commit();
-    }
+    for (PendingCommit& commit : group) std::move(commit.done)(reply);
   }
 }
 
@@ -280,6 +278,8 @@ void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
   entry.committed = commit.next;
   entry.committed_encoded = commit.encoded;
   IndexLocked(commit.job_name, before.get(), entry.committed.get());
+  ArmDeadlineLocked(commit.job_name, entry);
+  if (entry.committed == nullptr) entry.agents.clear();  // Their streams end below.
 
   if (!entry.watches.empty()) {
     if (entry.committed == nullptr) {
@@ -331,25 +331,68 @@ void TrainingJobManager::IndexLocked(const std::string& name, const JobRecord* b
   }
 }
 
-void TrainingJobManager::ScheduleCompleteStop(const std::string& job_name) {
+AgentPresence TrainingJobManager::PresenceLocked(const JobEntry& entry) const {
+  return AgentPresence{.connected = static_cast<int>(entry.agents.size()),
+                       .absent_since = std::max(entry.agents_absent_since, started_at_)};
+}
+
+void TrainingJobManager::ArmDeadlineLocked(const std::string& job_name, const JobEntry& entry) {
+  if (deadlines_ == nullptr) return;  // Still loading: Create arms them all.
+  const JobRecord* job = entry.committed.get();
+  std::optional<absl::Time> deadline;
+  if (job != nullptr && job->training_job_status() == v1::TrainingJobStatus::Stopping) {
+    deadline = PlanStopCompletion(*job, PresenceLocked(entry), options_.stop_wait).at;
+  } else if (job != nullptr) {
+    deadline = MaxRuntimeDeadline(*job);
+  }
+  if (deadline.has_value()) {
+    deadlines_->Set(job_name, *deadline);
+  } else {
+    deadlines_->Cancel(job_name);
+  }
+}
+
+void TrainingJobManager::OnDeadline(const std::string& job_name) {
   Mutate(
       job_name,
-      [this](const JobRecord* latest) -> absl::StatusOr<Change> {
-        if (latest == nullptr || latest->training_job_status() != v1::TrainingJobStatus::Stopping) {
-          return Change{.changed = false};
-        }
+      [this, job_name](const JobRecord* latest) -> absl::StatusOr<Change> {
+        mu_.AssertHeld();  // Mutations run under mu_.
+        if (latest == nullptr) return Change{.changed = false};
+        const absl::Time now = Now();
         auto next = std::make_shared<JobRecord>(*latest);
-        CompleteStop(*next, options_.now());
-        return Change{.next = std::move(next)};
-      },
-      [job_name](const absl::Status& status) {
-        // Not lost on failure: the job stays Stopping on disk and the stop
-        // completes at the next start.
-        if (!status.ok()) {
-          spdlog::warn("completing the stop of training job '{}' failed: {}", job_name,
-                       status.ToString());
+        // The deadline was computed from the committed record; the latest
+        // one decides (a change may be queued, an agent may have come).
+        std::optional<absl::Time> deadline;
+        if (latest->training_job_status() == v1::TrainingJobStatus::Stopping) {
+          const StopCompletion plan =
+              PlanStopCompletion(*latest, PresenceLocked(jobs_.at(job_name)), options_.stop_wait);
+          if (plan.at <= now && CompleteStop(*next, now, plan.message)) {
+            return Change{.next = std::move(next)};
+          }
+          deadline = plan.at;
+        } else {
+          deadline = MaxRuntimeDeadline(*latest);
+          if (deadline.has_value() && *deadline <= now && BeginMaxRuntimeStop(*next, now)) {
+            return Change{.next = std::move(next)};
+          }
         }
+        // Not due yet: wait again (the commit of a change re-arms it too).
+        if (deadline.has_value()) deadlines_->Set(job_name, *deadline);
+        return Change{.changed = false};
+      },
+      [this, job_name](const absl::Status& status) {
+        if (status.ok()) return;
+        // Storage failed and the job kept its state: try again shortly.
+        // Nothing is lost on a crash either: deadlines are recomputed from
+        // the records at start-up.
+        spdlog::warn("a deadline of training job '{}' could not be applied: {}; retrying", job_name,
+                     status.ToString());
+        deadlines_->Set(job_name, Now() + absl::Seconds(1));
       });
+}
+
+std::optional<absl::Time> TrainingJobManager::PendingDeadline(const std::string& job_name) const {
+  return deadlines_->DeadlineOf(job_name);
 }
 
 // --- Operations ---------------------------------------------------------------
@@ -362,8 +405,7 @@ void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& r
     std::move(done)(valid);
     return;
   }
-  auto record =
-      std::make_shared<const JobRecord>(NewJobRecord(request, options_.arn_scope, options_.now()));
+  auto record = std::make_shared<const JobRecord>(NewJobRecord(request, options_.arn_scope, Now()));
   auto warnings = std::make_shared<const std::vector<std::string>>(
       CreateTrainingJobWarnings(request, options_.validation));
   Mutate(
@@ -584,7 +626,7 @@ void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& r
         if (!violations.empty()) return violations.ToStatus();
         *warnings = UpdateTrainingJobWarnings(*update, latest->profiler_config());
 
-        const absl::Time now = options_.now();
+        const absl::Time now = Now();
         auto next = std::make_shared<JobRecord>(*latest);
         if (update->has_profiler_config()) {
           const v1::ProfilerConfigForUpdate& change = update->profiler_config();
@@ -645,10 +687,11 @@ void TrainingJobManager::StopTrainingJob(const v1::StopTrainingJobRequest& reque
       [this, name](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(name);
         auto next = std::make_shared<JobRecord>(*latest);
-        // Stopping a job that is stopping or finished is a no-op, as in SageMaker.
-        if (!BeginStop(*next, options_.now())) return Change{.changed = false};
-        return Change{.next = std::move(next),
-                      .after_commit = [this, name] { ScheduleCompleteStop(name); }};
+        // Stopping a job that is stopping or finished is a no-op, as in
+        // SageMaker. Stopped follows when the agent reports the process gone
+        // (or the wait for that ends: the deadline armed at the commit).
+        if (!BeginStop(*next, Now())) return Change{.changed = false};
+        return Change{.next = std::move(next)};
       },
       std::move(done));
 }
@@ -677,16 +720,22 @@ void TrainingJobManager::DeleteTrainingJob(const v1::DeleteTrainingJobRequest& r
 
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchTrainingJob(
     const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) {
-  if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
-    return valid;
-  }
-  auto watch = std::make_unique<Watch>(Watch{watcher, request.training_job_name()});
+  return RegisterWatch(request.training_job_name(), watcher, /*agent=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchAsAgent(
+    const std::string& job_name, JobWatcher* watcher) {
+  return RegisterWatch(job_name, watcher, /*agent=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterWatch(
+    const std::string& job_name, JobWatcher* watcher, bool agent) {
+  if (absl::Status valid = ValidateTrainingJobName(job_name); !valid.ok()) return valid;
+  auto watch = std::make_unique<Watch>(Watch{watcher, job_name, agent});
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("the server is shutting down");
-  auto it = jobs_.find(request.training_job_name());
-  if (it == jobs_.end() || it->second.committed == nullptr) {
-    return JobNotFound(request.training_job_name());
-  }
+  auto it = jobs_.find(job_name);
+  if (it == jobs_.end() || it->second.committed == nullptr) return JobNotFound(job_name);
   JobEntry& entry = it->second;
   v1::StatusChange initial;
   initial.set_kind(v1::StatusChange::KIND_INITIAL_STATE);
@@ -694,12 +743,16 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchTrai
                               SecondaryStatusName(entry.committed->secondary_status())));
   watcher->OnRecord(entry.committed);
   watcher->OnEvent(std::make_shared<const v1::WatchTrainingJobResponse>(
-      MakeWatchEvent(*entry.committed, {std::move(initial)}, options_.now())));
+      MakeWatchEvent(*entry.committed, {std::move(initial)}, Now())));
   if (IsSettled(*entry.committed)) {
     watcher->OnEnd(absl::OkStatus());
     return std::make_unique<Registration>(this, nullptr);
   }
   entry.watches.push_back(watch.get());
+  if (agent) {
+    entry.agents.push_back(watch.get());
+    ArmDeadlineLocked(job_name, entry);  // A stop now waits for this agent.
+  }
   return std::make_unique<Registration>(this, std::move(watch));
 }
 
@@ -707,8 +760,14 @@ void TrainingJobManager::Unwatch(const std::string& job_name, Watch* watch) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_name);
   if (it == jobs_.end()) return;
-  auto& watches = it->second.watches;
+  JobEntry& entry = it->second;
+  auto& watches = entry.watches;
   watches.erase(std::remove(watches.begin(), watches.end(), watch), watches.end());
+  auto agent = std::find(entry.agents.begin(), entry.agents.end(), watch);
+  if (agent == entry.agents.end()) return;
+  entry.agents.erase(agent);
+  if (entry.agents.empty()) entry.agents_absent_since = Now();
+  ArmDeadlineLocked(job_name, entry);
 }
 
 void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
@@ -720,7 +779,7 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
        details = std::move(details)](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(job_name);
         auto next = std::make_shared<JobRecord>(*latest);
-        if (SetRuleStatus(*next, rule_name, status, details, options_.now())) {
+        if (SetRuleStatus(*next, rule_name, status, details, Now())) {
           return Change{.next = std::move(next)};
         }
         auto current = [&]() -> absl::optional<RuleStatus> {
@@ -798,8 +857,7 @@ void TrainingJobManager::SetRuleActionStatus(const std::string& job_name,
        details = std::move(details)](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(job_name);
         auto next = std::make_shared<JobRecord>(*latest);
-        if (core::SetRuleActionStatus(*next, action_id, status, details, attempts,
-                                      options_.now())) {
+        if (core::SetRuleActionStatus(*next, action_id, status, details, attempts, Now())) {
           return Change{.next = std::move(next)};
         }
         for (const auto& action : latest->rule_actions()) {
@@ -825,9 +883,8 @@ void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, 
        reason = std::move(reason)](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(job_name);
         auto next = std::make_shared<JobRecord>(*latest);
-        if (!BeginStop(*next, options_.now(), reason)) return Change{.changed = false};
-        return Change{.next = std::move(next),
-                      .after_commit = [this, job_name] { ScheduleCompleteStop(job_name); }};
+        if (!BeginStop(*next, Now(), reason)) return Change{.changed = false};
+        return Change{.next = std::move(next)};
       },
       std::move(done));
 }
@@ -841,8 +898,9 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
   }
   using Event = v1::ReportTrainingStatusRequest;
   if (request.event() == Event::EVENT_UNSPECIFIED || !Event::Event_IsValid(request.event())) {
-    std::move(done)(InvalidField(
-        "Event", "is required: EVENT_STARTED, EVENT_PROGRESS, EVENT_COMPLETED or EVENT_FAILED"));
+    std::move(done)(InvalidField("Event",
+                                 "is required: EVENT_STARTED, EVENT_PROGRESS, EVENT_COMPLETED, "
+                                 "EVENT_FAILED or EVENT_STOPPED"));
     return;
   }
   if (request.event() == Event::EVENT_PROGRESS && !request.has_current_step()) {
@@ -860,18 +918,45 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
       [this, request, status, name](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(name);
         auto next = std::make_shared<JobRecord>(*latest);
-        const absl::Time now = options_.now();
+        const absl::Time now = Now();
+        const bool stopping = latest->training_job_status() == v1::TrainingJobStatus::Stopping;
         bool changed = false;
         switch (request.event()) {
           case Event::EVENT_STARTED:
+            // Refused while Stopping (no change; the response says so).
             changed = MarkTrainingStarted(*next, now);
             break;
           case Event::EVENT_PROGRESS:
             changed = SetTrainingStep(*next, request.current_step());
             break;
+          case Event::EVENT_STOPPED:
+            if (latest->training_job_status() == v1::TrainingJobStatus::InProgress) {
+              return absl::FailedPreconditionError(absl::StrCat(
+                  "training job '", name,
+                  "' is InProgress: no stop was ordered; report the end of a training command "
+                  "that exited on its own with EVENT_COMPLETED or EVENT_FAILED"));
+            }
+            changed = CompleteStop(
+                *next, now,
+                request.status_message().empty()
+                    ? absl::string_view("the agent reported that the training command exited")
+                    : absl::string_view(request.status_message()).substr(0, 1024));
+            break;
           default:
-            changed = EndTraining(*next, request.event() == Event::EVENT_COMPLETED,
-                                  request.failure_reason(), now);
+            if (stopping) {
+              // The command ended on its own while the stop order was on its
+              // way: the process is gone, the stop is complete.
+              changed = CompleteStop(
+                  *next, now,
+                  request.event() == Event::EVENT_COMPLETED
+                      ? "the training command had exited with code 0 when the stop order "
+                        "reached it"
+                      : absl::StrCat(request.failure_reason(),
+                                     " (before the stop order reached it)"));
+            } else {
+              changed = EndTraining(*next, request.event() == Event::EVENT_COMPLETED,
+                                    request.failure_reason(), now);
+            }
         }
         if (changed) SetTimestamp(now, next->mutable_last_modified_time());
         *status = next->training_job_status();

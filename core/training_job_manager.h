@@ -11,6 +11,17 @@
 // behind it (which may build on them) fail with UNAVAILABLE and the latest
 // state rolls back to the committed one: nothing acknowledged is lost and
 // nothing unacknowledged becomes visible.
+//
+// Stopped means the training process is gone. A stop (StopTrainingJob, a
+// rule's StopTraining action, MaxRuntimeInSeconds) makes the job Stopping;
+// the agents connected to it (ConnectAgent) kill the training command and
+// report its exit (ReportTrainingStatus EVENT_STOPPED), which makes it
+// Stopped. Without that report the job is Stopped when the wait of
+// TrainingJobManagerOptions::stop_wait ends (PlanStopCompletion). Those
+// waits and MaxRuntimeInSeconds are deadlines by the options' clock, kept
+// by a DeadlineTimer and recomputed from the durable records at start-up
+// (a deadline that passed while the server was down fires at once); they
+// change jobs through the same queue as every call.
 
 #ifndef DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_
 #define DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_
@@ -20,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,6 +42,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
+#include "core/deadline_timer.h"
 #include "core/job_record.h"
 #include "core/training_job_handler.h"
 #include "core/validation.h"
@@ -43,15 +57,20 @@ struct TrainingJobManagerOptions {
   ArnScope arn_scope;
   // Upper bound of job writes grouped into one storage transaction.
   int max_commit_group = 1024;
-  // The clock; tests may fix it.
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // The clock of every timestamp and deadline; tests use a FakeClock.
+  std::shared_ptr<Clock> clock = SystemClock();
+  // How long a Stopping job waits for the training process to be reported
+  // gone (see StopWaitLimits).
+  StopWaitLimits stop_wait;
 };
 
 class TrainingJobManager final : public TrainingJobHandler {
  public:
-  // Loads every job from `storage` and starts the committer thread. Work left
-  // unfinished by a previous run resumes: a job that was Stopping completes
-  // its stop.
+  // Loads every job from `storage` and starts the committer and deadline
+  // threads. Work left unfinished by a previous run resumes: a job that was
+  // Stopping waits again for its agent (bounded as above, the wait for an
+  // agent to reconnect counted from now), an InProgress job's
+  // MaxRuntimeInSeconds is enforced (at once if it passed meanwhile).
   // Returns DATA_LOSS naming the job if a stored record cannot be parsed, or
   // the storage's error if reading fails.
   static absl::StatusOr<std::unique_ptr<TrainingJobManager>> Create(
@@ -63,9 +82,10 @@ class TrainingJobManager final : public TrainingJobHandler {
   TrainingJobManager(const TrainingJobManager&) = delete;
   TrainingJobManager& operator=(const TrainingJobManager&) = delete;
 
-  // Refuses new changes with UNAVAILABLE, commits every change already
-  // queued (their callbacks run), ends all watch streams with UNAVAILABLE and
-  // stops the committer thread. Idempotent; blocks until done.
+  // Refuses new changes with UNAVAILABLE, stops the deadline thread, commits
+  // every change already queued (their callbacks run), ends all watch streams
+  // with UNAVAILABLE and stops the committer thread. Idempotent; blocks until
+  // done.
   void Shutdown();
 
   // TrainingJobHandler. Create, Update, Stop and Delete complete on the
@@ -113,18 +133,35 @@ class TrainingJobManager final : public TrainingJobHandler {
 
   // StopTrainingJob on behalf of a rule action: as StopTrainingJob, with
   // `reason` as the Stopping transition's StatusMessage. `done` gets OK once
-  // the stop is durable, also when the job was already stopping or ended
-  // (nothing changes then), NOT_FOUND for an unknown job.
+  // the Stopping state is durable (Stopped follows as for every stop), also
+  // when the job was already stopping or ended (nothing changes then),
+  // NOT_FOUND for an unknown job.
   void StopTrainingJobWithReason(const std::string& job_name, std::string reason,
                                  DoneCallback done);
 
   // TrainingAgentService.ReportTrainingStatus: the training process started,
-  // progressed or ended (Completed / Failed). `response` gets the job's
-  // status; `done` OK once durable (also when nothing changes, e.g. a
-  // progress report for a stopped job), INVALID_ARGUMENT for a bad request,
-  // NOT_FOUND for an unknown job.
+  // progressed, ended on its own (Completed / Failed), or exited after a
+  // stop order (EVENT_STOPPED: the Stopping job becomes Stopped with the
+  // report's StatusMessage). A start is refused while the job is Stopping:
+  // the response then says Stopping and the agent must not start the
+  // command. An end reported while Stopping completes the stop. `response`
+  // gets the job's status; `done` OK once durable (also when nothing
+  // changes, e.g. a progress report for a stopped job), INVALID_ARGUMENT for
+  // a bad request, NOT_FOUND for an unknown job, FAILED_PRECONDITION for
+  // EVENT_STOPPED while the job is InProgress (no stop was ordered).
   void ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,
                             v1::ReportTrainingStatusResponse* response, DoneCallback done);
+
+  // As WatchTrainingJob, for the ConnectAgent stream of an agent: while the
+  // registration lives an agent is connected to the job, which is what a
+  // stop of the job waits for (see StopWaitLimits).
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchAsAgent(const std::string& job_name,
+                                                                  JobWatcher* watcher);
+
+  // The job's pending deadline (MaxRuntimeInSeconds while InProgress, the
+  // end of the stop's wait while Stopping), if any. For diagnostics and
+  // tests.
+  std::optional<absl::Time> PendingDeadline(const std::string& job_name) const;
 
   // Names of the committed InProgress jobs whose name starts with `prefix`,
   // in name order (for the StopTraining action's training_job_prefix).
@@ -166,9 +203,6 @@ class TrainingJobManager final : public TrainingJobHandler {
     // False when the mutation left the job as it was: nothing is written, but
     // `done` still waits until everything queued before it is durable.
     bool changed = true;
-    // Runs on the committer thread after the change is durable (e.g. the
-    // second half of a stop).
-    std::function<void()> after_commit;
   };
   // Computes a change from the latest state (nullptr if there is none).
   // Runs under mu_: must be quick and must not call back into the manager.
@@ -185,6 +219,10 @@ class TrainingJobManager final : public TrainingJobHandler {
     std::shared_ptr<const JobRecord> latest;  // Committed + queued changes.
     int queued_changes = 0;
     std::vector<Watch*> watches;
+    // The agents' watches (also in `watches` until the job is settled), and
+    // when the last one went away (InfinitePast: none since the start).
+    std::vector<Watch*> agents;
+    absl::Time agents_absent_since = absl::InfinitePast();
   };
 
   struct PendingCommit {
@@ -193,7 +231,6 @@ class TrainingJobManager final : public TrainingJobHandler {
     std::shared_ptr<const JobRecord> next;
     std::shared_ptr<const std::string> encoded;  // `next` serialized, at commit.
     DoneCallback done;
-    std::function<void()> after_commit;
   };
 
   TrainingJobManager(std::unique_ptr<persistence::Storage> storage,
@@ -207,11 +244,22 @@ class TrainingJobManager final : public TrainingJobHandler {
   void RollBackLocked(const std::string& job_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IndexLocked(const std::string& name, const JobRecord* before, const JobRecord* after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> RegisterWatch(const std::string& job_name,
+                                                                   JobWatcher* watcher, bool agent);
   void Unwatch(const std::string& job_name, Watch* watch);
-  void ScheduleCompleteStop(const std::string& job_name);
+  absl::Time Now() const { return options_.clock->Now(); }
+  AgentPresence PresenceLocked(const JobEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets (or cancels) the job's deadline from its committed record.
+  void ArmDeadlineLocked(const std::string& job_name, const JobEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A deadline passed (on the deadline thread): enforces MaxRuntimeInSeconds
+  // or ends a stop's wait, as the job's latest state then calls for.
+  void OnDeadline(const std::string& job_name);
 
   const TrainingJobManagerOptions options_;
   std::unique_ptr<persistence::Storage> storage_;
+  // When this manager started: waits for agents to reconnect count from it.
+  const absl::Time started_at_;
 
   mutable absl::Mutex mu_;
   absl::CondVar queue_cv_;
@@ -231,6 +279,9 @@ class TrainingJobManager final : public TrainingJobHandler {
   int64_t next_observer_id_ ABSL_GUARDED_BY(observers_mu_) = 1;
 
   std::thread committer_;
+  // Created once the jobs are loaded; calls OnDeadline, which takes mu_, so
+  // it is shut down without mu_ held.
+  std::unique_ptr<DeadlineTimer> deadlines_;
 };
 
 }  // namespace debugplane::core

@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   debugplane::rules_engine::SmtpSinkOptions smtp;
   std::string smtp_password_file;
   int action_attempts = 8;
+  double stop_wait_without_agent_s =
+      absl::ToDoubleSeconds(manager_options.stop_wait.without_agent);
+  double stop_confirm_timeout_s = absl::ToDoubleSeconds(manager_options.stop_wait.for_agent);
 
   app.add_option("--listen", grpc_options.listen_address, "Address to serve on (HOST:PORT)")
       ->capture_default_str();
@@ -136,7 +139,20 @@ int main(int argc, char** argv) {
                  "Deliveries of a notification before its action ends Failed")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--stop-wait-without-agent", stop_wait_without_agent_s,
+                 "Seconds a stopping job whose training started waits for an agent to "
+                 "(re)connect and report the process gone, before it is Stopped without one")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--stop-confirm-timeout", stop_confirm_timeout_s,
+                 "Seconds a stopping job waits for its connected agent to report the training "
+                 "process gone, before it is Stopped without that report (more than the agents' "
+                 "--stop-grace)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 7 * 86400.0));
   CLI11_PARSE(app, argc, argv);
+  manager_options.stop_wait.without_agent = absl::Seconds(stop_wait_without_agent_s);
+  manager_options.stop_wait.for_agent = absl::Seconds(stop_confirm_timeout_s);
 
   debugplane::service::ConfigureLogging(log_level, log_format);
   if (grpc_options.tls_cert_file.empty() &&

@@ -29,7 +29,8 @@ TEST(JobRecordTest, NewRecordFillsSageMakerDefaults) {
   EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::Starting);
   EXPECT_EQ(job.profiler_config().profiling_interval_in_milliseconds(), 500);
   EXPECT_EQ(job.profiler_config().s3_output_path(), "s3://bucket/out/job/profiler-output");
-  EXPECT_EQ(job.model_artifacts().s3_model_artifacts(), "s3://bucket/out/job/output/model.tar.gz");
+  // SageMaker shows ModelArtifacts only once training completed.
+  EXPECT_FALSE(job.has_model_artifacts());
   EXPECT_EQ(job.stopping_condition().max_runtime_in_seconds(), 86400);
   EXPECT_EQ(job.profiling_status(), v1::ProfilingStatus::Enabled);
   EXPECT_EQ(ToAbslTime(job.creation_time()), kT0);
@@ -75,6 +76,93 @@ TEST(JobRecordTest, StopLifecycleRecordsEveryTransitionWithTimes) {
   EXPECT_EQ(ToAbslTime(job.secondary_status_transitions(2).start_time()), kT0 + absl::Seconds(3));
   EXPECT_EQ(ToAbslTime(job.training_end_time()), kT0 + absl::Seconds(3));
   EXPECT_TRUE(IsSettled(job));
+}
+
+TEST(JobRecordTest, ModelArtifactsAppearOnlyWhenTrainingCompleted) {
+  JobRecord completed = NewJobRecord(Request(), ArnScope{}, kT0);
+  ASSERT_TRUE(MarkTrainingStarted(completed, kT0 + absl::Seconds(1)));
+  EXPECT_FALSE(completed.has_model_artifacts());
+  ASSERT_TRUE(EndTraining(completed, /*succeeded=*/true, "", kT0 + absl::Seconds(5)));
+  EXPECT_EQ(completed.model_artifacts().s3_model_artifacts(),
+            "s3://bucket/out/job/output/model.tar.gz");
+  EXPECT_EQ(completed.training_time_in_seconds(), 4);
+
+  JobRecord failed = NewJobRecord(Request(), ArnScope{}, kT0);
+  ASSERT_TRUE(EndTraining(failed, /*succeeded=*/false, "exit 1", kT0));
+  EXPECT_FALSE(failed.has_model_artifacts());
+
+  JobRecord stopped = NewJobRecord(Request(), ArnScope{}, kT0);
+  ASSERT_TRUE(BeginStop(stopped, kT0));
+  ASSERT_TRUE(CompleteStop(stopped, kT0));
+  EXPECT_FALSE(stopped.has_model_artifacts());
+}
+
+TEST(JobRecordTest, MaxRuntimeCountsFromTheTrainingStartElseFromCreation) {
+  auto request = Request();
+  request.mutable_stopping_condition()->set_max_runtime_in_seconds(3);
+  JobRecord job = NewJobRecord(request, ArnScope{}, kT0);
+  EXPECT_EQ(MaxRuntimeDeadline(job), kT0 + absl::Seconds(3));
+  ASSERT_TRUE(MarkTrainingStarted(job, kT0 + absl::Seconds(2)));
+  EXPECT_EQ(MaxRuntimeDeadline(job), kT0 + absl::Seconds(5));
+  // The default limit is SageMaker's day.
+  EXPECT_EQ(MaxRuntimeDeadline(NewJobRecord(Request(), ArnScope{}, kT0)), kT0 + absl::Hours(24));
+
+  ASSERT_TRUE(BeginMaxRuntimeStop(job, kT0 + absl::Seconds(5)));
+  EXPECT_FALSE(MaxRuntimeDeadline(job).has_value());  // Only InProgress jobs run out of time.
+  EXPECT_FALSE(BeginMaxRuntimeStop(job, kT0 + absl::Seconds(6)));
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopping);
+  EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::Stopping);
+  EXPECT_EQ(job.failure_reason(), "Training job exceeded MaxRuntimeInSeconds of 3 s");
+  EXPECT_EQ(job.secondary_status_transitions().rbegin()->status_message(),
+            "Training job exceeded MaxRuntimeInSeconds of 3 s");
+  EXPECT_TRUE(StoppedForMaxRuntime(job));
+  EXPECT_EQ(StopOrderTime(job), kT0 + absl::Seconds(5));
+
+  ASSERT_TRUE(CompleteStop(job, kT0 + absl::Seconds(7), "the training command exited"));
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopped);
+  EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::MaxRuntimeExceeded);
+  EXPECT_EQ(job.secondary_status_transitions().rbegin()->status_message(),
+            "the training command exited");
+  EXPECT_EQ(job.failure_reason(), "Training job exceeded MaxRuntimeInSeconds of 3 s");
+  EXPECT_EQ(job.training_time_in_seconds(), 5);
+  EXPECT_EQ(job.debug_rule_evaluation_statuses(0).rule_evaluation_status(),
+            v1::RuleEvaluationStatus::Stopped);
+}
+
+TEST(JobRecordTest, AStopWaitsForTheAgentBoundedByTheLimits) {
+  const StopWaitLimits limits{.without_agent = absl::Seconds(10), .for_agent = absl::Minutes(5)};
+  JobRecord never_started = NewJobRecord(Request(), ArnScope{}, kT0);
+  ASSERT_TRUE(BeginStop(never_started, kT0 + absl::Seconds(1)));
+  // No training process was ever started and nobody can start one now.
+  StopCompletion plan = PlanStopCompletion(never_started, {.connected = 0}, limits);
+  EXPECT_EQ(plan.at, kT0 + absl::Seconds(1));
+  EXPECT_THAT(plan.message, HasSubstr("the training had not started"));
+  // An agent connected to it gets to say so itself.
+  plan = PlanStopCompletion(never_started, {.connected = 1}, limits);
+  EXPECT_EQ(plan.at, kT0 + absl::Seconds(1) + absl::Minutes(5));
+
+  JobRecord started = NewJobRecord(Request(), ArnScope{}, kT0);
+  ASSERT_TRUE(MarkTrainingStarted(started, kT0));
+  ASSERT_TRUE(BeginStop(started, kT0 + absl::Seconds(100)));
+  const absl::Time ordered = kT0 + absl::Seconds(100);
+  // Connected: only the confirm bound.
+  plan = PlanStopCompletion(started, {.connected = 2, .absent_since = kT0}, limits);
+  EXPECT_EQ(plan.at, ordered + absl::Minutes(5));
+  EXPECT_THAT(plan.message, HasSubstr("the agent did not confirm within 5m"));
+  // None connected since before the order: the reconnect wait from the order.
+  plan = PlanStopCompletion(started, {.connected = 0, .absent_since = kT0}, limits);
+  EXPECT_EQ(plan.at, ordered + absl::Seconds(10));
+  EXPECT_THAT(plan.message, HasSubstr("no agent was connected to stop the training process"));
+  // The last agent left after the order: the reconnect wait from then.
+  plan = PlanStopCompletion(started, {.connected = 0, .absent_since = ordered + absl::Minutes(1)},
+                            limits);
+  EXPECT_EQ(plan.at, ordered + absl::Minutes(1) + absl::Seconds(10));
+  // ... but never past the confirm bound, whichever comes first.
+  plan = PlanStopCompletion(
+      started, {.connected = 0, .absent_since = ordered + absl::Minutes(4) + absl::Seconds(55)},
+      limits);
+  EXPECT_EQ(plan.at, ordered + absl::Minutes(5));
+  EXPECT_THAT(plan.message, HasSubstr("did not confirm"));
 }
 
 TEST(JobRecordTest, TerminalRuleStatusesAreFinal) {

@@ -310,7 +310,9 @@ TEST_F(TrainingJobManagerTest, AStopInterruptedByACrashCompletesAtStart) {
   ASSERT_TRUE(Create(JobRequest("half")).ok());
   ASSERT_TRUE(Stop("half").ok());
   // Simulate a crash between the Stopping and Stopped commits: put the
-  // Stopping state back on disk directly, then start again.
+  // Stopping state back on disk directly, then start again. The training
+  // never started, so there is no process to wait for (a started one waits
+  // for its agent: job_lifecycle_test.cc).
   auto job = WaitForStatus("half", v1::TrainingJobStatus::Stopped);
   manager_.reset();
   {
@@ -587,9 +589,24 @@ TEST_F(TrainingJobManagerTest, AnAgentGetsEveryConfigVersionThenTheStopOrder) {
   EXPECT_EQ(Describe("agent-job")->progress_info().current_step(), 7);
 
   ASSERT_TRUE(Stop("agent-job").ok());
+  // The order reaches the connected agent; the job is Stopped once the agent
+  // reports that the training process exited.
+  ASSERT_TRUE(agent.directives().back()->stop());
+  EXPECT_EQ(agent.directives().back()->stop_reason(), "Stopping the training job");
+  EXPECT_EQ(agent.directives().back()->training_job_status(), v1::TrainingJobStatus::Stopping);
+  v1::ReportTrainingStatusRequest exited;
+  exited.set_training_job_name("agent-job");
+  exited.set_event(v1::ReportTrainingStatusRequest::EVENT_STOPPED);
+  exited.set_status_message("the training command was not started");
+  absl::Notification exited_done;
+  agents.ReportTrainingStatus(exited, &reported, [&](absl::Status status) {
+    EXPECT_TRUE(status.ok()) << status;
+    exited_done.Notify();
+  });
+  exited_done.WaitForNotification();
   EXPECT_TRUE(agent.WaitForEnd().ok());
   auto directives = agent.directives();
-  ASSERT_GE(directives.size(), 3u);
+  ASSERT_GE(directives.size(), 4u);
   EXPECT_EQ(directives[1]->config_version(), 2);
   EXPECT_EQ(directives[1]->profiler_config().profiling_interval_in_milliseconds(), 100);
   EXPECT_TRUE(directives.back()->stop());
