@@ -78,10 +78,22 @@ bool JobIsStopping(const JobRecord& job) {
          job.training_job_status() == v1::TrainingJobStatus::Stopped;
 }
 
-// Completed or Failed: no more data comes, profiler rules conclude.
-bool TrainingEnded(const JobRecord& job) {
-  return job.training_job_status() == v1::TrainingJobStatus::Completed ||
-         job.training_job_status() == v1::TrainingJobStatus::Failed;
+// The job says training has ended: the agent reported the command's exit
+// (Completed, Failed) or the job was stopped (Stopped, once the process is
+// gone). Every training process has exited: no file will be written any more.
+bool JobSaysTrainingEnded(const JobRecord& job) {
+  return core::IsTerminal(job.training_job_status());
+}
+
+// Whether training has ended: the one notion on which debugging rules and
+// profiler rules conclude. The job says so, or the tensor trial ended and
+// was read to its end (TrialReader::finished: with one worker its
+// training_job_end.ts; with several, every worker writes that same file when
+// it exits, so only the job's status tells that all of them did).
+// REQUIRES: `reader` (if any) was told of the job's end (SetTrainingEnded)
+// before its last read, as Evaluate does.
+bool TrainingHasEnded(const JobRecord& job, const TrialReader* reader) {
+  return JobSaysTrainingEnded(job) || (reader != nullptr && reader->finished());
 }
 
 std::string RuleToInvoke(const google::protobuf::Map<std::string, std::string>& parameters) {
@@ -152,6 +164,9 @@ struct EvaluationScheduler::JobEvaluation {
     bool report = false;         // ProfilerReport: also writes the report.
     bool status_done = false;    // Its terminal status is recorded (or was durable).
     bool final_written = false;  // The report after training ended is written.
+    // The job status the final report was last written with.
+    v1::TrainingJobStatus::Value final_job_status =
+        v1::TrainingJobStatus::TRAINING_JOB_STATUS_UNSPECIFIED;
     absl::Time report_written = absl::InfinitePast();
     bool report_stale = true;  // Data or findings changed since it was written.
     bool active() const { return !status_done || (report && !final_written); }
@@ -186,8 +201,13 @@ struct EvaluationScheduler::JobEvaluation {
   std::vector<ProfilerRun> pending_profiler_runs;  // Added by updates; moved in by Evaluate.
   std::set<std::string> profiler_run_names;        // Every run added, pending or not.
   bool has_report = false;                         // One of them is a ProfilerReport.
-  // The job was stopped: the next pass only writes the final reports.
-  bool stopped = false;
+  // Only final reports are owed (the job was stopped, or its rules concluded
+  // before the job reached its final status): passes only (re)write them,
+  // with the job's status, until it is final (see FinalReportsSettled).
+  // Such an evaluation is in finishing_, no longer in jobs_.
+  bool finishing = false;
+  // The job's end (JobSaysTrainingEnded) was seen by Apply: a pass is owed.
+  bool job_end_seen = false;
   bool queued = false;
   bool running = false;
   bool rerun = false;
@@ -297,6 +317,8 @@ void EvaluationScheduler::OnCommit(const std::string& job_name,
 }
 
 void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<const JobRecord> job) {
+  FollowFinishingLocked(job_name, job);
+  const int64_t version = job == nullptr ? -1 : core::ToUnixMicros(job->last_modified_time());
   auto it = jobs_.find(job_name);
   if (job == nullptr || JobIsStopping(*job)) {
     // Deleted or stopped: the manager settles the rule statuses itself.
@@ -311,10 +333,12 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       DropWatchesLocked(*evaluation);
       jobs_.erase(it);
       if (job != nullptr && evaluation->has_report && !options_.report_dir.empty()) {
-        // Stopped: one last pass writes its reports, final, with the
-        // stopped status (the job is out of jobs_, so nothing wakes it again).
-        evaluation->stopped = true;
+        // Stopped: a last pass writes its reports, final, with the job's
+        // status, and again once the job is Stopped (the stop takes until
+        // the training process has exited).
         evaluation->latest_job = std::move(job);
+        evaluation->record_time_us = version;
+        StartFinishingLocked(evaluation);
         EnqueueLocked(evaluation);
       } else {
         evaluation->cancelled = true;
@@ -322,7 +346,6 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     }
     return;
   }
-  const int64_t version = core::ToUnixMicros(job->last_modified_time());
   if (it != jobs_.end()) {
     // Snapshots and notifications may arrive out of order; keep the newest.
     JobEvaluation& existing = *it->second;
@@ -330,12 +353,12 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       existing.record_time_us = version;
       existing.latest_job = job;
       // Profiler rules added by UpdateTrainingJob start now; training that
-      // ended lets the profiler rules conclude. (Other commits, e.g. the
-      // statuses this scheduler records, need no pass.)
+      // ended lets the rules conclude after a last read. (Other commits, e.g.
+      // the statuses this scheduler records, need no pass.)
       const bool added = AddProfilerRunsLocked(existing, *job, /*pending=*/true);
-      if (added || (TrainingEnded(*job) && !existing.profiler_run_names.empty())) {
-        EnqueueLocked(it->second);
-      }
+      const bool ended = JobSaysTrainingEnded(*job) && !existing.job_end_seen;
+      existing.job_end_seen = existing.job_end_seen || ended;
+      if (added || ended) EnqueueLocked(it->second);
     }
     return;
   }
@@ -401,6 +424,50 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   EnqueueLocked(evaluation);
 }
 
+void EvaluationScheduler::StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
+  evaluation->finishing = true;
+  finishing_[evaluation->job_name].push_back(evaluation);
+}
+
+void EvaluationScheduler::FollowFinishingLocked(const std::string& job_name,
+                                                const std::shared_ptr<const JobRecord>& job) {
+  auto found = finishing_.find(job_name);
+  if (found == finishing_.end()) return;
+  if (job == nullptr) {  // Deleted: its reports are of no use any more.
+    for (const auto& evaluation : found->second) evaluation->cancelled = true;
+    finishing_.erase(found);
+    return;
+  }
+  const int64_t version = core::ToUnixMicros(job->last_modified_time());
+  for (const auto& evaluation : found->second) {
+    if (version < evaluation->record_time_us) continue;  // An older snapshot.
+    evaluation->record_time_us = version;
+    evaluation->latest_job = job;
+    if (core::IsTerminal(job->training_job_status())) EnqueueLocked(evaluation);
+  }
+}
+
+void EvaluationScheduler::StopFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
+  auto found = finishing_.find(evaluation->job_name);
+  if (found == finishing_.end()) return;
+  auto& list = found->second;
+  list.erase(std::remove(list.begin(), list.end(), evaluation), list.end());
+  if (list.empty()) finishing_.erase(found);
+}
+
+bool EvaluationScheduler::FinalReportsSettled(const JobEvaluation& evaluation,
+                                              const JobRecord& job) const {
+  if (options_.report_dir.empty()) return true;
+  const bool terminal = core::IsTerminal(job.training_job_status());
+  for (const auto& run : evaluation.profiler_runs) {
+    if (!run.report) continue;
+    if (!run.final_written || !terminal || run.final_job_status != job.training_job_status()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const JobRecord& job,
                                                 const bool pending) {
   const std::string& job_name = job.training_job_name();
@@ -415,7 +482,7 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
     const std::string rule_to_invoke = RuleToInvoke(config.rule_parameters());
     // A ProfilerReport that already reported IssuesFound (before a restart)
     // still owes its report updates until training ends.
-    const bool live_report = rule_to_invoke == kProfilerReportRule && !TrainingEnded(job) &&
+    const bool live_report = rule_to_invoke == kProfilerReportRule && !JobSaysTrainingEnded(job) &&
                              i < job.profiler_rule_evaluation_statuses_size() &&
                              job.profiler_rule_evaluation_statuses(i).rule_evaluation_status() ==
                                  v1::RuleEvaluationStatus::IssuesFound;
@@ -560,19 +627,34 @@ void EvaluationScheduler::WorkerLoop() {
     Evaluate(*evaluation);
     absl::MutexLock lock(&mu_);
     evaluation->running = false;
+    if (evaluation->finishing) {
+      // Owes its final reports until they show the job's final status
+      // (Apply enqueues it when that status is committed).
+      if (evaluation->cancelled || FinalReportsSettled(*evaluation, *evaluation->latest_job)) {
+        StopFinishingLocked(evaluation);
+      } else if (evaluation->rerun) {
+        evaluation->rerun = false;
+        EnqueueLocked(evaluation);
+      }
+      continue;
+    }
     bool active = !evaluation->pending_profiler_runs.empty();
     for (const auto& run : evaluation->rules) active = active || !run.done;
     for (const auto& run : evaluation->profiler_runs) active = active || run.active();
-    if (evaluation->stopped) {
-      // Stopped while this pass ran: the final pass is still owed.
-      if (!evaluation->cancelled) EnqueueLocked(evaluation);
-      continue;
-    }
     if (!active || evaluation->cancelled) {
       auto it = jobs_.find(evaluation->job_name);
       if (it != jobs_.end() && it->second == evaluation) {
         DropWatchesLocked(*evaluation);
         jobs_.erase(it);
+        // Concluded before the job's final status was known (e.g. on
+        // training_job_end.ts): the reports are written again with it.
+        if (!evaluation->cancelled && !FinalReportsSettled(*evaluation, *evaluation->latest_job)) {
+          evaluation->rerun = false;
+          StartFinishingLocked(evaluation);
+          if (core::IsTerminal(evaluation->latest_job->training_job_status())) {
+            EnqueueLocked(evaluation);
+          }
+        }
       }
       continue;
     }
@@ -590,17 +672,32 @@ void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, i
                                  std::string details) {
   auto& run = evaluation.rules[rule_index];
   run.done = true;
+  if (run.last_step > run.recorded_step) {
+    // The step the verdict was reached at, recorded with it: queued first,
+    // while the rule is still InProgress (progress of a terminal rule is
+    // left as it is). Durable ahead of the verdict at worst, which is safe:
+    // a rule still InProgress after a restart replays its steps from the
+    // start, so the verdict is reached again.
+    run.recorded_step = run.last_step;
+    const std::string job = evaluation.job_name;
+    manager_->RecordRuleProgress(
+        job, {{run.configuration_name, run.last_step}}, [job](const absl::Status& result) {
+          if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
+            spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
+          }
+        });
+  }
   RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
 }
 
 void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
   std::shared_ptr<const JobRecord> job;
-  bool stopped = false;
+  bool finishing = false;
   std::vector<JobEvaluation::ProfilerRun> added;
   {
     absl::MutexLock lock(&mu_);
     job = evaluation.latest_job;
-    stopped = evaluation.stopped;
+    finishing = evaluation.finishing;
     added.swap(evaluation.pending_profiler_runs);
   }
   if (!added.empty()) {
@@ -611,28 +708,37 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
     for (auto& run : added) evaluation.profiler_runs.push_back(std::move(run));
     if (data_read) ReplayProfilerRules(evaluation);
   }
-  if (stopped) {
-    // The job was stopped: no more evaluation, only the last reports (the
-    // manager settles the rule statuses).
+  if (finishing) {
+    // No more evaluation (the rules concluded, or the job was stopped and
+    // the manager settles their statuses): only the final reports, from the
+    // data already read (what the rules' statuses say), with the job's
+    // current status. The tensor trial is not read any more: its reader and
+    // rules are let go (the job may stay InProgress for long).
+    evaluation.reader.reset();
+    evaluation.rules.clear();
     for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
-      if (evaluation.profiler_runs[i].report && !evaluation.profiler_runs[i].final_written) {
+      const JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[i];
+      if (run.report &&
+          (!run.final_written || run.final_job_status != job->training_job_status())) {
         WriteReport(evaluation, i, *job, /*final=*/true);
-        evaluation.profiler_runs[i].final_written = true;
       }
     }
-    absl::MutexLock lock(&mu_);
-    evaluation.cancelled = true;
     return;
+  }
+  // The job's end is told to the reader before it reads: its listings then
+  // see every file training wrote (the last complete read).
+  if (evaluation.reader != nullptr && JobSaysTrainingEnded(*job)) {
+    evaluation.reader->SetTrainingEnded();
   }
   bool debug_active = false;
   for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
-  if (debug_active) EvaluateDebugRules(evaluation);
+  if (debug_active) EvaluateDebugRules(evaluation, *job);
   if (!evaluation.profiler_runs.empty() && !evaluation.cancelled) {
     EvaluateProfilerRules(evaluation, *job);
   }
 }
 
-void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation) {
+void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation, const JobRecord& job) {
   if (!evaluation.trial_problem.empty()) {
     for (size_t i = 0; i < evaluation.rules.size(); ++i) {
       if (!evaluation.rules[i].done) {
@@ -700,8 +806,11 @@ void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation) {
       Report(evaluation, i, v1::RuleEvaluationStatus::Error, std::move(verdict.details));
     }
   }
-  RecordProgress(evaluation, /*force=*/evaluation.reader->finished());
-  if (!evaluation.reader->finished() || evaluation.cancelled) return;
+  // Conclude only after the read that saw the end (finished: no step left).
+  const bool ended =
+      TrainingHasEnded(job, evaluation.reader.get()) && evaluation.reader->finished();
+  RecordProgress(evaluation, /*force=*/ended);
+  if (!ended || evaluation.cancelled) return;
   for (size_t i = 0; i < evaluation.rules.size(); ++i) {
     auto& run = evaluation.rules[i];
     if (run.done) continue;
@@ -756,9 +865,10 @@ void EvaluationScheduler::EvaluateProfilerRules(JobEvaluation& evaluation, const
     }
     return;
   }
-  // Training ended: the job says so, or the tensor trial was closed.
-  const bool ended =
-      TrainingEnded(job) || (evaluation.reader != nullptr && evaluation.reader->finished());
+  // The same notion as the debugging rules': rules conclude, and reports
+  // are final, on the read made once training ended, so a status's details
+  // and the final report come from the same complete read.
+  const bool ended = TrainingHasEnded(job, evaluation.reader.get());
 
   // Read only what some active rule (or report) wants.
   bool want_system = false;
@@ -889,7 +999,11 @@ void EvaluationScheduler::EvaluateProfilerRules(JobEvaluation& evaluation, const
 
 void EvaluationScheduler::WriteReport(JobEvaluation& evaluation, size_t run_index,
                                       const JobRecord& job, bool final) {
-  const JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
+  JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
+  if (final) {
+    run.final_written = true;
+    run.final_job_status = job.training_job_status();
+  }
   std::vector<ProfilerRuleFinding> findings;
   findings.reserve(run.rules.size());
   for (const auto& rule : run.rules) findings.push_back(rule->Finding());
@@ -897,7 +1011,7 @@ void EvaluationScheduler::WriteReport(JobEvaluation& evaluation, size_t run_inde
   context.training_job_name = evaluation.job_name;
   context.rule_configuration_name = run.configuration_name;
   context.training_job_status = std::string(core::JobStatusName(job.training_job_status()));
-  if (final && !TrainingEnded(job) && !JobIsStopping(job)) {
+  if (final && !JobSaysTrainingEnded(job) && !JobIsStopping(job)) {
     // The tensor trial was closed before anyone reported the job's end.
     absl::StrAppend(&context.training_job_status,
                     "; training data complete (training_job_end.ts written)");

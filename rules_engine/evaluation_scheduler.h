@@ -110,7 +110,7 @@ class EvaluationScheduler {
   void PollLoop();
   void WatchLoop();
   void Evaluate(JobEvaluation& evaluation);
-  void EvaluateDebugRules(JobEvaluation& evaluation);
+  void EvaluateDebugRules(JobEvaluation& evaluation, const core::JobRecord& job);
   void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job);
   // Makes every profiler rule of `evaluation` again and its readers read
   // from the start (after rules were added to a job whose data was read).
@@ -122,8 +122,24 @@ class EvaluationScheduler {
   // True if it added a run.
   bool AddProfilerRunsLocked(JobEvaluation& evaluation, const core::JobRecord& job, bool pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the report of profiler run `run_index` (a ProfilerReport) with
+  // the status of `job`; `final`: training ended, the data is complete.
   void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,
                    bool final);
+  // Moves `evaluation` (out of jobs_) to finishing_: it only owes its final
+  // reports, written again when the job reaches its final status.
+  void StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a new record of `job_name` (nullptr: deleted) to its finishing
+  // evaluations; enqueues them when the job's status is final.
+  void FollowFinishingLocked(const std::string& job_name,
+                             const std::shared_ptr<const core::JobRecord>& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True if every report of `evaluation` was written final with the final
+  // (terminal) status `job` has (or reports are not written at all).
+  bool FinalReportsSettled(const JobEvaluation& evaluation, const core::JobRecord& job) const;
   void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
   // Starts the custom evaluators of `configs` (rules of `job` InProgress
   // whose image is not built-in), once per rule and process.
@@ -153,6 +169,10 @@ class EvaluationScheduler {
   absl::CondVar stop_cv_;  // Signalled when stopping_ is set.
   std::map<std::string, std::shared_ptr<JobEvaluation>> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<JobEvaluation>> ready_ ABSL_GUARDED_BY(mu_);
+  // Evaluations that only owe final reports (JobEvaluation::finishing), by
+  // job: until the job's final status is in them.
+  std::map<std::string, std::vector<std::shared_ptr<JobEvaluation>>> finishing_
+      ABSL_GUARDED_BY(mu_);
   // inotify wd -> the jobs it wakes (one directory may serve several jobs:
   // inotify gives the same wd for the same directory).
   std::map<int, std::set<std::string>> watch_owners_ ABSL_GUARDED_BY(mu_);

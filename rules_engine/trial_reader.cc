@@ -50,8 +50,10 @@ struct TrialReader::State {
   TrialInfo info;
   TrialSummary summary;
   bool collections_loaded = false;
+  bool ended_by_job = false;  // SetTrainingEnded was called.
   bool finished = false;
   int64_t last_returned = -1;  // Highest global step returned (or given up on).
+  int64_t last_full = -1;      // Highest step seen with every worker's files.
 
   struct Worker {
     std::string index_path;
@@ -77,7 +79,37 @@ TrialReader::TrialReader(std::shared_ptr<TrialStorage> storage, std::string path
   state_->summary.path = state_->path;
 }
 
+absl::Status TrialReader::LoadCollections(bool must_parse) {
+  State& st = *state_;
+  const std::string dir = st.Join("collections/000000000");
+  absl::StatusOr<std::vector<std::string>> names = storage_->List(dir);
+  if (absl::IsNotFound(names.status())) return absl::OkStatus();
+  if (!names.ok()) return names.status();
+  // Every worker writes its own file with the same content: the first one
+  // that parses will do (another may still be being written).
+  absl::Status first_error;
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, "_collections.json")) continue;
+    const std::string file = absl::StrCat(dir, "/", name);
+    absl::StatusOr<std::string> text = storage_->Read(file);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
+    if (!parsed.ok()) {
+      if (first_error.ok()) first_error = parsed.status();
+      continue;
+    }
+    st.info.collections = std::move(parsed->collections);
+    st.info.num_workers = parsed->num_workers;
+    st.collections_loaded = true;
+    st.summary.has_collections = true;
+    return absl::OkStatus();
+  }
+  // None parses: probably still being written, unless nothing will be written any more.
+  return must_parse ? first_error : absl::OkStatus();
+}
+
 bool TrialReader::finished() const { return state_->finished; }
+void TrialReader::SetTrainingEnded() { state_->ended_by_job = true; }
 const TrialInfo& TrialReader::info() const { return state_->info; }
 const TrialSummary& TrialReader::summary() const { return state_->summary; }
 
@@ -99,40 +131,29 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
   if (st.finished) return out;
 
   st.summary.exists = storage_->Exists(st.path);
-  if (!st.summary.exists) return out;  // Training may not have started.
+  if (!st.summary.exists) {
+    // Training may not have started; if it has ended, nothing will come.
+    st.summary.training_ended = st.ended_by_job;
+    st.finished = st.ended_by_job;
+    return out;
+  }
 
-  // Checked before listing: if the marker is there, the listings below see
-  // every file training wrote.
-  const bool ended = storage_->Exists(st.Join("training_job_end.ts"));
-  st.summary.training_ended = ended;
+  // Checked before listing: if the marker is there (and means the end), the
+  // listings below see every file training wrote.
+  const bool marker = storage_->Exists(st.Join("training_job_end.ts"));
+  st.summary.end_marker_seen = marker;
 
   // Collections: read once, when first parsable. smdebug writes it before
   // the first step; without it num_workers is unknown, so wait for it
   // unless training has ended.
   if (!st.collections_loaded) {
-    const std::string dir = st.Join("collections/000000000");
-    absl::StatusOr<std::vector<std::string>> names = storage_->List(dir);
-    if (!names.ok() && !absl::IsNotFound(names.status())) return names.status();
-    if (names.ok()) {
-      for (const std::string& name : *names) {
-        if (!absl::EndsWith(name, "_collections.json")) continue;
-        const std::string file = absl::StrCat(dir, "/", name);
-        absl::StatusOr<std::string> text = storage_->Read(file);
-        if (!text.ok()) return text.status();
-        absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
-        if (!parsed.ok()) {
-          if (ended) return parsed.status();
-          break;  // Probably still being written: retry next call.
-        }
-        st.info.collections = std::move(parsed->collections);
-        st.info.num_workers = parsed->num_workers;
-        st.collections_loaded = true;
-        st.summary.has_collections = true;
-        break;
-      }
-    }
-    if (!st.collections_loaded && !ended) return out;
+    absl::Status loaded = LoadCollections(/*must_parse=*/st.ended_by_job || marker);
+    if (!loaded.ok()) return loaded;
+    if (!st.collections_loaded && !st.ended_by_job && !marker) return out;
   }
+  // With several workers the marker says only that one of them ended.
+  const bool ended = st.ended_by_job || (marker && st.info.num_workers <= 1);
+  st.summary.training_ended = ended;
 
   // Discover new index files. Only index/<prefix>/ directories that can hold
   // steps after the last returned one are listed.
@@ -194,12 +215,15 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     }
     return true;
   };
-  // A step is "superseded" when a later step is fully present: a worker
-  // that skipped this step (or a file that stopped changing) will not come
-  // back to it, as smdebug writes steps in order.
-  int64_t last_full = -1;
+  // A step is "superseded" when a later step was fully present at the
+  // previous call: a worker that skipped this step will not come back to it,
+  // as smdebug writes each worker's steps in order. Not at this call: a
+  // listing that runs while files are created may show a worker's step 5
+  // and miss its step 4 created just before; a listing that starts after
+  // step 5 was seen shows step 4 too.
+  const int64_t superseded_below = st.last_full;
   for (const auto& [step, workers] : st.pending) {
-    if (fully_present(workers)) last_full = step;
+    if (fully_present(workers)) st.last_full = std::max(st.last_full, step);
   }
 
   absl::Status error;
@@ -207,7 +231,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     auto it = st.pending.begin();
     const int64_t step = it->first;
     auto& workers = it->second;
-    const bool settled = ended || step < last_full;
+    const bool settled = ended || step < superseded_below;
     if (!fully_present(workers) && !settled) break;
 
     Step result;

@@ -33,7 +33,9 @@ struct TrialSummary {
   int64_t last_global_step = -1;
   std::vector<std::string> tensor_names_seen;  // Sorted, at most 200.
   int64_t records_skipped = 0;                 // Corrupt records skipped (see ReadNewSteps).
-  bool training_ended = false;                 // training_job_end.ts present.
+  bool end_marker_seen = false;                // training_job_end.ts present.
+  // Training ended as far as the reader is concerned (see finished()).
+  bool training_ended = false;
 };
 
 // Not thread-safe: one reader per rule evaluation (or one shared under the
@@ -46,9 +48,13 @@ class TrialReader {
 
   // Returns the steps completed since the last call, in ascending global
   // step order, each read once: a step is complete when its index and event
-  // files are there for all `num_workers` workers (or training has ended)
-  // and every record it needs is whole. A half-written last record is not an
-  // error: the step is returned by a later call.
+  // files are there for all `num_workers` workers and every record it needs
+  // is whole. A step some worker skipped is returned once a later step is
+  // complete (smdebug writes each worker's steps in order), and every step
+  // once training has ended (see finished()), with what is there. A
+  // half-written last record is not an error: the step is returned by a
+  // later call (or, once training has ended, without that record, counted in
+  // records_skipped).
   //
   // Errors (the trial is unusable; the message names the file, the byte
   // offset and the tensor): DATA_LOSS for a CRC mismatch or a record that
@@ -60,7 +66,22 @@ class TrialReader {
   // from there): bounds the memory a caller that keeps what it reads needs.
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted, size_t max_steps);
 
-  // True once training_job_end.ts was seen and every step was returned.
+  // Tells the reader that training has ended: every training process has
+  // exited (the job says so: the agent reported the command's exit, or the
+  // job was stopped), so no file will be written any more. The next call is
+  // the last complete read. Needed with several workers, where
+  // training_job_end.ts only says that some worker ended. Sticky.
+  // REQUIRES: the caller learned of the end before this call (so the
+  // listings of the next read see every file training wrote).
+  void SetTrainingEnded();
+
+  // True once training has ended and every step was returned. Training has
+  // ended when SetTrainingEnded was called, or when training_job_end.ts
+  // appeared in a trial of one worker (`num_workers` 1, or no collections
+  // file). With several workers every one of them writes the same
+  // training_job_end.ts when it exits and smdebug writes no per-worker end,
+  // so there the marker does not end the trial: steps missing a worker are
+  // still waited for, until SetTrainingEnded.
   bool finished() const;
 
   const TrialInfo& info() const;
@@ -68,6 +89,11 @@ class TrialReader {
 
  private:
   struct State;
+  // Loads the collections file of some worker if one parses (num_workers).
+  // Returns its parse error if none parses and `must_parse`, the storage's
+  // errors; OK otherwise (loaded or not yet there).
+  absl::Status LoadCollections(bool must_parse);
+
   std::shared_ptr<TrialStorage> storage_;
   std::shared_ptr<State> state_;
 };

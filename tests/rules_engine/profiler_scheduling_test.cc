@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "rules_engine/evaluation_scheduler.h"
 #include "tests/core/test_util.h"
+#include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -70,26 +72,51 @@ class ProfilerSchedulingTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.status();
   }
 
-  fs::path ProfilerDir(const std::string& job) const { return dir_.path() / job / "profiler"; }
+  // A job with a ProfilerReport and a debugging rule (ExplodingTensor) on
+  // the tensor trial TrialDir(name): rules conclude when training ends.
+  void CreateJobWithTrial(const std::string& name) {
+    v1::CreateTrainingJobRequest request;
+    request.set_training_job_name(name);
+    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
+    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    request.mutable_debug_hook_config()->set_s3_output_path(TrialDir(name).string());
+    auto* debug_rule = request.add_debug_rule_configurations();
+    debug_rule->set_rule_configuration_name("ExplodingTensor");
+    debug_rule->set_rule_evaluator_image("builtin");
+    (*debug_rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
+    request.mutable_profiler_config()->set_s3_output_path(ProfilerDir(name).string());
+    auto* rule = request.add_profiler_rule_configurations();
+    rule->set_rule_configuration_name("ProfilerReport");
+    rule->set_rule_evaluator_image("builtin");
+    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
+    auto created =
+        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
 
-  // Appends `samples` timestamps of 4 CPU cores at `cpu` and one GPU at `gpu`.
-  void WriteSamples(const std::string& job, int samples, double cpu, double gpu) {
+  fs::path ProfilerDir(const std::string& job) const { return dir_.path() / job / "profiler"; }
+  fs::path TrialDir(const std::string& job) const { return dir_.path() / job / "tensors"; }
+
+  // Appends `samples` timestamps of 4 CPU cores at `cpu` and one GPU at
+  // `gpu`, measured on `node` (each node writes its own file).
+  void WriteSamples(const std::string& job, int samples, double cpu, double gpu,
+                    const std::string& node = "algo-1") {
     const fs::path hour = ProfilerDir(job) / "system" / "incremental" / "2026112207";
     fs::create_directories(hour);
-    std::ofstream out(hour / "1795331436.algo-1.json", std::ios::app);
+    std::ofstream out(hour / absl::StrCat("1795331436.", node, ".json"), std::ios::app);
     for (int i = 0; i < samples; ++i, timestamp_ += 0.5) {
       for (int core = 0; core < 4; ++core) {
         out << absl::StrFormat(
             "{\"Type\": \"cpu\", \"Name\": \"cpu%d\", \"Dimension\": "
             "\"CPUUtilization\", "
-            "\"Value\": %.1f, \"NodeId\": \"algo-1\", \"Timestamp\": %.3f}\n",
-            core, cpu, timestamp_);
+            "\"Value\": %.1f, \"NodeId\": \"%s\", \"Timestamp\": %.3f}\n",
+            core, cpu, node, timestamp_);
       }
       out << absl::StrFormat(
           "{\"Type\": \"gpu\", \"Name\": \"gpu0\", \"Dimension\": "
           "\"GPUUtilization\", "
-          "\"Value\": %.1f, \"NodeId\": \"algo-1\", \"Timestamp\": %.3f}\n",
-          gpu, timestamp_);
+          "\"Value\": %.1f, \"NodeId\": \"%s\", \"Timestamp\": %.3f}\n",
+          gpu, node, timestamp_);
     }
   }
 
@@ -106,6 +133,32 @@ class ProfilerSchedulingTest : public ::testing::Test {
     });
     done.WaitForNotification();
     ASSERT_TRUE(result.ok()) << result;
+  }
+
+  // The report's HTML page once it holds `text` (written after the JSON
+  // summary), or as it is after the wait.
+  std::string WaitForReportHtml(const std::string& job, const std::string& rule,
+                                const std::string& text) {
+    const fs::path path = core::ProfilerReportFilesFor(dir_.path() / "reports", job, rule).html;
+    std::string html;
+    for (int i = 0; i < 2000; ++i) {
+      std::ifstream in(path);
+      std::stringstream content;
+      content << in.rdbuf();
+      html = content.str();
+      if (html.find(text) != std::string::npos) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return html;
+  }
+
+  v1::TrainingJobStatus::Value WaitForJobStatus(const std::string& job,
+                                                v1::TrainingJobStatus::Value want) {
+    for (int i = 0; i < 2000; ++i) {
+      if (manager_->GetJob(job)->training_job_status() == want) return want;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return manager_->GetJob(job)->training_job_status();
   }
 
   v1::ProfilerRuleEvaluationStatus Status(const std::string& job) {
@@ -221,6 +274,74 @@ TEST_F(ProfilerSchedulingTest, StoppingTheJobWritesTheFinalReport) {
       "stopped", "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
   EXPECT_THAT(summary["training_job_status"].get<std::string>(), HasSubstr("Stop"));
   EXPECT_EQ(Points(summary), 30 * 5);
+  // Once the job is Stopped (the training process is gone), the report says
+  // so: its final status, not the Stopping it was written with first.
+  ASSERT_EQ(WaitForJobStatus("stopped", v1::TrainingJobStatus::Stopped),
+            v1::TrainingJobStatus::Stopped);
+  summary = WaitForReport("stopped", "ProfilerReport", [](const nlohmann::json& s) {
+    return s["training_job_status"] == "Stopped";
+  });
+  EXPECT_EQ(summary["final"], true);
+  EXPECT_EQ(Points(summary), 30 * 5);
+  EXPECT_THAT(WaitForReportHtml("stopped", "ProfilerReport", "<b id=\"job-status\">Stopped</b>"),
+              HasSubstr("<b id=\"job-status\">Stopped</b>"));
+}
+
+TEST_F(ProfilerSchedulingTest, AJobCompletedAfterItsTrialEndedHasItsFinalStatusInTheReport) {
+  CreateJobWithTrial("closed");
+  WriteSamples("closed", 30, 35, 90);
+  testing::TrialWriter writer(TrialDir("closed").string());
+  for (int step = 0; step < 3; ++step) {
+    writer.AddStep(step, Mode::kTrain, step, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
+  }
+  // One worker's training_job_end.ts: training ended, the report is final
+  // before the agent reports the exit.
+  writer.EndTraining();
+  nlohmann::json summary = WaitForReport(
+      "closed", "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
+  EXPECT_THAT(summary["training_job_status"].get<std::string>(),
+              HasSubstr("InProgress; training data complete"));
+  const std::string data_summary = summary["data_summary"];
+  EndTraining("closed");
+  summary = WaitForReport("closed", "ProfilerReport", [](const nlohmann::json& s) {
+    return s["training_job_status"] == "Completed";
+  });
+  EXPECT_EQ(summary["final"], true);
+  // Written again with the status only: the same data as the rule's verdict.
+  EXPECT_EQ(summary["data_summary"], data_summary);
+  EXPECT_THAT(WaitForReportHtml("closed", "ProfilerReport", "<b id=\"job-status\">Completed</b>"),
+              HasSubstr("<b id=\"job-status\">Completed</b>"));
+}
+
+TEST_F(ProfilerSchedulingTest, WithSeveralWorkersTheFinalStatusAndReportCountDataAfterAMarker) {
+  // Two workers (torch.distributed, one node each): worker_1 ends first and
+  // writes training_job_end.ts; algo-2's metrics land after that. Training
+  // ends when the job says so; the rule's status and the final report count
+  // both nodes' files.
+  CreateJobWithTrial("two-nodes");
+  WriteSamples("two-nodes", 40, 35, 90, "algo-1");
+  testing::TrialWriter worker0(TrialDir("two-nodes").string(), "worker_0", 2);
+  testing::TrialWriter worker1(TrialDir("two-nodes").string(), "worker_1", 2);
+  for (int step = 0; step < 3; ++step) {
+    worker0.AddStep(step, Mode::kTrain, step, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
+    worker1.AddStep(step, Mode::kTrain, step, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
+  }
+  worker1.EndTraining();
+  WaitForReport("two-nodes", "ProfilerReport",
+                [](const nlohmann::json& s) { return Points(s) == 40 * 5; });
+  absl::SleepFor(absl::Milliseconds(300));  // The scheduler sees the marker.
+  EXPECT_EQ(Status("two-nodes").rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
+  WriteSamples("two-nodes", 40, 35, 90, "algo-2");
+  worker0.EndTraining();
+  EndTraining("two-nodes");
+  const v1::ProfilerRuleEvaluationStatus status =
+      WaitForStatus("two-nodes", v1::RuleEvaluationStatus::NoIssuesFound);
+  EXPECT_THAT(status.status_details(), HasSubstr("2 files, 400 points"));
+  const nlohmann::json summary = WaitForReport(
+      "two-nodes", "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
+  EXPECT_EQ(Points(summary), 80 * 5);
+  EXPECT_THAT(summary["data_summary"].get<std::string>(), HasSubstr("2 files, 400 points"));
+  EXPECT_EQ(summary["training_job_status"], "Completed");
 }
 
 TEST_F(ProfilerSchedulingTest, AReportAddedByAnUpdateDrawsTheDataReadBeforeIt) {

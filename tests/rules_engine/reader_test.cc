@@ -437,8 +437,9 @@ TEST(ReaderWriterTest, MultipleWorkersCompleteTogether) {
   EXPECT_EQ((*got)[0].tensors[1].worker, "worker_1");
   EXPECT_EQ((*got)[0].Find("loss_output_0")->values[0], 1);
   EXPECT_THAT(reader.info().workers, ElementsAre("worker_0", "worker_1"));
-  // worker_1 skips step 1; once step 2 is complete, step 1 is returned with
-  // what exists. Training end then releases everything.
+  // worker_1 skips step 1; once step 2 was seen complete (at a read before:
+  // a listing made while files are created can miss a worker's step 1 and
+  // show its step 2), step 1 is returned with what exists.
   w0.AddStep(1, Mode::kTrain, 1, {{"loss_output_0", {}, {3}}});
   got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
@@ -448,15 +449,77 @@ TEST(ReaderWriterTest, MultipleWorkersCompleteTogether) {
   w0.AddStep(3, Mode::kTrain, 3, {{"loss_output_0", {}, {6}}});
   got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].global_step, 1);
   EXPECT_EQ((*got)[0].tensors.size(), 1u);
   EXPECT_EQ((*got)[1].tensors.size(), 2u);
+  // One worker's training_job_end.ts does not end a trial of two: step 3
+  // still waits for worker_1.
   w0.EndTraining();
+  got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  EXPECT_FALSE(reader.finished());
+  EXPECT_TRUE(reader.summary().end_marker_seen);
+  EXPECT_FALSE(reader.summary().training_ended);
+  // The job's end does: the last read returns what is there.
+  reader.SetTrainingEnded();
   got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ((*got)[0].global_step, 3);
+  EXPECT_EQ((*got)[0].tensors.size(), 1u);
   EXPECT_TRUE(reader.finished());
+  EXPECT_TRUE(reader.summary().training_ended);
+}
+
+TEST(ReaderWriterTest, AStepAWorkerWritesAfterAnotherWorkersEndIsReadWhole) {
+  // torch.distributed: rank 1 writes steps 0-2 and training_job_end.ts and
+  // exits; rank 0 is slower and writes its steps 1 and 2 afterwards.
+  const std::string dir = TempTrial("staggered_end");
+  TrialWriter w0(dir, "worker_0", 2);
+  TrialWriter w1(dir, "worker_1", 2);
+  w0.AddStep(0, Mode::kTrain, 0, {{"loss_output_0", {}, {1}}});
+  for (int step = 0; step < 3; ++step)
+    w1.AddStep(step, Mode::kTrain, step, {{"loss_output_0", {}, {1}}});
+  w1.EndTraining();
+  TrialReader reader(LocalTrialStorage(), dir);
+  for (int call = 0; call < 3; ++call) {
+    absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), call == 0 ? 1u : 0u);  // Step 0 only, complete.
+    EXPECT_FALSE(reader.finished());
+  }
+  w0.AddStep(1, Mode::kTrain, 1, {{"loss_output_0", {}, {2}}});
+  w0.AddStep(2, Mode::kTrain, 2, {{"loss_output_0", {}, {std::nan("")}}});
+  w0.EndTraining();
+  absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  for (const Step& step : *got) EXPECT_EQ(step.tensors.size(), 2u) << step.global_step;
+  EXPECT_TRUE(std::isnan((*got)[1].tensors[0].values[0]));
+  EXPECT_FALSE(reader.finished());  // Only the job knows that both ended.
+  reader.SetTrainingEnded();
+  got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  EXPECT_TRUE(reader.finished());
+}
+
+TEST(ReaderWriterTest, AJobThatEndedWithoutATrialFinishesTheReader) {
+  TrialReader reader(LocalTrialStorage(), TempTrial("never_written") + "/trial");
+  absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(reader.finished());
+  reader.SetTrainingEnded();
+  got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  EXPECT_TRUE(reader.finished());
+  EXPECT_FALSE(reader.summary().exists);
 }
 
 TEST(ReaderWriterTest, HalfWrittenIndexWaitsThenErrorsWhenSettled) {
@@ -473,10 +536,14 @@ TEST(ReaderWriterTest, HalfWrittenIndexWaitsThenErrorsWhenSettled) {
   got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->size(), 1u);
-  // A step whose index never parses is an error once later steps exist.
+  // A step whose index never parses is an error once a later step was seen
+  // complete (at the read before).
   w.AddStep(1, Mode::kTrain, 1, {{"loss_output_0", {}, {1}}});
   ASSERT_TRUE(testing::WriteFile(w.IndexFile(1), "{\"meta\": "));
   w.AddStep(2, Mode::kTrain, 2, {{"loss_output_0", {}, {1}}});
+  got = reader.ReadNewSteps(All);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
   got = reader.ReadNewSteps(All);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
