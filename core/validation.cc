@@ -22,7 +22,9 @@
 #include "core/rule_actions.h"
 #include "core/rule_catalog.h"
 #include "core/validation_text.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/map.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "re2/re2.h"
 
@@ -181,10 +183,16 @@ void CheckNoNul(Violations& v, const std::string& field, absl::string_view value
 }
 
 // A path on the training or rule host (DirectoryPath): recorded, not used
-// here, but it ends up in files and command lines.
+// here, but it ends up in files and command lines, and the agent writes
+// there: absolute (as SageMaker's /opt/ml/... defaults are), without "..".
 void CheckDirectoryPath(Violations& v, const std::string& field, absl::string_view value) {
-  CheckLength(v, field, value, 0, 4096);
+  if (!CheckLength(v, field, value, 0, 4096) || value.empty()) return;
   CheckNoNul(v, field, value);
+  if (value.front() != '/') {
+    v.Add(field, absl::StrCat(Quote(value), " is not an absolute path; use e.g. /opt/ml/output"));
+  } else if (absl::StrContains(absl::StrCat(value, "/"), "/../")) {
+    v.Add(field, absl::StrCat(Quote(value), " contains '..'; give the directory itself"));
+  }
 }
 
 // A list's size; `what` names its members ("rules").
@@ -339,6 +347,78 @@ std::string UnknownRuleDescription(absl::string_view name, RuleKind kind) {
   return description;
 }
 
+void CheckTrainingJobName(Violations& v, const std::string& field, absl::string_view name);
+
+// SimilarAcrossRuns' other_trials: another training job's name, or a trial
+// path confined to the data roots like any output path. Checked here, at
+// Create, rather than found wrong when the rule starts.
+void CheckOtherTrials(Violations& v, const std::string& field, absl::string_view value,
+                      const ValidationOptions& options) {
+  if (absl::StartsWith(value, "/") || absl::StrContains(value, "://")) {
+    CheckOutputPath(v, field, value, /*required=*/true, options);
+    return;
+  }
+  Violations as_name;
+  CheckTrainingJobName(as_name, field, value);
+  if (!as_name.ToStatus().ok()) {
+    v.Add(field, absl::StrCat(Quote(value),
+                              " is neither a training job name nor an absolute trial path "
+                              "(/path, file:///path or s3://bucket/prefix)"));
+  }
+}
+
+// The fields of `message` (recursively) whose strings hold a NUL byte, named
+// as in JSON ("DebugRuleConfigurations[0].RuleParameters.regex"). No name,
+// path or parameter may: they end up in file names, logs and C APIs that
+// stop at the first NUL.
+void CheckNoNulAnywhere(Violations& v, const google::protobuf::Message& message,
+                        const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string name =
+        prefix.empty() ? field->json_name() : absl::StrCat(prefix, ".", field->json_name());
+    const auto check_string = [&](const std::string& path, const std::string& value) {
+      if (value.find('\0') != std::string::npos) v.Add(path, "contains a NUL byte");
+    };
+    if (field->is_map()) {
+      const FieldDescriptor* key = field->message_type()->map_key();
+      const FieldDescriptor* value = field->message_type()->map_value();
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        const google::protobuf::Message& entry = reflection->GetRepeatedMessage(message, field, i);
+        const google::protobuf::Reflection* entry_reflection = entry.GetReflection();
+        const std::string key_text = key->cpp_type() == FieldDescriptor::CPPTYPE_STRING
+                                         ? entry_reflection->GetString(entry, key)
+                                         : std::to_string(i);
+        if (key->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+          check_string(absl::StrCat(name, " key ", Quote(key_text)), key_text);
+        }
+        const std::string entry_path = EntryField(name, key_text);
+        if (value->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+          check_string(entry_path, entry_reflection->GetString(entry, value));
+        } else if (value->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+          CheckNoNulAnywhere(v, entry_reflection->GetMessage(entry, value), entry_path);
+        }
+      }
+    } else if (field->is_repeated()) {
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+          check_string(Indexed(name, i), reflection->GetRepeatedString(message, field, i));
+        } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+          CheckNoNulAnywhere(v, reflection->GetRepeatedMessage(message, field, i),
+                             Indexed(name, i));
+        }
+      }
+    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      check_string(name, reflection->GetString(message, field));
+    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      CheckNoNulAnywhere(v, reflection->GetMessage(message, field), name);
+    }
+  }
+}
+
 // One DebugRuleConfiguration or ProfilerRuleConfiguration (same members).
 template <typename Rule>
 void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKind kind,
@@ -359,6 +439,10 @@ void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKi
   const bool values_fit =
       CheckMap(v, params_field, rule.rule_parameters(),
                {.max_entries = 100, .key_min = 1, .key_max = 256, .value_max = 256});
+  if (auto other = rule.rule_parameters().find("other_trials");
+      other != rule.rule_parameters().end() && values_fit) {
+    CheckOtherTrials(v, EntryField(params_field, "other_trials"), other->second, options);
+  }
   if (auto actions = rule.rule_parameters().find(std::string(kActionJsonParameter));
       actions != rule.rule_parameters().end()) {
     const std::string actions_field = EntryField(params_field, kActionJsonParameter);
@@ -748,6 +832,9 @@ absl::Status ValidateTrainingJobName(absl::string_view name, absl::string_view f
 absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest& request,
                                               const ValidationOptions& options) {
   Violations v;
+  // First, and alone: no string with a NUL reaches the checks below.
+  CheckNoNulAnywhere(v, request, "");
+  if (absl::Status nul = v.ToStatus(); !nul.ok()) return nul;
   CheckTrainingJobName(v, "TrainingJobName", request.training_job_name());
   CheckString(v, "RoleArn", request.role_arn(), 20, 2048, "RoleArn",
               "arn:aws[a-z\\-]*:iam::\\d{12}:role/?[a-zA-Z_0-9+=,.@\\-_/]+, e.g. "
@@ -817,6 +904,8 @@ absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest
 absl::Status ValidateUpdateTrainingJobRequest(const v1::UpdateTrainingJobRequest& request,
                                               const ValidationOptions& options) {
   Violations v;
+  CheckNoNulAnywhere(v, request, "");
+  if (absl::Status nul = v.ToStatus(); !nul.ok()) return nul;
   CheckTrainingJobName(v, "TrainingJobName", request.training_job_name());
   if (request.has_profiler_config()) {
     const v1::ProfilerConfigForUpdate& config = request.profiler_config();

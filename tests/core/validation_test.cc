@@ -413,6 +413,74 @@ TEST_F(ValidationTest, NulBytesInPathsAreRefused) {
               ElementsAre("DebugHookConfig.LocalPath", "DebugHookConfig.S3OutputPath"));
 }
 
+// A NUL anywhere (a name, a parameter key or value) is refused before any
+// other check sees the string, naming where it is.
+TEST_F(ValidationTest, NulBytesAnywhereAreRefusedNamingTheField) {
+  auto request = Valid();
+  request.mutable_debug_rule_configurations(0)->set_rule_configuration_name(
+      std::string("Lo\0ss", 5));
+  EXPECT_THAT(OnlyViolation(Validate(request), "DebugRuleConfigurations[0].RuleConfigurationName"),
+              HasSubstr("NUL"));
+
+  request = Valid();
+  (*request.mutable_profiler_rule_configurations(0)
+        ->mutable_rule_parameters())["CPUBottleneck_threshold"] = std::string("5\0", 2);
+  EXPECT_THAT(Fields(Validate(request)),
+              ElementsAre("ProfilerRuleConfigurations[0].RuleParameters.CPUBottleneck_threshold"));
+
+  request = Valid();
+  (*request.mutable_hyper_parameters())[std::string("k\0", 2)] = "v";
+  EXPECT_THAT(Fields(Validate(request)), ::testing::Contains(HasSubstr("HyperParameters key")));
+
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("job-1");
+  AddProfilerRule(update, std::string("R\0", 2), "CPUBottleneck");
+  EXPECT_THAT(Fields(ValidateUpdate(update)),
+              ElementsAre("ProfilerRuleConfigurations[0].RuleConfigurationName"));
+}
+
+// SageMaker's LocalPath defaults are absolute (/opt/ml/...); the agent writes
+// where they say, so a relative or ".." path would lead its writes anywhere.
+TEST_F(ValidationTest, LocalPathsMustBeAbsoluteWithoutDotDot) {
+  auto request = Valid();
+  request.mutable_debug_hook_config()->set_local_path("/opt/ml/output/tensors");
+  request.mutable_checkpoint_config()->set_s3_uri("s3://bucket/ckpt");
+  request.mutable_checkpoint_config()->set_local_path("/opt/ml/checkpoints");
+  request.mutable_tensor_board_output_config()->set_s3_output_path("s3://bucket/tb");
+  request.mutable_tensor_board_output_config()->set_local_path("/opt/ml/output/tensorboard");
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+
+  request.mutable_debug_hook_config()->set_local_path("tensors");
+  request.mutable_checkpoint_config()->set_local_path("/opt/ml/../../etc");
+  request.mutable_tensor_board_output_config()->set_local_path("./tb");
+  absl::Status status = Validate(request);
+  EXPECT_THAT(Fields(status), ::testing::UnorderedElementsAre("DebugHookConfig.LocalPath",
+                                                              "CheckpointConfig.LocalPath",
+                                                              "TensorBoardOutputConfig.LocalPath"));
+  EXPECT_THAT(DescriptionOf(status, "DebugHookConfig.LocalPath"),
+              HasSubstr("not an absolute path"));
+  EXPECT_THAT(DescriptionOf(status, "CheckpointConfig.LocalPath"), HasSubstr("'..'"));
+}
+
+// other_trials names a job or a trial path; a path is confined to the data
+// roots at Create, like every output path (it used to be found out only when
+// the rule ran, after reading outside the roots).
+TEST_F(ValidationTest, OtherTrialsIsAJobNameOrAConfinedPath) {
+  auto request = Valid();
+  auto* rule = AddDebugRule(request, "Similar", "SimilarAcrossRuns");
+  (*rule->mutable_rule_parameters())["other_trials"] = "baseline-job";
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+  (*rule->mutable_rule_parameters())["other_trials"] = (root_ / "baseline").string();
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+
+  const std::string field = "DebugRuleConfigurations[1].RuleParameters.other_trials";
+  (*rule->mutable_rule_parameters())["other_trials"] = (base_ / "outside").string();
+  EXPECT_THAT(OnlyViolation(Validate(request), field), HasSubstr(root_.string()));
+  (*rule->mutable_rule_parameters())["other_trials"] = "../outside";
+  EXPECT_THAT(OnlyViolation(Validate(request), field),
+              HasSubstr("neither a training job name nor an absolute trial path"));
+}
+
 // --- Debugger configuration -----------------------------------------------------------
 
 TEST_F(ValidationTest, DebugHookConfigLimits) {
@@ -776,10 +844,10 @@ TEST_F(ValidationTest, ManySmallViolationsAreListedUpToTwenty) {
 TEST_F(ValidationTest, ValuesInMessagesAreEscapedAndShortened) {
   auto request = Valid();
   (*request.mutable_debug_rule_configurations(0)->mutable_rule_parameters())["rule_to_invoke"] =
-      std::string("\x00\n\"", 3) + Repeat('z', 200);
+      std::string("\x01\n\"", 3) + Repeat('z', 200);
   const std::string description =
       OnlyViolation(Validate(request), "DebugRuleConfigurations[0].RuleParameters.rule_to_invoke");
-  EXPECT_THAT(description, HasSubstr("'\\x00\\n\\\"zzz"));
+  EXPECT_THAT(description, HasSubstr("'\\x01\\n\\\"zzz"));
   EXPECT_THAT(description, HasSubstr("...'"));
   EXPECT_LT(description.size(), 600u);
 }
