@@ -121,9 +121,14 @@ class ProfilerSchedulingTest : public ::testing::Test {
   }
 
   void EndTraining(const std::string& job) {
+    ReportTraining(job, v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
+  }
+
+  // What an agent reports about the training command.
+  void ReportTraining(const std::string& job, v1::ReportTrainingStatusRequest::Event event) {
     v1::ReportTrainingStatusRequest request;
     request.set_training_job_name(job);
-    request.set_event(v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
+    request.set_event(event);
     v1::ReportTrainingStatusResponse response;
     absl::Notification done;
     absl::Status result;
@@ -284,6 +289,34 @@ TEST_F(ProfilerSchedulingTest, StoppingTheJobWritesTheFinalReport) {
   EXPECT_EQ(summary["final"], true);
   EXPECT_EQ(Points(summary), 30 * 5);
   EXPECT_THAT(WaitForReportHtml("stopped", "ProfilerReport", "<b id=\"job-status\">Stopped</b>"),
+              HasSubstr("<b id=\"job-status\">Stopped</b>"));
+}
+
+TEST_F(ProfilerSchedulingTest, AStopWaitsForTheProcessAndTheReportEndsWithStopped) {
+  CreateJob("stopping", "ProfilerReport");
+  ReportTraining("stopping", v1::ReportTrainingStatusRequest::EVENT_STARTED);
+  WriteSamples("stopping", 30, 35, 90);
+  WaitForReport("stopping", "ProfilerReport",
+                [](const nlohmann::json& s) { return Points(s) == 30 * 5; });
+  v1::StopTrainingJobRequest stop;
+  stop.set_training_job_name("stopping");
+  ASSERT_TRUE(CallSync<v1::StopTrainingJobResponse>(*manager_, &H::StopTrainingJob, stop).ok());
+  // The training process runs its SIGTERM handler: the job is Stopping, the
+  // report final with that status.
+  nlohmann::json summary = WaitForReport(
+      "stopping", "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
+  EXPECT_EQ(summary["training_job_status"], "Stopping");
+  ASSERT_EQ(manager_->GetJob("stopping")->training_job_status(), v1::TrainingJobStatus::Stopping);
+  // The agent reports the exit: Stopped, and the report says so.
+  ReportTraining("stopping", v1::ReportTrainingStatusRequest::EVENT_STOPPED);
+  ASSERT_EQ(WaitForJobStatus("stopping", v1::TrainingJobStatus::Stopped),
+            v1::TrainingJobStatus::Stopped);
+  summary = WaitForReport("stopping", "ProfilerReport", [](const nlohmann::json& s) {
+    return s["training_job_status"] == "Stopped";
+  });
+  EXPECT_EQ(summary["final"], true);
+  EXPECT_EQ(Points(summary), 30 * 5);
+  EXPECT_THAT(WaitForReportHtml("stopping", "ProfilerReport", "<b id=\"job-status\">Stopped</b>"),
               HasSubstr("<b id=\"job-status\">Stopped</b>"));
 }
 
