@@ -84,6 +84,14 @@ class AgentProcess {
     return -1;
   }
   std::string log() const { return ReadAll(log_); }
+  // kill -9 the agent (not what it started: the command is in its own
+  // process group).
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
 
  private:
   fs::path log_;
@@ -328,6 +336,142 @@ TEST_F(AgentEndToEndTest, TheAgentReconnectsAfterAServerRestartWithoutLosingTheC
   EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
   EXPECT_EQ(Describe("restarted").training_job_status(), v1::TrainingJobStatus::Completed);
   EXPECT_THAT(agent.log(), HasSubstr("reconnected"));
+}
+
+// The pid a shell command wrote to `file` (0 if none yet).
+pid_t PidIn(const fs::path& file) {
+  std::ifstream in(file);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+bool ProcessGone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+std::string StoppedMessage(const v1::DescribeTrainingJobResponse& job) {
+  return job.secondary_status_transitions().empty()
+             ? ""
+             : job.secondary_status_transitions().rbegin()->status_message();
+}
+
+TEST_F(AgentEndToEndTest, AStoppedJobIsStoppingUntilTheCommandHasExited) {
+  // A command that takes a second to exit after SIGTERM (saving a
+  // checkpoint, say): the job is Stopped only once it is gone.
+  Create(Job("graceful"));
+  const fs::path pid_file = data_.path() / "graceful.pid";
+  const fs::path saved = data_.path() / "graceful.saved";
+  const std::string script =
+      absl::StrCat("echo $$ > ", pid_file.string(), "; trap 'sleep 1; echo saved > ",
+                   saved.string(), "; exit 0' TERM; while :; do sleep 0.05; done");
+  std::vector<std::string> args = AgentArgs("graceful");
+  args.back() = "30";  // --stop-grace: the command exits on its own.
+  AgentProcess agent(args, {"/bin/sh", "-c", script}, data_.path() / "agent.log");
+  ASSERT_TRUE(WaitUntil([&] {
+    return Describe("graceful").secondary_status() == v1::SecondaryStatus::Training &&
+           PidIn(pid_file) > 0;
+  })) << agent.log();
+  const pid_t command = PidIn(pid_file);
+
+  v1::StopTrainingJobRequest stop;
+  stop.set_training_job_name("graceful");
+  v1::StopTrainingJobResponse stopped;
+  const absl::Time ordered = absl::Now();
+  ASSERT_TRUE(server_.Stub()->StopTrainingJob(Context().get(), stop, &stopped).ok());
+  v1::DescribeTrainingJobResponse job;
+  ASSERT_TRUE(WaitUntil([&] {
+    job = Describe("graceful");
+    if (job.training_job_status() == v1::TrainingJobStatus::Stopping) {
+      // While Stopping the command may still run; once Stopped it must not.
+      return false;
+    }
+    return true;
+  })) << agent.log();
+  const absl::Duration stopping_for = absl::Now() - ordered;
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopped) << job.DebugString();
+  EXPECT_TRUE(fs::exists(saved)) << "Stopped before the command finished its SIGTERM handler";
+  EXPECT_TRUE(ProcessGone(command)) << "Stopped while the command still runs";
+  EXPECT_GE(stopping_for, absl::Milliseconds(900));
+  EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::Stopped);
+  EXPECT_THAT(StoppedMessage(job),
+              HasSubstr("the training command exited with code 0 after SIGTERM (signal 15), "));
+  EXPECT_THAT(StoppedMessage(job), HasSubstr(" s after the stop order"));
+  EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0) << agent.log();
+}
+
+TEST_F(AgentEndToEndTest, MaxRuntimeInSecondsStopsAHungCommand) {
+  v1::CreateTrainingJobRequest request = Job("limited");
+  request.mutable_stopping_condition()->set_max_runtime_in_seconds(2);
+  Create(request);
+  const fs::path pid_file = data_.path() / "limited.pid";
+  const absl::Time started = absl::Now();
+  AgentProcess agent(
+      AgentArgs("limited"),
+      {"/bin/sh", "-c", absl::StrCat("echo $$ > ", pid_file.string(), "; exec sleep 60")},
+      data_.path() / "agent.log");
+  // sleep ends on SIGTERM: the agent's exit code says so.
+  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 128 + SIGTERM) << agent.log();
+  EXPECT_GE(absl::Now() - started, absl::Seconds(2));
+  EXPECT_TRUE(ProcessGone(PidIn(pid_file)));
+  v1::DescribeTrainingJobResponse job = Describe("limited");
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopped) << job.DebugString();
+  EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::MaxRuntimeExceeded);
+  EXPECT_EQ(job.failure_reason(), "Training job exceeded MaxRuntimeInSeconds of 2 s");
+  EXPECT_THAT(StoppedMessage(job), HasSubstr("signal 15"));
+  EXPECT_FALSE(job.has_model_artifacts());
+  EXPECT_THAT(agent.log(), HasSubstr("Training job exceeded MaxRuntimeInSeconds of 2 s"));
+}
+
+TEST_F(AgentEndToEndTest, AJobWhoseAgentDiedIsStoppedAfterTheReconnectWaitSayingSo) {
+  ScopedTempDir data;
+  // Job() puts the output under the fixture's directory.
+  ServerProcess server(data.path(),
+                       {"--stop-wait-without-agent", "1", "--data-root", data_.path().string()});
+  auto stub = server.Stub();
+  v1::CreateTrainingJobRequest request = Job("orphaned");
+  v1::CreateTrainingJobResponse created;
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), request, &created).ok());
+  auto describe = [&] {
+    v1::DescribeTrainingJobRequest get;
+    get.set_training_job_name("orphaned");
+    v1::DescribeTrainingJobResponse job;
+    EXPECT_TRUE(stub->DescribeTrainingJob(Context().get(), get, &job).ok());
+    return job;
+  };
+  const fs::path pid_file = data.path() / "orphaned.pid";
+  // The command ignores SIGTERM, and the agent would wait a minute before
+  // SIGKILL; it is killed -9 itself before that.
+  AgentProcess agent({"--server", server.address(), "--job", "orphaned", "--config-dir",
+                      (data.path() / "config").string(), "--stop-grace", "60"},
+                     {"/bin/sh", "-c",
+                      absl::StrCat("echo $$ > ", pid_file.string(),
+                                   "; trap '' TERM; while :; do sleep 0.05; done")},
+                     data.path() / "agent.log");
+  ASSERT_TRUE(WaitUntil([&] {
+    return describe().secondary_status() == v1::SecondaryStatus::Training && PidIn(pid_file) > 0;
+  })) << agent.log();
+  const pid_t command = PidIn(pid_file);
+  v1::StopTrainingJobRequest stop;
+  stop.set_training_job_name("orphaned");
+  v1::StopTrainingJobResponse stopped;
+  ASSERT_TRUE(stub->StopTrainingJob(Context().get(), stop, &stopped).ok());
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(agent.log(), "stopping the training"); }))
+      << agent.log();
+  // The agent is connected: the job waits for it (the confirm bound is
+  // minutes).
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(describe().training_job_status(), v1::TrainingJobStatus::Stopping);
+  agent.Kill();
+  v1::DescribeTrainingJobResponse job;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        job = describe();
+        return job.training_job_status() == v1::TrainingJobStatus::Stopped;
+      },
+      absl::Seconds(10)))
+      << job.DebugString();
+  EXPECT_THAT(StoppedMessage(job),
+              HasSubstr("no agent was connected to stop the training process"));
+  kill(-command, SIGKILL);  // The orphan, its process group.
 }
 
 }  // namespace

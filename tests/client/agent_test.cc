@@ -1,0 +1,50 @@
+// The agent's words for how a stopped command ended (the Stopped
+// transition's StatusMessage), from real exit statuses.
+
+#include "client/agent.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace debugplane::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The waitpid status of a child that exits with `code`, or is ended by
+// `signal` if it is not 0.
+int WaitStatusOf(int code, int signal = 0) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (signal != 0) raise(signal);
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(AgentTest, AStoppedCommandsExitSaysHowAndWhen) {
+  EXPECT_EQ(DescribeStoppedExit(WaitStatusOf(0), false, absl::Milliseconds(420), absl::Seconds(10)),
+            "the training command exited with code 0 after SIGTERM (signal 15), 0.4 s after the "
+            "stop order");
+  EXPECT_EQ(
+      DescribeStoppedExit(WaitStatusOf(0, SIGTERM), false, absl::Seconds(1), absl::Seconds(10)),
+      "the training command was ended by signal 15 (Terminated) after SIGTERM (signal 15), 1.0 s "
+      "after the stop order");
+  EXPECT_EQ(
+      DescribeStoppedExit(WaitStatusOf(0, SIGKILL), true, absl::Seconds(10), absl::Seconds(10)),
+      "the training command did not exit within the 10s grace period after SIGTERM and was "
+      "killed (SIGKILL, signal 9), 10.0 s after the stop order");
+  // Killed by someone else, not by the agent's SIGKILL.
+  EXPECT_THAT(
+      DescribeStoppedExit(WaitStatusOf(0, SIGKILL), false, absl::Seconds(2), absl::Seconds(10)),
+      HasSubstr("was ended by signal 9 (Killed)"));
+}
+
+}  // namespace
+}  // namespace debugplane::client
