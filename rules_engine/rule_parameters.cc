@@ -2,9 +2,6 @@
 
 #include <cmath>
 #include <memory>
-#include <mutex>
-#include <regex>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -13,41 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "re2/re2.h"
+#include "core/validation_text.h"
+#include "rules_engine/python_regex.h"
 
 namespace debugplane::rules_engine {
 namespace {
-
-// One compiled pattern (see RegexError). Cached process-wide: rules test the
-// same few patterns against every tensor name of every step.
-struct Compiled {
-  std::unique_ptr<RE2> re2;
-  std::unique_ptr<std::regex> fallback;
-  std::string error;  // Non-empty: neither engine accepts the pattern.
-};
-
-const Compiled& Compile(const std::string& pattern) {
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<std::string, std::unique_ptr<Compiled>>();
-  std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<Compiled>& slot = (*cache)[pattern];
-  if (slot == nullptr) {
-    slot = std::make_unique<Compiled>();
-    RE2::Options options;
-    options.set_log_errors(false);
-    auto re = std::make_unique<RE2>(pattern, options);
-    if (re->ok()) {
-      slot->re2 = std::move(re);
-    } else {
-      try {
-        slot->fallback = std::make_unique<std::regex>(pattern, std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
-        slot->error = re->error();
-      }
-    }
-  }
-  return *slot;  // Never erased: the reference stays valid.
-}
 
 std::string Quote(absl::string_view s) { return absl::StrCat("'", s, "'"); }
 
@@ -61,21 +28,14 @@ bool IsReservedRuleParameter(absl::string_view key) {
          key == "other_trials";
 }
 
-std::string RegexError(const std::string& pattern) { return Compile(pattern).error; }
+std::string RegexError(const std::string& pattern) {
+  absl::StatusOr<std::shared_ptr<const PythonRegex>> compiled = RegexCache::Shared().Get(pattern);
+  return compiled.ok() ? "" : std::string(compiled.status().message());
+}
 
 bool RegexMatchPrefix(const std::string& pattern, absl::string_view text) {
-  const Compiled& c = Compile(pattern);
-  if (c.re2 != nullptr) {
-    return c.re2->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(),
-                        RE2::ANCHOR_START, nullptr, 0);
-  }
-  if (c.fallback == nullptr) return false;
-  try {
-    return std::regex_search(text.begin(), text.end(), *c.fallback,
-                             std::regex_constants::match_continuous);
-  } catch (const std::regex_error&) {
-    return false;  // Complexity limits on a hostile pattern: no match.
-  }
+  absl::StatusOr<std::shared_ptr<const PythonRegex>> compiled = RegexCache::Shared().Get(pattern);
+  return compiled.ok() && (*compiled)->MatchPrefix(text);
 }
 
 RuleParameterReader::RuleParameterReader(std::string rule_name, const RuleParameters& parameters)
@@ -103,7 +63,7 @@ void RuleParameterReader::Fail(absl::string_view name, absl::string_view message
 }
 
 double RuleParameterReader::FloatValue(absl::string_view name, double default_value, double min,
-                                  double max) {
+                                       double max) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
   double v = 0;
@@ -138,7 +98,7 @@ absl::optional<double> RuleParameterReader::OptionalFloat(absl::string_view name
 }
 
 int64_t RuleParameterReader::IntValue(absl::string_view name, int64_t default_value, int64_t min,
-                                 int64_t max) {
+                                      int64_t max) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
   int64_t v = 0;
@@ -181,7 +141,7 @@ bool RuleParameterReader::BoolValue(absl::string_view name, bool default_value) 
 }
 
 std::string RuleParameterReader::StringValue(absl::string_view name, std::string default_value,
-                                        const std::vector<std::string>& allowed) {
+                                             const std::vector<std::string>& allowed) {
   absl::optional<std::string> raw = Raw(name);
   if (!raw) return default_value;
   if (!allowed.empty()) {
@@ -251,13 +211,23 @@ std::vector<std::string> RuleParameterReader::List(absl::string_view name,
   return out;
 }
 
+std::string RuleParameterReader::Regex(absl::string_view name, std::string default_value) {
+  std::string pattern = String(name, std::move(default_value));
+  if (std::string err = RegexError(pattern); !err.empty()) {
+    Fail(name, absl::StrCat("has an invalid regular expression ", core::QuoteForMessage(pattern),
+                            ": ", err));
+  }
+  return pattern;
+}
+
 std::vector<std::string> RuleParameterReader::RegexList(absl::string_view name,
                                                         std::vector<std::string> default_value) {
   std::vector<std::string> patterns = List(name, std::move(default_value));
   for (const std::string& p : patterns) {
     std::string err = RegexError(p);
     if (!err.empty()) {
-      Fail(name, absl::StrCat("has an invalid regular expression ", Quote(p), ": ", err));
+      Fail(name,
+           absl::StrCat("has an invalid regular expression ", core::QuoteForMessage(p), ": ", err));
       return {};
     }
   }

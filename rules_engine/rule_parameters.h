@@ -54,7 +54,11 @@ class RuleParameterReader {
   // are dropped; absent, "" or "None" -> `default_value`.
   std::vector<std::string> List(absl::string_view name,
                                 std::vector<std::string> default_value = {});
-  // A list of regular expressions, each checked to compile.
+  // One regular expression, checked to compile (RegexError); the error
+  // quotes an excerpt of the pattern and RE2's reason.
+  std::string Regex(absl::string_view name, std::string default_value);
+  // A list of regular expressions, each checked to compile (RegexError);
+  // the error quotes an excerpt of the pattern and RE2's reason.
   std::vector<std::string> RegexList(absl::string_view name,
                                      std::vector<std::string> default_value = {});
   // A list of numbers ("3, 0").
@@ -93,12 +97,14 @@ class RuleParameterReader {
 // reported as unknown.
 bool IsReservedRuleParameter(absl::string_view key);
 
-// Compiles `pattern` as smdebug would use it (Python re): RE2, or
-// std::regex for lookarounds RE2 lacks. Empty string when it compiles,
-// else why not.
+// Compiles `pattern` as smdebug would use it (a Python re pattern, within
+// RE2's syntax plus one negative lookahead: rules_engine/python_regex.h), through
+// the shared bounded cache. Empty string when it compiles, else why not
+// (RE2's error, short; refused patterns are not cached).
 std::string RegexError(const std::string& pattern);
 // Python re.match semantics (anchored at the start, not at the end), which
-// is how smdebug matches tensor_regex and include_regex against names.
+// is how smdebug matches tensor_regex against names. False for a pattern
+// RegexError refuses.
 bool RegexMatchPrefix(const std::string& pattern, absl::string_view text);
 
 }  // namespace debugplane::rules_engine

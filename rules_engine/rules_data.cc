@@ -415,10 +415,7 @@ absl::StatusOr<std::unique_ptr<Rule>> MakeCheckInputImages(RuleParameterReader& 
                                                            const RuleContext&) {
   const double threshold_mean = p.Float("threshold_mean", 0.2, 0);
   const int64_t threshold_samples = p.Int("threshold_samples", 500, 1);
-  std::string regex = p.String("regex", ".*hybridsequential0_input_0");
-  if (std::string err = RegexError(regex); !err.empty()) {
-    p.Fail("regex", absl::StrCat("has an invalid regular expression '", regex, "': ", err));
-  }
+  std::string regex = p.Regex("regex", ".*hybridsequential0_input_0");
   const int64_t channel = p.Int("channel", 1, 1);
   if (absl::Status s = p.status(); !s.ok()) return s;
   return std::make_unique<CheckInputImages>(threshold_mean, threshold_samples, std::move(regex),

@@ -3,64 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <regex>
-#include <unordered_map>
 
-#include "re2/re2.h"
+#include "absl/strings/str_cat.h"
+#include "core/validation_text.h"
+#include "rules_engine/python_regex.h"
+#include "spdlog/spdlog.h"
 
 namespace debugplane::rules_engine {
-namespace {
-
-// One compiled include_regex. smdebug's patterns are Python regexes matched
-// with re.search; RE2 covers most of them, std::regex (ECMAScript, which has
-// lookahead) covers "^(?!gradient).*bias" and the like.
-struct CompiledPattern {
-  std::unique_ptr<RE2> re2;
-  std::unique_ptr<std::regex> fallback;  // Only when RE2 rejected the pattern.
-  bool valid = false;                    // Neither accepted it: matches nothing.
-};
-
-// Process-wide cache: the same few patterns are tested for every tensor of
-// every step, and compiling is far costlier than matching.
-const CompiledPattern& Compile(const std::string& pattern) {
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<std::string, std::unique_ptr<CompiledPattern>>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = (*cache)[pattern];
-  if (slot == nullptr) {
-    slot = std::make_unique<CompiledPattern>();
-    RE2::Options options;
-    options.set_log_errors(false);
-    auto re = std::make_unique<RE2>(pattern, options);
-    if (re->ok()) {
-      slot->re2 = std::move(re);
-      slot->valid = true;
-    } else {
-      try {
-        slot->fallback = std::make_unique<std::regex>(pattern, std::regex::ECMAScript);
-        slot->valid = true;
-      } catch (const std::regex_error&) {
-        slot->valid = false;
-      }
-    }
-  }
-  return *slot;  // Entries are never erased, so the reference stays valid.
-}
-
-bool Search(const std::string& pattern, absl::string_view text) {
-  const CompiledPattern& p = Compile(pattern);
-  if (!p.valid) return false;
-  if (p.re2 != nullptr)
-    return RE2::PartialMatch(re2::StringPiece(text.data(), text.size()), *p.re2);
-  try {
-    return std::regex_search(text.begin(), text.end(), *p.fallback);
-  } catch (const std::regex_error&) {
-    return false;  // E.g. regex complexity limits on hostile patterns.
-  }
-}
-
-}  // namespace
 
 absl::string_view ModeName(Mode mode) {
   switch (mode) {
@@ -111,12 +60,44 @@ bool TrialInfo::InCollection(absl::string_view name, absl::string_view tensor) c
       if (t == tensor) return true;
     }
     for (const std::string& pattern : c.include_regex) {
-      if (Search(pattern, tensor)) return true;
+      if (std::shared_ptr<const PythonRegex> regex = IncludeRegex(it->first, pattern)) {
+        if (regex->Search(tensor)) return true;
+      }
     }
     return false;
   }();
   outer->second.emplace(std::string(tensor), member);
   return member;
+}
+
+std::shared_ptr<const PythonRegex> TrialInfo::IncludeRegex(absl::string_view collection,
+                                                           const std::string& pattern) const {
+  // Refused patterns are remembered here (the shared cache keeps only
+  // compiled ones): the rules ask about every tensor name.
+  if (refused_include_regexes_.contains(pattern)) return nullptr;
+  absl::StatusOr<std::shared_ptr<const PythonRegex>> compiled = RegexCache::Shared().Get(pattern);
+  if (compiled.ok()) return *std::move(compiled);
+  refused_include_regexes_.insert(pattern);
+  spdlog::warn("collection '{}': include_regex {} cannot be used (it matches nothing): {}",
+               core::EscapeForMessage(collection), core::QuoteForMessage(pattern),
+               std::string(compiled.status().message()));
+  return nullptr;
+}
+
+std::vector<std::string> TrialInfo::CollectionPatternErrors() const {
+  std::vector<std::string> errors;
+  for (const auto& [name, collection] : collections) {
+    for (const std::string& pattern : collection.include_regex) {
+      absl::StatusOr<std::shared_ptr<const PythonRegex>> compiled =
+          RegexCache::Shared().Get(pattern);
+      if (compiled.ok()) continue;
+      errors.push_back(
+          absl::StrCat("collection '", core::EscapeForMessage(name), "': include_regex ",
+                       core::QuoteForMessage(pattern),
+                       " cannot be used (it matches nothing): ", compiled.status().message()));
+    }
+  }
+  return errors;
 }
 
 }  // namespace debugplane::rules_engine

@@ -5,14 +5,18 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 
 namespace debugplane::rules_engine {
+
+class PythonRegex;
 
 // smdebug's modes; the values are those of the `mode` plugin data.
 enum class Mode { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
@@ -75,11 +79,20 @@ struct TrialInfo {
   std::vector<std::string> workers;  // Seen so far, sorted.
 
   // True if `tensor` is listed in collection `name` or matches one of its
-  // include_regex patterns (RE2 syntax; smdebug's Python patterns such as
-  // "^(?!gradient).*bias" that RE2 cannot express fall back to std::regex).
+  // include_regex patterns with Python's re.search (rules_engine/
+  // python_regex.h: RE2, plus one negative lookahead as in smdebug's
+  // "^(?!gradient).*bias" and "[Ll]oss_(?!input).*output"). A
+  // pattern RE2 refuses matches nothing; it is logged once per trial and
+  // listed by CollectionPatternErrors().
   // Answers are remembered per (collection, tensor): rules ask at every step.
   // Not thread-safe (one evaluation uses a TrialInfo at a time).
   bool InCollection(absl::string_view name, absl::string_view tensor) const;
+
+  // One line per include_regex pattern of `collections` that cannot be
+  // used, e.g. "collection 'weights': include_regex '(?<=x)w' cannot be used
+  // (it matches nothing): invalid perl operator: (?<= ...", for messages
+  // that explain why a rule found no tensors. Empty when all compile.
+  std::vector<std::string> CollectionPatternErrors() const;
 
   // Identifies this object; with collections.size(), the key of caches that
   // remember answers about the trial (rules ask about the same tensor names
@@ -87,10 +100,16 @@ struct TrialInfo {
   uint64_t instance() const { return instance_.value(); }
 
  private:
+  // The compiled `pattern` of `collection`, or null when it cannot be used.
+  std::shared_ptr<const PythonRegex> IncludeRegex(absl::string_view collection,
+                                                  const std::string& pattern) const;
+
   // collection -> tensor -> member; cleared when `collections` changes size.
   // Looked up with string_views: no allocation when the answer is known.
   mutable absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, bool>> membership_;
   mutable size_t membership_collections_ = 0;
+  // include_regex patterns found unusable (see InCollection).
+  mutable absl::flat_hash_set<std::string> refused_include_regexes_;
   InstanceId instance_;
 };
 

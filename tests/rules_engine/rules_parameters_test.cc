@@ -1,14 +1,20 @@
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "core/field_violations.h"
+#include "core/validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rules_engine/python_regex.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/rule_parameters.h"
+#include "rules_engine/validation_hooks.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(RuleParameterReaderTest, TypedValuesAndDefaults) {
@@ -70,7 +76,7 @@ TEST(RuleParameterReaderTest, UnknownParameterIsRejectedReservedOnesIgnored) {
               AllOf(HasSubstr("unknown parameter 'thresh'"), HasSubstr("allowed: threshold")));
 }
 
-TEST(RuleParameterReaderTest, LookaroundRegexFallsBackAndMatchesFromTheStart) {
+TEST(RuleParameterReaderTest, LeadingNegativeLookaheadIsSupportedAndMatchesFromTheStart) {
   EXPECT_EQ(RegexError("^(?!gradient).*weight"), "");
   EXPECT_TRUE(RegexMatchPrefix("^(?!gradient).*weight", "fc1.weight"));
   EXPECT_FALSE(RegexMatchPrefix("^(?!gradient).*weight", "gradient/fc1.weight"));
@@ -155,6 +161,99 @@ TEST(CreateBuiltinRuleTest, SimilarAcrossRunsWithoutLookupIsUnimplemented) {
   absl::Status s = CreateBuiltinRule("SimilarAcrossRuns", {{"other_trials", "job-2"}}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(s.message(), HasSubstr("other_trial"));
+}
+
+// --- Hostile regular expressions (issue 16) ---------------------------------------------
+
+// "(?=((((a))))" with `levels` groups: a lookahead around deeply nested
+// groups, which made the old std::regex fallback overflow the stack.
+std::string NestedGroupsLookahead(int levels) {
+  return absl::StrCat("(?=", std::string(levels, '('), "a", std::string(levels, ')'), ")");
+}
+
+TEST(HostileRegexTest, NestedGroupsLookaheadIsRefusedNamingEveryRegexParameter) {
+  struct Case {
+    std::string rule;
+    std::string parameter;
+    RuleParameters extra;
+  };
+  const Case cases[] = {
+      {"ExplodingTensor", "tensor_regex", {}},
+      {"ClassImbalance", "labels_regex", {}},
+      {"ClassImbalance", "predictions_regex", {}},
+      {"CheckInputImages", "regex", {}},
+      {"PoorWeightInitialization", "activation_inputs_regex", {}},
+      {"TensorVariance", "tensor_regex", {{"max_threshold", "1"}}},
+  };
+  for (const Case& c : cases) {
+    for (int levels : {1500, 20000}) {
+      RuleParameters params = c.extra;
+      params[c.parameter] = NestedGroupsLookahead(levels);
+      const absl::Status s = ValidateBuiltinRuleParameters(c.rule, params);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.rule << " " << c.parameter;
+      EXPECT_THAT(s.message(),
+                  AllOf(HasSubstr(absl::StrCat(c.rule, ": parameter '", c.parameter,
+                                               "' has an invalid regular expression '(?=(((")),
+                        HasSubstr(levels == 1500 ? "invalid perl operator: (?="
+                                                 : "bytes long; at most 4096 are allowed")))
+          << s;
+      EXPECT_LT(s.message().size(), 600u) << s;
+    }
+  }
+}
+
+TEST(HostileRegexTest, RefusedPatternsDoNotGrowTheSharedCache) {
+  const size_t before = RegexCache::Shared().entries();
+  for (int i = 0; i < 5000; ++i) {
+    // Distinct 20 KB patterns, as in the report (7.3 GB after 5,000 Creates).
+    RuleParameterReader p("ExplodingTensor",
+                          {{"tensor_regex", absl::StrCat(i, NestedGroupsLookahead(10000))}});
+    p.RegexList("tensor_regex");
+    ASSERT_FALSE(p.status().ok());
+    EXPECT_NE(RegexError(absl::StrCat("(?<=", i, ")x")), "");
+  }
+  EXPECT_EQ(RegexCache::Shared().entries(), before);
+}
+
+v1::CreateTrainingJobRequest RequestWithTensorRegex(const std::string& tensor_regex) {
+  v1::CreateTrainingJobRequest request;
+  request.set_training_job_name("job-1");
+  request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
+  request.mutable_algorithm_specification()->set_training_input_mode("File");
+  request.mutable_output_data_config()->set_s3_output_path("s3://bucket/output");
+  request.mutable_debug_hook_config()->set_s3_output_path("s3://bucket/debug-output");
+  auto* rule = request.add_debug_rule_configurations();
+  rule->set_rule_configuration_name("Exploding");
+  rule->set_rule_evaluator_image("builtin");
+  (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
+  (*rule->mutable_rule_parameters())["tensor_regex"] = tensor_regex;
+  return request;
+}
+
+TEST(HostileRegexTest, CreateTrainingJobRefusesWhatRe2RefusesNamingTheParameter) {
+  core::ValidationOptions options;
+  InstallRuleValidation(&options);
+  EXPECT_TRUE(
+      core::ValidateCreateTrainingJobRequest(RequestWithTensorRegex("^(?!gradient).*"), options)
+          .ok());
+  const absl::Status refused = core::ValidateCreateTrainingJobRequest(
+      RequestWithTensorRegex(NestedGroupsLookahead(100)), options);
+  std::vector<std::string> violations;
+  for (const core::FieldViolation& v : core::FieldViolationsOf(refused)) {
+    violations.push_back(absl::StrCat(v.field, ": ", v.description));
+  }
+  EXPECT_THAT(violations,
+              ElementsAre(AllOf(HasSubstr("DebugRuleConfigurations[0].RuleParameters: "
+                                          "ExplodingTensor: parameter 'tensor_regex' has an "
+                                          "invalid regular expression"),
+                                HasSubstr("invalid perl operator: (?="))));
+  // A 20 KB pattern is refused for its length and never compiled.
+  const size_t before = RegexCache::Shared().entries();
+  const absl::Status too_long = core::ValidateCreateTrainingJobRequest(
+      RequestWithTensorRegex(absl::StrCat("x", NestedGroupsLookahead(10000))), options);
+  EXPECT_THAT(too_long.message(), HasSubstr("RuleParameters.tensor_regex: has a value of 20006 "
+                                            "characters; at most 256 are allowed"));
+  EXPECT_EQ(RegexCache::Shared().entries(), before);
 }
 
 }  // namespace
