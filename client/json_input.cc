@@ -118,10 +118,33 @@ absl::Status UnknownFieldsError(absl::string_view source,
   return absl::InvalidArgumentError(message);
 }
 
+// Deepest nesting of arrays and objects read. A request nests a handful of
+// levels and protobuf's JSON parser refuses more than 100; the limit keeps
+// dump() below, which recurses once per level, within the stack.
+constexpr int kMaxNesting = 100;
+
+// Thrown by the parser callback to stop at the first level too deep, before
+// the rest of the input is read.
+struct TooDeep {};
+
 absl::StatusOr<nlohmann::json> ParseWithComments(absl::string_view text, absl::string_view source) {
+  // `depth` counts the arrays and objects around the one starting. The
+  // parser's own count, so comments and strings cannot fool it.
+  const nlohmann::json::parser_callback_t limit_nesting =
+      [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+        if ((event == nlohmann::json::parse_event_t::object_start ||
+             event == nlohmann::json::parse_event_t::array_start) &&
+            depth >= kMaxNesting) {
+          throw TooDeep{};
+        }
+        return true;
+      };
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+    return nlohmann::json::parse(text.begin(), text.end(), limit_nesting,
                                  /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const TooDeep&) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": arrays and objects nested more than ",
+                                                   kMaxNesting, " levels deep"));
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": invalid JSON: ", WithoutExceptionId(e.what())));

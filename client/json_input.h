@@ -34,7 +34,9 @@ absl::StatusOr<std::string> ReadInput(absl::string_view path, std::istream& stdi
 
 // Parses JSON that may contain `//` and `/* */` comments and returns it as
 // plain compact JSON. INVALID_ARGUMENT, with line and column, if it is not
-// JSON; `source` names the input in the message.
+// JSON, or if it nests arrays and objects more than 100 levels deep (no
+// request does; refused while parsing, so no input can exhaust the stack);
+// `source` names the input in the message.
 absl::StatusOr<std::string> StripJsonComments(absl::string_view text, absl::string_view source);
 
 // Options of ParseJsonMessage.
@@ -45,7 +47,8 @@ struct JsonInputOptions {
 };
 
 // Replaces the content of `message` with `text` (JSON, comments allowed).
-// INVALID_ARGUMENT if the text is not JSON, is not an object, has members
+// INVALID_ARGUMENT if the text is not JSON (or is nested too deep, as in
+// StripJsonComments), is not an object, has members
 // the message does not have (each named by its path) or has values of the
 // wrong type (protobuf's message). `source` names the input in messages.
 absl::Status ParseJsonMessage(absl::string_view text, absl::string_view source,
