@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::client {
@@ -86,7 +88,96 @@ class FdCloser {
   int fd_;
 };
 
+// FNV-1a, 64 bits: stable across runs and builds (unlike std::hash or
+// absl::Hash), which is what lets a later run find the same alias.
+uint64_t Fnv1a64(absl::string_view text) {
+  uint64_t hash = 14695981039346656037ULL;
+  for (char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+// `dir` made absolute and normal, without a trailing '/' (a symlink to
+// "/a/b/" and one to "/a/b" are the same alias).
+absl::StatusOr<std::filesystem::path> AbsoluteDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (ec) {
+    return absl::ErrnoToStatus(ec.value(),
+                               absl::StrCat("cannot make the directory ", dir, " absolute"));
+  }
+  if (!absolute.has_filename() && absolute.has_parent_path() && absolute != absolute.root_path()) {
+    absolute = absolute.parent_path();
+  }
+  return absolute;
+}
+
 }  // namespace
+
+bool SurvivesLowerCasing(absl::string_view path) {
+  return std::all_of(path.begin(), path.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x80 && !(byte >= 'A' && byte <= 'Z');
+  });
+}
+
+std::string LowerCaseAliasRoot(const std::string& temp_dir) {
+  const std::filesystem::path below = std::filesystem::path("debugplane-agent") / "smdebug-paths";
+  if (!temp_dir.empty() && temp_dir.front() == '/') {
+    std::string root = (std::filesystem::path(temp_dir) / below).lexically_normal().string();
+    if (SurvivesLowerCasing(root)) return root;
+  }
+  return (std::filesystem::path("/tmp") / below).string();
+}
+
+absl::StatusOr<std::string> LowerCaseAlias(const std::string& real_dir,
+                                           const std::string& alias_root) {
+  if (real_dir.empty()) {
+    return absl::InvalidArgumentError("LowerCaseAlias: the profiler output directory is empty");
+  }
+  if (alias_root.empty() || alias_root.front() != '/' || !SurvivesLowerCasing(alias_root)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the alias directory \"", alias_root,
+                     "\" must be an absolute path that lower-casing leaves unchanged"));
+  }
+  if (SurvivesLowerCasing(real_dir)) return real_dir;
+  absl::StatusOr<std::filesystem::path> target = AbsoluteDirectory(real_dir);
+  if (!target.ok()) return target.status();
+  std::error_code ec;
+  if (!std::filesystem::create_directories(*target, ec) && ec) {
+    return absl::ErrnoToStatus(
+        ec.value(), absl::StrCat("cannot create the profiler output directory ", target->string()));
+  }
+  if (!std::filesystem::create_directories(alias_root, ec) && ec) {
+    return absl::ErrnoToStatus(
+        ec.value(), absl::StrCat("cannot create the directory of lower-case aliases ", alias_root));
+  }
+  const std::string alias =
+      (std::filesystem::path(alias_root) / absl::StrFormat("%016x", Fnv1a64(target->string())))
+          .string();
+  // The common case after the first run: the alias is there already.
+  if (std::filesystem::read_symlink(alias, ec) == *target && !ec) return alias;
+
+  // A fresh symlink renamed over the name: whoever resolves the alias
+  // meanwhile finds the old link or the new one, never none, and agents
+  // racing here each leave a correct link.
+  static std::atomic<uint64_t> attempt{0};
+  const std::string temp = absl::StrCat(alias, ".tmp.", getpid(), ".", attempt++);
+  unlink(temp.c_str());  // Left by a crashed agent that had our pid.
+  auto failure = [&](int error) {
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot create the lower-case alias ", alias,
+                                                   " -> ", target->string()));
+  };
+  if (symlink(target->c_str(), temp.c_str()) != 0) return failure(errno);
+  if (rename(temp.c_str(), alias.c_str()) != 0) {
+    const int error = errno;
+    unlink(temp.c_str());
+    return failure(error);
+  }
+  return alias;
+}
 
 std::string DebugHookConfigJson(const v1::DebugHookConfig& config, const std::string& local_path) {
   OrderedJson json = OrderedJson::object();

@@ -10,9 +10,24 @@
 // UpdateTrainingJob: smdebug re-reads that file at every step, so it must
 // never observe a half-written document.
 //
+// smdebug lower-cases the whole of profilerconfig.json before parsing it
+// (profiler_config_parser.py: json.loads(file.read().lower())), values
+// included, and writes its framework output under the LocalPath it read:
+//   <lower(LocalPath)>/framework/pevents/<YYYYMMDDHH>/<end_us>_<pid>-<host>_pythontimeline.json
+//   <lower(LocalPath)>/framework/<framework>/... (Python and detailed profiles)
+// Only LocalPath is appended to (with lower-case names), so a LocalPath that
+// lower-casing leaves unchanged is enough. The agent passes the profiler
+// output directory through LowerCaseAlias: the directory itself when its
+// path is already lower case, else a symlink with a lower-case path (in a
+// directory of the agent's own, LowerCaseAliasRoot) that points at it. The
+// training process then writes through the symlink into the real directory,
+// where the server reads ProfilerConfig.S3OutputPath as given.
+// (debughookconfig.json is read as written: its paths need nothing.)
+//
 // Thread-safety: all functions are thread-compatible and keep no state; two
 // concurrent WriteFileAtomically calls for the same path each leave a
-// complete document (the last rename wins).
+// complete document (the last rename wins), and concurrent LowerCaseAlias
+// calls (several agents on one host) leave one correct symlink.
 
 #ifndef DEBUGPLANE_CLIENT_SMDEBUG_CONFIG_FILES_H_
 #define DEBUGPLANE_CLIENT_SMDEBUG_CONFIG_FILES_H_
@@ -20,6 +35,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "debugplane/v1/training_job.pb.h"
 
 namespace debugplane::client {
@@ -78,8 +95,44 @@ std::string DebugHookConfigJson(const v1::DebugHookConfig& config, const std::st
 //     "DetailedProfilingConfig": "{\"StartStep\": 5, \"NumSteps\": 3}".
 // A ProfilingParameters entry named ProfilerEnabled is ignored (the argument
 // decides). Pretty-printed (2-space indent), ends with '\n'.
+// smdebug lower-cases the document: `local_path` should come from
+// LowerCaseAlias (see the top of this file).
 std::string ProfilerConfigJson(const v1::ProfilerConfig& config, bool profiler_enabled,
                                const std::string& local_path);
+
+// True if smdebug's lower-casing leaves `path` unchanged. Python's
+// str.lower() also changes non-ASCII letters, so only paths of ASCII
+// characters other than 'A'-'Z' qualify (other non-ASCII paths get an
+// alias: harmless when they would have survived).
+bool SurvivesLowerCasing(absl::string_view path);
+
+// The directory under which the agent keeps its lower-case aliases:
+// "<temp_dir>/debugplane-agent/smdebug-paths" when that path survives
+// lower-casing, else "/tmp/debugplane-agent/smdebug-paths". `temp_dir` is
+// $TMPDIR, or "" for /tmp. Does not touch the file system.
+std::string LowerCaseAliasRoot(const std::string& temp_dir);
+
+// Returns the path to write as profilerconfig.json's LocalPath for the
+// profiler output directory `real_dir`, such that smdebug, which lower-cases
+// it, writes into `real_dir`:
+// - `real_dir` itself if SurvivesLowerCasing(real_dir) (nothing is created);
+// - otherwise "<alias_root>/<16 lower-case hex digits>", a symlink to the
+//   absolute form of `real_dir`. The name is a hash of that absolute path,
+//   so the same directory always gets the same alias (a later run, or a
+//   second agent of the same job on the host, reuses it) and different
+//   directories get different ones. `real_dir` and `alias_root` are created
+//   if missing (default mode, 0777 less the umask: the training process may
+//   run as another user), because smdebug cannot create directories under a
+//   dangling symlink. An existing alias pointing elsewhere is replaced
+//   atomically (a new symlink renamed over it). Aliases are left in place
+//   when the agent exits: a few bytes each, reused by the next run.
+// Errors: INVALID_ARGUMENT if `alias_root` is not absolute or does not
+// survive lower-casing, or `real_dir` is empty; otherwise the errno code
+// (absl::ErrnoToStatus) with a message naming the path and the step, e.g.
+//   "cannot create the lower-case alias /tmp/debugplane-agent/smdebug-paths/
+//    0123456789abcdef -> /data/MLP-Upper/profiler: Permission denied".
+absl::StatusOr<std::string> LowerCaseAlias(const std::string& real_dir,
+                                           const std::string& alias_root);
 
 // Replaces the file at `path` with `contents` so that a concurrent reader
 // only ever sees the complete old or the complete new contents:

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -273,6 +275,178 @@ TEST(WriteFileAtomicallyTest, UnwritableDirectoryErrorNamesThePath) {
 
 TEST(WriteFileAtomicallyTest, EmptyPathIsInvalid) {
   EXPECT_EQ(WriteFileAtomically("", "x").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// --- Paths that survive smdebug's lower-casing ------------------------------
+
+// A fresh directory whose own path has no capitals (mkdtemp's random letters
+// may be capitals, and an alias root must not have any), removed afterwards.
+class LowerCaseTempDir {
+ public:
+  LowerCaseTempDir() {
+    std::string base = ::testing::TempDir();
+    if (std::any_of(base.begin(), base.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
+      base = "/tmp";
+    }
+    static std::atomic<int> count{0};
+    path_ = fs::path(base) / absl::StrCat("dp-lower-case-", getpid(), "-", count++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~LowerCaseTempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// What smdebug does with profilerconfig.json (profiler_config_parser.py
+// lower-cases the whole text, then reads "localpath") and where it then
+// writes a framework timeline (TraceFileLocation: <localpath>/framework/
+// pevents/<YYYYMMDDHH>/<end_us>_<pid>-<host>_pythontimeline.json).
+// Returns the path it wrote, as smdebug names it.
+std::string WriteTimelineAsSmdebugDoes(const std::string& profilerconfig_json) {
+  std::string lowered = profilerconfig_json;
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const nlohmann::json config = nlohmann::json::parse(lowered)["profilingparameters"];
+  const fs::path dir =
+      fs::path(config["localpath"].get<std::string>()) / "framework" / "pevents" / "2024050112";
+  fs::create_directories(dir);
+  const fs::path file = dir / "1714564801000000_4242-host_pythontimeline.json";
+  std::ofstream(file) << "[\n";
+  return file.string();
+}
+
+TEST(SurvivesLowerCasingTest, OnlyAsciiWithoutCapitals) {
+  EXPECT_TRUE(SurvivesLowerCasing("/data/mlp-upper/profiler-output_1.x"));
+  EXPECT_TRUE(SurvivesLowerCasing(""));
+  EXPECT_FALSE(SurvivesLowerCasing("/data/MLP-Upper/profiler"));
+  EXPECT_FALSE(SurvivesLowerCasing("/data/Z"));
+  // Python's str.lower() changes non-ASCII letters too ("\xc3\x89" is É).
+  EXPECT_FALSE(SurvivesLowerCasing("/data/\xc3\x89t\xc3\xa9"));
+}
+
+TEST(LowerCaseAliasRootTest, UnderTheTempDirUnlessItHasCapitals) {
+  EXPECT_EQ(LowerCaseAliasRoot(""), "/tmp/debugplane-agent/smdebug-paths");
+  EXPECT_EQ(LowerCaseAliasRoot("/var/tmp/"), "/var/tmp/debugplane-agent/smdebug-paths");
+  EXPECT_EQ(LowerCaseAliasRoot("/home/Me/tmp"), "/tmp/debugplane-agent/smdebug-paths");
+  EXPECT_EQ(LowerCaseAliasRoot("relative"), "/tmp/debugplane-agent/smdebug-paths");
+}
+
+TEST(LowerCaseAliasTest, ALowerCasePathIsUsedAsIsAndNothingIsCreated) {
+  LowerCaseTempDir dir;
+  const std::string real = (dir.path() / "mlp-lower" / "profiler").string();
+  const fs::path root = dir.path() / "aliases";
+  absl::StatusOr<std::string> alias = LowerCaseAlias(real, root.string());
+  ASSERT_TRUE(alias.ok()) << alias.status();
+  EXPECT_EQ(*alias, real);
+  EXPECT_FALSE(fs::exists(root));
+  EXPECT_FALSE(fs::exists(real));
+}
+
+TEST(LowerCaseAliasTest, AJobNameInCapitalsGetsALowerCaseSymlinkToTheRealDirectory) {
+  ScopedTempDir data;  // Its own name may have capitals too.
+  LowerCaseTempDir agent;
+  const fs::path real = data.path() / "MLP-Upper" / "profiler-output";
+  const fs::path root = agent.path() / "smdebug-paths";
+  absl::StatusOr<std::string> alias = LowerCaseAlias(real.string(), root.string());
+  ASSERT_TRUE(alias.ok()) << alias.status();
+  EXPECT_TRUE(SurvivesLowerCasing(*alias)) << *alias;
+  EXPECT_EQ(fs::path(*alias).parent_path(), root);
+  EXPECT_EQ(fs::path(*alias).filename().string().size(), 16u);
+  EXPECT_TRUE(fs::is_symlink(*alias));
+  EXPECT_EQ(fs::read_symlink(*alias), real);
+  // Created, so that smdebug's makedirs below the symlink works.
+  EXPECT_TRUE(fs::is_directory(real));
+  EXPECT_TRUE(fs::equivalent(*alias, real));
+}
+
+TEST(LowerCaseAliasTest, SmdebugWritesItsTimelineIntoTheRealDirectory) {
+  ScopedTempDir data;
+  LowerCaseTempDir agent;
+  const fs::path real = data.path() / "MLP-Upper" / "profiler-output";
+  absl::StatusOr<std::string> alias =
+      LowerCaseAlias(real.string(), (agent.path() / "smdebug-paths").string());
+  ASSERT_TRUE(alias.ok()) << alias.status();
+  v1::ProfilerConfig config;
+  config.set_s3_output_path(real.string());
+  const std::string written = WriteTimelineAsSmdebugDoes(ProfilerConfigJson(config, true, *alias));
+  EXPECT_EQ(written.rfind(*alias, 0), 0u) << written;
+  // Where the server reads ProfilerConfig.S3OutputPath:
+  EXPECT_TRUE(fs::is_regular_file(real / "framework" / "pevents" / "2024050112" /
+                                  "1714564801000000_4242-host_pythontimeline.json"));
+  EXPECT_FALSE(fs::exists(data.path() / "mlp-upper"));
+}
+
+TEST(LowerCaseAliasTest, OneAliasPerDirectoryReusedAndRepaired) {
+  ScopedTempDir data;
+  LowerCaseTempDir agent;
+  const std::string root = (agent.path() / "smdebug-paths").string();
+  const fs::path real = data.path() / "Job-A" / "profiler";
+  absl::StatusOr<std::string> first = LowerCaseAlias(real.string(), root);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The same directory, however spelled, has the same alias (a second run,
+  // or a second agent of the job on this host).
+  EXPECT_EQ(LowerCaseAlias(real.string() + "/", root).value_or(""), *first);
+  EXPECT_EQ(LowerCaseAlias((real / ".." / "profiler").string(), root).value_or(""), *first);
+  // Another directory has another one.
+  absl::StatusOr<std::string> other = LowerCaseAlias((data.path() / "Job-B").string(), root);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(*other, *first);
+  // An alias that points elsewhere (a directory moved, a hand-made link) is
+  // replaced.
+  fs::remove(*first);
+  fs::create_directory_symlink(data.path(), *first);
+  EXPECT_EQ(LowerCaseAlias(real.string(), root).value_or(""), *first);
+  EXPECT_EQ(fs::read_symlink(*first), real);
+  // Nothing else is left in the alias directory (no temporary links).
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(root)) ++entries;
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(LowerCaseAliasTest, ARelativeDirectoryIsLinkedByItsAbsolutePath) {
+  LowerCaseTempDir agent;
+  const fs::path cwd = fs::current_path();
+  ScopedTempDir data;
+  fs::current_path(data.path());
+  absl::StatusOr<std::string> alias =
+      LowerCaseAlias("Relative/Profiler", (agent.path() / "smdebug-paths").string());
+  fs::current_path(cwd);
+  ASSERT_TRUE(alias.ok()) << alias.status();
+  EXPECT_EQ(fs::read_symlink(*alias), data.path() / "Relative" / "Profiler");
+}
+
+TEST(LowerCaseAliasTest, ErrorsNameThePathAndTheCause) {
+  ScopedTempDir data;
+  LowerCaseTempDir agent;
+  const std::string real = (data.path() / "MLP-Upper").string();
+
+  absl::StatusOr<std::string> alias = LowerCaseAlias(real, "/tmp/Aliases");
+  EXPECT_EQ(alias.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(alias.status().message(),
+              HasSubstr("\"/tmp/Aliases\" must be an absolute path that lower-casing leaves"));
+  EXPECT_EQ(LowerCaseAlias(real, "aliases").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LowerCaseAlias("", agent.path().string()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  const fs::path file = agent.path() / "file";
+  std::ofstream(file) << "x";
+  alias = LowerCaseAlias(real, (file / "aliases").string());
+  EXPECT_FALSE(alias.ok());
+  EXPECT_THAT(alias.status().message(),
+              HasSubstr("cannot create the directory of lower-case aliases " +
+                        (file / "aliases").string()));
+
+  const fs::path blocked = data.path() / "File";
+  std::ofstream(blocked) << "x";
+  alias = LowerCaseAlias((blocked / "Profiler").string(), agent.path().string());
+  EXPECT_FALSE(alias.ok());
+  EXPECT_THAT(alias.status().message(), HasSubstr("cannot create the profiler output directory " +
+                                                  (blocked / "Profiler").string()));
 }
 
 }  // namespace
