@@ -27,7 +27,12 @@ std::string TensorLabel(const Tensor& tensor, const TrialInfo& info) {
   return tensor.name;
 }
 
-std::string Num(double v) { return absl::StrFormat("%.6g", v); }
+std::string Num(double v) {
+  // printf's %g keeps a NaN's sign bit ("-nan" for the 0/0 of x86), which
+  // means nothing for a NaN and reads like a different value.
+  if (std::isnan(v)) return "nan";
+  return absl::StrFormat("%.6g", v);
+}
 
 std::string Clip(std::string details) {
   constexpr size_t kMax = 1024;
