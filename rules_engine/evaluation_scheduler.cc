@@ -298,6 +298,9 @@ void EvaluationScheduler::Shutdown() {
     (void)!write(wake_fd_, &one, sizeof(one));
   }
   for (auto& worker : workers_) worker.join();
+  // Statuses still refused by the storage are dropped: those rules stay
+  // InProgress and are evaluated again at the next start.
+  status_recorder_.Shutdown();
   if (poller_.joinable()) poller_.join();
   if (watcher_.joinable()) watcher_.join();
   if (inotify_fd_ >= 0) close(inotify_fd_);
@@ -589,16 +592,9 @@ void EvaluationScheduler::StartCustomLocked(
 }
 
 void EvaluationScheduler::RecordStatus(const std::string& job, const std::string& rule, int status,
-                                       std::string details) {
-  manager_->SetRuleEvaluationStatus(
-      job, rule, static_cast<core::RuleStatus>(status), Truncate(std::move(details)),
-      [job, rule](const absl::Status& result) {
-        // FAILED_PRECONDITION: the rule was settled already (e.g. stopped).
-        if (!result.ok() && result.code() != absl::StatusCode::kFailedPrecondition) {
-          spdlog::warn("recording the status of rule '{}' of job '{}' failed: {}", rule, job,
-                       result.ToString());
-        }
-      });
+                                       std::string details, int64_t last_evaluated_step) {
+  status_recorder_.Record(job, rule, last_evaluated_step, static_cast<core::RuleStatus>(status),
+                          Truncate(std::move(details)));
 }
 
 void EvaluationScheduler::EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
@@ -672,22 +668,16 @@ void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, i
                                  std::string details) {
   auto& run = evaluation.rules[rule_index];
   run.done = true;
+  // The step the verdict was reached at is recorded with it (progress of a
+  // terminal rule is left as it is, so it goes first). Durable ahead of the
+  // verdict at worst, which is safe: a rule still InProgress after a restart
+  // replays its steps from the start, so the verdict is reached again.
+  int64_t last_step = -1;
   if (run.last_step > run.recorded_step) {
-    // The step the verdict was reached at, recorded with it: queued first,
-    // while the rule is still InProgress (progress of a terminal rule is
-    // left as it is). Durable ahead of the verdict at worst, which is safe:
-    // a rule still InProgress after a restart replays its steps from the
-    // start, so the verdict is reached again.
+    last_step = run.last_step;
     run.recorded_step = run.last_step;
-    const std::string job = evaluation.job_name;
-    manager_->RecordRuleProgress(
-        job, {{run.configuration_name, run.last_step}}, [job](const absl::Status& result) {
-          if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
-            spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
-          }
-        });
   }
-  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
+  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step);
 }
 
 void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {

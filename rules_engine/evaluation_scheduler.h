@@ -13,12 +13,23 @@
 // systems without inotify.
 //
 // Profiler rules read ProfilerConfig.S3OutputPath with the same workers and
-// watches. They conclude when training ends (the job Completed or Failed, or
-// the tensor trial's training_job_end.ts); IssuesFound is recorded as soon as
-// the data shows it. A ProfilerReport rule's status is IssuesFound as soon as
-// one of its rules finds issues, but its report keeps being regenerated (at
-// most once per report_interval while data arrives, and once more at the end)
-// until training ends.
+// watches. IssuesFound is recorded as soon as the data shows it. A
+// ProfilerReport rule's status is IssuesFound as soon as one of its rules
+// finds issues, but its report keeps being regenerated (at most once per
+// report_interval while data arrives, and once more at the end) until
+// training ends; a final report written before the job reached its final
+// status (Completed, Failed, Stopped) is written again with that status.
+//
+// Training ends, for both kinds of rules (they conclude then, after a last
+// complete read): when the job says so (the agent reported the command's
+// exit, or the job was stopped), or when the tensor trial of a single worker
+// has its training_job_end.ts. With several workers (`num_workers` in the
+// collections files) every worker writes that same file when it exits, so it
+// ends nothing: steps still wait for every worker's files, and rules conclude
+// when the job ends.
+//
+// Statuses are recorded through a RuleStatusRecorder: one the storage
+// refuses (a full disk) is retried with backoff until durable.
 //
 // Restart: terminal rule statuses (and the actions they triggered) are
 // durable, so a finished rule is never evaluated, and never acts, again.
@@ -47,6 +58,7 @@
 #include "rules_engine/custom_evaluator.h"
 #include "rules_engine/other_trial_lookup.h"
 #include "rules_engine/rule.h"
+#include "rules_engine/rule_status_recorder.h"
 #include "rules_engine/trial_storage.h"
 
 namespace debugplane::rules_engine {
@@ -75,6 +87,9 @@ struct EvaluationSchedulerOptions {
   std::filesystem::path report_dir;
   // How often, at most, a report is regenerated while data keeps coming.
   absl::Duration report_interval = absl::Seconds(2);
+  // How rule statuses the storage refuses (a full disk) are retried until
+  // durable, and by which clock.
+  RuleStatusRecorderOptions status_retries;
 };
 
 class EvaluationScheduler {
@@ -146,10 +161,12 @@ class EvaluationScheduler {
   void StartCustomLocked(const core::JobRecord& job,
                          const std::vector<const v1::DebugRuleConfiguration*>& configs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records `status` (a RuleEvaluationStatus) of a rule, durable and
-  // watched; failures are logged (the rule stays InProgress).
+  // Records `status` (a RuleEvaluationStatus) of a rule, after its
+  // LastEvaluatedStep `last_evaluated_step` if >= 0: durable and watched,
+  // retried while the storage refuses it (RuleStatusRecorder). Returns at
+  // once.
   void RecordStatus(const std::string& job, const std::string& rule, int status,
-                    std::string details);
+                    std::string details, int64_t last_evaluated_step = -1);
   // Records the rules' last evaluated steps, at most once per
   // progress_interval unless `force`.
   void RecordProgress(JobEvaluation& evaluation, bool force);
@@ -160,6 +177,7 @@ class EvaluationScheduler {
 
   core::TrainingJobManager* const manager_;
   const EvaluationSchedulerOptions options_;
+  RuleStatusRecorder status_recorder_{manager_, options_.status_retries};
 
   mutable absl::Mutex mu_;
   // Signalled when ready_ gains work or stopping_ is set. A CondVar, not

@@ -228,12 +228,13 @@ TEST_F(EvaluationSchedulerTest, SimilarAcrossRunsComparesWithAnotherJobsTrial) {
       << different.status_details();
   EXPECT_THAT(different.status_details(), HasSubstr("step 3"));
 
-  // An other_trials outside the data roots is an error that says so.
-  write("escape", 0.5);
-  similar("escape", "/etc");
-  auto escaped = WaitForRule("escape", "SimilarAcrossRuns");
-  EXPECT_EQ(escaped.rule_evaluation_status(), v1::RuleEvaluationStatus::Error);
-  EXPECT_THAT(escaped.status_details(), HasSubstr("other_trials '/etc'"));
+  // An other_trials that names no job (a path outside the data roots is
+  // refused at CreateTrainingJob) is an error that says so.
+  write("unknown", 0.5);
+  similar("unknown", "no-such-job");
+  auto unknown = WaitForRule("unknown", "SimilarAcrossRuns");
+  EXPECT_EQ(unknown.rule_evaluation_status(), v1::RuleEvaluationStatus::Error);
+  EXPECT_THAT(unknown.status_details(), HasSubstr("other_trials 'no-such-job'"));
 }
 
 TEST_F(EvaluationSchedulerTest, ARuleRecordsTheStepItEndedAtWithItsStatus) {
