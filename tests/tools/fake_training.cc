@@ -2,18 +2,31 @@
 // end-to-end tests (no Python, no smdebug): it reads debughookconfig.json
 // once and profilerconfig.json at every step, as smdebug does, writes one
 // step of tensors per iteration into the hook's LocalPath in the smdebug
-// format, and logs every profiler configuration it sees.
+// format, and logs every profiler configuration it sees. At the end it
+// writes training_job_end.ts, as every smdebug worker does when it exits.
 //
 //   fake_training [--steps N] [--step-ms MS] [--exit-code C] [--nan-at STEP]
 //                 [--log FILE] [--ignore-term]
+//                 [--rank R --num-workers N] [--wait-for-end-before STEP]
+//                 [--exit-delay-ms MS]
+//
+// Several workers of one job (torch.distributed, include_workers "all"):
+// start one process per rank with --rank and --num-workers; each writes as
+// worker_<rank> and announces num_workers in its collections file.
+// --wait-for-end-before STEP makes this worker wait, before writing STEP,
+// until another worker has ended (training_job_end.ts is there), then one
+// more --step-ms: its later steps land after another worker's end.
+// --exit-delay-ms holds the process after its last step, before it ends.
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -36,16 +49,27 @@ std::string ReadFile(const char* path) {
 
 int main(int argc, char** argv) {
   int steps = 100, step_ms = 20, exit_code = 0, nan_at = -1;
+  int rank = 0, num_workers = 1, wait_for_end_before = -1, exit_delay_ms = 0;
+  const std::map<std::string, int*> int_flags = {
+      {"--steps", &steps},
+      {"--step-ms", &step_ms},
+      {"--exit-code", &exit_code},
+      {"--nan-at", &nan_at},
+      {"--rank", &rank},
+      {"--num-workers", &num_workers},
+      {"--wait-for-end-before", &wait_for_end_before},
+      {"--exit-delay-ms", &exit_delay_ms},
+  };
   std::string log_path;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : "";
-    if (flag == "--steps") (void)absl::SimpleAtoi(value, &steps), ++i;
-    else if (flag == "--step-ms") (void)absl::SimpleAtoi(value, &step_ms), ++i;
-    else if (flag == "--exit-code") (void)absl::SimpleAtoi(value, &exit_code), ++i;
-    else if (flag == "--nan-at") (void)absl::SimpleAtoi(value, &nan_at), ++i;
-    else if (flag == "--log") log_path = value, ++i;
-    else if (flag == "--ignore-term") signal(SIGTERM, SIG_IGN);
+    if (auto it = int_flags.find(flag); it != int_flags.end() && i + 1 < argc) {
+      (void)absl::SimpleAtoi(argv[++i], it->second);
+    } else if (flag == "--log" && i + 1 < argc) {
+      log_path = argv[++i];
+    } else if (flag == "--ignore-term") {
+      signal(SIGTERM, SIG_IGN);
+    }
   }
   auto hook = nlohmann::json::parse(ReadFile(std::getenv("SMDEBUG_CONFIG_FILE_PATH")), nullptr,
                                     /*allow_exceptions=*/false);
@@ -53,7 +77,9 @@ int main(int argc, char** argv) {
     std::cerr << "fake_training: no usable SMDEBUG_CONFIG_FILE_PATH\n";
     return 90;
   }
-  debugplane::rules_engine::testing::TrialWriter writer(hook["LocalPath"].get<std::string>());
+  const std::string trial = hook["LocalPath"].get<std::string>();
+  debugplane::rules_engine::testing::TrialWriter writer(trial, "worker_" + std::to_string(rank),
+                                                        num_workers);
   std::ofstream log;
   if (!log_path.empty()) log.open(log_path, std::ios::app);
   std::string seen;
@@ -70,12 +96,20 @@ int main(int argc, char** argv) {
             << std::endl;
       }
     }
+    if (step == wait_for_end_before) {
+      std::error_code error;
+      while (!std::filesystem::exists(trial + "/training_job_end.ts", error)) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      absl::SleepFor(absl::Milliseconds(step_ms));
+    }
     const double loss =
         step == nan_at ? std::numeric_limits<double>::quiet_NaN() : 1.0 / (1 + step);
     writer.AddStep(step, debugplane::rules_engine::Mode::kTrain, step,
                    {{"CrossEntropyLoss_output_0", {}, {loss}}});
     absl::SleepFor(absl::Milliseconds(step_ms));
   }
+  absl::SleepFor(absl::Milliseconds(exit_delay_ms));
   writer.EndTraining();
   return exit_code;
 }
