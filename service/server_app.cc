@@ -1,0 +1,196 @@
+#include "service/server_app.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "persistence/sqlite_storage.h"
+#include "rules_engine/validation_hooks.h"
+#include "spdlog/spdlog.h"
+
+namespace debugplane::service {
+namespace {
+
+namespace fs = std::filesystem;
+
+using EvaluatorCommands = std::map<std::string, std::vector<std::string>>;
+
+absl::Status ResolveDataRoots(const ServerConfig& config, std::vector<fs::path>* roots) {
+  std::vector<std::string> given = config.data_roots;
+  if (given.empty()) given.push_back(config.data_dir);
+  for (const std::string& root : given) {
+    std::error_code error;
+    fs::path canonical = fs::canonical(root, error);
+    if (error || !fs::is_directory(canonical)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data-root ", root, " is not an existing directory"));
+    }
+    roots->push_back(std::move(canonical));
+  }
+  return absl::OkStatus();
+}
+
+// --allow-evaluator: "/abs/rule" runs that file for the image "/abs/rule";
+// "IMAGE=/abs/command ARGS" maps an image name to a command.
+absl::Status ResolveEvaluators(const ServerConfig& config, EvaluatorCommands* commands) {
+  for (const std::string& allowed : config.allowed_evaluators) {
+    const size_t equals = allowed.find('=');
+    std::string image = allowed.substr(0, equals);
+    std::vector<std::string> command =
+        equals == std::string::npos
+            ? std::vector<std::string>{image}
+            : absl::StrSplit(allowed.substr(equals + 1), ' ', absl::SkipWhitespace());
+    if (image.empty() || command.empty() || !fs::path(command[0]).is_absolute()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allow-evaluator ", allowed,
+                       ": give an absolute executable path, or IMAGE=/abs/command [ARGS]"));
+    }
+    if (access(command[0].c_str(), X_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--allow-evaluator ", allowed, ": ",
+                                                     command[0], " is not an executable file"));
+    }
+    (*commands)[image] = std::move(command);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveActionSinks(const ServerConfig& config,
+                                rules_engine::ActionDispatcherOptions* options) {
+  options->max_attempts = config.action_attempts;
+  for (const std::string& url : config.notify_webhooks) {
+    if (!absl::StartsWith(url, "http://") && !absl::StartsWith(url, "https://")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--notify-webhook ", url, " is not an http:// or https:// URL"));
+    }
+    options->sinks.push_back(rules_engine::MakeWebhookSink({.url = url}));
+  }
+  if (config.smtp.url.empty()) return absl::OkStatus();
+  rules_engine::SmtpSinkOptions smtp = config.smtp;
+  if (!absl::StartsWith(smtp.url, "smtp://") && !absl::StartsWith(smtp.url, "smtps://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--smtp-url ", smtp.url, " is not an smtp:// or smtps:// URL"));
+  }
+  if (smtp.from.empty()) {
+    return absl::InvalidArgumentError("--smtp-url needs --smtp-from (the sender address)");
+  }
+  if (!config.smtp_password_file.empty()) {
+    std::ifstream in(config.smtp_password_file);
+    if (!in || !std::getline(in, smtp.password)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--smtp-password-file ", config.smtp_password_file, " cannot be read"));
+    }
+  }
+  options->sinks.push_back(rules_engine::MakeSmtpSink(std::move(smtp)));
+  return absl::OkStatus();
+}
+
+bool IsLoopback(const std::string& address) {
+  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "localhost:") ||
+         absl::StartsWith(address, "[::1]:");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
+  if (config.grpc.tls_cert_file.empty() && !IsLoopback(config.grpc.listen_address)) {
+    spdlog::warn(
+        "listening on {} in plaintext: anyone who can reach it can read, stop and delete every "
+        "job; give --tls-cert and --tls-key, or listen on 127.0.0.1",
+        config.grpc.listen_address);
+  }
+  // Checked before anything starts, so a bad flag leaves nothing behind.
+  auto data_directory = persistence::DataDirectory::Open(config.data_dir);
+  if (!data_directory.ok()) return data_directory.status();
+  core::TrainingJobManagerOptions manager_options = config.manager;
+  if (absl::Status roots = ResolveDataRoots(config, &manager_options.validation.data_roots);
+      !roots.ok()) {
+    return roots;
+  }
+  EvaluatorCommands evaluators;
+  if (absl::Status resolved = ResolveEvaluators(config, &evaluators); !resolved.ok()) {
+    return resolved;
+  }
+  for (const auto& [image, command] : evaluators) {
+    manager_options.validation.allowed_custom_evaluators.push_back(image);
+  }
+  rules_engine::InstallRuleValidation(&manager_options.validation);
+  rules_engine::ActionDispatcherOptions action_options;
+  if (absl::Status sinks = ResolveActionSinks(config, &action_options); !sinks.ok()) {
+    return sinks;
+  }
+
+  std::unique_ptr<ServerApp> app(new ServerApp(std::move(config)));
+  const ServerConfig& c = app->config_;
+  app->data_directory_ = *std::move(data_directory);
+  app->database_path_ = (fs::path(c.data_dir) / "debugplane.db").string();
+  auto storage = persistence::SqliteStorage::Open(app->database_path_);
+  if (!storage.ok()) return storage.status();
+  auto manager = core::TrainingJobManager::Create(*std::move(storage), std::move(manager_options));
+  if (!manager.ok()) return manager.status();
+  app->manager_ = *std::move(manager);
+
+  rules_engine::EvaluationSchedulerOptions scheduler_options;
+  scheduler_options.worker_threads = c.rule_workers;
+  scheduler_options.custom_evaluators = std::move(evaluators);
+  scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
+  scheduler_options.data_roots = app->manager_->options().validation.data_roots;
+  // ProfilerReport rules' reports live with the database: the server owns
+  // that directory, whereas output paths may be read-only to it.
+  const fs::path report_dir = fs::path(c.data_dir) / "reports";
+  scheduler_options.report_dir = report_dir;
+  app->scheduler_ =
+      std::make_unique<rules_engine::EvaluationScheduler>(app->manager_.get(), scheduler_options);
+  app->scheduler_->Start();
+  app->actions_ = std::make_unique<rules_engine::ActionDispatcher>(app->manager_.get(),
+                                                                   std::move(action_options));
+  app->actions_->Start();
+
+  app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
+  app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir);
+  auto grpc =
+      GrpcServer::Start(c.grpc, app->manager_.get(), app->agents_.get(), app->reports_.get());
+  if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
+  app->grpc_ = *std::move(grpc);
+
+  std::vector<std::string> root_names;
+  for (const auto& root : app->manager_->options().validation.data_roots) {
+    root_names.push_back(root.string());
+  }
+  spdlog::info("serving: listen={} port={} database={} data_roots=[{}] jobs={}",
+               c.grpc.listen_address, app->port(), app->database_path_,
+               absl::StrJoin(root_names, ","), app->manager_->job_count());
+  return app;
+}
+
+ServerApp::~ServerApp() { Shutdown(); }
+
+void ServerApp::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Stop evaluating, commit what is queued and refuse new changes, so calls
+  // in flight complete; then stop the transport, then close the database.
+  if (actions_ != nullptr) actions_->Shutdown();
+  if (scheduler_ != nullptr) scheduler_->Shutdown();
+  if (manager_ != nullptr) manager_->Shutdown();
+  if (grpc_ != nullptr) {
+    grpc_->Shutdown(config_.shutdown_grace);
+    grpc_->Wait();
+  }
+  grpc_.reset();
+  reports_.reset();
+  agents_.reset();
+  actions_.reset();
+  scheduler_.reset();
+  manager_.reset();  // Commits the last changes and closes the database.
+  data_directory_.reset();
+}
+
+}  // namespace debugplane::service

@@ -1,0 +1,78 @@
+// ServerApp: the whole debugplane server as one object, so that the binary's
+// main() only parses flags and waits for a signal, and tests run a complete
+// server in-process.
+//
+// It owns, in start order: the data directory's lock, the database, the job
+// manager, the rules engine (evaluation scheduler, action dispatcher), the
+// agent and report handlers, and the gRPC server. Shutdown() stops them in
+// the reverse order that keeps every acknowledged write: evaluation and
+// actions first, then queued changes are committed and new ones refused,
+// calls in flight finish, and the database closes.
+
+#ifndef DEBUGPLANE_SERVICE_SERVER_APP_H_
+#define DEBUGPLANE_SERVICE_SERVER_APP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/profiler_report_handler.h"
+#include "core/training_agent_handler.h"
+#include "core/training_job_manager.h"
+#include "persistence/data_directory.h"
+#include "rules_engine/action_dispatcher.h"
+#include "rules_engine/evaluation_scheduler.h"
+#include "service/server.h"
+#include "service/server_flags.h"
+
+namespace debugplane::service {
+
+class ServerApp {
+ public:
+  // Checks `config` and starts serving. Errors name the flag, file or
+  // address and what to do: INVALID_ARGUMENT for a flag value that cannot
+  // work (a data root that is not a directory, an evaluator that is not an
+  // absolute executable, a webhook that is not http(s), SMTP without a
+  // sender or with an unreadable password file); the data directory's,
+  // database's and gRPC server's own errors otherwise (another server holds
+  // the directory, the port is in use, ...). Nothing keeps running after an
+  // error.
+  static absl::StatusOr<std::unique_ptr<ServerApp>> Start(ServerConfig config);
+
+  // Shuts down (see Shutdown) if still running.
+  ~ServerApp();
+
+  ServerApp(const ServerApp&) = delete;
+  ServerApp& operator=(const ServerApp&) = delete;
+
+  // The bound port (useful with port 0).
+  int port() const { return grpc_->port(); }
+  const std::string& database_path() const { return database_path_; }
+  core::TrainingJobManager& manager() { return *manager_; }
+
+  // Graceful shutdown: health NOT_SERVING, evaluation and actions stop,
+  // queued changes commit, calls in flight get the configured grace, watch
+  // streams end with UNAVAILABLE, the database closes. Blocks until done.
+  // Idempotent.
+  void Shutdown();
+
+ private:
+  explicit ServerApp(ServerConfig config) : config_(std::move(config)) {}
+
+  const ServerConfig config_;
+  std::string database_path_;
+  bool shut_down_ = false;
+  // Declared in start order: destroyed in reverse, the gRPC server first and
+  // the data directory's lock last.
+  std::unique_ptr<persistence::DataDirectory> data_directory_;
+  std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<rules_engine::EvaluationScheduler> scheduler_;
+  std::unique_ptr<rules_engine::ActionDispatcher> actions_;
+  std::unique_ptr<core::TrainingAgentManager> agents_;
+  std::unique_ptr<core::ProfilerReportHandler> reports_;
+  std::unique_ptr<GrpcServer> grpc_;
+};
+
+}  // namespace debugplane::service
+
+#endif  // DEBUGPLANE_SERVICE_SERVER_APP_H_

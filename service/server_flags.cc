@@ -1,0 +1,127 @@
+#include "service/server_flags.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "CLI/CLI.hpp"
+
+namespace debugplane::service {
+namespace {
+
+// Seconds as a flag, a Duration in the configuration.
+class SecondsFlag {
+ public:
+  SecondsFlag(absl::Duration* target) : target_(target), seconds_(absl::ToDoubleSeconds(*target)) {}
+  double* value() { return &seconds_; }
+  void Store() const { *target_ = absl::Seconds(seconds_); }
+
+ private:
+  absl::Duration* target_;
+  double seconds_;
+};
+
+}  // namespace
+
+std::string DefaultDataDir() {
+  namespace fs = std::filesystem;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (fs::path(xdg) / "debugplane").string();
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return (fs::path(home) / ".local/share/debugplane").string();
+  }
+  return "debugplane-data";
+}
+
+ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostream& out,
+                                   std::ostream& err) {
+  ServerConfig config;
+  config.data_dir = DefaultDataDir();
+  CLI::App app{"debugplane-server: the training-job debug control plane (gRPC)"};
+  app.set_config("--config", "", "Read flags from this TOML/INI file");
+
+  SecondsFlag evaluator_time_limit(&config.evaluator_time_limit);
+  SecondsFlag shutdown_grace(&config.shutdown_grace);
+  SecondsFlag stop_wait_without_agent(&config.manager.stop_wait.without_agent);
+  SecondsFlag stop_confirm_timeout(&config.manager.stop_wait.for_agent);
+
+  app.add_option("--listen", config.grpc.listen_address, "Address to serve on (HOST:PORT)")
+      ->capture_default_str();
+  app.add_option("--data-dir", config.data_dir, "Directory of the database")->capture_default_str();
+  app.add_option("--data-root", config.data_roots,
+                 "Directory that local output paths may point into (repeatable; default: the "
+                 "data directory)");
+  app.add_option("--tls-cert", config.grpc.tls_cert_file, "PEM certificate chain for TLS");
+  app.add_option("--tls-key", config.grpc.tls_key_file, "PEM private key for TLS");
+  app.add_option("--allow-evaluator", config.allowed_evaluators,
+                 "Custom rule evaluator to accept (repeatable): an absolute executable path "
+                 "used as RuleEvaluatorImage, or IMAGE=COMMAND [ARGS] mapping a "
+                 "RuleEvaluatorImage to a local command");
+  app.add_option("--evaluator-time-limit", *evaluator_time_limit.value(),
+                 "Seconds a custom rule evaluator may run before it is killed")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 30.0 * 86400));
+  app.add_option("--region", config.manager.arn_scope.region, "Region named in ARNs")
+      ->capture_default_str();
+  app.add_option("--account", config.manager.arn_scope.account, "Account named in ARNs")
+      ->capture_default_str();
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error or critical")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical"}));
+  app.add_option("--log-format", config.log_format, "text or json (one JSON object per line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--max-request-bytes", config.grpc.max_receive_message_bytes,
+                 "Largest request accepted")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 64 * 1024 * 1024));
+  app.add_option("--watch-buffer-bytes", config.grpc.watch_limits.max_pending_bytes,
+                 "Changes a WatchTrainingJob client that does not read may fall behind by "
+                 "before its stream ends with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
+  app.add_option("--rule-workers", config.rule_workers, "Threads that evaluate rules")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--shutdown-grace", *shutdown_grace.value(),
+                 "Seconds calls in flight get to finish on SIGTERM")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--notify-webhook", config.notify_webhooks,
+                 "URL that Email and SMS rule actions are POSTed to as JSON (repeatable)");
+  app.add_option("--smtp-url", config.smtp.url,
+                 "SMTP server for Email rule actions: smtp://host:port (STARTTLS when offered) "
+                 "or smtps://host:port");
+  app.add_option("--smtp-from", config.smtp.from, "Sender address of Email rule actions");
+  app.add_option("--smtp-user", config.smtp.username, "SMTP user name (AUTH)");
+  app.add_option("--smtp-password-file", config.smtp_password_file,
+                 "File whose first line is the SMTP password");
+  app.add_option("--action-attempts", config.action_attempts,
+                 "Deliveries of a notification before its action ends Failed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--stop-wait-without-agent", *stop_wait_without_agent.value(),
+                 "Seconds a stopping job whose training started waits for an agent to "
+                 "(re)connect and report the process gone, before it is Stopped without one")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--stop-confirm-timeout", *stop_confirm_timeout.value(),
+                 "Seconds a stopping job waits for its connected agent to report the training "
+                 "process gone, before it is Stopped without that report (more than the agents' "
+                 "--stop-grace)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 7 * 86400.0));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return ParsedServerFlags{.config = std::nullopt, .exit_code = app.exit(error, out, err)};
+  }
+  for (const SecondsFlag* flag :
+       {&evaluator_time_limit, &shutdown_grace, &stop_wait_without_agent, &stop_confirm_timeout}) {
+    flag->Store();
+  }
+  return ParsedServerFlags{.config = std::move(config), .exit_code = 0};
+}
+
+}  // namespace debugplane::service

@@ -1,0 +1,63 @@
+// The server's flags: `debugplane-server --help` lists them; a config file
+// (--config FILE, TOML or INI with the flags' names: `listen = "..."`,
+// `data-root = ["/a", "/b"]`) may give them too. Parsing only reads the
+// command line and that file; checking what the values point at (data
+// roots, evaluators, URLs) is the server's start (see server_app.h), so both
+// are testable without starting a process.
+
+#ifndef DEBUGPLANE_SERVICE_SERVER_FLAGS_H_
+#define DEBUGPLANE_SERVICE_SERVER_FLAGS_H_
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/training_job_manager.h"
+#include "rules_engine/notification_sink.h"
+#include "service/server.h"
+
+namespace debugplane::service {
+
+struct ServerConfig {
+  GrpcServerOptions grpc;
+  // The database and reports live here; default $XDG_DATA_HOME/debugplane or
+  // ~/.local/share/debugplane.
+  std::string data_dir;
+  // Where local output paths may point; empty: the data directory.
+  std::vector<std::string> data_roots;
+  // --allow-evaluator values: an absolute executable, or IMAGE=COMMAND ARGS.
+  std::vector<std::string> allowed_evaluators;
+  absl::Duration evaluator_time_limit = absl::Hours(24);
+  std::string log_level = "info";
+  std::string log_format = "text";
+  // How long calls in flight get to finish at SIGTERM.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  // Validation (data roots, evaluators) is filled in by the server's start.
+  core::TrainingJobManagerOptions manager;
+  int rule_workers = 2;
+  std::vector<std::string> notify_webhooks;
+  rules_engine::SmtpSinkOptions smtp;  // Password read from smtp_password_file at start.
+  std::string smtp_password_file;
+  int action_attempts = 8;
+};
+
+// The outcome of parsing: a configuration to run, or an exit code (0 after
+// --help, non-zero after an error) with what was printed to `out`/`err`.
+struct ParsedServerFlags {
+  std::optional<ServerConfig> config;
+  int exit_code = 0;
+};
+
+// Parses the command line (argv[0] is the program). Messages (help, errors
+// naming the flag) go to `out` and `err` as CLI11 writes them.
+ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostream& out,
+                                   std::ostream& err);
+
+// The default data directory (see ServerConfig::data_dir).
+std::string DefaultDataDir();
+
+}  // namespace debugplane::service
+
+#endif  // DEBUGPLANE_SERVICE_SERVER_FLAGS_H_
