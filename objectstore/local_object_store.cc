@@ -1,0 +1,496 @@
+#include "objectstore/local_object_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "objectstore/message_text.h"
+
+namespace debugplane::objectstore {
+namespace {
+
+// Paths are shown in full up to this many characters.
+constexpr size_t kShownPathChars = 512;
+// A recursive listing goes at most this deep below its directory.
+constexpr int kMaxListDepth = 128;
+// openat2 may fail with EAGAIN when a rename races with the lookup.
+constexpr int kOpenat2Attempts = 8;
+
+constexpr uint64_t kResolveConfined = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+
+long Openat2(int dir_fd, const char* path, int flags) {
+  struct open_how how;
+  std::memset(&how, 0, sizeof(how));
+  how.flags = static_cast<uint64_t>(flags);
+  how.resolve = kResolveConfined;
+  return syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+}
+
+absl::Time ModifiedTime(const struct stat& st) {
+  return absl::FromUnixSeconds(st.st_mtim.tv_sec) + absl::Nanoseconds(st.st_mtim.tv_nsec);
+}
+
+// The status for `err` (an errno) met while doing `what` on `path`.
+absl::Status ErrnoStatus(int err, absl::string_view what, absl::string_view path) {
+  const std::string message = absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ENAMETOOLONG:
+      return absl::InvalidArgumentError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+std::string LinkRefused(absl::string_view path) {
+  return absl::StrCat(path,
+                      " is a symbolic link; debugplane does not follow links inside a data root");
+}
+
+// "a/b/c" -> {"a", "b", "c"}; "" -> {}.
+std::vector<absl::string_view> Components(absl::string_view key) {
+  if (key.empty()) return {};
+  return absl::StrSplit(key, '/');
+}
+
+// A key without its trailing '/' (list prefixes and watch prefixes may end
+// in one).
+absl::string_view WithoutTrailingSlash(absl::string_view key) {
+  if (!key.empty() && key.back() == '/') key.remove_suffix(1);
+  return key;
+}
+
+struct DirEntry {
+  std::string name;
+  bool directory = false;
+  std::string sort_key;  // name, or name + "/" for a directory: key order.
+};
+
+// The entries of the open directory `dir_fd` whose names start with
+// `name_prefix`, unsorted. Links are reported through `*link` (the first
+// one, by name) and otherwise left out, as are FIFOs, sockets and devices.
+absl::Status ReadEntries(int dir_fd, absl::string_view dir_path, absl::string_view name_prefix,
+                         std::vector<DirEntry>* entries, std::vector<std::string>* links) {
+  // fdopendir takes over its descriptor: give it its own, reading from the
+  // start.
+  const int own = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (own < 0) return ErrnoStatus(errno, "list", dir_path);
+  DIR* dir = ::fdopendir(own);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(own);
+    return ErrnoStatus(err, "list", dir_path);
+  }
+  errno = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    const absl::string_view name(e->d_name);
+    if (name == "." || name == ".." || !absl::StartsWith(name, name_prefix)) continue;
+    unsigned char type = e->d_type;
+    if (type == DT_UNKNOWN) {
+      struct stat st;
+      if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // Gone.
+      type = S_ISREG(st.st_mode)   ? DT_REG
+             : S_ISDIR(st.st_mode) ? DT_DIR
+             : S_ISLNK(st.st_mode) ? DT_LNK
+                                   : DT_UNKNOWN;
+    }
+    if (type == DT_LNK) {
+      links->emplace_back(name);
+    } else if (type == DT_REG || type == DT_DIR) {
+      DirEntry entry;
+      entry.name = std::string(name);
+      entry.directory = type == DT_DIR;
+      entry.sort_key = entry.directory ? absl::StrCat(name, "/") : entry.name;
+      entries->push_back(std::move(entry));
+    }
+    errno = 0;
+  }
+  const int err = errno;
+  ::closedir(dir);
+  if (err != 0) return ErrnoStatus(err, "list", dir_path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LocalObjectStore::LocalObjectStore(std::string root, UniqueFd root_fd, bool use_openat2)
+    : root_(std::move(root)), root_fd_(std::move(root_fd)), use_openat2_(use_openat2) {}
+
+absl::StatusOr<std::shared_ptr<LocalObjectStore>> LocalObjectStore::Open(const std::string& root) {
+  return Open(root, Options());
+}
+
+absl::StatusOr<std::shared_ptr<LocalObjectStore>> LocalObjectStore::Open(const std::string& root,
+                                                                         Options options) {
+  if (root.empty() || root.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a local store's root must be an absolute path, not ",
+                     QuoteForMessage(root, kShownPathChars)));
+  }
+  std::string normal = root;
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  UniqueFd fd(::open(normal.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
+    const std::string shown = EscapeForMessage(normal, kShownPathChars);
+    if (err == ENOTDIR) {
+      return absl::FailedPreconditionError(absl::StrCat(shown, " is not a directory"));
+    }
+    return ErrnoStatus(err, "open the data root", shown);
+  }
+  bool use_openat2 = false;
+  if (options.resolution != Resolution::kWalk) {
+    UniqueFd probe(static_cast<int>(Openat2(fd.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC)));
+    // ENOSYS: an older kernel; EPERM: a seccomp filter that does not know
+    // the call; E2BIG/EINVAL: a kernel without these resolve flags.
+    use_openat2 = probe.valid();
+    if (!use_openat2 && options.resolution == Resolution::kOpenat2) {
+      return absl::UnimplementedError(
+          absl::StrCat("openat2 is not available here (", std::strerror(errno), ")"));
+    }
+  }
+  return std::shared_ptr<LocalObjectStore>(
+      new LocalObjectStore(std::move(normal), std::move(fd), use_openat2));
+}
+
+std::string LocalObjectStore::Describe(absl::string_view key) const {
+  if (key.empty()) return EscapeForMessage(root_, kShownPathChars);
+  return EscapeForMessage(absl::StrCat(root_ == "/" ? "" : root_, "/", key), kShownPathChars);
+}
+
+absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, int flags) const {
+  flags |= O_NOFOLLOW | O_CLOEXEC;
+  absl::StatusOr<UniqueFd> fd;
+  if (key.empty()) {
+    UniqueFd root(::openat(root_fd_.get(), ".", flags));
+    if (root.valid()) {
+      fd = std::move(root);
+    } else {
+      fd = OpenError(errno, key);
+    }
+  } else if (use_openat2_) {
+    fd = OpenWithOpenat2(key, flags);
+  } else {
+    fd = OpenByWalk(key, flags);
+  }
+  if (!fd.ok() || (flags & O_PATH) == 0) return fd;
+  // With O_PATH | O_NOFOLLOW a link as the last component is opened itself.
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, "open", Describe(key));
+  if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> LocalObjectStore::OpenWithOpenat2(absl::string_view key, int flags) const {
+  const std::string path(key);
+  for (int attempt = 0;; ++attempt) {
+    UniqueFd fd(static_cast<int>(Openat2(root_fd_.get(), path.c_str(), flags)));
+    if (fd.valid()) return fd;
+    const int err = errno;
+    if ((err == EAGAIN && attempt + 1 < kOpenat2Attempts) || err == EINTR) continue;
+    return OpenError(err, key);
+  }
+}
+
+absl::StatusOr<UniqueFd> LocalObjectStore::OpenByWalk(absl::string_view key, int flags) const {
+  const std::vector<absl::string_view> components = Components(key);
+  UniqueFd current;  // The directory reached; the root before the first step.
+  for (size_t i = 0; i < components.size(); ++i) {
+    const std::string name(components[i]);
+    // ValidateKey refuses these; the walk refuses them again by itself.
+    if (name.empty() || name == "." || name == "..") {
+      return absl::PermissionDeniedError(
+          absl::StrCat(Describe(key), ": '.', '..' and empty components are not followed"));
+    }
+    const int parent = current.valid() ? current.get() : root_fd_.get();
+    const bool last = i + 1 == components.size();
+    const int step_flags = last ? flags : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int fd;
+    do {
+      fd = ::openat(parent, name.c_str(), step_flags);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return OpenError(errno, key);
+    current.reset(fd);
+  }
+  return current;
+}
+
+absl::Status LocalObjectStore::OpenError(int err, absl::string_view key) const {
+  if (err == ELOOP || err == ENOTDIR || err == EXDEV) {
+    // Which component is a link, or not a directory? Walked again, confined
+    // the same way, only on this error path.
+    const std::vector<absl::string_view> components = Components(key);
+    UniqueFd current;
+    for (size_t i = 0; i < components.size(); ++i) {
+      const std::string name(components[i]);
+      if (name.empty() || name == "." || name == "..") break;
+      const int parent = current.valid() ? current.get() : root_fd_.get();
+      const std::string so_far = std::string(key.substr(
+          0, static_cast<size_t>(components[i].data() - key.data()) + components[i].size()));
+      struct stat st;
+      if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return ErrnoStatus(errno, "open", Describe(key));
+      }
+      if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(so_far)));
+      if (i + 1 == components.size()) break;
+      if (!S_ISDIR(st.st_mode)) {
+        return absl::NotFoundError(absl::StrCat("cannot open ", Describe(key), ": ",
+                                                Describe(so_far), " is not a directory"));
+      }
+      UniqueFd next(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!next.valid()) break;  // Changed meanwhile: report the original error.
+      current = std::move(next);
+    }
+    if (err == ENOTDIR) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot open ", Describe(key), ": not a directory where one is needed"));
+    }
+    if (err == ELOOP) {
+      // A link that was replaced meanwhile: still a link on the way.
+      return absl::PermissionDeniedError(LinkRefused(Describe(key)));
+    }
+    return absl::PermissionDeniedError(
+        absl::StrCat(Describe(key), " leads outside the data root ", Describe("")));
+  }
+  return ErrnoStatus(err, "open", Describe(key));
+}
+
+absl::Status LocalObjectStore::ReadRangeInto(absl::string_view key, uint64_t offset,
+                                             uint64_t length, std::string* out) const {
+  out->clear();
+  if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_RDONLY | O_NONBLOCK);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, "read", Describe(key));
+  if (S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat(Describe(key), " is a directory, not an object"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(Describe(key), " is not a regular file; debugplane reads only files"));
+  }
+  // Read up to the size at open time: a consistent prefix of an append-only
+  // file. Clamped before allocating (lengths come from files too).
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset >= size) return absl::OkStatus();
+  const uint64_t want = std::min(length, size - offset);
+  out->resize(want);
+  uint64_t done = 0;
+  while (done < want) {
+    const ssize_t n =
+        ::pread(fd->get(), out->data() + done, want - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      out->clear();
+      return ErrnoStatus(err, "read", Describe(key));
+    }
+    if (n == 0) break;  // Truncated meanwhile: what is there.
+    done += static_cast<uint64_t>(n);
+  }
+  out->resize(done);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ObjectEntry> LocalObjectStore::Stat(absl::string_view key) const {
+  if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
+  absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_PATH);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, "stat", Describe(key));
+  if (S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat(Describe(key), " is a directory, not an object"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(Describe(key), " is not a regular file; debugplane reads only files"));
+  }
+  return ObjectEntry{std::string(key), static_cast<uint64_t>(st.st_size), ModifiedTime(st)};
+}
+
+absl::StatusOr<UniqueFd> LocalObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
+  const absl::string_view key = WithoutTrailingSlash(prefix);
+  if (!key.empty()) {
+    if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
+  }
+  return OpenBeneath(key, O_PATH | O_DIRECTORY);
+}
+
+absl::StatusOr<ListResult> LocalObjectStore::List(const ListOptions& options) const {
+  if (absl::Status valid = ValidatePrefix(options.prefix); !valid.ok()) return valid;
+  if (!options.delimiter.empty() && options.delimiter != "/") {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported list delimiter ",
+                                                   QuoteForMessage(options.delimiter, 8),
+                                                   "; use \"/\" or none"));
+  }
+  const size_t slash = options.prefix.rfind('/');
+  const std::string dir_key = slash == std::string::npos ? "" : options.prefix.substr(0, slash);
+  absl::StatusOr<UniqueFd> dir = OpenBeneath(dir_key, O_RDONLY | O_DIRECTORY);
+  if (!dir.ok()) return dir.status();
+  ListResult result;
+  if (options.max_keys == 0) return result;
+  absl::Status listed =
+      ListDirectory(dir->get(), dir_key, options, options.delimiter.empty(), &result);
+  if (!listed.ok()) return listed;
+  return result;
+}
+
+absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_key,
+                                             const ListOptions& options, bool recursive,
+                                             ListResult* out) const {
+  struct Frame {
+    UniqueFd fd;                    // Invalid for the first: dir_fd.
+    std::string key;                // "" or "a/b": the directory's key.
+    std::vector<DirEntry> entries;  // Sorted.
+    size_t next = 0;
+  };
+  const std::string& start_after = options.start_after;
+  // The part of the prefix after the directory: a start of names.
+  const std::string name_prefix = options.prefix.substr(dir_key.empty() ? 0 : dir_key.size() + 1);
+  size_t emitted = 0;
+  std::string last_emitted;  // Keys are emitted in key order.
+  // Whether another key fits in the page; if not, marks the result
+  // truncated (more keys follow) and says where the next page starts.
+  const auto room = [&]() {
+    if (emitted < options.max_keys) return true;
+    out->truncated = true;
+    out->next_start_after = last_emitted;
+    return false;
+  };
+
+  std::vector<Frame> stack;
+  const auto push = [&](UniqueFd fd, std::string key, absl::string_view names) -> absl::Status {
+    Frame frame;
+    frame.fd = std::move(fd);
+    frame.key = std::move(key);
+    const int read_fd = frame.fd.valid() ? frame.fd.get() : dir_fd;
+    std::vector<std::string> links;
+    absl::Status read = ReadEntries(read_fd, Describe(frame.key), names, &frame.entries, &links);
+    if (!read.ok()) return read;
+    const std::string key_slash = frame.key.empty() ? "" : absl::StrCat(frame.key, "/");
+    // A link in the range listed fails the listing: it is named, not
+    // silently left out.
+    std::sort(links.begin(), links.end());
+    for (const std::string& link : links) {
+      const std::string link_key = key_slash + link;
+      if (absl::StrCat(link_key, "/") > start_after) {
+        return absl::PermissionDeniedError(LinkRefused(Describe(link_key)));
+      }
+    }
+    std::sort(frame.entries.begin(), frame.entries.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.sort_key < b.sort_key; });
+    stack.push_back(std::move(frame));
+    return absl::OkStatus();
+  };
+  if (absl::Status first = push(UniqueFd(), dir_key, name_prefix); !first.ok()) return first;
+
+  while (!stack.empty()) {
+    Frame& frame = stack.back();
+    if (frame.next == frame.entries.size()) {
+      stack.pop_back();
+      continue;
+    }
+    const DirEntry& entry = frame.entries[frame.next++];
+    const int fd = frame.fd.valid() ? frame.fd.get() : dir_fd;
+    const std::string key =
+        frame.key.empty() ? entry.sort_key : absl::StrCat(frame.key, "/", entry.sort_key);
+    if (entry.directory) {
+      if (!recursive) {
+        if (key <= start_after) continue;
+        if (!room()) return absl::OkStatus();
+        out->common_prefixes.push_back(key);
+        last_emitted = key;
+        ++emitted;
+        continue;
+      }
+      // Below it, every key starts with `key`: skip the subtree if all of it
+      // sorts before start_after.
+      if (key <= start_after && !absl::StartsWith(start_after, key)) continue;
+      if (stack.size() > static_cast<size_t>(kMaxListDepth)) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot list ", Describe(key),
+                                                          ": nested more than ", kMaxListDepth,
+                                                          " directories deep"));
+      }
+      UniqueFd sub(
+          ::openat(fd, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      const std::string sub_key = key.substr(0, key.size() - 1);
+      if (!sub.valid()) {
+        const int err = errno;
+        if (err == ENOENT) continue;  // Removed since it was listed.
+        return OpenError(err, sub_key);
+      }
+      if (absl::Status pushed = push(std::move(sub), sub_key, ""); !pushed.ok()) return pushed;
+      continue;
+    }
+    if (key <= start_after) continue;
+    struct stat st;
+    if (::fstatat(fd, entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // Removed since it was listed.
+      return ErrnoStatus(errno, "stat", Describe(key));
+    }
+    if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
+    if (!S_ISREG(st.st_mode)) continue;  // Replaced by a directory or FIFO meanwhile.
+    if (!room()) return absl::OkStatus();
+    out->objects.push_back(ObjectEntry{key, static_cast<uint64_t>(st.st_size), ModifiedTime(st)});
+    last_emitted = key;
+    ++emitted;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoreLocation> OpenLocalPath(const std::string& path,
+                                            LocalObjectStore::Options options) {
+  if (path.empty() || path.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteForMessage(path, kShownPathChars), " is not an absolute path"));
+  }
+  std::vector<std::string> components;
+  for (absl::string_view component : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (component == ".") continue;
+    if (component == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(QuoteForMessage(path, kShownPathChars), " has a '..' component"));
+    }
+    components.emplace_back(component);
+  }
+  // The longest existing directory among /c0/c1/.../cn, /c0/.../cn-1, ..., /.
+  for (size_t depth = components.size() + 1; depth-- > 0;) {
+    std::string root = "/";
+    for (size_t i = 0; i < depth; ++i) absl::StrAppend(&root, i == 0 ? "" : "/", components[i]);
+    absl::StatusOr<std::shared_ptr<LocalObjectStore>> store = LocalObjectStore::Open(root, options);
+    if (!store.ok()) {
+      const absl::StatusCode code = store.status().code();
+      if ((code == absl::StatusCode::kNotFound || code == absl::StatusCode::kFailedPrecondition) &&
+          depth > 0) {
+        continue;  // Not there yet, or a file: its parent then.
+      }
+      return store.status();
+    }
+    std::string prefix;
+    for (size_t i = depth; i < components.size(); ++i) {
+      absl::StrAppend(&prefix, prefix.empty() ? "" : "/", components[i]);
+    }
+    return StoreLocation{*std::move(store), std::move(prefix)};
+  }
+  return absl::InternalError("unreachable");
+}
+
+}  // namespace debugplane::objectstore
