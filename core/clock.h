@@ -9,6 +9,7 @@
 #ifndef DEBUGPLANE_CORE_CLOCK_H_
 #define DEBUGPLANE_CORE_CLOCK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -64,10 +65,11 @@ class FakeClock final : public Clock {
   void Advance(absl::Duration delta);
 
  private:
-  mutable absl::Mutex now_mu_;
-  absl::Time now_ ABSL_GUARDED_BY(now_mu_);
+  // Nanoseconds since the Unix epoch. Atomic rather than locked: Now() is
+  // called under other locks (a DeadlineTimer's), and a listener takes them.
+  std::atomic<int64_t> now_ns_;
   // Held (shared) while listeners run, so that RemoveJumpListener waits for
-  // a call in flight. Never held together with now_mu_.
+  // a call in flight.
   absl::Mutex listeners_mu_;
   std::map<int64_t, std::function<void()>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   int64_t next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;

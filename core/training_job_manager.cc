@@ -85,7 +85,6 @@ struct ListFilter {
 struct TrainingJobManager::Watch {
   JobWatcher* watcher;
   std::string job_name;
-  bool agent = false;  // A ConnectAgent stream (WatchAsAgent).
 };
 
 class TrainingJobManager::Registration final : public WatchRegistration {
@@ -731,7 +730,7 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchAsAg
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterWatch(
     const std::string& job_name, JobWatcher* watcher, bool agent) {
   if (absl::Status valid = ValidateTrainingJobName(job_name); !valid.ok()) return valid;
-  auto watch = std::make_unique<Watch>(Watch{watcher, job_name, agent});
+  auto watch = std::make_unique<Watch>(Watch{watcher, job_name});
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("the server is shutting down");
   auto it = jobs_.find(job_name);

@@ -21,12 +21,15 @@ class Fired {
   void Add(const std::string& key) {
     absl::MutexLock lock(&mu_);
     keys_.push_back(key);
+    added_.SignalAll();
   }
   // Waits (real time, bounded) until `count` keys fired; returns them all.
   std::vector<std::string> WaitFor(size_t count) {
     absl::MutexLock lock(&mu_);
-    auto enough = [&] { return keys_.size() >= count; };
-    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(10));
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (keys_.size() < count && absl::Now() < deadline) {
+      added_.WaitWithTimeout(&mu_, deadline - absl::Now());
+    }
     return keys_;
   }
   std::vector<std::string> keys() {
@@ -36,6 +39,7 @@ class Fired {
 
  private:
   absl::Mutex mu_;
+  absl::CondVar added_;
   std::vector<std::string> keys_ ABSL_GUARDED_BY(mu_);
 };
 
