@@ -47,8 +47,9 @@ TEST(ParseActionJsonTest, RejectsWhatSmdebugWouldIgnoreSilently) {
   EXPECT_THAT(message(R"({"name": "stoptraining", "invalid_job_prefix": "x"})"),
               HasSubstr("takes no \"invalid_job_prefix\""));
   EXPECT_THAT(message(R"({"name": "email", "endpoint": 5})"), HasSubstr("must be a string"));
+  // Eleven actions (compact: a RuleParameters value holds at most 256 characters).
   std::string many = "[";
-  for (int i = 0; i < 11; ++i) many += std::string(i ? "," : "") + R"({"name": "stoptraining"})";
+  for (int i = 0; i < 11; ++i) many += std::string(i ? "," : "") + R"({"name":"sms"})";
   EXPECT_THAT(message((many + "]").c_str()), HasSubstr("at most 10"));
 }
 
