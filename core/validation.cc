@@ -23,9 +23,11 @@
 #include "core/rule_catalog.h"
 #include "core/validation_text.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/map.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "re2/re2.h"
 
 namespace debugplane::core {
@@ -367,56 +369,88 @@ void CheckOtherTrials(Violations& v, const std::string& field, absl::string_view
   }
 }
 
-// The fields of `message` (recursively) whose strings hold a NUL byte, named
-// as in JSON ("DebugRuleConfigurations[0].RuleParameters.regex"). No name,
-// path or parameter may: they end up in file names, logs and C APIs that
-// stop at the first NUL.
-void CheckNoNulAnywhere(Violations& v, const google::protobuf::Message& message,
-                        const std::string& prefix) {
-  using google::protobuf::FieldDescriptor;
-  const google::protobuf::Reflection* reflection = message.GetReflection();
-  std::vector<const FieldDescriptor*> fields;
-  reflection->ListFields(message, &fields);
-  for (const FieldDescriptor* field : fields) {
-    const std::string name =
-        prefix.empty() ? field->json_name() : absl::StrCat(prefix, ".", field->json_name());
-    const auto check_string = [&](const std::string& path, const std::string& value) {
-      if (value.find('\0') != std::string::npos) v.Add(path, "contains a NUL byte");
-    };
-    if (field->is_map()) {
-      const FieldDescriptor* key = field->message_type()->map_key();
-      const FieldDescriptor* value = field->message_type()->map_value();
-      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
-        const google::protobuf::Message& entry = reflection->GetRepeatedMessage(message, field, i);
-        const google::protobuf::Reflection* entry_reflection = entry.GetReflection();
-        const std::string key_text = key->cpp_type() == FieldDescriptor::CPPTYPE_STRING
-                                         ? entry_reflection->GetString(entry, key)
-                                         : std::to_string(i);
-        if (key->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-          check_string(absl::StrCat(name, " key ", Quote(key_text)), key_text);
-        }
-        const std::string entry_path = EntryField(name, key_text);
-        if (value->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-          check_string(entry_path, entry_reflection->GetString(entry, value));
-        } else if (value->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-          CheckNoNulAnywhere(v, entry_reflection->GetMessage(entry, value), entry_path);
-        }
-      }
-    } else if (field->is_repeated()) {
-      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
-        if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-          check_string(Indexed(name, i), reflection->GetRepeatedString(message, field, i));
-        } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-          CheckNoNulAnywhere(v, reflection->GetRepeatedMessage(message, field, i),
-                             Indexed(name, i));
-        }
-      }
-    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-      check_string(name, reflection->GetString(message, field));
-    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      CheckNoNulAnywhere(v, reflection->GetMessage(message, field), name);
+void CheckNoNulInWire(Violations& v, const google::protobuf::Descriptor& descriptor,
+                      absl::string_view wire, const std::string& prefix);
+
+// One map entry's wire form (key = field 1, value = field 2) of the map
+// field named `path`.
+void CheckNoNulInMapEntry(Violations& v, const google::protobuf::Descriptor& entry,
+                          absl::string_view wire, const std::string& path) {
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),
+                                            static_cast<int>(wire.size()));
+  std::string key;
+  std::string value;
+  while (const uint32_t tag = in.ReadTag()) {
+    const int number = WireFormatLite::GetTagFieldNumber(tag);
+    if ((number != 1 && number != 2) ||
+        WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!WireFormatLite::SkipField(&in, tag)) return;
+      continue;
+    }
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length) ||
+        !in.ReadString(number == 1 ? &key : &value, static_cast<int>(length))) {
+      return;
     }
   }
+  if (key.find('\0') != std::string::npos) {
+    v.Add(absl::StrCat(path, " key ", Quote(key)), "contains a NUL byte");
+    return;
+  }
+  const std::string entry_path = EntryField(path, key);
+  const google::protobuf::FieldDescriptor* value_field = entry.FindFieldByNumber(2);
+  if (value_field == nullptr) return;
+  if (value_field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+    CheckNoNulInWire(v, *value_field->message_type(), value, entry_path);
+  } else if (value.find('\0') != std::string::npos) {
+    v.Add(entry_path, "contains a NUL byte");
+  }
+}
+
+// The fields (recursively) of the message of type `descriptor` whose wire
+// form is `wire` and whose strings hold a NUL byte, named as in JSON
+// ("DebugRuleConfigurations[0].RuleParameters.regex"). No name, path or
+// parameter may: they end up in file names, logs and C APIs that stop at the
+// first NUL. The wire form is walked rather than the message by reflection:
+// reflection's view of map fields differs between Debian's libprotobuf and
+// headers compiled with ThreadSanitizer (a crash in TSan builds).
+void CheckNoNulInWire(Violations& v, const google::protobuf::Descriptor& descriptor,
+                      absl::string_view wire, const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),
+                                            static_cast<int>(wire.size()));
+  std::map<int, int> seen;  // Field number -> occurrences so far (list indexes).
+  while (const uint32_t tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!WireFormatLite::SkipField(&in, tag)) return;
+      continue;
+    }
+    std::string payload;
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length) || !in.ReadString(&payload, static_cast<int>(length))) return;
+    const FieldDescriptor* field =
+        descriptor.FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
+    if (field == nullptr) continue;
+    std::string path =
+        prefix.empty() ? field->json_name() : absl::StrCat(prefix, ".", field->json_name());
+    const int index = seen[field->number()]++;
+    if (field->is_map()) {
+      CheckNoNulInMapEntry(v, *field->message_type(), payload, path);
+      continue;
+    }
+    if (field->is_repeated()) path = Indexed(path, index);
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      if (payload.find('\0') != std::string::npos) v.Add(path, "contains a NUL byte");
+    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      CheckNoNulInWire(v, *field->message_type(), payload, path);
+    }
+  }
+}
+
+void CheckNoNulAnywhere(Violations& v, const google::protobuf::Message& message) {
+  CheckNoNulInWire(v, *message.GetDescriptor(), message.SerializeAsString(), "");
 }
 
 // One DebugRuleConfiguration or ProfilerRuleConfiguration (same members).
@@ -833,7 +867,7 @@ absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest
                                               const ValidationOptions& options) {
   Violations v;
   // First, and alone: no string with a NUL reaches the checks below.
-  CheckNoNulAnywhere(v, request, "");
+  CheckNoNulAnywhere(v, request);
   if (absl::Status nul = v.ToStatus(); !nul.ok()) return nul;
   CheckTrainingJobName(v, "TrainingJobName", request.training_job_name());
   CheckString(v, "RoleArn", request.role_arn(), 20, 2048, "RoleArn",
@@ -904,7 +938,7 @@ absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest
 absl::Status ValidateUpdateTrainingJobRequest(const v1::UpdateTrainingJobRequest& request,
                                               const ValidationOptions& options) {
   Violations v;
-  CheckNoNulAnywhere(v, request, "");
+  CheckNoNulAnywhere(v, request);
   if (absl::Status nul = v.ToStatus(); !nul.ok()) return nul;
   CheckTrainingJobName(v, "TrainingJobName", request.training_job_name());
   if (request.has_profiler_config()) {

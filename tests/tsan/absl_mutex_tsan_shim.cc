@@ -25,6 +25,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
@@ -38,11 +39,13 @@ namespace {
 // name (which carries absl's inline namespace, e.g. "debian3").
 // `method` is the mangled method name and parameter list; "S0_" in it
 // stands for the absl inline namespace, as in the library's mangling.
+// `const_method`: the mangling of a const member function ("_ZNK...").
 template <typename Function>
-Function RealSymbol(const std::string& class_and_method) {
+Function RealSymbol(const std::string& class_and_method, bool const_method = false) {
   const std::string inline_namespace = DP_STRINGIFY(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string symbol = "_ZN4absl" + std::to_string(inline_namespace.size()) +
-                             inline_namespace + class_and_method;
+  const std::string symbol = std::string(const_method ? "_ZNK4absl" : "_ZN4absl") +
+                             std::to_string(inline_namespace.size()) + inline_namespace +
+                             class_and_method;
   void* function = dlsym(RTLD_NEXT, symbol.c_str());
   if (function == nullptr) {
     std::fprintf(stderr, "absl_mutex_tsan_shim: %s not found\n", symbol.c_str());
@@ -112,8 +115,7 @@ void Mutex::Await(const Condition& cond) {
 
 bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   using Fn = bool (*)(Mutex*, const Condition&, absl::Duration);
-  static const Fn real =
-      RealSymbol<Fn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  static const Fn real = RealSymbol<Fn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   __tsan_release(this);
   const bool result = real(this, cond, timeout);
   __tsan_acquire(this);
@@ -142,6 +144,44 @@ bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
   const bool result = real(this, mu, timeout);
   __tsan_acquire(mu);
   return result;
+}
+
+// absl::Notification: Notify publishes with an atomic store inside the
+// library, which TSan does not see; a waiter that finds the notification
+// already given returns without taking the mutex. The edge is added here.
+void Notification::Notify() {
+  using Fn = void (*)(Notification*);
+  static const Fn real = RealSymbol<Fn>("12Notification6NotifyEv");
+  __tsan_release(this);
+  real(this);
+}
+
+void Notification::WaitForNotification() const {
+  using Fn = void (*)(const Notification*);
+  static const Fn real =
+      RealSymbol<Fn>("12Notification19WaitForNotificationEv", /*const_method=*/true);
+  real(this);
+  __tsan_acquire(const_cast<Notification*>(this));
+}
+
+bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const {
+  using Fn = bool (*)(const Notification*, absl::Duration);
+  static const Fn real =
+      RealSymbol<Fn>("12Notification30WaitForNotificationWithTimeoutENS0_8DurationE",
+                     /*const_method=*/true);
+  const bool notified = real(this, timeout);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+
+bool Notification::WaitForNotificationWithDeadline(absl::Time deadline) const {
+  using Fn = bool (*)(const Notification*, absl::Time);
+  static const Fn real =
+      RealSymbol<Fn>("12Notification31WaitForNotificationWithDeadlineENS0_4TimeE",
+                     /*const_method=*/true);
+  const bool notified = real(this, deadline);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
 }
 
 ABSL_NAMESPACE_END
