@@ -9,6 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/connection.h"
 #include "client/grpc_errors.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/time_util.h"
@@ -183,11 +184,7 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->type_name("SECONDS")
       ->check(Seconds())
       ->capture_default_str();
-  app.add_flag("--tls", flags.connection.tls, "Use TLS (default: plaintext)");
-  app.add_option("--ca-cert", flags.connection.ca_cert,
-                 "PEM root certificates to verify the server with; implies --tls")
-      ->type_name("FILE")
-      ->check(CLI::Validator(CLI::ExistingFile).description(""));
+  AddTlsFlags(app, flags.connection);
   app.add_option("--output,-o", flags.output, "Output format")
       ->type_name("json|text")
       ->check(CLI::Validator(CLI::IsMember({"json", "text"})).description(""))
@@ -328,7 +325,6 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
   }
 
-  if (!flags.connection.ca_cert.empty()) flags.connection.tls = true;
   CommandEnv env{flags.connection,
                  flags.output == "text" ? OutputFormat::kText : OutputFormat::kJson, &std::cin,
                  &out, &err};

@@ -1,7 +1,7 @@
 // `debugplane`: the command-line client of debugplane.v1.TrainingJobService.
 //
-//   debugplane [--server HOST:PORT] [--timeout SECONDS] [--tls [--ca-cert FILE]]
-//              [--output json|text] <command> ...
+//   debugplane [--server HOST:PORT] [--timeout SECONDS] [--tls [--ca-cert FILE]
+//              [--client-cert FILE --client-key FILE]] [--output json|text] <command> ...
 //
 //   create --file FILE|- [--name NAME]     CreateTrainingJob (SageMaker CLI JSON)
 //   describe NAME                          DescribeTrainingJob

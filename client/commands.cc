@@ -80,35 +80,6 @@ void PrintWarnings(const CommandEnv& env,
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
-  if (options.tls) {
-    grpc::SslCredentialsOptions ssl;
-    if (!options.ca_cert.empty()) {
-      // ReadInput's errors already name the file; say what it was for.
-      std::istringstream no_stdin;
-      absl::StatusOr<std::string> pem = ReadInput(options.ca_cert, no_stdin);
-      if (!pem.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("--ca-cert ", pem.status().message()));
-      }
-      // gRPC only logs an unusable root file and then fails every call with
-      // "empty address list"; say what is wrong before trying.
-      if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--ca-cert ", options.ca_cert, ": no PEM certificate in it"));
-      }
-      ssl.pem_root_certs = *std::move(pem);
-    }
-    credentials = grpc::SslCredentials(ssl);
-  } else {
-    credentials = grpc::InsecureChannelCredentials();
-  }
-  grpc::ChannelArguments arguments;
-  // Lets server logs tell CLI calls from other clients.
-  arguments.SetUserAgentPrefix("debugplane-cli");
-  return grpc::CreateCustomChannel(options.server, credentials, arguments);
-}
-
 absl::StatusOr<v1::CreateTrainingJobRequest> BuildCreateRequest(const CreateArgs& args,
                                                                 std::istream& in) {
   v1::CreateTrainingJobRequest request;

@@ -14,20 +14,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/connection.h"
 #include "client/json_input.h"
 #include "debugplane/v1/profiler_report.pb.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "grpcpp/channel.h"
 
 namespace debugplane::client {
-
-// Where and how to reach the server.
-struct ConnectionOptions {
-  std::string server = "127.0.0.1:7070";  // A gRPC target, e.g. HOST:PORT.
-  double timeout_seconds = 30;            // Deadline of each unary call.
-  bool tls = false;                       // Else an insecure channel.
-  std::string ca_cert;                    // PEM roots for TLS; "" = system roots.
-};
 
 enum class OutputFormat { kJson, kText };
 
@@ -39,10 +32,6 @@ struct CommandEnv {
   std::ostream* out;  // Results.
   std::ostream* err;  // Diagnostics.
 };
-
-// A channel to `options.server`. INVALID_ARGUMENT if the CA certificate
-// cannot be read. Does not connect: the first call does.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options);
 
 struct CreateArgs {
   std::string file;  // CreateTrainingJobRequest JSON; "-" for stdin.
