@@ -22,8 +22,10 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/connection.h"
 #include "client/smdebug_config_files.h"
 #include "client/system_metrics.h"
+#include "client/write_confinement.h"
 #include "debugplane/v1/training_agent.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -36,6 +38,8 @@ namespace fs = std::filesystem;
 using Event = v1::ReportTrainingStatusRequest;
 
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+// How long a probe of the server's transport (TLS or not) may take.
+constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
 
 // The local directory an output URI names: an absolute path or file://
 // URI; "" for object storage.
@@ -82,13 +86,27 @@ std::string Seconds(absl::Duration duration) {
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(duration));
 }
 
+// A job's output path and the field it came from.
+struct OutputPath {
+  std::string field;
+  std::string path;
+};
+
+// Where an output goes, and whether it came from the job (then it is a
+// real path inside the agent's confinement).
+struct OutputDirectory {
+  std::string path;
+  bool from_job = false;
+};
+
 class Agent {
  public:
-  Agent(const AgentOptions& options, std::ostream& log)
+  Agent(const AgentOptions& options, std::ostream& log, std::shared_ptr<grpc::Channel> channel,
+        WriteConfinement confinement)
       : options_(options),
         log_(log),
-        stub_(v1::TrainingAgentService::NewStub(
-            grpc::CreateChannel(options.server, grpc::InsecureChannelCredentials()))) {}
+        stub_(v1::TrainingAgentService::NewStub(std::move(channel))),
+        confinement_(std::move(confinement)) {}
 
   int Run() {
     // SIGTERM / SIGINT to the agent go to the command (forwarded by the
@@ -125,9 +143,15 @@ class Agent {
       while (applied_version_ == 0 && !done_connecting_ && absl::Now() < deadline) {
         cv_.WaitWithDeadline(&mu_, deadline);
       }
+      if (!refusal_.ok()) {
+        log_ << "debugplane-agent: job '" << options_.job << "': " << refusal_.message()
+             << "; not starting the command\n";
+        return 2;
+      }
       if (applied_version_ == 0) {
         log_ << "debugplane-agent: no configuration for job '" << options_.job << "' from "
-             << options_.server << ": " << connect_error_ << "\n";
+             << options_.connection.server << ": " << connect_error_
+             << "; not starting the command\n";
         return 7;
       }
     }
@@ -200,7 +224,8 @@ class Agent {
       job_status = Report(Event::EVENT_STARTED, std::nullopt, "", options_.connect_timeout);
       if (!job_status.ok()) {
         log_ << "debugplane-agent: could not report the start of the training to "
-             << options_.server << ": " << job_status.status() << "; not starting the command\n";
+             << options_.connection.server << ": " << job_status.status()
+             << "; not starting the command\n";
         return 7;
       }
       if (*job_status == v1::TrainingJobStatus::InProgress) return std::nullopt;
@@ -220,8 +245,8 @@ class Agent {
   void ReportEnd(Event::Event event, const std::string& message) {
     absl::Status reported = Report(event, std::nullopt, message, options_.report_timeout).status();
     if (!reported.ok()) {
-      log_ << "debugplane-agent: could not report the end of the training to " << options_.server
-           << ": " << reported << "\n";
+      log_ << "debugplane-agent: could not report the end of the training to "
+           << options_.connection.server << ": " << reported << "\n";
     }
   }
 
@@ -365,6 +390,8 @@ class Agent {
     request.set_host(host);
     absl::Duration backoff = absl::Milliseconds(50);
     bool lost = false;
+    int security_failures = 0;     // In a row.
+    std::string security_problem;  // The last one logged.
     while (true) {
       auto context = std::make_shared<grpc::ClientContext>();
       {
@@ -375,18 +402,29 @@ class Agent {
       std::unique_ptr<grpc::ClientReader<v1::ConnectAgentResponse>> reader =
           stub_->ConnectAgent(context.get(), request);
       v1::ConnectAgentResponse directive;
+      bool delivered = false;  // This connection worked: its end is no security problem.
       while (reader->Read(&directive)) {
+        delivered = true;
         if (lost) {
-          log_ << "debugplane-agent: reconnected to " << options_.server << "\n";
+          log_ << "debugplane-agent: reconnected to " << options_.connection.server << "\n";
           lost = false;
         }
         backoff = absl::Milliseconds(50);
-        Apply(directive);
+        security_failures = 0;
+        if (!Apply(directive)) {
+          context->TryCancel();  // Refused: the job cannot run under this agent.
+          break;
+        }
       }
       const grpc::Status status = reader->Finish();
+      // Probing the server (blocking I/O) happens outside the lock.
+      const std::optional<std::string> security =
+          delivered ? std::nullopt : DiagnoseSecurityFailure(options_.connection, status, [this] {
+            return ProbeServerTransport(options_.connection.server, kProbeTimeout);
+          });
       absl::MutexLock lock(&mu_);
       stream_context_ = nullptr;
-      if (done_) return;
+      if (done_ || done_connecting_) return;
       if (status.ok()) return;  // The job has ended; its last directive was applied.
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
           status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
@@ -403,9 +441,25 @@ class Agent {
         cv_.SignalAll();
         return;
       }
-      connect_error_ = status.error_message();
+      if (security.has_value()) {
+        connect_error_ = *security;
+        if (applied_version_ == 0 && ++security_failures >= options_.security_failures_at_start) {
+          done_connecting_ = true;  // Supervise says why and exits.
+          cv_.SignalAll();
+          return;
+        }
+        // Before the start, Supervise says it once the agent gives up.
+        if (applied_version_ > 0 && *security != security_problem) {
+          log_ << "debugplane-agent: " << *security << "; reconnecting, the training goes on\n";
+          security_problem = *security;
+        }
+        lost = true;
+      } else {
+        security_failures = 0;
+        connect_error_ = status.error_message();
+      }
       if (!lost) {
-        log_ << "debugplane-agent: lost the connection to " << options_.server << " ("
+        log_ << "debugplane-agent: lost the connection to " << options_.connection.server << " ("
              << status.error_message() << "); reconnecting, the training goes on\n";
         lost = true;
       }
@@ -415,11 +469,19 @@ class Agent {
     }
   }
 
-  // Applies one directive: config files, sampler, stop order.
-  void Apply(const v1::ConnectAgentResponse& directive) {
+  // Applies one directive: config files, sampler, stop order. Returns false
+  // if the agent refuses the job (see refusal_), having written nothing.
+  bool Apply(const v1::ConnectAgentResponse& directive) {
     absl::MutexLock lock(&mu_);
     if (directive.config_version() > applied_version_) {
-      if (applied_version_ == 0) ChooseDirectories(directive);
+      if (applied_version_ == 0) {
+        if (absl::Status chosen = ChooseDirectories(directive); !chosen.ok()) {
+          refusal_ = std::move(chosen);
+          done_connecting_ = true;
+          cv_.SignalAll();
+          return false;
+        }
+      }
       const bool profiling = directive.profiling_status() == v1::ProfilingStatus::Enabled &&
                              !directive.profiler_config().disable_profiler();
       // profilerconfig.json first: it is what an update changes and what the
@@ -457,24 +519,56 @@ class Agent {
       StopChildLocked();
     }
     cv_.SignalAll();
+    return true;
   }
 
-  void ChooseDirectories(const v1::ConnectAgentResponse& directive)
+  // Where an output goes: the flag if given, else the job's path (which
+  // must be inside the confinement: the real path is returned), else the
+  // agent's own state directory. Creates nothing.
+  absl::StatusOr<OutputDirectory> PickOutputDirectory(const std::string& flag,
+                                                      const std::vector<OutputPath>& job_paths,
+                                                      const std::string& alternative,
+                                                      const fs::path& fallback) const {
+    if (!flag.empty()) return OutputDirectory{flag};
+    for (const OutputPath& job_path : job_paths) {
+      if (job_path.path.empty()) continue;
+      absl::StatusOr<std::string> real =
+          confinement_.Confine(job_path.field, job_path.path, alternative);
+      if (!real.ok()) return real.status();
+      return OutputDirectory{*std::move(real), /*from_job=*/true};
+    }
+    return OutputDirectory{fallback.string()};
+  }
+
+  // Decides where the tensors, the profiler output and the config files go,
+  // and creates the job's output directories. Errors (nothing is created):
+  // a job path the confinement refuses, a directory that cannot be made.
+  absl::Status ChooseDirectories(const v1::ConnectAgentResponse& directive)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const char* tmp = std::getenv("TMPDIR");
     const fs::path state =
         fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") / "debugplane-agent" / options_.job;
-    auto pick = [&](const std::string& flag, const std::string& uri, const std::string& local,
-                    const char* fallback) {
-      if (!flag.empty()) return flag;
-      if (std::string dir = LocalDirectory(uri); !dir.empty()) return dir;
-      if (!local.empty()) return local;
-      return (state / fallback).string();
-    };
-    tensor_dir_ = pick(options_.tensor_dir, directive.debug_hook_config().s3_output_path(),
-                       directive.debug_hook_config().local_path(), "tensors");
-    profiler_dir_ =
-        pick(options_.profiler_dir, directive.profiler_config().s3_output_path(), "", "profiler");
+    const v1::DebugHookConfig& hook_config = directive.debug_hook_config();
+    absl::StatusOr<OutputDirectory> tensors = PickOutputDirectory(
+        options_.tensor_dir,
+        {{"DebugHookConfig.S3OutputPath", LocalDirectory(hook_config.s3_output_path())},
+         {"DebugHookConfig.LocalPath", hook_config.local_path()}},
+        "--tensor-dir DIR", state / "tensors");
+    if (!tensors.ok()) return tensors.status();
+    absl::StatusOr<OutputDirectory> profiler =
+        PickOutputDirectory(options_.profiler_dir,
+                            {{"ProfilerConfig.S3OutputPath",
+                              LocalDirectory(directive.profiler_config().s3_output_path())}},
+                            "--profiler-dir DIR", state / "profiler");
+    if (!profiler.ok()) return profiler.status();
+    // Made here, where no symbolic link can divert them, before the
+    // training (and the sampler) write below them by name.
+    for (const OutputDirectory* dir : {&*tensors, &*profiler}) {
+      if (!dir->from_job) continue;
+      if (absl::Status made = confinement_.CreateDirectories(dir->path); !made.ok()) return made;
+    }
+    tensor_dir_ = std::move(tensors->path);
+    profiler_dir_ = std::move(profiler->path);
     const fs::path config_dir =
         options_.config_dir.empty() ? state / "config" : fs::path(options_.config_dir);
     hook_config_path_ = (config_dir / "debughookconfig.json").string();
@@ -499,16 +593,21 @@ class Agent {
            << "; smdebug lower-cases that path, so its framework timelines will go to "
            << absl::AsciiStrToLower(profiler_dir_) << ", where the server does not read them\n";
     }
+    return absl::OkStatus();
   }
 
   const AgentOptions options_;
   std::ostream& log_;
   std::unique_ptr<v1::TrainingAgentService::Stub> stub_;
+  const WriteConfinement confinement_;
 
   absl::Mutex mu_;
   absl::CondVar cv_;  // Any change of the state below.
   int64_t applied_version_ ABSL_GUARDED_BY(mu_) = 0;
-  bool done_connecting_ ABSL_GUARDED_BY(mu_) = false;  // Gave up: see connect_error_.
+  // Gave up: see refusal_, else connect_error_.
+  bool done_connecting_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the agent refuses the job (its output paths), if it does.
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
   std::string connect_error_ ABSL_GUARDED_BY(mu_) = "the server did not answer";
   bool stop_ordered_ ABSL_GUARDED_BY(mu_) = false;
   bool job_deleted_ ABSL_GUARDED_BY(mu_) = false;  // The stop order is the deletion.
@@ -558,8 +657,40 @@ std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
   return absl::StrCat("the training command ended after SIGTERM (signal 15), ", when);
 }
 
+std::vector<WritableRoot> AgentWritableRoots(const AgentOptions& options,
+                                             const std::string& working_directory) {
+  std::vector<WritableRoot> roots;
+  // "/" would allow everything: an agent started there (a service manager's
+  // default) gets no permission from it.
+  if (!working_directory.empty() && working_directory != "/") {
+    roots.push_back({working_directory, "the working directory"});
+  }
+  if (!options.tensor_dir.empty()) roots.push_back({options.tensor_dir, "--tensor-dir"});
+  if (!options.profiler_dir.empty()) roots.push_back({options.profiler_dir, "--profiler-dir"});
+  if (!options.config_dir.empty()) roots.push_back({options.config_dir, "--config-dir"});
+  for (const std::string& dir : options.allow_write) roots.push_back({dir, "--allow-write"});
+  return roots;
+}
+
 int RunAgent(const AgentOptions& options, std::ostream& log) {
-  Agent agent(options, log);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options.connection);
+  if (!channel.ok()) {
+    log << "debugplane-agent: " << channel.status().message() << "\n";
+    return 2;
+  }
+  std::error_code error;
+  const fs::path working_directory = fs::current_path(error);
+  if (error) {
+    log << "debugplane-agent: cannot read the working directory: " << error.message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<WriteConfinement> confinement =
+      WriteConfinement::Create(AgentWritableRoots(options, working_directory.string()));
+  if (!confinement.ok()) {
+    log << "debugplane-agent: " << confinement.status().message() << "\n";
+    return 2;
+  }
+  Agent agent(options, log, *std::move(channel), *std::move(confinement));
   return agent.Run();
 }
 
@@ -570,9 +701,11 @@ int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& optio
   app.require_subcommand(1);
   CLI::App* run_command = app.add_subcommand(
       "run", "Run COMMAND for job NAME: debugplane-agent run --job NAME -- COMMAND [ARGS...]");
-  run_command->add_option("--server", options.server, "debugplane-server address (HOST:PORT)")
+  run_command
+      ->add_option("--server", options.connection.server, "debugplane-server address (HOST:PORT)")
       ->envname("DEBUGPLANE_SERVER")
       ->capture_default_str();
+  AddTlsFlags(*run_command, options.connection);
   run_command->add_option("--job", options.job, "The training job (created beforehand)")
       ->required();
   run_command->add_option("--tensor-dir", options.tensor_dir,
@@ -583,6 +716,14 @@ int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& optio
                           "ProfilerConfig.S3OutputPath)");
   run_command->add_option("--config-dir", options.config_dir,
                           "Where debughookconfig.json and profilerconfig.json are written");
+  run_command
+      ->add_option("--allow-write", options.allow_write,
+                   "A directory the job's output paths may point into (repeatable); also allowed: "
+                   "the working directory (unless /), --tensor-dir, --profiler-dir, --config-dir")
+      ->type_name("DIR")
+      ->expected(1)
+      ->allow_extra_args(false)  // Else a following "--" would end its list, not the flags.
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   run_command->add_option("--node-id", options.node_id, "NodeId of the system metrics")
       ->capture_default_str();
   double stop_grace_s = absl::ToDoubleSeconds(options.stop_grace);

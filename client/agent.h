@@ -24,9 +24,30 @@
 // - when the server goes away the agent reconnects with backoff, without
 //   touching the command; reports are retried until the server takes them.
 //
+// Connection security: --tls, --ca-cert, --client-cert and --client-key as
+// the CLI has them (client/connection.h). A connection that fails because
+// of them (a TLS/plaintext mismatch, a server certificate that does not
+// verify or does not name the server, a refused handshake) is not a server
+// that is down: before the command starts, the agent gives up after
+// AgentOptions::security_failures_at_start such failures in a row, saying
+// which server and what to change; once the command runs it logs the cause
+// and keeps reconnecting, like for a server that went away.
+//
+// Where it writes (client/write_confinement.h): its working directory
+// (unless that is "/"), --tensor-dir, --profiler-dir, --config-dir and
+// every --allow-write DIR, plus its own state directory
+// ($TMPDIR/debugplane-agent/<job>, for what no flag or job path places). A
+// job output path outside them (DebugHookConfig.S3OutputPath or LocalPath,
+// ProfilerConfig.S3OutputPath, symbolic links resolved) is refused before
+// the command starts, naming the field, the path and the flag that allows
+// it; nothing is created for such a job.
+//
 // Exit code: the command's (128 + N if signal N ended it); 0 if the job was
-// stopped or ended before the command started; 2 for usage errors, 7 if the
-// job's configuration could not be fetched or its start not reported.
+// stopped or ended before the command started; 2 for usage errors (bad
+// flags, unreadable certificate files) and for a job whose output paths the
+// flags do not allow; 7 if the job's configuration could not be fetched
+// (server unreachable for --connect-timeout, or the connection's security
+// settings do not fit the server's) or its start not reported.
 
 #ifndef DEBUGPLANE_CLIENT_AGENT_H_
 #define DEBUGPLANE_CLIENT_AGENT_H_
@@ -36,11 +57,14 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/connection.h"
+#include "client/write_confinement.h"
 
 namespace debugplane::client {
 
 struct AgentOptions {
-  std::string server = "127.0.0.1:7070";
+  // The server and how to reach it (--server, --tls, --ca-cert, ...).
+  ConnectionOptions connection = {.user_agent = "debugplane-agent"};
   std::string job;
   std::vector<std::string> command;  // The training command; argv[0] is looked up in PATH.
   // Where the training writes tensors and profiler output, and where the
@@ -49,6 +73,8 @@ struct AgentOptions {
   std::string tensor_dir;
   std::string profiler_dir;
   std::string config_dir;
+  // More directories the job's output paths may point into (--allow-write).
+  std::vector<std::string> allow_write;
   std::string node_id = "algo-1";
   absl::Duration stop_grace = absl::Seconds(10);
   // How often the tensor output is checked for a new step to report.
@@ -57,6 +83,9 @@ struct AgentOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // How long the final report is retried while the server is unreachable.
   absl::Duration report_timeout = absl::Minutes(5);
+  // How many connection failures in a row caused by the connection's
+  // security settings end the agent before the command starts.
+  int security_failures_at_start = 3;
 };
 
 // How a command stopped by the agent ended, for the Stopped transition's
@@ -67,9 +96,17 @@ struct AgentOptions {
 std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
                                 absl::Duration since_stop_order, absl::Duration stop_grace);
 
+// The directories the agent may write into (see the top of this file), as
+// given: `working_directory` (unless it is "/" or empty), then
+// --tensor-dir, --profiler-dir, --config-dir and every --allow-write, each
+// with its origin for messages.
+std::vector<WritableRoot> AgentWritableRoots(const AgentOptions& options,
+                                             const std::string& working_directory);
+
 // Runs the agent until the command has exited and its end is reported.
 // Diagnostics go to `log`. Returns the exit code described above. Blocks;
-// owns its threads and the child process.
+// owns its threads and the child process. Reads the working directory
+// (a writable root) when called.
 int RunAgent(const AgentOptions& options, std::ostream& log);
 
 // Parses the command line `debugplane-agent run ...` into `options`.

@@ -24,79 +24,21 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/test_util.h"
+#include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::AgentProcess;
 using ::debugplane::testing::Context;
+using ::debugplane::testing::ReadFile;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// `debugplane-agent run` as a child process; its stderr goes to a file.
-class AgentProcess {
- public:
-  AgentProcess(const std::vector<std::string>& agent_args, const std::vector<std::string>& command,
-               const fs::path& log)
-      : log_(log) {
-    std::vector<std::string> args = {DP_AGENT_BINARY, "run"};
-    args.insert(args.end(), agent_args.begin(), agent_args.end());
-    args.push_back("--");
-    args.insert(args.end(), command.begin(), command.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // The exit code, or -1 if it is still running after `timeout`.
-  int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ADD_FAILURE() << "the agent did not exit; its log:\n" << ReadAll(log_);
-    return -1;
-  }
-  std::string log() const { return ReadAll(log_); }
-  // kill -9 the agent (not what it started: the command is in its own
-  // process group).
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  fs::path log_;
-  pid_t pid_ = -1;
-};
+std::string ReadAll(const fs::path& path) { return ReadFile(path); }
 
 class AgentEndToEndTest : public ::testing::Test {
  protected:
@@ -163,11 +105,13 @@ class AgentEndToEndTest : public ::testing::Test {
     return count;
   }
 
+  // The job's output is under data_ (Job()), which the agent may write.
   std::vector<std::string> AgentArgs(const std::string& job) {
-    return {"--server",     server_.address(),
-            "--job",        job,
-            "--config-dir", (data_.path() / job / "config").string(),
-            "--stop-grace", "1"};
+    return {"--server",      server_.address(),
+            "--job",         job,
+            "--config-dir",  (data_.path() / job / "config").string(),
+            "--allow-write", data_.path().string(),
+            "--stop-grace",  "1"};
   }
 
   ScopedTempDir data_;
@@ -448,7 +392,8 @@ TEST_F(AgentEndToEndTest, AJobWhoseAgentDiedIsStoppedAfterTheReconnectWaitSaying
   // The command ignores SIGTERM, and the agent would wait a minute before
   // SIGKILL; it is killed -9 itself before that.
   AgentProcess agent({"--server", server.address(), "--job", "orphaned", "--config-dir",
-                      (data.path() / "config").string(), "--stop-grace", "60"},
+                      (data.path() / "config").string(), "--allow-write", data_.path().string(),
+                      "--stop-grace", "60"},
                      {"/bin/sh", "-c",
                       absl::StrCat("echo $$ > ", pid_file.string(),
                                    "; trap '' TERM; while :; do sleep 0.05; done")},
@@ -479,6 +424,77 @@ TEST_F(AgentEndToEndTest, AJobWhoseAgentDiedIsStoppedAfterTheReconnectWaitSaying
   EXPECT_THAT(StoppedMessage(job),
               HasSubstr("no agent was connected to stop the training process"));
   kill(-command, SIGKILL);  // The orphan, its process group.
+}
+
+// Every file under `dir` (none if it does not exist).
+std::vector<std::string> FilesUnder(const fs::path& dir) {
+  std::vector<std::string> files;
+  std::error_code error;
+  for (auto it = fs::recursive_directory_iterator(dir, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    files.push_back(it->path().string());
+  }
+  return files;
+}
+
+TEST_F(AgentEndToEndTest, ALocalPathOutsideTheAllowedDirectoriesIsRefusedBeforeTheCommandStarts) {
+  // LocalPath is only checked to be absolute by the server: it is the
+  // training host's path. The agent is allowed data_ (and runs there), not
+  // `outside`.
+  ScopedTempDir outside;
+  v1::CreateTrainingJobRequest request = Job("escaping");
+  const fs::path local_path = outside.path() / "escaping" / "tensors";
+  request.mutable_debug_hook_config()->set_s3_output_path("s3://bucket/tensors");
+  request.mutable_debug_hook_config()->set_local_path(local_path.string());
+  Create(request);
+  const fs::path work = data_.path() / "work";
+  fs::create_directories(work);
+  const fs::path ran = data_.path() / "ran";
+  const std::vector<std::string> command = {"/bin/sh", "-c", "touch " + ran.string()};
+  {
+    AgentProcess agent(AgentArgs("escaping"), command, data_.path() / "agent.log", work);
+    EXPECT_EQ(agent.Wait(absl::Seconds(30)), 2) << agent.log();
+    EXPECT_THAT(agent.log(),
+                HasSubstr("DebugHookConfig.LocalPath " + local_path.string() +
+                          " is outside the directories this agent may write (the working "
+                          "directory " +
+                          work.string()));
+    EXPECT_THAT(agent.log(), HasSubstr("allow it with --allow-write " + local_path.string() +
+                                       ", or give --tensor-dir DIR; not starting the command"));
+  }
+  EXPECT_FALSE(fs::exists(ran)) << "the command ran";
+  EXPECT_THAT(FilesUnder(outside.path()), ::testing::IsEmpty());
+  EXPECT_NE(Describe("escaping").secondary_status(), v1::SecondaryStatus::Training);
+
+  // Allowed, the same job runs, with its tensors where LocalPath says.
+  std::vector<std::string> args = AgentArgs("escaping");
+  args.insert(args.end(), {"--allow-write", outside.path().string()});
+  AgentProcess agent(args, command, data_.path() / "agent2.log", work);
+  EXPECT_EQ(agent.Wait(absl::Seconds(30)), 0) << agent.log();
+  EXPECT_TRUE(fs::exists(ran));
+  EXPECT_TRUE(fs::is_directory(local_path));
+  EXPECT_EQ(Describe("escaping").training_job_status(), v1::TrainingJobStatus::Completed);
+}
+
+TEST_F(AgentEndToEndTest, ADirectorySwappedForASymlinkAfterCreateDoesNotLeadTheAgentOut) {
+  // The server checked S3OutputPath at Create (inside its data root); then
+  // the job's directory became a symbolic link out of every allowed place.
+  ScopedTempDir outside;
+  Create(Job("swapped"));
+  fs::create_directory_symlink(outside.path(), data_.path() / "swapped");
+  const fs::path ran = data_.path() / "ran";
+  AgentProcess agent(
+      {"--server", server_.address(), "--job", "swapped", "--config-dir",
+       (data_.path() / "swapped-config").string(), "--allow-write", data_.path().string()},
+      {"/bin/sh", "-c", "touch " + ran.string()}, data_.path() / "agent.log", data_.path());
+  EXPECT_EQ(agent.Wait(absl::Seconds(30)), 2) << agent.log();
+  const fs::path tensors = data_.path() / "swapped" / "tensors";
+  EXPECT_THAT(agent.log(),
+              HasSubstr("DebugHookConfig.S3OutputPath " + tensors.string() +
+                        " leads through a symbolic link to " +
+                        (outside.path() / "tensors").string() + ", outside the directories"));
+  EXPECT_FALSE(fs::exists(ran)) << "the command ran";
+  EXPECT_THAT(FilesUnder(outside.path()), ::testing::IsEmpty());
 }
 
 }  // namespace

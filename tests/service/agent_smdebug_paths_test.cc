@@ -203,7 +203,8 @@ TEST_F(AgentSmdebugPathsTest, FrameworkTimelinesOfAJobNamedInCapitalsReachTheSer
   const fs::path config_dir = job_dir() / "config";
   const fs::path agent_log = data_.path() / "agent.log";
   const int exit_code =
-      RunAgent({"--server", server_.address(), "--job", kJob, "--config-dir", config_dir.string()},
+      RunAgent({"--server", server_.address(), "--job", kJob, "--config-dir", config_dir.string(),
+                "--allow-write", data_.path().string()},
                {"/bin/sh", "-c", kSmdebugStandIn}, agent_tmp_.path(), agent_log, absl::Seconds(60));
   ASSERT_EQ(exit_code, 0) << ReadAll(agent_log);
 

@@ -130,11 +130,13 @@ class MultiWorkerTest : public ::testing::Test {
     return false;
   }
 
+  // The job's output is under data_, which the agent may write.
   std::vector<std::string> AgentArgs(const std::string& job) {
-    return {"--server",     server_.address(),
-            "--job",        job,
-            "--config-dir", (data_.path() / job / "config").string(),
-            "--stop-grace", "1"};
+    return {"--server",      server_.address(),
+            "--job",         job,
+            "--config-dir",  (data_.path() / job / "config").string(),
+            "--allow-write", data_.path().string(),
+            "--stop-grace",  "1"};
   }
 
   // A shell command that starts two workers of one job, `rank1` in the

@@ -1,0 +1,97 @@
+// Runs the real `debugplane-agent run` binary for end-to-end tests, with its
+// stderr in a file and, optionally, its own working directory (which the
+// agent may write into).
+
+#ifndef DEBUGPLANE_TESTS_SERVICE_AGENT_PROCESS_H_
+#define DEBUGPLANE_TESTS_SERVICE_AGENT_PROCESS_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace debugplane::testing {
+
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `debugplane-agent run <agent_args> -- <command>` as a child process.
+class AgentProcess {
+ public:
+  // `working_directory`: where the agent runs ("" = the test's own).
+  AgentProcess(const std::vector<std::string>& agent_args, const std::vector<std::string>& command,
+               const std::filesystem::path& log,
+               const std::filesystem::path& working_directory = {})
+      : log_(log) {
+    std::vector<std::string> args = {DP_AGENT_BINARY, "run"};
+    args.insert(args.end(), agent_args.begin(), agent_args.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDERR_FILENO);
+      if (!working_directory.empty() && chdir(working_directory.c_str()) != 0) _exit(126);
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~AgentProcess() { Kill(); }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  // The exit code, or -1 if it is still running after `timeout`.
+  int Wait(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "the agent did not exit; its log:\n" << log();
+    return -1;
+  }
+  // True while the agent has not exited.
+  bool running() const {
+    if (pid_ <= 0) return false;
+    siginfo_t info{};
+    return waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+  }
+  std::string log() const { return ReadFile(log_); }
+  // kill -9 the agent (not what it started: the command is in its own
+  // process group).
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace debugplane::testing
+
+#endif  // DEBUGPLANE_TESTS_SERVICE_AGENT_PROCESS_H_
