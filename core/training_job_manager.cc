@@ -1,6 +1,10 @@
 #include "core/training_job_manager.h"
 
 #include <algorithm>
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -79,25 +83,62 @@ struct ListFilter {
   int64_t created_after, created_before, modified_after, modified_before;
 };
 
+absl::Status ShuttingDown() {
+  return absl::UnavailableError("the server is shutting down; retry on another server");
+}
+
 }  // namespace
 
-// One registered watcher.
+// The `done` of a commit whose job has watchers: runs (with OK) when the
+// last of them has been told of the commit, or skipped it as unregistered.
+struct TrainingJobManager::DeliveryCompletion {
+  DeliveryCompletion(int watches, DoneCallback done) : remaining(watches), done(std::move(done)) {}
+  void CountDown() {
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) std::move(done)(absl::OkStatus());
+  }
+  std::atomic<int> remaining;
+  DoneCallback done;
+};
+
+// What one commit (or the registration) tells one watcher, in this order.
+struct TrainingJobManager::Delivery {
+  std::shared_ptr<const JobRecord> record;                    // OnRecord.
+  std::shared_ptr<const v1::WatchTrainingJobResponse> event;  // OnEvent, if any.
+  std::optional<absl::Status> end;                            // OnEnd, if any.
+  std::shared_ptr<DeliveryCompletion> completion;             // Counted down after.
+};
+
+// One registered watcher and what waits to be delivered to it.
 struct TrainingJobManager::Watch {
-  JobWatcher* watcher;
-  std::string job_name;
+  Watch(JobWatcher* watcher, std::string job_name)
+      : watcher(watcher), job_name(std::move(job_name)) {}
+
+  JobWatcher* const watcher;
+  const std::string job_name;
+
+  absl::Mutex mu;
+  // Queued under the manager's mu_ (so in commit order), delivered by the
+  // one drainer.
+  std::deque<Delivery> pending ABSL_GUARDED_BY(mu);
+  // A drain is scheduled or running: it takes whatever is queued, so nobody
+  // else starts one. Always true while `pending` is not empty.
+  bool draining ABSL_GUARDED_BY(mu) = false;
+  // A callback is running (on `delivering_thread`): Unwatch waits for it.
+  bool delivering ABSL_GUARDED_BY(mu) = false;
+  std::thread::id delivering_thread ABSL_GUARDED_BY(mu);
+  // Unregistered: what is still queued is dropped, the watcher not called.
+  bool detached ABSL_GUARDED_BY(mu) = false;
 };
 
 class TrainingJobManager::Registration final : public WatchRegistration {
  public:
-  Registration(TrainingJobManager* manager, std::unique_ptr<Watch> watch)
+  Registration(TrainingJobManager* manager, std::shared_ptr<Watch> watch)
       : manager_(manager), watch_(std::move(watch)) {}
-  ~Registration() override {
-    if (watch_ != nullptr) manager_->Unwatch(watch_->job_name, watch_.get());
-  }
+  ~Registration() override { manager_->Unwatch(watch_); }
 
  private:
-  TrainingJobManager* manager_;
-  std::unique_ptr<Watch> watch_;
+  TrainingJobManager* const manager_;
+  const std::shared_ptr<Watch> watch_;
 };
 
 absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
@@ -108,6 +149,10 @@ absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
   manager->deadlines_ = std::make_unique<DeadlineTimer>(
       manager->options_.clock,
       [m = manager.get()](const std::string& job_name) { m->OnDeadline(job_name); });
+  manager->validation_pool_ =
+      std::make_unique<ThreadPool>(manager->options_.validation_threads, "dp-validate");
+  manager->delivery_pool_ =
+      std::make_unique<ThreadPool>(manager->options_.watch_delivery_threads, "dp-watch");
   manager->committer_ = std::thread([m = manager.get()] { m->CommitLoop(); });
 
   // Resume what a previous run left unfinished: stops wait again for their
@@ -149,25 +194,49 @@ void TrainingJobManager::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
-      // Another caller is shutting down or has: wait for the committer.
-      mu_.Await(absl::Condition(&committer_done_));
+      // Another caller is shutting down or has: wait for it.
+      mu_.Await(absl::Condition(&shut_down_));
       return;
     }
     shutting_down_ = true;
     queue_cv_.SignalAll();
   }
+  // Requests waiting for validation are refused by Mutate now.
+  if (validation_pool_ != nullptr) validation_pool_->Shutdown();
   // Its callback may be waiting for mu_: not under it. Deadlines are
   // recomputed from the records at the next start.
   if (deadlines_ != nullptr) deadlines_->Shutdown();
   if (committer_.joinable()) committer_.join();
-  absl::MutexLock lock(&mu_);
-  committer_done_ = true;
-  for (auto& [name, entry] : jobs_) {
-    for (Watch* watch : entry.watches) {
-      watch->watcher->OnEnd(absl::UnavailableError("the server is shutting down"));
+  WatchesToDrain to_drain;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, entry] : jobs_) {
+      for (const std::shared_ptr<Watch>& watch : entry.watches) {
+        Enqueue(watch, Delivery{.end = absl::UnavailableError("the server is shutting down")},
+                to_drain);
+      }
+      entry.watches.clear();
     }
-    entry.watches.clear();
   }
+  if (delivery_pool_ != nullptr) {
+    StartDrains(to_drain);
+    delivery_pool_->Shutdown();  // Every delivery (and `done`) queued runs first.
+  }
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+}
+
+void TrainingJobManager::OnValidationPool(absl::AnyInvocable<void(DoneCallback) &&> work,
+                                          DoneCallback done) {
+  struct Call {
+    absl::AnyInvocable<void(DoneCallback) &&> work;
+    DoneCallback done;
+  };
+  auto call = std::make_shared<Call>(Call{std::move(work), std::move(done)});
+  if (validation_pool_->Schedule([call] { std::move(call->work)(std::move(call->done)); })) {
+    return;
+  }
+  std::move(call->done)(ShuttingDown());
 }
 
 void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mutation,
@@ -176,7 +245,7 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
-      refused = absl::UnavailableError("the server is shutting down; retry on another server");
+      refused = ShuttingDown();
     } else {
       auto it = jobs_.find(job_name);
       const JobRecord* latest = it == jobs_.end() ? nullptr : it->second.latest.get();
@@ -188,6 +257,7 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
         commit.job_name = job_name;
         commit.changed = change->changed;
         commit.next = std::move(change->next);
+        if (commit.changed && commit.next != nullptr) commit.encoded = std::move(change->encoded);
         commit.done = std::move(done);
         if (commit.changed) {
           JobEntry& entry = jobs_[job_name];
@@ -224,7 +294,9 @@ void TrainingJobManager::CommitLoop() {
     for (PendingCommit& commit : group) {
       if (!commit.changed) continue;
       if (commit.next != nullptr) {
-        commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
+        if (commit.encoded == nullptr) {
+          commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
+        }
         batch.Put(ToRow(*commit.next, *commit.encoded));
       } else {
         batch.Delete(commit.job_name);
@@ -232,11 +304,12 @@ void TrainingJobManager::CommitLoop() {
     }
     absl::Status written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
 
+    WatchesToDrain to_drain;
     {
       absl::MutexLock lock(&mu_);
       if (written.ok()) {
         const absl::Time now = Now();
-        for (PendingCommit& commit : group) PublishLocked(commit, now);
+        for (PendingCommit& commit : group) PublishLocked(commit, now, to_drain);
       } else {
         spdlog::error("storage write of {} change(s) failed: {}", batch.size(), written.ToString());
         // Everything queued behind the failed group may build on it: fail it
@@ -250,6 +323,8 @@ void TrainingJobManager::CommitLoop() {
         }
       }
     }
+    // Watchers are told on the delivery pool; the next group need not wait.
+    StartDrains(to_drain);
 
     const absl::Status reply =
         written.ok() ? absl::OkStatus()
@@ -263,11 +338,15 @@ void TrainingJobManager::CommitLoop() {
         for (const auto& [id, observer] : observers_) observer(commit.job_name, commit.next);
       }
     }
-    for (PendingCommit& commit : group) std::move(commit.done)(reply);
+    // The rest went with their deliveries (PublishLocked).
+    for (PendingCommit& commit : group) {
+      if (commit.done != nullptr) std::move(commit.done)(reply);
+    }
   }
 }
 
-void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
+void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now,
+                                       WatchesToDrain& to_drain) {
   if (!commit.changed) return;
   auto it = jobs_.find(commit.job_name);
   if (it == jobs_.end()) return;  // Cannot happen: the entry has a queued change.
@@ -281,32 +360,80 @@ void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now) {
   if (entry.committed == nullptr) entry.agents.clear();  // Their streams end below.
 
   if (!entry.watches.empty()) {
+    // Only the news is made here (the diff and one shared event); the
+    // watchers are called by the delivery pool, outside the lock.
+    Delivery news;
     if (entry.committed == nullptr) {
-      for (Watch* watch : entry.watches) {
-        watch->watcher->OnEnd(
-            absl::NotFoundError(absl::StrCat("training job '", commit.job_name, "' was deleted")));
-      }
-      entry.watches.clear();
+      news.end =
+          absl::NotFoundError(absl::StrCat("training job '", commit.job_name, "' was deleted"));
     } else {
-      for (Watch* watch : entry.watches) watch->watcher->OnRecord(entry.committed);
+      news.record = entry.committed;
       std::vector<v1::StatusChange> changes = before == nullptr
                                                   ? std::vector<v1::StatusChange>{}
                                                   : DiffForWatch(*before, *entry.committed);
       if (!changes.empty()) {
-        auto event = std::make_shared<const v1::WatchTrainingJobResponse>(
+        news.event = std::make_shared<const v1::WatchTrainingJobResponse>(
             MakeWatchEvent(*entry.committed, std::move(changes), now));
-        for (Watch* watch : entry.watches) watch->watcher->OnEvent(event);
       }
-      if (IsSettled(*entry.committed)) {
-        for (Watch* watch : entry.watches) watch->watcher->OnEnd(absl::OkStatus());
-        entry.watches.clear();
-      }
+      if (IsSettled(*entry.committed)) news.end = absl::OkStatus();
     }
+    news.completion = std::make_shared<DeliveryCompletion>(static_cast<int>(entry.watches.size()),
+                                                           std::move(commit.done));
+    commit.done = nullptr;
+    for (const std::shared_ptr<Watch>& watch : entry.watches) Enqueue(watch, news, to_drain);
+    if (news.end.has_value()) entry.watches.clear();  // Their streams are over.
   }
   if (entry.committed == nullptr && entry.latest == nullptr && entry.queued_changes == 0 &&
       entry.watches.empty()) {
     jobs_.erase(it);
   }
+}
+
+void TrainingJobManager::Enqueue(const std::shared_ptr<Watch>& watch, Delivery delivery,
+                                 WatchesToDrain& to_drain) {
+  absl::MutexLock lock(&watch->mu);
+  watch->pending.push_back(std::move(delivery));
+  if (!watch->draining) {
+    watch->draining = true;
+    to_drain.push_back(watch);
+  }
+}
+
+void TrainingJobManager::StartDrains(WatchesToDrain& to_drain) {
+  for (std::shared_ptr<Watch>& watch : to_drain) {
+    // Refused only once Shutdown has drained the pool (a registration that
+    // raced with it): then this thread delivers.
+    if (!delivery_pool_->Schedule([watch] { Drain(*watch); })) Drain(*watch);
+  }
+  to_drain.clear();
+}
+
+void TrainingJobManager::Drain(Watch& watch) {
+  watch.mu.Lock();
+  while (!watch.pending.empty()) {
+    Delivery delivery = std::move(watch.pending.front());
+    watch.pending.pop_front();
+    if (!watch.detached) {
+      watch.delivering = true;
+      watch.delivering_thread = std::this_thread::get_id();
+      watch.mu.Unlock();
+      JobWatcher& watcher = *watch.watcher;
+      if (delivery.record != nullptr) watcher.OnRecord(delivery.record);
+      if (delivery.event != nullptr) watcher.OnEvent(std::move(delivery.event));
+      if (delivery.end.has_value()) watcher.OnEnd(*std::move(delivery.end));
+      watch.mu.Lock();
+      watch.delivering = false;
+    }
+    if (delivery.completion != nullptr) {
+      // The change's `done` may run here: not under the watch's lock.
+      watch.mu.Unlock();
+      delivery.completion->CountDown();
+      delivery.completion = nullptr;
+      watch.mu.Lock();
+    }
+  }
+  watch.draining = false;
+  watch.mu.Unlock();
 }
 
 void TrainingJobManager::RollBackLocked(const std::string& job_name) {
@@ -399,28 +526,39 @@ std::optional<absl::Time> TrainingJobManager::PendingDeadline(const std::string&
 void TrainingJobManager::CreateTrainingJob(const v1::CreateTrainingJobRequest& request,
                                            v1::CreateTrainingJobResponse* response,
                                            DoneCallback done) {
+  // Output paths are checked against the file system: not on this thread.
+  OnValidationPool([this, &request, response](
+                       DoneCallback done) { CreateValidated(request, response, std::move(done)); },
+                   std::move(done));
+}
+
+void TrainingJobManager::CreateValidated(const v1::CreateTrainingJobRequest& request,
+                                         v1::CreateTrainingJobResponse* response,
+                                         DoneCallback done) {
   if (absl::Status valid = ValidateCreateTrainingJobRequest(request, options_.validation);
       !valid.ok()) {
     std::move(done)(valid);
     return;
   }
   auto record = std::make_shared<const JobRecord>(NewJobRecord(request, options_.arn_scope, Now()));
-  auto warnings = std::make_shared<const std::vector<std::string>>(
-      CreateTrainingJobWarnings(request, options_.validation));
+  // Encoded here, in parallel with other calls, rather than on the committer.
+  auto encoded = std::make_shared<const std::string>(record->SerializeAsString());
+  std::vector<std::string> warnings = CreateTrainingJobWarnings(request, options_.validation);
   Mutate(
       request.training_job_name(),
-      [record](const JobRecord* latest) -> absl::StatusOr<Change> {
+      [&record, &encoded](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest != nullptr) {
           return absl::AlreadyExistsError(
               absl::StrCat("a training job named '", record->training_job_name(),
                            "' already exists; names are unique until the job is deleted"));
         }
-        return Change{.next = record};
+        return Change{.next = record, .encoded = encoded};
       },
-      [record, warnings, response, done = std::move(done)](const absl::Status& status) mutable {
+      [record, warnings = std::move(warnings), response,
+       done = std::move(done)](const absl::Status& status) mutable {
         if (status.ok()) {
           response->set_training_job_arn(record->training_job_arn());
-          for (const std::string& warning : *warnings) response->add_warnings(warning);
+          for (std::string& warning : warnings) response->add_warnings(std::move(warning));
         }
         std::move(done)(status);
       });
@@ -567,6 +705,16 @@ void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& req
 void TrainingJobManager::UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
                                            v1::UpdateTrainingJobResponse* response,
                                            DoneCallback done) {
+  // ProfilerConfig.S3OutputPath is checked against the file system: not on
+  // this thread.
+  OnValidationPool([this, &request, response](
+                       DoneCallback done) { UpdateValidated(request, response, std::move(done)); },
+                   std::move(done));
+}
+
+void TrainingJobManager::UpdateValidated(const v1::UpdateTrainingJobRequest& request,
+                                         v1::UpdateTrainingJobResponse* response,
+                                         DoneCallback done) {
   if (absl::Status valid = ValidateUpdateTrainingJobRequest(request, options_.validation);
       !valid.ok()) {
     std::move(done)(valid);
@@ -730,43 +878,89 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchAsAg
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterWatch(
     const std::string& job_name, JobWatcher* watcher, bool agent) {
   if (absl::Status valid = ValidateTrainingJobName(job_name); !valid.ok()) return valid;
-  auto watch = std::make_unique<Watch>(Watch{watcher, job_name});
-  absl::MutexLock lock(&mu_);
-  if (shutting_down_) return absl::UnavailableError("the server is shutting down");
-  auto it = jobs_.find(job_name);
-  if (it == jobs_.end() || it->second.committed == nullptr) return JobNotFound(job_name);
-  JobEntry& entry = it->second;
-  v1::StatusChange initial;
-  initial.set_kind(v1::StatusChange::KIND_INITIAL_STATE);
-  initial.set_to(absl::StrCat(JobStatusName(entry.committed->training_job_status()), "/",
-                              SecondaryStatusName(entry.committed->secondary_status())));
-  watcher->OnRecord(entry.committed);
-  watcher->OnEvent(std::make_shared<const v1::WatchTrainingJobResponse>(
-      MakeWatchEvent(*entry.committed, {std::move(initial)}, Now())));
-  if (IsSettled(*entry.committed)) {
-    watcher->OnEnd(absl::OkStatus());
-    return std::make_unique<Registration>(this, nullptr);
+  auto watch = std::make_shared<Watch>(watcher, job_name);
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the server is shutting down");
+    auto it = jobs_.find(job_name);
+    if (it == jobs_.end() || it->second.committed == nullptr) return JobNotFound(job_name);
+    JobEntry& entry = it->second;
+    const bool settled = IsSettled(*entry.committed);
+    {
+      // Queued under mu_, so every later commit queues behind it; this
+      // thread is its drainer (DeliverInitialState, which makes the event).
+      absl::MutexLock watch_lock(&watch->mu);
+      watch->pending.push_back(
+          Delivery{.record = entry.committed,
+                   .end = settled ? std::optional<absl::Status>(absl::OkStatus()) : std::nullopt});
+      watch->draining = true;
+    }
+    if (!settled) {
+      entry.watches.push_back(watch);
+      if (agent) {
+        entry.agents.push_back(watch.get());
+        ArmDeadlineLocked(job_name, entry);  // A stop now waits for this agent.
+      }
+    }
   }
-  entry.watches.push_back(watch.get());
-  if (agent) {
-    entry.agents.push_back(watch.get());
-    ArmDeadlineLocked(job_name, entry);  // A stop now waits for this agent.
-  }
+  DeliverInitialState(watch);
   return std::make_unique<Registration>(this, std::move(watch));
 }
 
-void TrainingJobManager::Unwatch(const std::string& job_name, Watch* watch) {
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_name);
-  if (it == jobs_.end()) return;
-  JobEntry& entry = it->second;
-  auto& watches = entry.watches;
-  watches.erase(std::remove(watches.begin(), watches.end(), watch), watches.end());
-  auto agent = std::find(entry.agents.begin(), entry.agents.end(), watch);
-  if (agent == entry.agents.end()) return;
-  entry.agents.erase(agent);
-  if (entry.agents.empty()) entry.agents_absent_since = Now();
-  ArmDeadlineLocked(job_name, entry);
+void TrainingJobManager::DeliverInitialState(const std::shared_ptr<Watch>& watch) {
+  Watch& w = *watch;
+  w.mu.Lock();
+  // RegisterWatch queued the initial state first and set `draining`: this
+  // thread is the drainer until it hands over.
+  Delivery initial = std::move(w.pending.front());
+  w.pending.pop_front();
+  w.delivering = true;
+  w.delivering_thread = std::this_thread::get_id();
+  w.mu.Unlock();
+  const JobRecord& job = *initial.record;
+  v1::StatusChange change;
+  change.set_kind(v1::StatusChange::KIND_INITIAL_STATE);
+  change.set_to(absl::StrCat(JobStatusName(job.training_job_status()), "/",
+                             SecondaryStatusName(job.secondary_status())));
+  w.watcher->OnRecord(initial.record);
+  w.watcher->OnEvent(
+      std::make_shared<const v1::WatchTrainingJobResponse>(MakeWatchEvent(job, {change}, Now())));
+  if (initial.end.has_value()) w.watcher->OnEnd(*std::move(initial.end));
+  w.mu.Lock();
+  w.delivering = false;
+  // Commits that came meanwhile go to the pool, with their `done`s.
+  const bool more = !w.pending.empty();
+  if (!more) w.draining = false;
+  w.mu.Unlock();
+  if (more) {
+    WatchesToDrain to_drain = {watch};
+    StartDrains(to_drain);
+  }
+}
+
+void TrainingJobManager::Unwatch(const std::shared_ptr<Watch>& watch) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(watch->job_name);
+    if (it != jobs_.end()) {
+      JobEntry& entry = it->second;
+      auto& watches = entry.watches;
+      watches.erase(std::remove(watches.begin(), watches.end(), watch), watches.end());
+      auto agent = std::find(entry.agents.begin(), entry.agents.end(), watch.get());
+      if (agent != entry.agents.end()) {
+        entry.agents.erase(agent);
+        if (entry.agents.empty()) entry.agents_absent_since = Now();
+        ArmDeadlineLocked(watch->job_name, entry);
+      }
+    }
+  }
+  // Nothing is queued on it from now on; what is queued is dropped by its
+  // drain. Wait for a callback in progress, unless it is this thread's own.
+  absl::MutexLock lock(&watch->mu);
+  watch->detached = true;
+  if (watch->delivering && watch->delivering_thread == std::this_thread::get_id()) return;
+  watch->mu.Await(absl::Condition(
+      +[](Watch* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu) { return !w->delivering; }, watch.get()));
 }
 
 void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
@@ -904,6 +1098,12 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
   }
   if (request.event() == Event::EVENT_PROGRESS && !request.has_current_step()) {
     std::move(done)(InvalidField("CurrentStep", "is required with EVENT_PROGRESS"));
+    return;
+  }
+  if (request.has_current_step() && request.current_step() < 0) {
+    std::move(done)(InvalidField(
+        "CurrentStep",
+        absl::StrCat(request.current_step(), " is negative; training steps count from 0")));
     return;
   }
   if (request.event() == Event::EVENT_FAILED && request.failure_reason().empty()) {

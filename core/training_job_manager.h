@@ -12,6 +12,30 @@
 // state rolls back to the committed one: nothing acknowledged is lost and
 // nothing unacknowledged becomes visible.
 //
+// Threads. No caller's thread waits for the file system or for a watcher:
+//   - CreateTrainingJob and UpdateTrainingJob are validated on a small pool
+//     (TrainingJobManagerOptions::validation_threads), since checking output
+//     paths reads the file system (core/output_path.h); the change is queued
+//     from there. Describe, List and the other calls complete inline or on
+//     the committer.
+//   - Watchers are told of commits on a delivery pool, never under the
+//     manager's lock and never on the committer: the committer only queues
+//     each commit's news on every watch of the job (in commit order) and
+//     goes on with the next group. Each watch is drained by one thread at a
+//     time, so its callbacks are serialized and in commit order; a watcher
+//     that blocks holds up its own deliveries (and a delivery thread), not
+//     reads, other jobs or the committer.
+//   - The `done` of a change to a job that has watchers runs once every
+//     watcher has been told of it (on a delivery thread): an acknowledged
+//     change has reached the job's watchers, as an agent waiting for a stop
+//     order relies on.
+//   - Registering a watch delivers the current state on the registering
+//     thread (outside the lock): JobWatcher callbacks must not block, and
+//     the gRPC watchers only queue a write (StreamWriter::Push), so a gRPC
+//     callback thread does no waiting there, and the state is there when
+//     WatchTrainingJob/WatchAsAgent returns. Later commits are delivered by
+//     the pool.
+//
 // Stopped means the training process is gone. A stop (StopTrainingJob, a
 // rule's StopTraining action, MaxRuntimeInSeconds) makes the job Stopping;
 // the agents connected to it (ConnectAgent) kill the training command and
@@ -39,12 +63,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/deadline_timer.h"
 #include "core/job_record.h"
+#include "core/thread_pool.h"
 #include "core/training_job_handler.h"
 #include "core/validation.h"
 #include "debugplane/v1/training_agent.pb.h"
@@ -57,6 +83,11 @@ struct TrainingJobManagerOptions {
   ArnScope arn_scope;
   // Upper bound of job writes grouped into one storage transaction.
   int max_commit_group = 1024;
+  // Threads that validate CreateTrainingJob and UpdateTrainingJob requests
+  // (their output paths are checked against the file system).
+  int validation_threads = 2;
+  // Threads that deliver committed changes to watchers.
+  int watch_delivery_threads = 2;
   // The clock of every timestamp and deadline; tests use a FakeClock.
   std::shared_ptr<Clock> clock = SystemClock();
   // How long a Stopping job waits for the training process to be reported
@@ -82,14 +113,19 @@ class TrainingJobManager final : public TrainingJobHandler {
   TrainingJobManager(const TrainingJobManager&) = delete;
   TrainingJobManager& operator=(const TrainingJobManager&) = delete;
 
-  // Refuses new changes with UNAVAILABLE, stops the deadline thread, commits
-  // every change already queued (their callbacks run), ends all watch streams
-  // with UNAVAILABLE and stops the committer thread. Idempotent; blocks until
-  // done.
+  // Refuses new changes with UNAVAILABLE (also Creates and Updates still
+  // waiting for validation), stops the deadline thread, commits every change
+  // already queued (their callbacks run), stops the committer thread, ends
+  // all watch streams with UNAVAILABLE and waits until every delivery is
+  // done. Idempotent; blocks until done.
+  // REQUIRES: not called from a JobWatcher or DoneCallback of this manager.
   void Shutdown();
 
-  // TrainingJobHandler. Create, Update, Stop and Delete complete on the
-  // committer thread once durable; Describe and List complete inline.
+  // TrainingJobHandler. Create and Update are validated on the validation
+  // pool; they, Stop and Delete complete once durable, on the committer
+  // thread, or on a delivery thread once the job's watchers have the change.
+  // Describe and List complete inline. WatchTrainingJob delivers the current
+  // state before it returns (see the threads above).
   void CreateTrainingJob(const v1::CreateTrainingJobRequest& request,
                          v1::CreateTrainingJobResponse* response, DoneCallback done) override;
   void DescribeTrainingJob(const v1::DescribeTrainingJobRequest& request,
@@ -146,8 +182,10 @@ class TrainingJobManager final : public TrainingJobHandler {
   // the response then says Stopping and the agent must not start the
   // command. An end reported while Stopping completes the stop. `response`
   // gets the job's status; `done` OK once durable (also when nothing
-  // changes, e.g. a progress report for a stopped job), INVALID_ARGUMENT for
-  // a bad request, NOT_FOUND for an unknown job, FAILED_PRECONDITION for
+  // changes, e.g. a progress report for a stopped job), INVALID_ARGUMENT
+  // naming the field for a bad request (no Event, EVENT_PROGRESS without
+  // CurrentStep, a negative CurrentStep, EVENT_FAILED without
+  // FailureReason), NOT_FOUND for an unknown job, FAILED_PRECONDITION for
   // EVENT_STOPPED while the job is InProgress (no stop was ordered).
   void ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,
                             v1::ReportTrainingStatusResponse* response, DoneCallback done);
@@ -203,11 +241,16 @@ class TrainingJobManager final : public TrainingJobHandler {
     // False when the mutation left the job as it was: nothing is written, but
     // `done` still waits until everything queued before it is durable.
     bool changed = true;
+    // `next` serialized, when the mutation has it already (Create encodes
+    // the new record on the validation thread); else the committer does.
+    std::shared_ptr<const std::string> encoded;
   };
   // Computes a change from the latest state (nullptr if there is none).
   // Runs under mu_: must be quick and must not call back into the manager.
   using Mutation = std::function<absl::StatusOr<Change>(const JobRecord* latest)>;
 
+  struct Delivery;
+  struct DeliveryCompletion;
   struct Watch;
   class Registration;
 
@@ -218,10 +261,11 @@ class TrainingJobManager final : public TrainingJobHandler {
     std::shared_ptr<const std::string> committed_encoded;
     std::shared_ptr<const JobRecord> latest;  // Committed + queued changes.
     int queued_changes = 0;
-    std::vector<Watch*> watches;
+    // The watches that get the job's commits (none once it is settled).
+    std::vector<std::shared_ptr<Watch>> watches;
     // The agents' watches (also in `watches` until the job is settled), and
     // when the last one went away (InfinitePast: none since the start).
-    std::vector<Watch*> agents;
+    std::vector<const Watch*> agents;
     absl::Time agents_absent_since = absl::InfinitePast();
   };
 
@@ -229,24 +273,56 @@ class TrainingJobManager final : public TrainingJobHandler {
     std::string job_name;
     bool changed = false;
     std::shared_ptr<const JobRecord> next;
-    std::shared_ptr<const std::string> encoded;  // `next` serialized, at commit.
-    DoneCallback done;
+    // `next` serialized: by the caller when it had the record before queuing
+    // it (Create), else by the committer.
+    std::shared_ptr<const std::string> encoded;
+    DoneCallback done;  // Null once handed to the deliveries of the commit.
   };
+
+  // Watches that have something to deliver and no drain yet: the caller
+  // starts one for each (StartDrains) once it no longer holds mu_.
+  using WatchesToDrain = std::vector<std::shared_ptr<Watch>>;
 
   TrainingJobManager(std::unique_ptr<persistence::Storage> storage,
                      TrainingJobManagerOptions options);
 
   absl::Status Load();
   void Mutate(const std::string& job_name, const Mutation& mutation, DoneCallback done);
+  // Runs `work` with `done` on the validation pool, or answers `done` with
+  // UNAVAILABLE once shutting down.
+  void OnValidationPool(absl::AnyInvocable<void(DoneCallback) &&> work, DoneCallback done);
+  void CreateValidated(const v1::CreateTrainingJobRequest& request,
+                       v1::CreateTrainingJobResponse* response, DoneCallback done);
+  void UpdateValidated(const v1::UpdateTrainingJobRequest& request,
+                       v1::UpdateTrainingJobResponse* response, DoneCallback done);
   void CommitLoop();
-  // Publishes committed changes: updates indexes and notifies watchers.
-  void PublishLocked(PendingCommit& commit, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes a committed change: updates the indexes and the deadline, and
+  // queues the news on the job's watches (adding those that need a drain to
+  // `to_drain`). If there are watches, `commit.done` moves to their
+  // deliveries, to run once all have it.
+  void PublishLocked(PendingCommit& commit, absl::Time now, WatchesToDrain& to_drain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `delivery` on `watch`; adds the watch to `to_drain` if no drain
+  // of it is scheduled or running.
+  static void Enqueue(const std::shared_ptr<Watch>& watch, Delivery delivery,
+                      WatchesToDrain& to_drain);
+  // Schedules a drain of each watch on the delivery pool.
+  void StartDrains(WatchesToDrain& to_drain);
+  // Delivers what is queued on `watch`, in order, until nothing is; skips
+  // the callbacks once the watch is detached (completions still count).
+  // REQUIRES: the caller is the watch's one drainer (it set `draining`).
+  static void Drain(Watch& watch);
   void RollBackLocked(const std::string& job_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IndexLocked(const std::string& name, const JobRecord* before, const JobRecord* after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<WatchRegistration>> RegisterWatch(const std::string& job_name,
                                                                    JobWatcher* watcher, bool agent);
-  void Unwatch(const std::string& job_name, Watch* watch);
+  // Delivers the initial state RegisterWatch queued, on the calling thread,
+  // then hands what else is queued to the delivery pool.
+  void DeliverInitialState(const std::shared_ptr<Watch>& watch);
+  // Unregisters `watch`: when it returns, none of its callbacks is running
+  // (unless on this very thread) or will run.
+  void Unwatch(const std::shared_ptr<Watch>& watch);
   absl::Time Now() const { return options_.clock->Now(); }
   AgentPresence PresenceLocked(const JobEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets (or cancels) the job's deadline from its committed record.
@@ -269,7 +345,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   size_t committed_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<PendingCommit> queue_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  bool committer_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Shutdown is complete (later calls return at once).
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 
   // Observers are called with observers_mu_ held (shared), outside mu_, so
   // that RemoveCommitObserver can wait for calls in flight. Never held
@@ -282,6 +359,10 @@ class TrainingJobManager final : public TrainingJobHandler {
   // Created once the jobs are loaded; calls OnDeadline, which takes mu_, so
   // it is shut down without mu_ held.
   std::unique_ptr<DeadlineTimer> deadlines_;
+  // Validates Create and Update requests (file-system checks).
+  std::unique_ptr<ThreadPool> validation_pool_;
+  // Drains watches (see Drain); runs the `done` of watched jobs' changes.
+  std::unique_ptr<ThreadPool> delivery_pool_;
 };
 
 }  // namespace debugplane::core

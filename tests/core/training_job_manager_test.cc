@@ -1,6 +1,8 @@
 #include "core/training_job_manager.h"
 
 #include <atomic>
+#include <filesystem>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -69,12 +71,89 @@ class RecordingWatcher : public JobWatcher {
     absl::MutexLock lock(&mu_);
     return events_;
   }
+  bool ended() const { return ended_.HasBeenNotified(); }
 
  private:
   absl::Mutex mu_;
   std::vector<std::shared_ptr<const v1::WatchTrainingJobResponse>> events_ ABSL_GUARDED_BY(mu_);
   absl::Status end_ ABSL_GUARDED_BY(mu_);
   absl::Notification ended_;
+};
+
+v1::WatchTrainingJobRequest WatchRequest(const std::string& name) {
+  v1::WatchTrainingJobRequest request;
+  request.set_training_job_name(name);
+  return request;
+}
+
+// The completion of one asynchronous call: its status and the thread it ran on.
+class CallResult {
+ public:
+  DoneCallback Callback() {
+    return [this](absl::Status status) {
+      status_ = std::move(status);
+      thread_ = std::this_thread::get_id();
+      done_.Notify();
+    };
+  }
+  bool WaitFor(absl::Duration timeout) { return done_.WaitForNotificationWithTimeout(timeout); }
+  bool done() const { return done_.HasBeenNotified(); }
+  // REQUIRES: done().
+  const absl::Status& status() const { return status_; }
+  std::thread::id thread() const { return thread_; }
+
+ private:
+  absl::Status status_;
+  std::thread::id thread_;
+  absl::Notification done_;
+};
+
+// Blocks in every OnEvent after the initial state until released.
+class BlockingWatcher : public RecordingWatcher {
+ public:
+  void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse> event) override {
+    const bool initial = event->changes(0).kind() == v1::StatusChange::KIND_INITIAL_STATE;
+    RecordingWatcher::OnEvent(std::move(event));
+    if (initial) return;
+    {
+      absl::MutexLock lock(&mu_);
+      blocked_ = true;
+    }
+    release_.WaitForNotification();
+  }
+  bool WaitUntilBlocked(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&blocked_), timeout);
+  }
+  void Release() { release_.Notify(); }
+
+ private:
+  absl::Mutex mu_;
+  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification release_;
+};
+
+// Records the training step of every record it is given, taking `delay`
+// over each.
+class StepRecorder : public JobWatcher {
+ public:
+  explicit StepRecorder(absl::Duration delay) : delay_(delay) {}
+  void OnRecord(std::shared_ptr<const v1::DescribeTrainingJobResponse> job) override {
+    absl::SleepFor(delay_);
+    absl::MutexLock lock(&mu_);
+    steps_.push_back(job->progress_info().current_step());
+  }
+  void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse>) override {}
+  void OnEnd(absl::Status) override {}
+  std::vector<int64_t> steps() {
+    absl::MutexLock lock(&mu_);
+    return steps_;
+  }
+
+ private:
+  const absl::Duration delay_;
+  absl::Mutex mu_;
+  std::vector<int64_t> steps_ ABSL_GUARDED_BY(mu_);
 };
 
 class TrainingJobManagerTest : public ::testing::Test {
@@ -88,6 +167,7 @@ class TrainingJobManagerTest : public ::testing::Test {
     storage_ = faulty.get();
     TrainingJobManagerOptions options;
     options.validation.data_roots.push_back(dir_.path());
+    options.watch_delivery_threads = watch_delivery_threads_;
     auto manager = TrainingJobManager::Create(std::move(faulty), std::move(options));
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = *std::move(manager);
@@ -136,6 +216,7 @@ class TrainingJobManagerTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
+  int watch_delivery_threads_ = TrainingJobManagerOptions().watch_delivery_threads;
   persistence::FaultInjectingStorage* storage_ = nullptr;
   std::unique_ptr<TrainingJobManager> manager_;
 };
@@ -667,6 +748,265 @@ TEST_F(TrainingJobManagerTest, AgentReportsStartAndEndTheJob) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(report("nope", v1::ReportTrainingStatusRequest::EVENT_STARTED).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(TrainingJobManagerTest, ANegativeCurrentStepIsRefusedNamingTheField) {
+  ASSERT_TRUE(Create(JobRequest("steps")).ok());
+  TrainingAgentManager agents(manager_.get());
+  for (auto event : {v1::ReportTrainingStatusRequest::EVENT_PROGRESS,
+                     v1::ReportTrainingStatusRequest::EVENT_STARTED}) {
+    v1::ReportTrainingStatusRequest request;
+    request.set_training_job_name("steps");
+    request.set_event(event);
+    request.set_current_step(-3);
+    v1::ReportTrainingStatusResponse response;
+    CallResult result;
+    agents.ReportTrainingStatus(request, &response, result.Callback());
+    ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
+    ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+    auto violations = FieldViolationsOf(result.status());
+    ASSERT_EQ(violations.size(), 1u);
+    EXPECT_EQ(violations[0].field, "CurrentStep");
+    EXPECT_THAT(violations[0].description, HasSubstr("-3 is negative"));
+  }
+  // Nothing changed; step 0 is a step.
+  EXPECT_FALSE(Describe("steps")->progress_info().has_current_step());
+  v1::ReportTrainingStatusRequest zero;
+  zero.set_training_job_name("steps");
+  zero.set_event(v1::ReportTrainingStatusRequest::EVENT_PROGRESS);
+  zero.set_current_step(0);
+  v1::ReportTrainingStatusResponse response;
+  CallResult result;
+  agents.ReportTrainingStatus(zero, &response, result.Callback());
+  ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
+  EXPECT_TRUE(result.status().ok()) << result.status();
+  EXPECT_EQ(Describe("steps")->progress_info().current_step(), 0);
+}
+
+TEST_F(TrainingJobManagerTest, AWatcherBlockedInOnEventHoldsUpNeitherReadsNorOtherJobs) {
+  ASSERT_TRUE(Create(JobRequest("blocked")).ok());
+  ASSERT_TRUE(Create(JobRequest("free")).ok());
+  BlockingWatcher watcher;
+  auto registration = manager_->WatchTrainingJob(WatchRequest("blocked"), &watcher);
+  ASSERT_TRUE(registration.ok()) << registration.status();
+  // The current state is there when WatchTrainingJob returns.
+  ASSERT_EQ(watcher.events().size(), 1u);
+
+  v1::StopTrainingJobRequest stop_request;
+  stop_request.set_training_job_name("blocked");
+  v1::StopTrainingJobResponse stop_response;
+  CallResult stop;
+  manager_->StopTrainingJob(stop_request, &stop_response, stop.Callback());
+  ASSERT_TRUE(watcher.WaitUntilBlocked(absl::Seconds(10)));
+
+  // While the watcher is stuck in OnEvent: reads see the committed change,
+  // and other jobs' changes are committed and acknowledged.
+  absl::Notification others_done;
+  std::thread others([&] {
+    auto job = Describe("blocked");
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (job.ok()) EXPECT_NE(job->training_job_status(), v1::TrainingJobStatus::InProgress);
+    auto listed = List(v1::ListTrainingJobsRequest());
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    if (listed.ok()) EXPECT_EQ(listed->training_job_summaries_size(), 2);
+    EXPECT_TRUE(Stop("free").ok());
+    EXPECT_TRUE(Create(JobRequest("created-meanwhile")).ok());
+    others_done.Notify();
+  });
+  EXPECT_TRUE(others_done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "reads or other jobs' changes waited for a blocked watcher";
+  // The stop is committed but not acknowledged before its watcher has it.
+  EXPECT_FALSE(stop.done());
+  watcher.Release();
+  others.join();
+  ASSERT_TRUE(stop.WaitFor(absl::Seconds(10)));
+  EXPECT_TRUE(stop.status().ok()) << stop.status();
+  EXPECT_TRUE(watcher.WaitForEnd().ok());
+  EXPECT_EQ(watcher.events().back()->training_job_status(), v1::TrainingJobStatus::Stopped);
+}
+
+TEST_F(TrainingJobManagerTest, EveryWatcherSeesTheChangesOfItsJobInCommitOrder) {
+  ASSERT_TRUE(Create(JobRequest("ordered")).ok());
+  StepRecorder slow(absl::Microseconds(300));
+  StepRecorder fast(absl::ZeroDuration());
+  StepRecorder late(absl::ZeroDuration());
+  auto slow_registration = manager_->WatchTrainingJob(WatchRequest("ordered"), &slow);
+  auto fast_registration = manager_->WatchTrainingJob(WatchRequest("ordered"), &fast);
+  ASSERT_TRUE(slow_registration.ok() && fast_registration.ok());
+
+  // Reports sent from one thread without waiting are committed in order, in
+  // groups, while the watchers are still being told of earlier ones.
+  constexpr int kSteps = 300;
+  std::vector<v1::ReportTrainingStatusRequest> requests(kSteps);
+  std::vector<v1::ReportTrainingStatusResponse> responses(kSteps);
+  std::vector<CallResult> results(kSteps);
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> late_registration;
+  for (int i = 0; i < kSteps; ++i) {
+    requests[i].set_training_job_name("ordered");
+    requests[i].set_event(v1::ReportTrainingStatusRequest::EVENT_PROGRESS);
+    requests[i].set_current_step(i + 1);
+    manager_->ReportTrainingStatus(requests[i], &responses[i], results[i].Callback());
+    if (i == kSteps / 2) {
+      late_registration = manager_->WatchTrainingJob(WatchRequest("ordered"), &late);
+    }
+  }
+  for (CallResult& result : results) {
+    ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
+    ASSERT_TRUE(result.status().ok()) << result.status();
+  }
+  ASSERT_TRUE(late_registration.ok());
+
+  // Acknowledged means delivered: every watcher has had every record, once,
+  // in commit order (the initial state first).
+  std::vector<int64_t> all(kSteps + 1);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(slow.steps(), all);
+  EXPECT_EQ(fast.steps(), all);
+  // One registered midway sees the state then, then every later commit.
+  std::vector<int64_t> seen = late.steps();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen, std::vector<int64_t>(all.begin() + seen.front(), all.end()));
+}
+
+TEST_F(TrainingJobManagerTest, UnregisteringWaitsForADeliveryInProgressThenNothingMoreComes) {
+  ASSERT_TRUE(Create(JobRequest("watched", 1, 0)).ok());
+  BlockingWatcher watcher;
+  auto registration = manager_->WatchTrainingJob(WatchRequest("watched"), &watcher);
+  ASSERT_TRUE(registration.ok()) << registration.status();
+  CallResult rule_set;
+  manager_->SetRuleEvaluationStatus("watched", "VanishingGradient0",
+                                    v1::RuleEvaluationStatus::IssuesFound, "step 3",
+                                    rule_set.Callback());
+  ASSERT_TRUE(watcher.WaitUntilBlocked(absl::Seconds(10)));
+
+  absl::Notification unregistered;
+  std::thread unregister([&] {
+    registration->reset();
+    unregistered.Notify();
+  });
+  // The watcher may be destroyed once this returns: not while its OnEvent runs.
+  EXPECT_FALSE(unregistered.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  watcher.Release();
+  EXPECT_TRUE(unregistered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  unregister.join();
+  ASSERT_TRUE(rule_set.WaitFor(absl::Seconds(10)));
+  EXPECT_TRUE(rule_set.status().ok()) << rule_set.status();
+
+  const size_t seen = watcher.events().size();
+  ASSERT_TRUE(Stop("watched").ok());
+  WaitForStatus("watched", v1::TrainingJobStatus::Stopped);
+  EXPECT_EQ(watcher.events().size(), seen);
+  EXPECT_FALSE(watcher.ended());
+}
+
+TEST_F(TrainingJobManagerTest, UnregisteringDoesNotWaitForDeliveriesQueuedBehindABlockedWatcher) {
+  watch_delivery_threads_ = 1;
+  Reopen();
+  ASSERT_TRUE(Create(JobRequest("stuck")).ok());
+  ASSERT_TRUE(Create(JobRequest("queued")).ok());
+  BlockingWatcher stuck;
+  RecordingWatcher queued;
+  auto stuck_registration = manager_->WatchTrainingJob(WatchRequest("stuck"), &stuck);
+  auto queued_registration = manager_->WatchTrainingJob(WatchRequest("queued"), &queued);
+  ASSERT_TRUE(stuck_registration.ok() && queued_registration.ok());
+
+  v1::StopTrainingJobRequest stop_stuck;
+  stop_stuck.set_training_job_name("stuck");
+  v1::StopTrainingJobResponse stuck_response;
+  CallResult stuck_stopped;
+  manager_->StopTrainingJob(stop_stuck, &stuck_response, stuck_stopped.Callback());
+  ASSERT_TRUE(stuck.WaitUntilBlocked(absl::Seconds(10)));  // The one delivery thread.
+
+  // The next job's change is committed; its delivery waits for that thread.
+  v1::StopTrainingJobRequest stop_queued;
+  stop_queued.set_training_job_name("queued");
+  v1::StopTrainingJobResponse queued_response;
+  CallResult queued_stopped;
+  manager_->StopTrainingJob(stop_queued, &queued_response, queued_stopped.Callback());
+  for (int i = 0; i < 1000; ++i) {
+    auto job = manager_->GetJob("queued");
+    if (job->training_job_status() != v1::TrainingJobStatus::InProgress) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_NE(manager_->GetJob("queued")->training_job_status(), v1::TrainingJobStatus::InProgress);
+
+  // Unregistering drops what is queued without waiting for the pool.
+  absl::Notification unregistered;
+  std::thread unregister([&] {
+    queued_registration->reset();
+    unregistered.Notify();
+  });
+  EXPECT_TRUE(unregistered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  stuck.Release();
+  unregister.join();
+  // The dropped delivery still lets the change be acknowledged.
+  ASSERT_TRUE(queued_stopped.WaitFor(absl::Seconds(10)));
+  EXPECT_TRUE(queued_stopped.status().ok()) << queued_stopped.status();
+  ASSERT_TRUE(stuck_stopped.WaitFor(absl::Seconds(10)));
+  EXPECT_EQ(queued.events().size(), 1u);  // Only the initial state.
+}
+
+TEST_F(TrainingJobManagerTest, CreateAndUpdateAreValidatedOffTheCallersThread) {
+  const std::thread::id caller = std::this_thread::get_id();
+  // Local output paths under the data root: checked against the file system.
+  auto request = JobRequest("local");
+  request.mutable_debug_hook_config()->set_s3_output_path((dir_.path() / "tensors").string());
+  v1::CreateTrainingJobResponse created_response;
+  CallResult created;
+  manager_->CreateTrainingJob(request, &created_response, created.Callback());
+  ASSERT_TRUE(created.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(created.status().ok()) << created.status();
+  EXPECT_NE(created.thread(), caller);
+
+  // A path through a symbolic link that leads out of the root is refused
+  // (the file system says so), answered from the pool too.
+  std::filesystem::create_symlink("/", dir_.path() / "to-root");
+  auto escaping = JobRequest("escaping");
+  escaping.mutable_debug_hook_config()->set_s3_output_path(
+      (dir_.path() / "to-root" / "tmp" / "tensors").string());
+  v1::CreateTrainingJobResponse refused_response;
+  CallResult refused;
+  manager_->CreateTrainingJob(escaping, &refused_response, refused.Callback());
+  ASSERT_TRUE(refused.WaitFor(absl::Seconds(10)));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_EQ(FieldViolationsOf(refused.status())[0].field, "DebugHookConfig.S3OutputPath");
+  EXPECT_NE(refused.thread(), caller);
+
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("local");
+  update.mutable_profiler_config()->set_s3_output_path((dir_.path() / "profiler").string());
+  v1::UpdateTrainingJobResponse updated_response;
+  CallResult updated;
+  manager_->UpdateTrainingJob(update, &updated_response, updated.Callback());
+  ASSERT_TRUE(updated.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(updated.status().ok()) << updated.status();
+  EXPECT_NE(updated.thread(), caller);
+  EXPECT_EQ(Describe("local")->profiler_config().s3_output_path(),
+            (dir_.path() / "profiler").string());
+
+  update.mutable_profiler_config()->set_s3_output_path(
+      (dir_.path() / "to-root" / "tmp" / "profiler").string());
+  CallResult update_refused;
+  manager_->UpdateTrainingJob(update, &updated_response, update_refused.Callback());
+  ASSERT_TRUE(update_refused.WaitFor(absl::Seconds(10)));
+  ASSERT_EQ(update_refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldViolationsOf(update_refused.status())[0].field, "ProfilerConfig.S3OutputPath");
+  EXPECT_NE(update_refused.thread(), caller);
+}
+
+TEST_F(TrainingJobManagerTest, ShutdownEndsWatchesAndRefusesCreatesWaitingForValidation) {
+  ASSERT_TRUE(Create(JobRequest("running")).ok());
+  RecordingWatcher watcher;
+  auto registration = manager_->WatchTrainingJob(WatchRequest("running"), &watcher);
+  ASSERT_TRUE(registration.ok());
+  manager_->Shutdown();
+  EXPECT_EQ(watcher.WaitForEnd().code(), absl::StatusCode::kUnavailable);
+  auto late = Create(JobRequest("late"));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("running");
+  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  EXPECT_EQ(Update(update).status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
