@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/framework_rules.h"
 #include "rules_engine/framework_timeline_reader.h"
 
@@ -71,7 +72,7 @@ int64_t ParseDom(const std::vector<std::string>& files) {
 }
 
 int64_t ReadOnly(const std::string& dir) {
-  FrameworkTimelineReader reader(dir);
+  FrameworkTimelineReader reader(debugplane::objectstore::OpenLocalPath(dir).value());
   return static_cast<int64_t>(reader.ReadNew().size());
 }
 
@@ -86,7 +87,7 @@ int EvaluateRules(const std::string& dir) {
     }
     rules.push_back(std::move(*rule));
   }
-  FrameworkTimelineReader reader(dir);
+  FrameworkTimelineReader reader(debugplane::objectstore::OpenLocalPath(dir).value());
   std::vector<FrameworkEvent> events = reader.ReadNew();
   int issues = 0;
   for (auto& rule : rules) {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/profiler_rules.h"
 #include "rules_engine/system_metrics_reader.h"
 
@@ -73,7 +74,7 @@ int64_t ParseLinesDom(const std::vector<std::string>& files) {
 }
 
 int64_t ReadOnly(const std::string& dir) {
-  SystemMetricsReader reader(dir);
+  SystemMetricsReader reader(debugplane::objectstore::OpenLocalPath(dir).value());
   return static_cast<int64_t>(reader.ReadNew().size());
 }
 
@@ -96,7 +97,7 @@ int EvaluateRules(const std::string& dir) {
     }
     rules.push_back(std::move(*rule));
   }
-  SystemMetricsReader reader(dir);
+  SystemMetricsReader reader(debugplane::objectstore::OpenLocalPath(dir).value());
   std::vector<SystemMetricPoint> points = reader.ReadNew();
   int issues = 0;
   for (auto& rule : rules) {

@@ -23,10 +23,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/tfrecord.h"
 #include "rules_engine/trial_reader.h"
-#include "rules_engine/trial_storage.h"
 
 namespace fs = std::filesystem;
 using namespace debugplane::rules_engine;
@@ -58,21 +58,16 @@ const char* const kRules[] = {"VanishingGradient",
 // Reads every file of the trial the reader reads (collections, index and
 // event files) and verifies every event record's CRCs. Returns the bytes
 // read, or -1 on an unreadable or corrupt file.
-int64_t ReadAndCheck(TrialStorage& storage, const std::string& dir) {
+int64_t ReadAndCheck(const debugplane::objectstore::StoreLocation& trial) {
   int64_t bytes = 0;
-  auto entries = storage.List(dir);
+  auto entries = trial.store->ListAll({.prefix = trial.DirectoryPrefix()});
   if (!entries.ok()) return -1;
-  for (const std::string& entry : *entries) {
-    const std::string path = dir + "/" + entry;
-    if (std::filesystem::is_directory(path)) {
-      const int64_t below = ReadAndCheck(storage, path);
-      if (below < 0) return -1;
-      bytes += below;
-      continue;
-    }
-    auto content = storage.Read(path);
+  for (const auto& entry : entries->objects) {
+    auto content = trial.store->Read(entry.key);
     if (!content.ok()) return -1;
-    if (absl::EndsWith(entry, ".tfevents") && !ParseTfRecords(*content, path).ok()) return -1;
+    if (absl::EndsWith(entry.key, ".tfevents") && !ParseTfRecords(*content, entry.key).ok()) {
+      return -1;
+    }
     bytes += static_cast<int64_t>(content->size());
   }
   return bytes;
@@ -95,14 +90,14 @@ const char* KindName(RuleVerdict::Kind kind) {
 // Evaluates every rule over the trial from scratch; returns the steps read.
 // With `dump`, prints each rule's conclusion (the first one, as the
 // scheduler records it): to compare outcomes across changes.
-int64_t EvaluateAll(const std::shared_ptr<TrialStorage>& storage, const std::string& trial,
-                    int* verdicts, bool dump = false) {
+int64_t EvaluateAll(const debugplane::objectstore::StoreLocation& trial, int* verdicts,
+                    bool dump = false) {
   std::vector<std::unique_ptr<Rule>> rules;
   for (const char* name : kRules) {
     auto rule = CreateBuiltinRule(name, {});
     if (rule.ok()) rules.push_back(*std::move(rule));
   }
-  TrialReader reader(storage, trial);
+  TrialReader reader(trial);
   // Decided once per tensor name, as the scheduler does.
   std::unordered_map<std::string, bool> decided;
   auto wanted = [&rules, &decided](const std::string& tensor, const TrialInfo& info) {
@@ -119,7 +114,7 @@ int64_t EvaluateAll(const std::shared_ptr<TrialStorage>& storage, const std::str
   };
   auto steps = reader.ReadNewSteps(wanted);
   if (!steps.ok()) {
-    std::fprintf(stderr, "%s: %s\n", trial.c_str(), steps.status().ToString().c_str());
+    std::fprintf(stderr, "%s: %s\n", trial.Describe().c_str(), steps.status().ToString().c_str());
     return -1;
   }
   std::vector<std::string> first(rules.size());
@@ -136,8 +131,8 @@ int64_t EvaluateAll(const std::shared_ptr<TrialStorage>& storage, const std::str
     ++*verdicts;
     if (first[i].empty()) first[i] = absl::StrCat(KindName(v.kind), ": ", v.details);
     if (dump) {
-      std::printf("%s %s %s\n", fs::path(trial).filename().c_str(), rules[i]->name().c_str(),
-                  first[i].c_str());
+      std::printf("%s %s %s\n", fs::path(trial.Describe()).filename().c_str(),
+                  rules[i]->name().c_str(), first[i].c_str());
     }
   }
   return static_cast<int64_t>(steps->size());
@@ -160,12 +155,22 @@ int main(int argc, char** argv) {
     }
     std::sort(trials.begin(), trials.end());
   }
-  auto storage = LocalTrialStorage();
+  // Each trial read through a store rooted at it, as the server reads a
+  // data root.
+  std::vector<debugplane::objectstore::StoreLocation> locations;
+  for (const auto& trial : trials) {
+    auto location = debugplane::objectstore::OpenLocalPath(trial);
+    if (!location.ok()) {
+      std::fprintf(stderr, "%s\n", location.status().ToString().c_str());
+      return 1;
+    }
+    locations.push_back(*std::move(location));
+  }
 
   int64_t bytes_per_pass = 0;
-  for (const auto& trial : trials) bytes_per_pass += ReadAndCheck(*storage, trial);  // Warm-up.
+  for (const auto& trial : locations) bytes_per_pass += ReadAndCheck(trial);  // Warm-up.
   int verdicts = 0;
-  for (const auto& trial : trials) EvaluateAll(storage, trial, &verdicts, dump);
+  for (const auto& trial : locations) EvaluateAll(trial, &verdicts, dump);
   if (dump) return 0;
 
   // The two measurements alternate pass by pass, so that other work on the
@@ -174,10 +179,10 @@ int main(int argc, char** argv) {
   int64_t steps = 0;
   for (int i = 0; i < iterations; ++i) {
     absl::Time start = absl::Now();
-    for (const auto& trial : trials) ReadAndCheck(*storage, trial);
+    for (const auto& trial : locations) ReadAndCheck(trial);
     read_s += absl::ToDoubleSeconds(absl::Now() - start);
     start = absl::Now();
-    for (const auto& trial : trials) steps += EvaluateAll(storage, trial, &verdicts);
+    for (const auto& trial : locations) steps += EvaluateAll(trial, &verdicts);
     rules_s += absl::ToDoubleSeconds(absl::Now() - start);
   }
 

@@ -1,8 +1,10 @@
 #include "core/output_path.h"
 
 #include <cerrno>
+#include <iterator>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -88,8 +90,16 @@ absl::StatusOr<fs::path> ResolveExistingPrefix(const fs::path& path) {
   return resolved;
 }
 
-absl::StatusOr<OutputLocation> ResolveLocalPath(absl::string_view original, absl::string_view raw,
-                                                const std::vector<fs::path>& data_roots) {
+// The lexically normal form of the local path `raw` (of `original`), and
+// the data root it lies in (the innermost one when roots nest); only the
+// text is examined. INVALID_ARGUMENT as ResolveOutputPath says.
+struct LexicalLocal {
+  fs::path normal;
+  size_t root_index = 0;  // Into the normalized roots.
+};
+absl::StatusOr<LexicalLocal> ResolveLocalLexically(absl::string_view original,
+                                                   absl::string_view raw,
+                                                   const std::vector<fs::path>& roots) {
   if (raw.empty() || raw.front() != '/') {
     return absl::InvalidArgumentError(
         absl::StrCat(Quote(original),
@@ -103,35 +113,60 @@ absl::StatusOr<OutputLocation> ResolveLocalPath(absl::string_view original, absl
           absl::StrCat(Quote(original), " has a '..' component; give the path without '..'"));
     }
   }
-  const fs::path normal = WithoutTrailingSeparator(given.lexically_normal());
+  LexicalLocal result;
+  result.normal = WithoutTrailingSeparator(given.lexically_normal());
 
-  if (data_roots.empty()) {
+  if (roots.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(Quote(original),
                      " is a local path, but the server allows none (it has no data roots; "
                      "start it with --data-root DIR); use s3:// or https:// instead"));
   }
-  // The roots should already be canonical; normalizing them here keeps a
-  // root given as "/data/" working.
-  std::vector<fs::path> roots;
-  roots.reserve(data_roots.size());
-  for (const fs::path& root : data_roots) {
-    if (root.is_absolute()) roots.push_back(WithoutTrailingSeparator(root.lexically_normal()));
-  }
-  auto within_a_root = [&roots](const fs::path& p) {
-    for (const fs::path& root : roots) {
-      if (IsWithin(p, root)) return true;
+  bool found = false;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (!IsWithin(result.normal, roots[i])) continue;
+    // The innermost root: the one with the most components.
+    if (!found ||
+        std::distance(roots[i].begin(), roots[i].end()) >
+            std::distance(roots[result.root_index].begin(), roots[result.root_index].end())) {
+      result.root_index = i;
+      found = true;
     }
-    return false;
-  };
-  if (!within_a_root(normal)) {
+  }
+  if (!found) {
     return absl::InvalidArgumentError(
         absl::StrCat(Quote(original),
                      " is outside the server's data roots; local output paths "
                      "must be inside one of: ",
                      RootList(roots)));
   }
-  absl::StatusOr<fs::path> real = ResolveExistingPrefix(normal);
+  return result;
+}
+
+// The absolute roots, lexically normal without a trailing separator: they
+// should already be canonical; normalizing them here keeps a root given as
+// "/data/" working.
+std::vector<fs::path> NormalRoots(const std::vector<fs::path>& data_roots) {
+  std::vector<fs::path> roots;
+  roots.reserve(data_roots.size());
+  for (const fs::path& root : data_roots) {
+    if (root.is_absolute()) roots.push_back(WithoutTrailingSeparator(root.lexically_normal()));
+  }
+  return roots;
+}
+
+absl::StatusOr<OutputLocation> ResolveLocalPath(absl::string_view original, absl::string_view raw,
+                                                const std::vector<fs::path>& data_roots) {
+  const std::vector<fs::path> roots = NormalRoots(data_roots);
+  absl::StatusOr<LexicalLocal> lexical = ResolveLocalLexically(original, raw, roots);
+  if (!lexical.ok()) return lexical.status();
+  auto within_a_root = [&roots](const fs::path& p) {
+    for (const fs::path& root : roots) {
+      if (IsWithin(p, root)) return true;
+    }
+    return false;
+  };
+  absl::StatusOr<fs::path> real = ResolveExistingPrefix(lexical->normal);
   if (!real.ok()) return real.status();
   if (!within_a_root(*real)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -140,13 +175,12 @@ absl::StatusOr<OutputLocation> ResolveLocalPath(absl::string_view original, absl
         "one of: ",
         RootList(roots)));
   }
-  return OutputLocation{.kind = OutputLocation::Kind::kLocal, .location = normal.string()};
+  return OutputLocation{.kind = OutputLocation::Kind::kLocal, .location = lexical->normal.string()};
 }
 
-}  // namespace
-
-absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
-                                                 const std::vector<fs::path>& data_roots) {
+// The checks every URI gets before its scheme is looked at: length and
+// control characters.
+absl::Status CheckUriText(absl::string_view uri) {
   if (uri.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("is empty; ", kAllowedForms));
   }
@@ -165,7 +199,15 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
                        absl::Hex(byte, absl::kZeroPad2), "); output paths must be printable"));
     }
   }
+  return absl::OkStatus();
+}
 
+// Which form `uri` has, and for a local path its path text.
+struct UriForm {
+  bool object_store = false;
+  absl::string_view local_path;  // For a local path: "/abs/path".
+};
+absl::StatusOr<UriForm> ClassifyUri(absl::string_view uri) {
   for (const absl::string_view scheme : {"s3://", "https://"}) {
     if (!absl::StartsWith(uri, scheme)) continue;
     const absl::string_view rest = uri.substr(scheme.size());
@@ -175,7 +217,7 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
           absl::StrCat(Quote(uri), scheme == "s3://" ? " names no bucket; use s3://bucket[/prefix]"
                                                      : " names no host; use https://host/path"));
     }
-    return OutputLocation{.kind = OutputLocation::Kind::kObjectStore, .location = std::string(uri)};
+    return UriForm{.object_store = true};
   }
   if (absl::StartsWith(uri, "file://")) {
     const absl::string_view path = uri.substr(7);
@@ -183,9 +225,9 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
       return absl::InvalidArgumentError(absl::StrCat(
           Quote(uri), " is not a local file URI; use file:///absolute/path (empty host)"));
     }
-    return ResolveLocalPath(uri, path, data_roots);
+    return UriForm{.local_path = path};
   }
-  if (uri.front() == '/') return ResolveLocalPath(uri, uri, data_roots);
+  if (uri.front() == '/') return UriForm{.local_path = uri};
 
   const size_t colon = uri.find("://");
   if (colon != absl::string_view::npos) {
@@ -195,6 +237,66 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
   }
   return absl::InvalidArgumentError(
       absl::StrCat(Quote(uri), " is a relative path or not a URI; ", kAllowedForms));
+}
+
+}  // namespace
+
+absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
+                                                 const std::vector<fs::path>& data_roots) {
+  if (absl::Status text = CheckUriText(uri); !text.ok()) return text;
+  absl::StatusOr<UriForm> form = ClassifyUri(uri);
+  if (!form.ok()) return form.status();
+  if (form->object_store) {
+    return OutputLocation{.kind = OutputLocation::Kind::kObjectStore, .location = std::string(uri)};
+  }
+  return ResolveLocalPath(uri, form->local_path, data_roots);
+}
+
+DataRootStores::DataRootStores(std::vector<fs::path> data_roots,
+                               objectstore::LocalObjectStore::Options options)
+    : data_roots_(std::move(data_roots)) {
+  for (const fs::path& path : NormalRoots(data_roots_)) {
+    Root root;
+    root.path = path;
+    absl::StatusOr<std::shared_ptr<objectstore::LocalObjectStore>> store =
+        objectstore::LocalObjectStore::Open(path.string(), options);
+    if (store.ok()) {
+      root.store = *std::move(store);
+    } else {
+      root.open_error = store.status();
+    }
+    roots_.push_back(std::move(root));
+  }
+}
+
+absl::StatusOr<objectstore::StoreLocation> DataRootStores::Resolve(absl::string_view uri) const {
+  if (absl::Status text = CheckUriText(uri); !text.ok()) return text;
+  absl::StatusOr<UriForm> form = ClassifyUri(uri);
+  if (!form.ok()) return form.status();
+  if (form->object_store) {
+    return absl::UnimplementedError(
+        absl::StrCat(Quote(uri), " is in object storage, which this server does not read yet"));
+  }
+  std::vector<fs::path> paths;
+  paths.reserve(roots_.size());
+  for (const Root& root : roots_) paths.push_back(root.path);
+  absl::StatusOr<LexicalLocal> lexical = ResolveLocalLexically(uri, form->local_path, paths);
+  if (!lexical.ok()) return lexical.status();
+  const Root& root = roots_[lexical->root_index];
+  if (root.store == nullptr) {
+    return absl::Status(root.open_error.code(),
+                        absl::StrCat("the data root ", root.path.string(),
+                                     " cannot be read: ", root.open_error.message()));
+  }
+  const fs::path relative = lexical->normal.lexically_relative(root.path);
+  std::string prefix = relative == "." ? "" : relative.generic_string();
+  if (!prefix.empty()) {
+    if (absl::Status key = objectstore::ValidateKey(prefix); !key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Quote(uri), " cannot be read as a path below its data root: ", key.message()));
+    }
+  }
+  return objectstore::StoreLocation{root.store, std::move(prefix)};
 }
 
 }  // namespace debugplane::core

@@ -4,11 +4,15 @@
 #define DEBUGPLANE_CORE_OUTPUT_PATH_H_
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "objectstore/local_object_store.h"
+#include "objectstore/object_store.h"
 
 namespace debugplane::core {
 
@@ -41,6 +45,48 @@ struct OutputLocation {
 // symlink escape) without naming the field: callers add it.
 absl::StatusOr<OutputLocation> ResolveOutputPath(
     absl::string_view uri, const std::vector<std::filesystem::path>& data_roots);
+
+// The stores the server reads output from: one LocalObjectStore per data
+// root, opened once, and the one place that maps a job's output path (or
+// other_trials path) to a store and a key prefix in it. Every read through
+// those stores is confined to its root (no ".." and no symbolic link is
+// followed below it), however the directories change after the path was
+// checked at CreateTrainingJob.
+//
+// Thread-safe (immutable after construction).
+class DataRootStores {
+ public:
+  // Opens a store for each of `data_roots` (absolute directories, as the
+  // server canonicalized them). A root that cannot be opened is kept with
+  // its error, which paths into it resolve to.
+  explicit DataRootStores(std::vector<std::filesystem::path> data_roots,
+                          objectstore::LocalObjectStore::Options options = {});
+
+  const std::vector<std::filesystem::path>& data_roots() const { return data_roots_; }
+
+  // Where the server reads the output at `uri` (an output path of the API,
+  // as ResolveOutputPath takes it): the store of the data root the path lies
+  // in (the innermost one when roots nest) and the path below that root as
+  // the key prefix ("" for the root itself). Only the path's text is
+  // examined, with ResolveOutputPath's rules (no file system access: the
+  // store confines every read instead).
+  //
+  // Errors (messages say what is wrong without naming the field; callers add
+  // it): INVALID_ARGUMENT as ResolveOutputPath's (a relative path, "..",
+  // outside the data roots, a bad URI); UNIMPLEMENTED for s3:// and https://
+  // ("... is in object storage, which this server does not read yet"); the
+  // root store's open error.
+  absl::StatusOr<objectstore::StoreLocation> Resolve(absl::string_view uri) const;
+
+ private:
+  struct Root {
+    std::filesystem::path path;  // Lexically normal, no trailing separator.
+    std::shared_ptr<objectstore::LocalObjectStore> store;
+    absl::Status open_error;  // Why store is null.
+  };
+  std::vector<std::filesystem::path> data_roots_;
+  std::vector<Root> roots_;
+};
 
 }  // namespace debugplane::core
 

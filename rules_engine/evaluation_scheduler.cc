@@ -1,15 +1,12 @@
 #include "rules_engine/evaluation_scheduler.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -102,17 +99,40 @@ std::string RuleToInvoke(const google::protobuf::Map<std::string, std::string>& 
 }
 
 // The newest subdirectory of `dir` by name (hour directories, YYYYMMDDHH),
-// empty if none.
-std::string NewestSubdirectory(const std::string& dir) {
-  std::error_code error;
-  std::string newest;
-  for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end;
-       it.increment(error)) {
-    if (!it->is_directory(error)) continue;
-    std::string name = it->path().filename().string();
-    if (name > newest) newest = std::move(name);
+// if it has one (and can be listed).
+std::optional<objectstore::StoreLocation> NewestSubdirectory(
+    const objectstore::StoreLocation& dir) {
+  absl::StatusOr<objectstore::ListResult> listed =
+      dir.store->ListAll({.prefix = dir.DirectoryPrefix(), .delimiter = "/"});
+  if (!listed.ok() || listed->common_prefixes.empty()) return std::nullopt;
+  const std::string& newest = listed->common_prefixes.back();  // Sorted.
+  return objectstore::StoreLocation{dir.store, newest.substr(0, newest.size() - 1)};
+}
+
+// The parent "directory" of `location` in its store; nullopt for the
+// store's root.
+std::optional<objectstore::StoreLocation> Parent(const objectstore::StoreLocation& location) {
+  if (location.prefix.empty()) return std::nullopt;
+  const size_t slash = location.prefix.rfind('/');
+  return objectstore::StoreLocation{
+      location.store, slash == std::string::npos ? "" : location.prefix.substr(0, slash)};
+}
+
+// The one place the scheduler turns a job's output path into where it reads
+// it. `field` names the path in errors ("DebugHookConfig.S3OutputPath");
+// `remedy` says what to do instead of object storage.
+absl::StatusOr<objectstore::StoreLocation> ResolveForReading(const core::DataRootStores& stores,
+                                                             const std::string& uri,
+                                                             absl::string_view field,
+                                                             absl::string_view remedy) {
+  absl::StatusOr<objectstore::StoreLocation> location = stores.Resolve(uri);
+  if (location.ok()) return location;
+  if (absl::IsUnimplemented(location.status())) {
+    return absl::UnimplementedError(
+        absl::StrCat(field, " ", location.status().message(), "; ", remedy));
   }
-  return newest.empty() ? "" : dir + "/" + newest;
+  return absl::Status(location.status().code(),
+                      absl::StrCat(field, " cannot be read: ", location.status().message()));
 }
 
 // Writes `content` to `path` through a temporary file and a rename, so a
@@ -176,12 +196,12 @@ struct EvaluationScheduler::JobEvaluation {
   int64_t record_time_us = -1;
   // Why the trial cannot be read at all (reported as every rule's Error).
   std::string trial_problem;
-  std::string trial_path;
+  std::optional<objectstore::StoreLocation> trial;
   std::unique_ptr<TrialReader> reader;
   std::vector<RuleRun> rules;
   // Profiler rules: readers of ProfilerConfig.S3OutputPath (or why it cannot
   // be read), the runs, and the data a report draws.
-  std::string profiler_path;
+  std::optional<objectstore::StoreLocation> profiler;
   std::string profiler_problem;
   std::unique_ptr<SystemMetricsReader> system_reader;
   std::unique_ptr<FrameworkTimelineReader> framework_reader;
@@ -211,7 +231,7 @@ struct EvaluationScheduler::JobEvaluation {
   bool queued = false;
   bool running = false;
   bool rerun = false;
-  std::vector<int> watches;
+  std::vector<objectstore::ChangeNotifier::WatchId> watches;
 };
 
 EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
@@ -220,7 +240,7 @@ EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
 
 EvaluationScheduler::~EvaluationScheduler() { Shutdown(); }
 
-absl::StatusOr<std::string> EvaluationScheduler::ResolveOtherTrial(
+absl::StatusOr<objectstore::StoreLocation> EvaluationScheduler::ResolveOtherTrial(
     const std::string& other_trial) const {
   // A training job's name: its tensor output. Otherwise a trial path or URI,
   // confined to the data roots like any output path.
@@ -232,20 +252,17 @@ absl::StatusOr<std::string> EvaluationScheduler::ResolveOtherTrial(
     }
     location = job->debug_hook_config().s3_output_path();
   }
-  absl::StatusOr<core::OutputLocation> resolved =
-      core::ResolveOutputPath(location, options_.data_roots);
+  absl::StatusOr<objectstore::StoreLocation> resolved = stores_.Resolve(location);
+  if (absl::IsUnimplemented(resolved.status())) {
+    return absl::UnimplementedError(
+        absl::StrCat("other_trials '", other_trial, "': ", resolved.status().message()));
+  }
   if (!resolved.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "other_trials '", other_trial,
         "' is neither a training job nor a readable trial path: ", resolved.status().message()));
   }
-  if (resolved->kind != core::OutputLocation::Kind::kLocal) {
-    return absl::UnimplementedError(absl::StrCat("other_trials '", other_trial, "' is ",
-                                                 resolved->location,
-                                                 ", in object storage, which this server does "
-                                                 "not read yet"));
-  }
-  return resolved->location;
+  return resolved;
 }
 
 void EvaluationScheduler::Start() {
@@ -254,19 +271,15 @@ void EvaluationScheduler::Start() {
     if (started_) return;
     started_ = true;
   }
-  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0) {
-    spdlog::warn("inotify unavailable ({}); new training data is noticed by polling every {}",
-                 std::strerror(errno), absl::FormatDuration(options_.poll_interval));
-  }
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  notifier_ = std::make_unique<objectstore::ChangeNotifier>(
+      [this](objectstore::ChangeNotifier::WatchId id) { OnChange(id); },
+      objectstore::ChangeNotifier::Options{.poll_interval = options_.poll_interval});
   custom_runner_ = std::make_unique<CustomEvaluatorRunner>(
       CustomEvaluatorRunner::Options{.max_concurrent = options_.custom_evaluator_concurrency});
   for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
   poller_ = std::thread([this] { PollLoop(); });
-  if (inotify_fd_ >= 0) watcher_ = std::thread([this] { WatchLoop(); });
 
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
@@ -293,18 +306,13 @@ void EvaluationScheduler::Shutdown() {
   // Evaluators still running are stopped; their rules stay InProgress and
   // run again at the next start.
   custom_runner_->Shutdown();
-  if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
-  }
   for (auto& worker : workers_) worker.join();
   // Statuses still refused by the storage are dropped: those rules stay
   // InProgress and are evaluated again at the next start.
   status_recorder_.Shutdown();
   if (poller_.joinable()) poller_.join();
-  if (watcher_.joinable()) watcher_.join();
-  if (inotify_fd_ >= 0) close(inotify_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
+  // Its threads stop here; OnChange sees stopping_ meanwhile.
+  notifier_.reset();
 }
 
 size_t EvaluationScheduler::active_jobs() const {
@@ -408,19 +416,14 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
         "the job has no DebugHookConfig, so the training script saves no tensors; add one with "
         "S3OutputPath and the collections the rule needs";
   } else {
-    absl::StatusOr<core::OutputLocation> location =
-        core::ResolveOutputPath(job->debug_hook_config().s3_output_path(), options_.data_roots);
+    absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
+        stores_, job->debug_hook_config().s3_output_path(), "DebugHookConfig.S3OutputPath",
+        "save tensors to a local path (or file:// URI) under the server's --data-root");
     if (!location.ok()) {
-      evaluation->trial_problem = absl::StrCat("DebugHookConfig.S3OutputPath cannot be read: ",
-                                               location.status().message());
-    } else if (location->kind != core::OutputLocation::Kind::kLocal) {
-      evaluation->trial_problem = absl::StrCat(
-          "DebugHookConfig.S3OutputPath ", location->location,
-          " is in object storage, which this server does not read yet; save tensors to a local "
-          "path (or file:// URI) under the server's --data-root");
+      evaluation->trial_problem = std::string(location.status().message());
     } else {
-      evaluation->trial_path = location->location;
-      evaluation->reader = std::make_unique<TrialReader>(options_.storage, location->location);
+      evaluation->trial = *location;
+      evaluation->reader = std::make_unique<TrialReader>(*std::move(location));
     }
   }
   jobs_[job_name] = evaluation;
@@ -517,19 +520,14 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
     runs.push_back(std::move(run));
   }
   if (runs.empty()) return false;
-  if (evaluation.profiler_path.empty() && evaluation.profiler_problem.empty()) {
-    absl::StatusOr<core::OutputLocation> location =
-        core::ResolveOutputPath(job.profiler_config().s3_output_path(), options_.data_roots);
+  if (!evaluation.profiler.has_value() && evaluation.profiler_problem.empty()) {
+    absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
+        stores_, job.profiler_config().s3_output_path(), "ProfilerConfig.S3OutputPath",
+        "profile to a local path (or file:// URI) under the server's --data-root");
     if (!location.ok()) {
-      evaluation.profiler_problem =
-          absl::StrCat("ProfilerConfig.S3OutputPath cannot be read: ", location.status().message());
-    } else if (location->kind != core::OutputLocation::Kind::kLocal) {
-      evaluation.profiler_problem = absl::StrCat(
-          "ProfilerConfig.S3OutputPath ", location->location,
-          " is in object storage, which this server does not read yet; profile to a local path "
-          "(or file:// URI) under the server's --data-root");
+      evaluation.profiler_problem = std::string(location.status().message());
     } else {
-      evaluation.profiler_path = location->location;
+      evaluation.profiler = *std::move(location);
     }
   }
   auto& target = pending ? evaluation.pending_profiler_runs : evaluation.profiler_runs;
@@ -761,7 +759,8 @@ void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation, const Jo
     for (size_t i = 0; i < evaluation.rules.size(); ++i) {
       if (!evaluation.rules[i].done) {
         Report(evaluation, i, v1::RuleEvaluationStatus::Error,
-               absl::StrCat("cannot read the training data: ", steps.status().message()));
+               absl::StrCat("cannot read the training data in ", evaluation.reader->summary().path,
+                            ": ", steps.status().message()));
       }
     }
     return;
@@ -882,14 +881,13 @@ void EvaluationScheduler::EvaluateProfilerRules(JobEvaluation& evaluation, const
   std::vector<FrameworkEvent> events;
   if (want_system) {
     if (evaluation.system_reader == nullptr) {
-      evaluation.system_reader = std::make_unique<SystemMetricsReader>(evaluation.profiler_path);
+      evaluation.system_reader = std::make_unique<SystemMetricsReader>(*evaluation.profiler);
     }
     points = evaluation.system_reader->ReadNew();
   }
   if (want_framework) {
     if (evaluation.framework_reader == nullptr) {
-      evaluation.framework_reader =
-          std::make_unique<FrameworkTimelineReader>(evaluation.profiler_path);
+      evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(*evaluation.profiler);
     }
     events = evaluation.framework_reader->ReadNew();
   }
@@ -1054,89 +1052,91 @@ void EvaluationScheduler::RecordProgress(JobEvaluation& evaluation, bool force) 
 }
 
 bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
-  if (inotify_fd_ < 0) return false;
-  constexpr uint32_t kDirectoryEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE;
-  // (directory, events) the job needs now. For each tree that does not exist
-  // yet, its nearest existing ancestor instead, to hear of its creation.
-  std::vector<std::pair<std::string, uint32_t>> wanted;
-  std::error_code error;
-  auto tree = [&](const std::string& root, std::vector<std::pair<std::string, uint32_t>> dirs) {
-    if (std::filesystem::is_directory(root, error)) {
-      for (auto& dir : dirs) wanted.push_back(std::move(dir));
+  using objectstore::StoreLocation;
+  if (notifier_ == nullptr) return false;
+  constexpr uint32_t kEntries = objectstore::kEntryChanged;
+  std::set<objectstore::ChangeNotifier::WatchId> keep;
+  bool added = false;
+  const auto watch = [&](const StoreLocation& dir, uint32_t events) {
+    absl::StatusOr<objectstore::ChangeNotifier::WatchId> id = notifier_->Watch(dir, events);
+    if (!id.ok()) return id.status();
+    keep.insert(*id);
+    if (watch_owners_[*id].insert(evaluation.job_name).second) {
+      evaluation.watches.push_back(*id);
+      added = true;
+    }
+    return absl::OkStatus();
+  };
+  // The directories of a tree the job needs now, `root` first. When `root`
+  // does not exist yet, its nearest existing ancestor in the store instead,
+  // to hear of its creation. Directories the store refuses (a symbolic link)
+  // are not watched: the reader reports them.
+  const auto tree = [&](const StoreLocation& root,
+                        const std::vector<std::pair<StoreLocation, uint32_t>>& below) {
+    absl::Status rooted = watch(root, kEntries);
+    if (rooted.ok()) {
+      for (const auto& [dir, events] : below) (void)watch(dir, events);
       return;
     }
-    std::filesystem::path ancestor = std::filesystem::path(root).parent_path();
-    while (!ancestor.empty() && ancestor != ancestor.root_path() &&
-           !std::filesystem::is_directory(ancestor, error)) {
-      ancestor = ancestor.parent_path();
+    for (std::optional<StoreLocation> ancestor = Parent(root);
+         absl::IsNotFound(rooted) && ancestor.has_value(); ancestor = Parent(*ancestor)) {
+      rooted = watch(*ancestor, kEntries);
     }
-    wanted.emplace_back(ancestor.string(), kDirectoryEvents);
   };
   bool debug_active = false;
   for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
-  if (debug_active && !evaluation.trial_path.empty()) {
+  if (debug_active && evaluation.trial.has_value()) {
     // The trial directory (training_job_end.ts, new subdirectories), index/
     // (its 000000000 subdirectory appears after it) and the index directory:
     // smdebug writes a step's index file after its event file, so a new index
     // file means a new step to read.
-    const std::string& trial = evaluation.trial_path;
-    tree(trial, {{trial, kDirectoryEvents},
-                 {trial + "/index", kDirectoryEvents},
-                 {trial + "/index/000000000", kDirectoryEvents}});
+    const StoreLocation& trial = *evaluation.trial;
+    tree(trial, {{trial.Below("index"), kEntries}, {trial.Below("index/000000000"), kEntries}});
   }
   bool profiler_active = false;
   for (const auto& run : evaluation.profiler_runs) {
     profiler_active = profiler_active || run.active();
   }
-  if (profiler_active && !evaluation.profiler_path.empty()) {
+  if (profiler_active && evaluation.profiler.has_value()) {
     // The profiler appends to open files (system metrics every interval,
-    // timelines as events come): IN_MODIFY in the newest hour directories,
-    // IN_CREATE above them for the next hour.
-    const std::string& profiler = evaluation.profiler_path;
-    const std::string system = profiler + "/system/incremental";
-    const std::string framework = profiler + "/framework/pevents";
-    std::vector<std::pair<std::string, uint32_t>> dirs = {
-        {profiler, kDirectoryEvents},  {profiler + "/system", kDirectoryEvents},
-        {system, kDirectoryEvents},    {profiler + "/framework", kDirectoryEvents},
-        {framework, kDirectoryEvents},
+    // timelines as events come): appends in the newest hour directories,
+    // new entries above them for the next hour.
+    const StoreLocation& profiler = *evaluation.profiler;
+    const StoreLocation system = profiler.Below("system/incremental");
+    const StoreLocation framework = profiler.Below("framework/pevents");
+    std::vector<std::pair<StoreLocation, uint32_t>> dirs = {
+        {profiler.Below("system"), kEntries},
+        {system, kEntries},
+        {profiler.Below("framework"), kEntries},
+        {framework, kEntries},
     };
-    for (const std::string& parent : {system, framework}) {
-      if (std::string hour = NewestSubdirectory(parent); !hour.empty()) {
-        dirs.emplace_back(std::move(hour), kDirectoryEvents | IN_MODIFY);
+    for (const StoreLocation& parent : {system, framework}) {
+      if (std::optional<StoreLocation> hour = NewestSubdirectory(parent); hour.has_value()) {
+        dirs.emplace_back(*std::move(hour), kEntries | objectstore::kObjectAppended);
       }
     }
-    tree(profiler, std::move(dirs));
+    tree(profiler, dirs);
   }
 
-  std::set<int> keep;
-  bool added = false;
-  for (const auto& [dir, events] : wanted) {
-    const int wd = inotify_add_watch(inotify_fd_, dir.c_str(), events | IN_ONLYDIR | IN_MASK_ADD);
-    if (wd < 0) continue;  // Not there yet: an ancestor watch or polling covers it.
-    keep.insert(wd);
-    if (watch_owners_[wd].insert(evaluation.job_name).second) {
-      evaluation.watches.push_back(wd);
-      added = true;
-    }
-  }
   // Drop what is no longer needed: an ancestor (often the data root, shared
   // by every job) would otherwise wake this job for every other job's files,
   // and an old hour directory no longer grows.
-  const std::vector<int> current = evaluation.watches;
-  for (const int wd : current) {
-    if (keep.count(wd) == 0) DropWatchLocked(evaluation, wd);
+  const std::vector<objectstore::ChangeNotifier::WatchId> current = evaluation.watches;
+  for (const objectstore::ChangeNotifier::WatchId id : current) {
+    if (keep.count(id) == 0) DropWatchLocked(evaluation, id);
   }
   return added;
 }
 
-void EvaluationScheduler::DropWatchLocked(JobEvaluation& evaluation, int wd) {
-  evaluation.watches.erase(std::remove(evaluation.watches.begin(), evaluation.watches.end(), wd),
+void EvaluationScheduler::DropWatchLocked(JobEvaluation& evaluation,
+                                          objectstore::ChangeNotifier::WatchId id) {
+  evaluation.watches.erase(std::remove(evaluation.watches.begin(), evaluation.watches.end(), id),
                            evaluation.watches.end());
-  auto owners = watch_owners_.find(wd);
+  auto owners = watch_owners_.find(id);
   if (owners == watch_owners_.end()) return;
   owners->second.erase(evaluation.job_name);
   if (owners->second.empty()) {
-    if (inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, wd);
+    if (notifier_ != nullptr) notifier_->Unwatch(id);
     watch_owners_.erase(owners);
   }
 }
@@ -1145,28 +1145,14 @@ void EvaluationScheduler::DropWatchesLocked(JobEvaluation& evaluation) {
   while (!evaluation.watches.empty()) DropWatchLocked(evaluation, evaluation.watches.back());
 }
 
-void EvaluationScheduler::WatchLoop() {
-  alignas(inotify_event) char buffer[16 * 1024];
-  while (true) {
-    pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-    }
-    const ssize_t length = read(inotify_fd_, buffer, sizeof(buffer));
-    if (length <= 0) continue;
-    absl::MutexLock lock(&mu_);
-    for (ssize_t offset = 0; offset < length;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
-      offset += sizeof(inotify_event) + event->len;
-      auto owners = watch_owners_.find(event->wd);
-      if (owners == watch_owners_.end()) continue;
-      for (const std::string& name : owners->second) {
-        auto job = jobs_.find(name);
-        if (job != jobs_.end()) EnqueueLocked(job->second);
-      }
-    }
+void EvaluationScheduler::OnChange(objectstore::ChangeNotifier::WatchId id) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  auto owners = watch_owners_.find(id);
+  if (owners == watch_owners_.end()) return;
+  for (const std::string& name : owners->second) {
+    auto job = jobs_.find(name);
+    if (job != jobs_.end()) EnqueueLocked(job->second);
   }
 }
 

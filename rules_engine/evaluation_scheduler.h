@@ -8,9 +8,16 @@
 // once, decoding only the tensors some rule of the job wants, and feeds it to
 // all the job's rules. Jobs with new data are queued for a fixed pool of
 // worker threads; a job is never on two workers at once. New data is noticed
-// through inotify on the trial's directories (milliseconds), with a slow
-// polling pass as the fallback for directories that do not exist yet or file
-// systems without inotify.
+// through a ChangeNotifier (objectstore/change_notifier.h: inotify on the
+// trial's directories, milliseconds), with a slow polling pass as the
+// fallback for directories that do not exist yet or stores without
+// notification.
+//
+// Every read goes through the ObjectStore of the data root the job's output
+// path lies in (core::DataRootStores): confined to that root, never following
+// a symbolic link, whatever changed after the path was checked at
+// CreateTrainingJob. A trial that became a link ends its rules in Error
+// naming the link.
 //
 // Profiler rules read ProfilerConfig.S3OutputPath with the same workers and
 // watches. IssuesFound is recorded as soon as the data shows it. A
@@ -54,12 +61,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/output_path.h"
 #include "core/training_job_manager.h"
+#include "objectstore/change_notifier.h"
+#include "objectstore/object_store.h"
 #include "rules_engine/custom_evaluator.h"
 #include "rules_engine/other_trial_lookup.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/rule_status_recorder.h"
-#include "rules_engine/trial_storage.h"
 
 namespace debugplane::rules_engine {
 
@@ -67,11 +76,12 @@ struct EvaluationSchedulerOptions {
   // Threads that read trials and evaluate rules.
   int worker_threads = 2;
   // How often every active job is checked for new data regardless of
-  // inotify (the fallback path).
+  // inotify (the fallback path), and directories of stores without change
+  // notification are listed again.
   absl::Duration poll_interval = absl::Seconds(1);
-  // Where local output paths may point (the server's --data-root).
+  // Where local output paths may point (the server's --data-root): one
+  // confined store is opened for each.
   std::vector<std::filesystem::path> data_roots;
-  std::shared_ptr<TrialStorage> storage = LocalTrialStorage();
   // Custom rule evaluators: RuleEvaluatorImage -> the command (absolute
   // executable path, then arguments) that evaluates such a rule. A rule whose
   // image is not here ends in Error.
@@ -123,7 +133,6 @@ class EvaluationScheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
   void PollLoop();
-  void WatchLoop();
   void Evaluate(JobEvaluation& evaluation);
   void EvaluateDebugRules(JobEvaluation& evaluation, const core::JobRecord& job);
   void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job);
@@ -170,10 +179,14 @@ class EvaluationScheduler {
   // Records the rules' last evaluated steps, at most once per
   // progress_interval unless `force`.
   void RecordProgress(JobEvaluation& evaluation, bool force);
-  // Adds the inotify watches the job's trial needs now; true if one is new.
+  // Adds the watches the job's trial and profiler output need now; true if
+  // one is new.
   bool EnsureWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropWatchLocked(JobEvaluation& evaluation, int wd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropWatchLocked(JobEvaluation& evaluation, objectstore::ChangeNotifier::WatchId id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The notifier's listener: wakes the jobs watch `id` serves.
+  void OnChange(objectstore::ChangeNotifier::WatchId id);
 
   core::TrainingJobManager* const manager_;
   const EvaluationSchedulerOptions options_;
@@ -191,30 +204,34 @@ class EvaluationScheduler {
   // job: until the job's final status is in them.
   std::map<std::string, std::vector<std::shared_ptr<JobEvaluation>>> finishing_
       ABSL_GUARDED_BY(mu_);
-  // inotify wd -> the jobs it wakes (one directory may serve several jobs:
-  // inotify gives the same wd for the same directory).
-  std::map<int, std::set<std::string>> watch_owners_ ABSL_GUARDED_BY(mu_);
+  // Watch -> the jobs it wakes (one directory may serve several jobs: the
+  // notifier gives the same id for the same directory).
+  std::map<objectstore::ChangeNotifier::WatchId, std::set<std::string>> watch_owners_
+      ABSL_GUARDED_BY(mu_);
   // Custom evaluator runs by job and rule: the runner's id, 0 once finished
   // (kept so that a run is started once per process).
   std::map<std::string, std::map<std::string, uint64_t>> custom_runs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Maps SimilarAcrossRuns' other_trials value to a local trial directory.
-  absl::StatusOr<std::string> ResolveOtherTrial(const std::string& other_trial) const;
+  // Maps SimilarAcrossRuns' other_trials value (a job name or a path) to
+  // where that trial is read.
+  absl::StatusOr<objectstore::StoreLocation> ResolveOtherTrial(
+      const std::string& other_trial) const;
 
+  // The stores of the data roots: where every output path is read.
+  const core::DataRootStores stores_{options_.data_roots};
   // SimilarAcrossRuns' reads of other trials, shared by every job.
-  OtherTrialCache other_trials_{options_.storage};
+  OtherTrialCache other_trials_;
   const OtherTrialLookup other_trial_lookup_ = other_trials_.AsLookup(
       [this](const std::string& other_trial) { return ResolveOtherTrial(other_trial); });
 
   int64_t observer_id_ = 0;                               // Set by Start.
   std::unique_ptr<CustomEvaluatorRunner> custom_runner_;  // Set by Start.
-  int inotify_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd that wakes the watch thread at shutdown.
+  // Set by Start, reset by Shutdown (not under mu_: its listener takes mu_).
+  std::unique_ptr<objectstore::ChangeNotifier> notifier_;
   std::vector<std::thread> workers_;
   std::thread poller_;
-  std::thread watcher_;
 };
 
 }  // namespace debugplane::rules_engine

@@ -4,9 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
@@ -16,12 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
-#include "rules_engine/hour_directories.h"
+#include "objectstore/message_text.h"
+#include "rules_engine/smdebug_json.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
-namespace fs = std::filesystem;
 using framework_timeline_internal::ParseState;
 using ErrorFn = absl::FunctionRef<void(int64_t line, absl::string_view what)>;
 
@@ -393,7 +390,9 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
   }
   if (e.step == RawEvent::Step::kString) {
     if (!absl::SimpleAtoi(e.step_text, &ev.step)) {
-      *error = absl::StrCat("args.step_num \"", e.step_text.substr(0, 40), "\" is not an integer");
+      *error = absl::StrCat("args.step_num ",
+                            objectstore::QuoteForMessage(e.step_text, kMaxExcerptChars),
+                            " is not an integer");
       return false;
     }
   } else if (e.step == RawEvent::Step::kNumber && !Integral(e.step_number, &ev.step)) {
@@ -409,17 +408,6 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
   ev.node_id = st.node_id;
   out.push_back(std::move(ev));
   return true;
-}
-
-// nlohmann's wording of why `text` is not JSON.
-std::string JsonError(absl::string_view text) {
-  try {
-    nlohmann::json again = nlohmann::json::parse(text.begin(), text.end());
-    (void)again;
-    return "not JSON";
-  } catch (const nlohmann::json::exception& e) {
-    return e.what();
-  }
 }
 
 // Nesting depth change over `s`, brackets inside strings not counted. A
@@ -481,7 +469,8 @@ Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, Pars
                       std::vector<FrameworkEvent>& out, ErrorFn on_error) {
   if (t.empty()) return Outcome::kDone;
   if (t.front() != '{') {
-    on_error(line, absl::StrCat("expected an event object, got \"", t.substr(0, 40), "\""));
+    on_error(line, absl::StrCat("expected an event object, got ",
+                                objectstore::QuoteForMessage(t, kMaxExcerptChars)));
     return Outcome::kDone;
   }
   std::string error;
@@ -501,7 +490,7 @@ Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, Pars
     std::string wrapped = absl::StrCat("[", t, "]");
     j = nlohmann::json::parse(wrapped, nullptr, false);
     if (j.is_discarded() || !j.is_array()) {
-      on_error(line, JsonError(t));
+      on_error(line, DescribeJsonError(t));
       return Outcome::kDone;
     }
   } else {
@@ -625,7 +614,9 @@ FrameworkTimelineFileResult ParseFrameworkTimeline(absl::string_view data,
   FrameworkTimelineFileResult result;
   result.opened = true;
   ParseState st;
-  st.node_id = TimelineFileNodeId(fs::path(std::string(file_name)).filename().string());
+  const size_t slash = file_name.rfind('/');
+  st.node_id = TimelineFileNodeId(slash == absl::string_view::npos ? file_name
+                                                                   : file_name.substr(slash + 1));
   bool cut_short = false;
   Consume(
       data, /*final=*/true, st, result.events,
@@ -641,20 +632,19 @@ FrameworkTimelineFileResult ParseFrameworkTimeline(absl::string_view data,
   return result;
 }
 
-FrameworkTimelineFileResult ReadFrameworkTimelineFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+FrameworkTimelineFileResult ReadFrameworkTimelineFile(const objectstore::ObjectStore& store,
+                                                      absl::string_view key) {
+  absl::StatusOr<std::string> data = store.Read(key);
+  if (!data.ok()) {
     FrameworkTimelineFileResult result;
-    result.errors.push_back(absl::StrCat(path, ": cannot open"));
+    result.errors.emplace_back(data.status().message());
     return result;
   }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return ParseFrameworkTimeline(data, path);
+  return ParseFrameworkTimeline(*data, store.Describe(key));
 }
 
-FrameworkTimelineReader::FrameworkTimelineReader(std::string profiler_dir)
-    : profiler_dir_(std::move(profiler_dir)),
-      pevents_dir_((fs::path(profiler_dir_) / "framework" / "pevents").string()) {}
+FrameworkTimelineReader::FrameworkTimelineReader(objectstore::StoreLocation profiler_dir)
+    : pevents_(profiler_dir.Below("framework/pevents")), pevents_dir_(pevents_.Describe()) {}
 
 void FrameworkTimelineReader::AddError(std::string message) {
   if (errors_.size() < kMaxErrors) errors_.push_back(std::move(message));
@@ -668,15 +658,22 @@ int64_t FrameworkTimelineReader::files_complete() const {
 
 std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
   std::vector<FrameworkEvent> out;
-  std::error_code ec;
-  directory_exists_ = fs::is_directory(pevents_dir_, ec);
-  if (!directory_exists_) return out;
-  const std::vector<HourFile> files = ListHourFiles(
-      pevents_dir_, [](absl::string_view name) { return absl::EndsWith(name, "timeline.json"); });
-  for (const HourFile& file : files) {
+  absl::StatusOr<std::vector<HourFile>> files = ListHourFiles(
+      pevents_, [](absl::string_view name) { return absl::EndsWith(name, "timeline.json"); });
+  if (!files.ok()) {
+    directory_exists_ = !absl::IsNotFound(files.status());
+    if (directory_exists_ && listing_error_ != files.status().message()) {
+      listing_error_ = std::string(files.status().message());
+      AddError(absl::StrCat("framework/pevents: ", listing_error_));
+    }
+    return out;
+  }
+  directory_exists_ = true;
+  listing_error_.clear();
+  for (const HourFile& file : *files) {
     auto [it, inserted] = files_.try_emplace(file.relative);
     if (inserted) it->second.parse.node_id = TimelineFileNodeId(file.name);
-    ReadFile(file.relative, file.size, it->second, out);
+    ReadFile(file, it->second, out);
   }
   events_read_ += static_cast<int64_t>(out.size());
   for (const FrameworkEvent& e : out) {
@@ -685,24 +682,22 @@ std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
   return out;
 }
 
-void FrameworkTimelineReader::ReadFile(const std::string& relative, uint64_t size, FileState& state,
+void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
                                        std::vector<FrameworkEvent>& out) {
-  // Nothing new (the size from the directory listing saves an open).
-  if (size <= state.offset) return;
-  const std::string path = (fs::path(pevents_dir_) / relative).string();
-  const std::string shown = absl::StrCat("framework/pevents/", relative);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    AddError(absl::StrCat(shown, ": cannot open"));
+  // Nothing new (the size from the listing saves a read).
+  if (file.size <= state.offset) return;
+  // File names are data too: escaped in messages.
+  const std::string shown =
+      absl::StrCat("framework/pevents/", objectstore::EscapeForMessage(file.relative, 256));
+  // From where the last call stopped to the end as it is now.
+  const absl::Status read =
+      pevents_.store->ReadRangeInto(file.key, state.offset, objectstore::kToEnd, &buffer_);
+  if (!read.ok()) {
+    AddError(absl::StrCat(shown, ": ", read.message()));
     return;
   }
-  in.seekg(0, std::ios::end);
-  const std::streamoff end = in.tellg();
-  if (end < 0 || static_cast<uint64_t>(end) <= state.offset) return;
-  in.seekg(static_cast<std::streamoff>(state.offset));
-  std::string data(static_cast<size_t>(end - static_cast<std::streamoff>(state.offset)), '\0');
-  in.read(data.data(), static_cast<std::streamsize>(data.size()));
-  data.resize(static_cast<size_t>(in.gcount()));
+  const absl::string_view data = buffer_;
+  if (data.empty()) return;
   // About 120 bytes per line, half of them complete events; grow
   // geometrically (an exact reserve per file would copy earlier events).
   const size_t need = out.size() + data.size() / 240 + 1;
@@ -725,6 +720,9 @@ void FrameworkTimelineReader::ReadFile(const std::string& relative, uint64_t siz
 std::string FrameworkTimelineReader::Summary() const {
   if (!directory_exists_) {
     return absl::StrCat("no framework timeline yet: ", pevents_dir_, " does not exist");
+  }
+  if (!listing_error_.empty()) {
+    return absl::StrCat("framework timelines cannot be read: ", listing_error_);
   }
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                events_read_, events_read_ == 1 ? " event, " : " events, ",

@@ -1,9 +1,10 @@
 // Incremental reader of smdebug framework timelines
 // (<profiler_dir>/framework/pevents/<YYYYMMDDHH>/<end_us>_<pid>-<host>_pythontimeline.json
 // and ..._model_timeline.json: Chrome trace-event JSON arrays, see
-// shared/reference/smdebug-format.md section 2).
+// docs/smdebug-format.md section 2), through an ObjectStore
+// (objectstore/object_store.h): it never opens a file itself.
 //
-//   FrameworkTimelineReader reader(profiler_dir);
+//   FrameworkTimelineReader reader(profiler_location);  // a StoreLocation
 //   std::vector<FrameworkEvent> events = reader.ReadNew();  // again later
 //
 // Each ReadNew() returns the complete events ("ph": "X") added since the
@@ -19,8 +20,10 @@
 // half-written line is left for the next call. An element spread over
 // several lines (pretty-printed JSON) is read once all its lines are there.
 // A malformed element is skipped and counted with "file:line: what" (never
-// aborts). A missing directory is not an error (no data yet); Summary() says
-// so.
+// aborts; "what" quotes at most a short escaped excerpt of the element). A
+// missing directory is not an error (no data yet); Summary() says so. A
+// directory or file the store refuses (a symbolic link) is not read, and
+// Summary() names it.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_FRAMEWORK_TIMELINE_READER_H_
 #define DEBUGPLANE_RULES_ENGINE_FRAMEWORK_TIMELINE_READER_H_
@@ -31,7 +34,9 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "objectstore/object_store.h"
 #include "rules_engine/framework_event.h"
+#include "rules_engine/hour_directories.h"
 
 namespace debugplane::rules_engine {
 
@@ -65,9 +70,11 @@ struct FrameworkTimelineFileResult {
   // start_time_since_epoch_in_micros of the file; -1 if it has none.
   int64_t start_time_us = -1;
 };
-// Reads the file at `path` (any readable file; node_id from its name).
-// Never fails: an unreadable file gives opened == false and an error.
-FrameworkTimelineFileResult ReadFrameworkTimelineFile(const std::string& path);
+// Reads the object `key` of `store` whole (node_id from its name; "path" in
+// errors is store.Describe(key)). Never fails: an unreadable object gives
+// opened == false and the store's error.
+FrameworkTimelineFileResult ReadFrameworkTimelineFile(const objectstore::ObjectStore& store,
+                                                      absl::string_view key);
 
 // Parses `data` as the whole content of a timeline file named `file_name`
 // (for tests and fuzzing; errors say "<file_name>:<line>: what").
@@ -80,8 +87,8 @@ class FrameworkTimelineReader {
   // How many "file:line: what" messages are kept.
   static constexpr int kMaxErrors = 5;
 
-  // `profiler_dir` holds framework/pevents/<hour>/... .
-  explicit FrameworkTimelineReader(std::string profiler_dir);
+  // `profiler_dir` holds framework/pevents/<hour>/... . Does no I/O.
+  explicit FrameworkTimelineReader(objectstore::StoreLocation profiler_dir);
 
   // The complete events appended since the last call (see the file
   // comment). Never fails: unreadable files and malformed elements are
@@ -101,15 +108,17 @@ class FrameworkTimelineReader {
   // know it); -1 before any.
   int64_t earliest_start_us() const { return earliest_start_us_; }
   // The first kMaxErrors problems,
-  // "framework/pevents/<hour>/<file>:<line>: what" (also files that could
-  // not be opened).
+  // "framework/pevents/<hour>/<file>:<line>: what" (also files and listings
+  // the store refused, with its error).
   const std::vector<std::string>& errors() const { return errors_; }
-  // Whether <profiler_dir>/framework/pevents existed at the last ReadNew().
+  // Whether <profiler_dir>/framework/pevents existed at the last ReadNew()
+  // (true also when it is there but could not be listed).
   bool directory_exists() const { return directory_exists_; }
-  // <profiler_dir>/framework/pevents.
+  // <profiler_dir>/framework/pevents, as a person finds it.
   const std::string& directory() const { return pevents_dir_; }
-  // One line for status details, e.g. "4 files, 5760 events, 640 steps" or
-  // "no framework timeline yet: <dir> does not exist".
+  // One line for status details, e.g. "4 files, 5760 events, 640 steps",
+  // "no framework timeline yet: <dir> does not exist" or "framework
+  // timelines cannot be read: <the store's error>".
   std::string Summary() const;
 
  private:
@@ -119,11 +128,10 @@ class FrameworkTimelineReader {
     framework_timeline_internal::ParseState parse;
   };
   void AddError(std::string message);
-  void ReadFile(const std::string& relative, uint64_t size, FileState& state,
-                std::vector<FrameworkEvent>& out);
+  void ReadFile(const HourFile& file, FileState& state, std::vector<FrameworkEvent>& out);
 
-  std::string profiler_dir_;
-  std::string pevents_dir_;
+  objectstore::StoreLocation pevents_;      // <profiler_dir>/framework/pevents.
+  std::string pevents_dir_;                 // pevents_.Describe().
   std::map<std::string, FileState> files_;  // Keyed by "<hour>/<file>".
   int64_t events_read_ = 0;
   int64_t step_events_read_ = 0;
@@ -131,6 +139,8 @@ class FrameworkTimelineReader {
   int64_t earliest_start_us_ = -1;
   std::vector<std::string> errors_;
   bool directory_exists_ = false;
+  std::string listing_error_;  // Why the last listing failed; empty if it did not.
+  std::string buffer_;         // File bytes, reused across files and calls.
 };
 
 }  // namespace debugplane::rules_engine

@@ -10,22 +10,29 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "objectstore/object_store.h"
 
 namespace debugplane::rules_engine {
 
 struct HourFile {
   std::string relative;  // "<hour>/<file name>".
   std::string name;      // "<file name>".
-  uint64_t size = 0;     // At listing time; 0 if it could not be read.
+  std::string key;       // The object's key in the store.
+  uint64_t size = 0;     // At listing time.
 };
 
-// The regular files of every hour directory under `dir` whose name
-// `accept`s, in reading order: hour directories sorted by name, then file
-// names sorted (smdebug names both so that this is time order). A missing
-// or unreadable directory lists nothing (no data yet is not an error).
-std::vector<HourFile> ListHourFiles(const std::string& dir,
-                                    absl::FunctionRef<bool(absl::string_view name)> accept);
+// The objects of every hour "directory" under `dir` whose name `accept`s,
+// in reading order: hour directories sorted by name, then file names sorted
+// (smdebug names both so that this is time order). Objects directly in `dir`
+// are not hour files and are left out.
+//
+// Errors: NOT_FOUND if `dir` does not exist (no data yet); the store's other
+// errors (a symbolic link in the listing: PERMISSION_DENIED naming it). An
+// hour directory removed between the listings is skipped.
+absl::StatusOr<std::vector<HourFile>> ListHourFiles(
+    const objectstore::StoreLocation& dir, absl::FunctionRef<bool(absl::string_view name)> accept);
 
 }  // namespace debugplane::rules_engine
 

@@ -21,10 +21,10 @@ size_t BytesOf(const Tensor& t) {
 }  // namespace
 
 struct OtherTrialCache::Trial {
-  explicit Trial(std::string path) : path(std::move(path)) {}
+  explicit Trial(objectstore::StoreLocation location) : location(std::move(location)) {}
 
   absl::Mutex mu;
-  const std::string path;
+  const objectstore::StoreLocation location;
   std::unique_ptr<TrialReader> reader ABSL_GUARDED_BY(mu);
   std::set<std::string> wanted ABSL_GUARDED_BY(mu);  // Names decoded when read.
   // The wanted tensors of the steps read and not dropped, by global step,
@@ -36,8 +36,8 @@ struct OtherTrialCache::Trial {
   int64_t dropped_upto ABSL_GUARDED_BY(mu) = -1;  // Steps <= this were dropped.
 
   // Starts over from the trial's first step (with the current `wanted`).
-  void Reset(const std::shared_ptr<TrialStorage>& storage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    reader = std::make_unique<TrialReader>(storage, path);
+  void Reset() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    reader = std::make_unique<TrialReader>(location);
     steps.clear();
     bytes = 0;
     last_read = -1;
@@ -60,34 +60,32 @@ struct OtherTrialCache::Trial {
   }
 };
 
-OtherTrialCache::OtherTrialCache(std::shared_ptr<TrialStorage> storage)
-    : OtherTrialCache(std::move(storage), Options()) {}
+OtherTrialCache::OtherTrialCache() : OtherTrialCache(Options()) {}
 
-OtherTrialCache::OtherTrialCache(std::shared_ptr<TrialStorage> storage, Options options)
-    : storage_(std::move(storage)), options_(options) {}
+OtherTrialCache::OtherTrialCache(Options options) : options_(options) {}
 
 OtherTrialCache::~OtherTrialCache() = default;
 
-OtherTrialCache::Trial& OtherTrialCache::TrialAt(const std::string& path) {
+OtherTrialCache::Trial& OtherTrialCache::TrialAt(const objectstore::StoreLocation& location) {
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<Trial>& trial = trials_[path];
-  if (trial == nullptr) trial = std::make_unique<Trial>(path);
-  return *trial;  // Never erased: the reference stays valid.
+  std::unique_ptr<Trial>& trial = trials_[{location.store.get(), location.prefix}];
+  if (trial == nullptr) trial = std::make_unique<Trial>(location);
+  return *trial;  // Never erased: the reference stays valid (and the store alive).
 }
 
-absl::StatusOr<Tensor> OtherTrialCache::Read(const std::string& path, int64_t global_step,
-                                             const std::string& tensor) {
-  Trial& trial = TrialAt(path);
+absl::StatusOr<Tensor> OtherTrialCache::Read(const objectstore::StoreLocation& location,
+                                             int64_t global_step, const std::string& tensor) {
+  Trial& trial = TrialAt(location);
   absl::MutexLock lock(&trial.mu);
-  if (trial.reader == nullptr) trial.Reset(storage_);
+  if (trial.reader == nullptr) trial.Reset();
   // A new name, or a step dropped from memory: the reader only goes
   // forward, so start over.
   if (trial.wanted.insert(tensor).second || global_step <= trial.dropped_upto) {
-    trial.Reset(storage_);
+    trial.Reset();
   }
   const auto not_found = [&](absl::string_view why) {
-    return absl::NotFoundError(absl::StrCat("trial ", path, " has no tensor ", tensor, " at step ",
-                                            global_step, ": ", why));
+    return absl::NotFoundError(absl::StrCat("trial ", location.Describe(), " has no tensor ",
+                                            tensor, " at step ", global_step, ": ", why));
   };
   const auto wanted = [&trial](const std::string& name, const TrialInfo&) {
     return trial.wanted.count(name) > 0;
@@ -120,18 +118,18 @@ absl::StatusOr<Tensor> OtherTrialCache::Read(const std::string& path, int64_t gl
 }
 
 OtherTrialLookup OtherTrialCache::AsLookup(
-    std::function<absl::StatusOr<std::string>(const std::string& other_trial)> resolve_path) {
-  return [this, resolve = std::move(resolve_path)](
-             const std::string& other_trial, int64_t global_step,
-             const std::string& tensor) -> absl::StatusOr<Tensor> {
-    absl::StatusOr<std::string> path = resolve(other_trial);
-    if (!path.ok()) return path.status();
-    return Read(*path, global_step, tensor);
+    std::function<absl::StatusOr<objectstore::StoreLocation>(const std::string& other_trial)>
+        resolve) {
+  return [this, resolve = std::move(resolve)](const std::string& other_trial, int64_t global_step,
+                                              const std::string& tensor) -> absl::StatusOr<Tensor> {
+    absl::StatusOr<objectstore::StoreLocation> location = resolve(other_trial);
+    if (!location.ok()) return location.status();
+    return Read(*location, global_step, tensor);
   };
 }
 
-size_t OtherTrialCache::BytesHeld(const std::string& path) {
-  Trial& trial = TrialAt(path);
+size_t OtherTrialCache::BytesHeld(const objectstore::StoreLocation& location) {
+  Trial& trial = TrialAt(location);
   absl::MutexLock lock(&trial.mu);
   return trial.bytes;
 }

@@ -11,19 +11,21 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "objectstore/object_store.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/step.h"
 #include "rules_engine/trial_reader.h"
-#include "rules_engine/trial_storage.h"
 
 namespace debugplane::rules_engine {
 
-// Reads tensors of other trials by (trial directory, global step, tensor
-// name), with TrialReader, incrementally: a step that is not there yet is
+// Reads tensors of other trials by (trial location, global step, tensor
+// name), with TrialReader (so through the trial's ObjectStore, confined as
+// every read is), incrementally: a step that is not there yet is
 // looked for again at the next request while that trial has not ended.
 // Only the tensors asked for are decoded; they are kept for the steps read
 // ahead of the requests, within a memory bound per trial.
@@ -45,38 +47,41 @@ class OtherTrialCache {
     size_t steps_per_read = 16;
   };
 
-  explicit OtherTrialCache(std::shared_ptr<TrialStorage> storage);
-  OtherTrialCache(std::shared_ptr<TrialStorage> storage, Options options);
+  OtherTrialCache();
+  explicit OtherTrialCache(Options options);
   OtherTrialCache(const OtherTrialCache&) = delete;
   OtherTrialCache& operator=(const OtherTrialCache&) = delete;
   ~OtherTrialCache();
 
-  // Tensor `tensor` at global step `global_step` of the trial at `path`
+  // Tensor `tensor` at global step `global_step` of the trial at `trial`
   // (the first worker's when several wrote it). NOT_FOUND when the trial
   // has no such step or no such tensor at it, and also when the step is not
   // written yet (the trial has not ended: a later request looks again);
-  // the reader's errors (DATA_LOSS, ...) otherwise.
-  absl::StatusOr<Tensor> Read(const std::string& path, int64_t global_step,
+  // the reader's errors (DATA_LOSS, PERMISSION_DENIED for a symbolic link,
+  // ...) otherwise.
+  absl::StatusOr<Tensor> Read(const objectstore::StoreLocation& trial, int64_t global_step,
                               const std::string& tensor);
 
-  // A RuleContext::other_trial for SimilarAcrossRuns: `resolve_path` maps
-  // the rule's other_trials value (a training job name or a path) to the
-  // trial directory; its errors are returned as they are. The cache must
-  // outlive the lookup.
+  // A RuleContext::other_trial for SimilarAcrossRuns: `resolve` maps the
+  // rule's other_trials value (a training job name or a path) to the trial's
+  // location; its errors are returned as they are. The cache must outlive
+  // the lookup.
   OtherTrialLookup AsLookup(
-      std::function<absl::StatusOr<std::string>(const std::string& other_trial)> resolve_path);
+      std::function<absl::StatusOr<objectstore::StoreLocation>(const std::string& other_trial)>
+          resolve);
 
-  // Bytes of decoded tensors held for the trial at `path` (for tests).
-  size_t BytesHeld(const std::string& path);
+  // Bytes of decoded tensors held for the trial at `trial` (for tests).
+  size_t BytesHeld(const objectstore::StoreLocation& trial);
 
  private:
   struct Trial;
-  Trial& TrialAt(const std::string& path);
+  Trial& TrialAt(const objectstore::StoreLocation& trial);
 
-  const std::shared_ptr<TrialStorage> storage_;
   const Options options_;
   absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
+  // By store and key prefix.
+  std::map<std::pair<const objectstore::ObjectStore*, std::string>, std::unique_ptr<Trial>> trials_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace debugplane::rules_engine

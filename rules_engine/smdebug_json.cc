@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -15,8 +16,13 @@ using nlohmann::json;
 // Parses without exceptions: untrusted input must not throw through callers.
 absl::StatusOr<json> ParseObject(absl::string_view text, absl::string_view file) {
   json j = json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::DataLossError(absl::StrCat(file, ": not a JSON object"));
+  if (j.is_discarded()) {
+    return absl::DataLossError(
+        absl::StrCat(file, ": not a JSON object: ", DescribeJsonError(text)));
+  }
+  if (!j.is_object()) {
+    return absl::DataLossError(
+        absl::StrCat(file, ": not a JSON object (a JSON ", std::string(j.type_name()), ")"));
   }
   return j;
 }
@@ -331,6 +337,34 @@ absl::StatusOr<CollectionsFile> ParseCollectionsJson(absl::string_view text,
     }
   }
   return out;
+}
+
+std::string DescribeJsonError(absl::string_view text) {
+  try {
+    json again = json::parse(text.begin(), text.end());
+    (void)again;
+    return "not JSON";
+  } catch (const json::parse_error& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1,
+    // column 5: <reason>[; last read: '<the text read>'][; expected ...]".
+    const absl::string_view what = e.what();
+    const size_t colon = what.find(": ");
+    absl::string_view reason = colon == absl::string_view::npos ? "" : what.substr(colon + 2);
+    if (const size_t quoted = reason.find("; last read: '"); quoted != absl::string_view::npos) {
+      reason = reason.substr(0, quoted);
+    }
+    const size_t at = std::min<size_t>(e.byte, text.size());
+    const size_t from = at > kMaxExcerptChars ? at - kMaxExcerptChars : 0;
+    std::string out = absl::StrCat("JSON parse error at byte ", e.byte);
+    if (!reason.empty()) absl::StrAppend(&out, " (", reason, ")");
+    if (at > 0) {
+      absl::StrAppend(&out, " after ",
+                      objectstore::QuoteForMessage(text.substr(from, at - from), kMaxExcerptChars));
+    }
+    return out;
+  } catch (const json::exception&) {
+    return "not JSON";
+  }
 }
 
 }  // namespace debugplane::rules_engine

@@ -51,6 +51,16 @@ absl::StatusOr<CollectionsFile> ParseCollectionsJson(absl::string_view json,
 // "TRAIN" -> kTrain, ...; nullopt for anything else.
 std::optional<Mode> ParseModeName(absl::string_view name);
 
+// Why `text` (which failed to parse) is not valid JSON, saying where and
+// what without quoting the text:
+//   JSON parse error at byte 12 (syntax error while parsing value - invalid
+//   literal) after "{\"Type\": cpu"
+// with at most kMaxExcerptChars characters, escaped, of what came before the
+// error. (nlohmann's own message quotes the token it read, of any length:
+// that is never passed on.) "not JSON" if it does parse.
+inline constexpr size_t kMaxExcerptChars = 20;
+std::string DescribeJsonError(absl::string_view text);
+
 }  // namespace debugplane::rules_engine
 
 #endif  // DEBUGPLANE_RULES_ENGINE_SMDEBUG_JSON_H_

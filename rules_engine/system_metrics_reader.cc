@@ -1,16 +1,9 @@
 #include "rules_engine/system_metrics_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
 #include "absl/base/config.h"
@@ -21,12 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/message_text.h"
 #include "rules_engine/hour_directories.h"
+#include "rules_engine/smdebug_json.h"
 
 namespace debugplane::rules_engine {
 namespace {
-
-namespace fs = std::filesystem;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
@@ -466,14 +459,7 @@ bool SlowParse(absl::string_view line, ParseCache& cache, SystemMetricPoint* p,
                std::string* error) {
   nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
   if (j.is_discarded()) {
-    // Re-parse with exceptions for nlohmann's wording of the error.
-    try {
-      nlohmann::json again = nlohmann::json::parse(line.begin(), line.end());
-      (void)again;
-      *error = "not JSON";
-    } catch (const nlohmann::json::exception& e) {
-      *error = e.what();
-    }
+    *error = DescribeJsonError(line);
     return false;
   }
   if (!j.is_object()) {
@@ -551,36 +537,6 @@ size_t ParseLines(absl::string_view data, bool final_tail, int64_t* line_no, Par
   return static_cast<size_t>(pos - begin);
 }
 
-// Reads `path` from byte `offset` to its end into the front of `*buffer`
-// (one read for the whole file; `*buffer` only ever grows, so a reused one
-// is neither reallocated nor zero-filled again), setting `*data` to the bytes
-// read. False if the file cannot be opened or read.
-bool ReadFrom(const std::string& path, uint64_t offset, std::string* buffer,
-              absl::string_view* data) {
-  *data = absl::string_view();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  bool ok = ::fstat(fd, &st) == 0;
-  if (ok && static_cast<uint64_t>(st.st_size) > offset) {
-    const size_t want = static_cast<size_t>(static_cast<uint64_t>(st.st_size) - offset);
-    if (buffer->size() < want) buffer->resize(want);
-    size_t got = 0;
-    while (got < want) {
-      ssize_t n = ::pread(fd, buffer->data() + got, want - got, static_cast<off_t>(offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ok = n == 0;  // 0: the file shrank meanwhile; keep what was read.
-        break;
-      }
-      got += static_cast<size_t>(n);
-    }
-    *data = absl::string_view(buffer->data(), got);
-  }
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace
 
 MetricDimension ParseMetricDimension(absl::string_view d) {
@@ -651,18 +607,19 @@ bool ParseSystemMetricLine(absl::string_view line, SystemMetricPoint* point, std
   return ParseLine(line, cache, point, error);
 }
 
-SystemMetricsFileResult ReadSystemMetricsFile(const std::string& path) {
+SystemMetricsFileResult ReadSystemMetricsFile(const objectstore::ObjectStore& store,
+                                              absl::string_view key) {
   SystemMetricsFileResult result;
-  std::string buffer;
-  absl::string_view data;
-  if (!ReadFrom(path, 0, &buffer, &data)) {
-    result.errors.push_back(absl::StrCat(path, ": cannot open"));
+  absl::StatusOr<std::string> data = store.Read(key);
+  if (!data.ok()) {
+    result.errors.emplace_back(data.status().message());
     return result;
   }
   result.opened = true;
+  const std::string path = store.Describe(key);
   int64_t line_no = 0;
   ParseCache cache;
-  ParseLines(data, /*final_tail=*/true, &line_no, cache, result.points,
+  ParseLines(*data, /*final_tail=*/true, &line_no, cache, result.points,
              [&](int64_t line, const std::string& what) {
                ++result.malformed_lines;
                if (result.errors.size() < SystemMetricsReader::kMaxErrors) {
@@ -672,9 +629,8 @@ SystemMetricsFileResult ReadSystemMetricsFile(const std::string& path) {
   return result;
 }
 
-SystemMetricsReader::SystemMetricsReader(std::string profiler_dir)
-    : profiler_dir_(std::move(profiler_dir)),
-      incremental_dir_((fs::path(profiler_dir_) / "system" / "incremental").string()) {}
+SystemMetricsReader::SystemMetricsReader(objectstore::StoreLocation profiler_dir)
+    : incremental_(profiler_dir.Below("system/incremental")) {}
 
 void SystemMetricsReader::AddError(std::string message) {
   if (errors_.size() < kMaxErrors) errors_.push_back(std::move(message));
@@ -682,60 +638,75 @@ void SystemMetricsReader::AddError(std::string message) {
 
 std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew() {
   std::vector<SystemMetricPoint> out;
-  std::error_code ec;
-  directory_exists_ = fs::is_directory(incremental_dir_, ec);
-  if (!directory_exists_) return out;
+  absl::StatusOr<std::vector<HourFile>> files = ListHourFiles(
+      incremental_, [](absl::string_view name) { return absl::EndsWith(name, ".json"); });
+  if (!files.ok()) {
+    directory_exists_ = !absl::IsNotFound(files.status());
+    if (directory_exists_ && listing_error_ != files.status().message()) {
+      listing_error_ = std::string(files.status().message());
+      AddError(absl::StrCat("system/incremental: ", listing_error_));
+    }
+    return out;
+  }
+  directory_exists_ = true;
+  listing_error_.clear();
   struct Changed {
-    std::string relative;
+    const HourFile* file;
     FileState* state;  // In files_ (a std::map: stable).
   };
   std::vector<Changed> changed;
   uint64_t new_bytes = 0;
-  const std::vector<HourFile> files = ListHourFiles(
-      incremental_dir_, [](absl::string_view name) { return absl::EndsWith(name, ".json"); });
-  for (const HourFile& file : files) {
+  for (const HourFile& file : *files) {
     FileState& state = files_[file.relative];
     // The sizes first: an unchanged file costs no read, and the new bytes of
     // all files size `out` once (growing it file by file copied the points
     // again and again and touched fresh pages each time).
     if (file.size <= state.offset) continue;
     new_bytes += file.size - state.offset;
-    changed.push_back({file.relative, &state});
+    changed.push_back({&file, &state});
   }
   out.reserve(new_bytes / kMinLineBytes + changed.size());
-  for (const Changed& c : changed) ReadFile(c.relative, *c.state, out);
+  for (const Changed& c : changed) ReadFile(c.file->relative, c.file->key, *c.state, out);
   points_read_ += static_cast<int64_t>(out.size());
   return out;
 }
 
-void SystemMetricsReader::ReadFile(const std::string& relative, FileState& state,
-                                   std::vector<SystemMetricPoint>& out) {
-  const std::string path = absl::StrCat(incremental_dir_, "/", relative);
-  absl::string_view data;
-  if (!ReadFrom(path, state.offset, &buffer_, &data)) {
-    AddError(absl::StrCat("system/incremental/", relative, ": cannot open"));
+void SystemMetricsReader::ReadFile(const std::string& relative, const std::string& key,
+                                   FileState& state, std::vector<SystemMetricPoint>& out) {
+  // From the offset after the last complete line to the end as it is now
+  // (the file may have grown since it was listed).
+  const absl::Status read =
+      incremental_.store->ReadRangeInto(key, state.offset, objectstore::kToEnd, &buffer_);
+  // File names are data too: escaped in messages.
+  const std::string shown =
+      absl::StrCat("system/incremental/", objectstore::EscapeForMessage(relative, 256));
+  if (!read.ok()) {
+    AddError(absl::StrCat(shown, ": ", read.message()));
     return;
   }
+  const absl::string_view data = buffer_;
   if (data.empty()) return;
-  // Normally reserved by ReadNew; the file may have grown since its stat.
+  // Normally reserved by ReadNew; the file may have grown since its listing.
   // Grow geometrically (an exact reserve per file would copy all earlier
   // points again for every file).
   const size_t need = out.size() + data.size() / kMinLineBytes + 1;
   if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
   int64_t line_no = state.lines;
-  size_t consumed =
-      ParseLines(data, /*final_tail=*/false, &line_no, cache_, out,
-                 [&](int64_t line, const std::string& what) {
-                   ++malformed_lines_;
-                   AddError(absl::StrCat("system/incremental/", relative, ":", line, ": ", what));
-                 });
+  size_t consumed = ParseLines(data, /*final_tail=*/false, &line_no, cache_, out,
+                               [&](int64_t line, const std::string& what) {
+                                 ++malformed_lines_;
+                                 AddError(absl::StrCat(shown, ":", line, ": ", what));
+                               });
   state.offset += consumed;
   state.lines = line_no;
 }
 
 std::string SystemMetricsReader::Summary() const {
   if (!directory_exists_) {
-    return absl::StrCat("no system metrics yet: ", incremental_dir_, " does not exist");
+    return absl::StrCat("no system metrics yet: ", incremental_.Describe(), " does not exist");
+  }
+  if (!listing_error_.empty()) {
+    return absl::StrCat("system metrics cannot be read: ", listing_error_);
   }
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                points_read_, points_read_ == 1 ? " point" : " points");

@@ -1,16 +1,21 @@
 // Incremental reader of SageMaker Debugger system metrics
 // (<profiler_dir>/system/incremental/<YYYYMMDDHH>/<epoch>.<node>.json, JSON
-// lines, see shared/reference/smdebug-format.md section 2).
+// lines, see docs/smdebug-format.md section 2), through an ObjectStore
+// (objectstore/object_store.h): it never opens a file itself.
 //
-//   SystemMetricsReader reader(profiler_dir);
+//   SystemMetricsReader reader(profiler_location);  // a StoreLocation
 //   std::vector<SystemMetricPoint> points = reader.ReadNew();  // again later
 //
 // Each ReadNew() returns the points added since the previous call, in file
 // order (hour directories sorted, then file names sorted). Per file the
 // reader remembers the byte offset after the last complete line: a
-// half-written last line is left for the next call. A malformed line is
-// skipped and counted (never aborts). A missing directory is not an error
-// (no data yet); Summary() says so.
+// half-written last line is left for the next call, and only the bytes after
+// that offset are read again (a ranged read). A malformed line is skipped and
+// counted (never aborts); its error says where (the file relative to the
+// profiler directory, the line) and what, quoting at most a short escaped
+// excerpt of the line. A missing directory is not an error (no data yet);
+// Summary() says so. A directory or file the store refuses (a symbolic link)
+// is not read, and Summary() names it.
 //
 // Throughput (bench/profiler_rules_bench.cc): points carry interned strings
 // (MetricString), and a reader remembers the byte patterns smdebug repeats
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "objectstore/object_store.h"
 
 namespace debugplane::rules_engine {
 
@@ -121,9 +127,10 @@ struct SystemMetricPoint {
 };
 
 // Parses one line (without its newline). Returns false and sets `*error`
-// (e.g. "missing \"Timestamp\"", "syntax error ...", or "more than 100000
-// distinct names, ..." when the MetricString pool is full) for a malformed
-// line.
+// (e.g. "missing \"Timestamp\"", "JSON parse error at byte 12 (...)", or
+// "more than 100000 distinct names, ..." when the MetricString pool is full)
+// for a malformed line; the error quotes at most a short escaped excerpt of
+// the line.
 // Lines of the plain shape smdebug writes are parsed without a DOM; anything
 // else goes through nlohmann::json.
 bool ParseSystemMetricLine(absl::string_view line, SystemMetricPoint* point, std::string* error);
@@ -136,7 +143,11 @@ struct SystemMetricsFileResult {
   int64_t malformed_lines = 0;
   std::vector<std::string> errors;  // "path:line: what", at most kMaxErrors.
 };
-SystemMetricsFileResult ReadSystemMetricsFile(const std::string& path);
+// Reads the object `key` of `store` whole ("path" in errors is
+// store.Describe(key)). Never fails: an unreadable object gives
+// opened == false and the store's error.
+SystemMetricsFileResult ReadSystemMetricsFile(const objectstore::ObjectStore& store,
+                                              absl::string_view key);
 
 namespace system_metrics_internal {
 
@@ -207,8 +218,8 @@ class SystemMetricsReader {
   // How many "file:line: what" messages are kept.
   static constexpr int kMaxErrors = 5;
 
-  // `profiler_dir` holds system/incremental/<hour>/... .
-  explicit SystemMetricsReader(std::string profiler_dir);
+  // `profiler_dir` holds system/incremental/<hour>/... . Does no I/O.
+  explicit SystemMetricsReader(objectstore::StoreLocation profiler_dir);
 
   // The points appended since the last call (see the file comment).
   std::vector<SystemMetricPoint> ReadNew();
@@ -218,12 +229,14 @@ class SystemMetricsReader {
   int64_t malformed_lines() const { return malformed_lines_; }
   int64_t files_seen() const { return static_cast<int64_t>(files_.size()); }
   // The first kMaxErrors problems, "system/incremental/<hour>/<file>:<line>: what"
-  // (also files that could not be opened).
+  // (also files and listings the store refused, with its error).
   const std::vector<std::string>& errors() const { return errors_; }
-  // Whether <profiler_dir>/system/incremental existed at the last ReadNew().
+  // Whether <profiler_dir>/system/incremental existed at the last ReadNew()
+  // (true also when it is there but could not be listed).
   bool directory_exists() const { return directory_exists_; }
   // One line for status details, e.g. "16 files, 14400 points, 1 malformed
-  // line (first: ...)" or "no system metrics yet: <dir> does not exist".
+  // line (first: ...)", "no system metrics yet: <dir> does not exist", or
+  // "system metrics cannot be read: <the store's error>".
   std::string Summary() const;
 
  private:
@@ -232,15 +245,16 @@ class SystemMetricsReader {
     int64_t lines = 0;    // Complete lines consumed so far.
   };
   void AddError(std::string message);
-  void ReadFile(const std::string& relative, FileState& state, std::vector<SystemMetricPoint>& out);
+  void ReadFile(const std::string& relative, const std::string& key, FileState& state,
+                std::vector<SystemMetricPoint>& out);
 
-  std::string profiler_dir_;
-  std::string incremental_dir_;
+  objectstore::StoreLocation incremental_;  // <profiler_dir>/system/incremental.
   std::map<std::string, FileState> files_;  // Keyed by "<hour>/<file>".
   int64_t points_read_ = 0;
   int64_t malformed_lines_ = 0;
   std::vector<std::string> errors_;
   bool directory_exists_ = false;
+  std::string listing_error_;  // Why the last listing failed; empty if it did not.
   system_metrics_internal::ParseCache cache_;
   std::string buffer_;  // File bytes, reused across files and calls.
 };

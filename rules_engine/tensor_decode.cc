@@ -12,11 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/optional.h"
+#include "objectstore/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using smdebug::TensorProto;
+
+// A tensor name read from a file, as errors show it: quoted, escaped, at
+// most 40 characters (it is data, of any length and any bytes).
+std::string ShownName(absl::string_view name) { return objectstore::QuoteForMessage(name, 40); }
 
 // Little-endian load of a T from unaligned bytes (the hosts we run on are
 // little endian, as is the format).
@@ -106,12 +111,13 @@ absl::Status FromRepeated(const Repeated& vals, int64_t n, absl::string_view nam
   const int64_t have = vals.size();
   if (have == 0) return absl::OkStatus();  // Saved without values.
   if (have > n) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": ", have, " ", field,
-                                                   " values for a shape of ", n, " elements"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": ", have, " ",
+                                                   field, " values for a shape of ", n,
+                                                   " elements"));
   }
   if (n > kMaxBroadcastElements) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", name, ": shape of ", n, " elements exceeds the broadcast limit"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": shape of ", n,
+                                                   " elements exceeds the broadcast limit"));
   }
   out->resize(n);
   for (int64_t i = 0; i < have; ++i) (*out)[i] = convert(vals.Get(i));
@@ -283,7 +289,8 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
                                absl::string_view name, Tensor* out) {
   const int element_size = ElementSize(dtype);
   if (element_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": unknown dtype ", dtype));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", ShownName(name), ": unknown dtype ", dtype));
   }
   out->dtype = dtype;
   out->values.clear();
@@ -293,10 +300,11 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
   for (const int64_t size : out->shape) {
     if (size < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", name, ": negative dimension ", size));
+          absl::StrCat("tensor ", ShownName(name), ": negative dimension ", size));
     }
     if (size != 0 && n > std::numeric_limits<int64_t>::max() / size) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": shape overflows"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", ShownName(name), ": shape overflows"));
     }
     n *= size;
   }
@@ -308,7 +316,7 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
         content.size() != expected) {
       if (n == 0 && content.empty()) return absl::OkStatus();
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", name, ": tensor_content has ", content.size(), " bytes, shape [",
+          "tensor ", ShownName(name), ": tensor_content has ", content.size(), " bytes, shape [",
           absl::StrJoin(out->shape, ","), "] of dtype ", dtype, " needs ", n, " x ", element_size));
     }
     DecodeContent(dtype, content, &out->values);

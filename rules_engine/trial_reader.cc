@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "objectstore/message_text.h"
 #include "rules_engine/smdebug_json.h"
 #include "rules_engine/tensor_decode.h"
 #include "rules_engine/tfrecord.h"
@@ -24,6 +25,20 @@ namespace {
 constexpr size_t kMaxTensorNamesSeen = 200;
 // smdebug puts at most this many steps' index files in one index/<prefix>/.
 constexpr int64_t kStepsPerIndexDir = 1000;
+// Index file names start with the step in this many digits.
+constexpr int kStepDigits = 12;
+constexpr int64_t kMaxFixedWidthStep = 999999999999;
+
+// A tensor name from an index file or a record, as errors show it.
+std::string ShownTensor(absl::string_view name) { return objectstore::QuoteForMessage(name, 40); }
+
+// Lists the "directory" `prefix` (ending in '/') one level deep, every page.
+absl::StatusOr<objectstore::ListResult> ListDirectory(const objectstore::ObjectStore& store,
+                                                      std::string prefix,
+                                                      std::string start_after = "") {
+  return store.ListAll(objectstore::ListOptions{
+      .prefix = std::move(prefix), .start_after = std::move(start_after), .delimiter = "/"});
+}
 
 bool AllDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -46,7 +61,6 @@ std::optional<std::pair<int64_t, std::string>> ParseIndexFileName(absl::string_v
 }  // namespace
 
 struct TrialReader::State {
-  std::string path;
   TrialInfo info;
   TrialSummary summary;
   bool collections_loaded = false;
@@ -56,7 +70,7 @@ struct TrialReader::State {
   int64_t last_full = -1;      // Highest step seen with every worker's files.
 
   struct Worker {
-    std::string index_path;
+    std::string index_key;
     std::optional<StepIndex> index;  // Once it parsed.
     absl::Status index_error;        // Last parse failure (maybe still being written).
     bool event_exists = false;
@@ -66,33 +80,32 @@ struct TrialReader::State {
   std::set<std::string> tensor_names_seen;
   std::set<std::string> workers_seen;
 
-  std::string Join(absl::string_view rel) const { return absl::StrCat(path, "/", rel); }
   std::string EventFile(int64_t step, const std::string& worker) const {
     return absl::StrFormat("events/%012d/%012d_%s.tfevents", step, step, worker);
   }
 };
 
-TrialReader::TrialReader(std::shared_ptr<TrialStorage> storage, std::string path)
-    : storage_(std::move(storage)), state_(std::make_shared<State>()) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  state_->path = path;
-  state_->summary.path = state_->path;
+TrialReader::TrialReader(objectstore::StoreLocation trial)
+    : trial_(std::move(trial)), state_(std::make_shared<State>()) {
+  state_->summary.path = trial_.Describe();
 }
 
 absl::Status TrialReader::LoadCollections(bool must_parse) {
   State& st = *state_;
-  const std::string dir = st.Join("collections/000000000");
-  absl::StatusOr<std::vector<std::string>> names = storage_->List(dir);
-  if (absl::IsNotFound(names.status())) return absl::OkStatus();
-  if (!names.ok()) return names.status();
+  const std::string dir = trial_.DirectoryPrefix("collections/000000000");
+  absl::StatusOr<objectstore::ListResult> listed = ListDirectory(*trial_.store, dir);
+  if (absl::IsNotFound(listed.status())) return absl::OkStatus();
+  if (!listed.ok()) return listed.status();
   // Every worker writes its own file with the same content: the first one
   // that parses will do (another may still be being written).
   absl::Status first_error;
-  for (const std::string& name : *names) {
-    if (!absl::EndsWith(name, "_collections.json")) continue;
-    const std::string file = absl::StrCat(dir, "/", name);
-    absl::StatusOr<std::string> text = storage_->Read(file);
+  for (const objectstore::ObjectEntry& object : listed->objects) {
+    if (!absl::EndsWith(object.key, "_collections.json")) continue;
+    absl::StatusOr<std::string> text = trial_.store->Read(object.key);
     if (!text.ok()) return text.status();
+    // Named relative to the trial directory in errors.
+    const std::string file = objectstore::EscapeForMessage(
+        absl::StrCat("collections/000000000/", object.key.substr(dir.size())), 256);
     absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
     if (!parsed.ok()) {
       if (first_error.ok()) first_error = parsed.status();
@@ -130,17 +143,22 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
   std::vector<Step> out;
   if (st.finished) return out;
 
-  st.summary.exists = storage_->Exists(st.path);
+  // The trial's top level: whether it is there, and training_job_end.ts.
+  // Listed before anything else: if the marker is there (and means the
+  // end), the listings below see every file training wrote.
+  const std::string top_prefix = trial_.DirectoryPrefix();
+  absl::StatusOr<objectstore::ListResult> top = ListDirectory(*trial_.store, top_prefix);
+  if (!top.ok() && !absl::IsNotFound(top.status())) return top.status();
+  st.summary.exists = top.ok();
   if (!st.summary.exists) {
     // Training may not have started; if it has ended, nothing will come.
     st.summary.training_ended = st.ended_by_job;
     st.finished = st.ended_by_job;
     return out;
   }
-
-  // Checked before listing: if the marker is there (and means the end), the
-  // listings below see every file training wrote.
-  const bool marker = storage_->Exists(st.Join("training_job_end.ts"));
+  const std::string marker_key = trial_.Key("training_job_end.ts");
+  bool marker = false;
+  for (const objectstore::ObjectEntry& object : top->objects) marker |= object.key == marker_key;
   st.summary.end_marker_seen = marker;
 
   // Collections: read once, when first parsable. smdebug writes it before
@@ -156,26 +174,37 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
   st.summary.training_ended = ended;
 
   // Discover new index files. Only index/<prefix>/ directories that can hold
-  // steps after the last returned one are listed.
+  // steps after the last returned one are listed, and in them only the names
+  // after that step's (index file names start with the step, zero-padded).
   {
-    absl::StatusOr<std::vector<std::string>> prefixes = storage_->List(st.Join("index"));
+    const std::string index_prefix = trial_.DirectoryPrefix("index");
+    absl::StatusOr<objectstore::ListResult> prefixes = ListDirectory(*trial_.store, index_prefix);
     if (!prefixes.ok() && !absl::IsNotFound(prefixes.status())) return prefixes.status();
     const int64_t min_prefix = std::max<int64_t>(0, st.last_returned) / kStepsPerIndexDir;
-    for (const std::string& prefix : prefixes.ok() ? *prefixes : std::vector<std::string>()) {
+    const std::vector<std::string> no_prefixes;
+    for (const std::string& dir : prefixes.ok() ? prefixes->common_prefixes : no_prefixes) {
+      const absl::string_view prefix =
+          absl::string_view(dir).substr(index_prefix.size(), dir.size() - index_prefix.size() - 1);
       int64_t p;
       if (!AllDigits(prefix) || !absl::SimpleAtoi(prefix, &p) || p < min_prefix) continue;
-      const std::string dir = st.Join(absl::StrCat("index/", prefix));
-      absl::StatusOr<std::vector<std::string>> files = storage_->List(dir);
+      // "<dir><next step, 12 digits>" sorts before every name of that step
+      // and after every name of the steps before it.
+      std::string start_after;
+      if (st.last_returned >= 0 && st.last_returned < kMaxFixedWidthStep) {
+        start_after = absl::StrCat(dir, absl::StrFormat("%0*d", kStepDigits, st.last_returned + 1));
+      }
+      absl::StatusOr<objectstore::ListResult> files =
+          ListDirectory(*trial_.store, dir, std::move(start_after));
       if (!files.ok()) {
         if (absl::IsNotFound(files.status())) continue;
         return files.status();
       }
-      for (const std::string& name : *files) {
-        auto parsed = ParseIndexFileName(name);
+      for (objectstore::ObjectEntry& object : files->objects) {
+        auto parsed = ParseIndexFileName(absl::string_view(object.key).substr(dir.size()));
         if (!parsed || parsed->first <= st.last_returned) continue;
         auto& workers = st.pending[parsed->first];
         if (workers.count(parsed->second)) continue;
-        workers[parsed->second].index_path = absl::StrCat(dir, "/", name);
+        workers[parsed->second].index_key = std::move(object.key);
       }
     }
   }
@@ -184,9 +213,12 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
   for (auto& [step, workers] : st.pending) {
     for (auto& [worker, w] : workers) {
       if (!w.index) {
-        absl::StatusOr<std::string> text = storage_->Read(w.index_path);
+        absl::StatusOr<std::string> text = trial_.store->Read(w.index_key);
         if (!text.ok()) return text.status();
-        absl::StatusOr<StepIndex> index = ParseIndexJson(*text, w.index_path);
+        // Named relative to the trial directory in errors.
+        const std::string shown = objectstore::EscapeForMessage(
+            absl::string_view(w.index_key).substr(top_prefix.size()), 256);
+        absl::StatusOr<StepIndex> index = ParseIndexJson(*text, shown);
         if (!index.ok()) {
           w.index_error = index.status();
           continue;
@@ -203,7 +235,12 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           st.info.workers.assign(st.workers_seen.begin(), st.workers_seen.end());
         }
       }
-      if (!w.event_exists) w.event_exists = storage_->Exists(st.Join(st.EventFile(step, worker)));
+      if (!w.event_exists) {
+        absl::StatusOr<objectstore::ObjectEntry> event =
+            trial_.store->Stat(trial_.Key(st.EventFile(step, worker)));
+        if (!event.ok() && !absl::IsNotFound(event.status())) return event.status();
+        w.event_exists = event.ok();
+      }
     }
   }
   st.summary.tensor_names_seen.assign(st.tensor_names_seen.begin(), st.tensor_names_seen.end());
@@ -250,7 +287,9 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         have_mode = true;
       }
       const std::string event_rel = st.EventFile(step, worker);
-      const std::string event_file = st.Join(event_rel);
+      const std::string event_file = trial_.Key(event_rel);
+      // Worker names come from file names: escaped in messages.
+      const std::string shown_event = objectstore::EscapeForMessage(event_rel, 256);
       // The wanted records, and whether to read the event file whole: one
       // read instead of one per tensor, unless only a small part is wanted.
       std::vector<const IndexEntry*> entries;
@@ -269,7 +308,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       std::string whole;
       const bool read_whole = !entries.empty() && wanted_bytes * 4 >= file_end;
       if (read_whole) {
-        absl::StatusOr<std::string> content = storage_->Read(event_file);
+        absl::StatusOr<std::string> content = trial_.store->Read(event_file);
         if (!content.ok()) {
           error = content.status();
           break;
@@ -286,7 +325,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
                       : absl::string_view();
         } else {
           absl::StatusOr<std::string> range =
-              storage_->ReadRange(event_file, e.start_idx, e.length);
+              trial_.store->ReadRange(event_file, e.start_idx, e.length);
           if (!range.ok()) {
             error = range.status();
             break;
@@ -294,7 +333,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           ranged = *std::move(range);
           bytes = ranged;
         }
-        TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
+        TfRecordParse record = ParseTfRecordAt(bytes, shown_event, e.start_idx, e.length);
         if (record.kind == TfRecordParse::Kind::kIncomplete) {
           if (ended) {
             ++st.summary.records_skipped;  // Cut short when training stopped.
@@ -305,12 +344,13 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         }
         if (record.kind == TfRecordParse::Kind::kCorrupt) {
           error = absl::DataLossError(
-              absl::StrCat(st.path, "/", record.error, " (tensor ", e.tensor_name, ")"));
+              absl::StrCat(record.error, " (tensor ", ShownTensor(e.tensor_name), ")"));
           break;
         }
         // Built only for an error message: most records have none.
-        const auto where = [&event_file, &e] {
-          return absl::StrCat(event_file, " offset ", e.start_idx, " (tensor ", e.tensor_name, ")");
+        const auto where = [&shown_event, &e] {
+          return absl::StrCat(shown_event, " offset ", e.start_idx, " (tensor ",
+                              ShownTensor(e.tensor_name), ")");
         };
         absl::StatusOr<std::vector<DecodedValue>> values = DecodeEvent(record.payload, where);
         if (!values.ok()) {

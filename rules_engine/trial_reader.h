@@ -1,5 +1,7 @@
 // Reads an smdebug trial directory (docs/smdebug-format.md)
-// incrementally while training writes it.
+// incrementally while training writes it, through an ObjectStore
+// (objectstore/object_store.h): listings under a prefix, whole and ranged
+// reads. It never opens a file itself.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
 #define DEBUGPLANE_RULES_ENGINE_TRIAL_READER_H_
@@ -13,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "objectstore/object_store.h"
 #include "rules_engine/step.h"
-#include "rules_engine/trial_storage.h"
 
 namespace debugplane::rules_engine {
 
@@ -26,7 +28,7 @@ using TensorFilter = std::function<bool(const std::string& tensor, const TrialIn
 // What the reader has seen, for error messages a person can act on
 // ("No debugging data" with the cause).
 struct TrialSummary {
-  std::string path;              // The trial location read.
+  std::string path;              // The trial location read, as a person finds it.
   bool exists = false;           // The directory is there.
   bool has_collections = false;  // collections/ file parsed.
   int64_t steps_seen = 0;        // Complete steps found.
@@ -42,9 +44,10 @@ struct TrialSummary {
 // caller's lock).
 class TrialReader {
  public:
-  // A reader of the trial at `path` in `storage`. Does no I/O: a missing
-  // directory is not an error (training may not have started).
-  TrialReader(std::shared_ptr<TrialStorage> storage, std::string path);
+  // A reader of the trial under `trial` (a store and the trial's key
+  // prefix). Does no I/O: a missing directory is not an error (training may
+  // not have started).
+  explicit TrialReader(objectstore::StoreLocation trial);
 
   // Returns the steps completed since the last call, in ascending global
   // step order, each read once: a step is complete when its index and event
@@ -56,11 +59,14 @@ class TrialReader {
   // later call (or, once training has ended, without that record, counted in
   // records_skipped).
   //
-  // Errors (the trial is unusable; the message names the file, the byte
-  // offset and the tensor): DATA_LOSS for a CRC mismatch or a record that
-  // does not parse, INVALID_ARGUMENT for an unknown dtype or a size that
-  // does not match the shape, and the storage's errors. After an error the
-  // reader may be called again; the same error recurs.
+  // Errors (the trial is unusable; the message names the file relative to
+  // the trial directory, the byte offset and the tensor, and quotes no file
+  // content beyond a short escaped excerpt): DATA_LOSS for a CRC mismatch or
+  // a record that does not parse, INVALID_ARGUMENT for an unknown dtype or a
+  // size that does not match the shape, and the store's errors other than
+  // NOT_FOUND (e.g. PERMISSION_DENIED naming a symbolic link in the trial,
+  // which is never followed). After an error the reader may be called
+  // again; the same error recurs.
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted);
   // The same, returning at most `max_steps` steps (the next call goes on
   // from there): bounds the memory a caller that keeps what it reads needs.
@@ -94,7 +100,7 @@ class TrialReader {
   // errors; OK otherwise (loaded or not yet there).
   absl::Status LoadCollections(bool must_parse);
 
-  std::shared_ptr<TrialStorage> storage_;
+  const objectstore::StoreLocation trial_;
   std::shared_ptr<State> state_;
 };
 

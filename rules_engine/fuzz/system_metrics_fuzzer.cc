@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/system_metrics_reader.h"
 
 using debugplane::rules_engine::ParseSystemMetricLine;
@@ -58,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::filesystem::path hour = Root() / "system" / "incremental" / "2026112207";
   std::filesystem::create_directories(hour);
   const std::filesystem::path file = hour / "1795331436.algo-1.json";
-  SystemMetricsReader reader(Root().string());
+  SystemMetricsReader reader(debugplane::objectstore::OpenLocalPath(Root().string()).value());
   std::vector<SystemMetricPoint> read;
   {
     std::ofstream out(file, std::ios::binary);

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/framework_timeline_reader.h"
 #include "rules_engine/profiler_rules.h"
 
@@ -36,7 +37,7 @@ std::unique_ptr<ProfilerRule> MustCreate(const std::string& name,
 
 const std::vector<FrameworkEvent>& Fixture() {
   static const std::vector<FrameworkEvent>* events = [] {
-    FrameworkTimelineReader reader(kStepOutlier);
+    FrameworkTimelineReader reader(objectstore::OpenLocalPath(kStepOutlier).value());
     auto* e = new std::vector<FrameworkEvent>(reader.ReadNew());
     EXPECT_EQ(reader.malformed_events(), 0);
     return e;

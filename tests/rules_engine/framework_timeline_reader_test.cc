@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/local_object_store.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine {
@@ -28,7 +29,22 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
+
+// A local directory read through a store rooted at its longest existing
+// ancestor.
+objectstore::StoreLocation Local(const std::string& path) {
+  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
+  EXPECT_TRUE(location.ok()) << location.status();
+  return *std::move(location);
+}
+
+// One local file read whole through a store.
+FrameworkTimelineFileResult ReadLocalTimelineFile(const std::string& path) {
+  const objectstore::StoreLocation location = Local(path);
+  return ReadFrameworkTimelineFile(*location.store, location.prefix);
+}
 
 const char kStepOutlier[] = DP_TEST_DATA_DIR "/profiler/framework/pytorch-step-outlier";
 const char kHour[] = "2026112207";
@@ -100,7 +116,7 @@ std::vector<EventTuple> ExpectedFromDom(const std::vector<fs::path>& files,
 }
 
 TEST(FrameworkTimelineReaderTest, FixtureParsesCompletelyAndMatchesNlohmann) {
-  FrameworkTimelineReader reader(kStepOutlier);
+  FrameworkTimelineReader reader(Local(kStepOutlier));
   std::vector<FrameworkEvent> events = reader.ReadNew();
   EXPECT_TRUE(reader.directory_exists());
   EXPECT_EQ(reader.malformed_events(), 0);
@@ -139,7 +155,7 @@ TEST(FrameworkTimelineReaderTest, FixtureParsesCompletelyAndMatchesNlohmann) {
 
 TEST(FrameworkTimelineReaderTest, MissingDirectoryIsNotAnError) {
   ScopedTempDir dir;
-  FrameworkTimelineReader reader((dir.path() / "nothing").string());
+  FrameworkTimelineReader reader(Local((dir.path() / "nothing").string()));
   EXPECT_TRUE(reader.ReadNew().empty());
   EXPECT_FALSE(reader.directory_exists());
   EXPECT_THAT(reader.errors(), ::testing::IsEmpty());
@@ -151,13 +167,13 @@ TEST(FrameworkTimelineReaderTest, MissingDirectoryIsNotAnError) {
 // events are cut everywhere), read after each write: the same events as one
 // read, none malformed, none early.
 TEST(FrameworkTimelineReaderTest, AppendedFilesGiveTheSameEventsAsOneRead) {
-  FrameworkTimelineReader whole(kStepOutlier);
+  FrameworkTimelineReader whole(Local(kStepOutlier));
   const std::vector<EventTuple> expected = AsTuples(whole.ReadNew());
 
   for (size_t chunk : {4093u, 65537u}) {
     SCOPED_TRACE(chunk);
     ScopedTempDir dir;
-    FrameworkTimelineReader reader(dir.path().string());
+    FrameworkTimelineReader reader(Local(dir.path().string()));
     std::vector<EventTuple> got;
     for (const fs::path& f : FixtureFiles()) {
       const std::string data = ReadAll(f);
@@ -204,7 +220,7 @@ TEST(FrameworkTimelineReaderTest, ByteByByteAppendsGiveTheSameEvents) {
   ScopedTempDir dir;
   const fs::path target =
       dir.path() / "framework" / "pevents" / kHour / "1_9-host-a_pythontimeline.json";
-  FrameworkTimelineReader reader(dir.path().string());
+  FrameworkTimelineReader reader(Local(dir.path().string()));
   std::vector<EventTuple> got;
   for (char c : content) {
     WriteAll(target, std::string(1, c), /*append=*/true);
@@ -235,7 +251,7 @@ TEST(FrameworkTimelineReaderTest, CutShortFileGivesItsCompleteEvents) {
 
   const fs::path cut_file = dir.path() / "cut" / source.filename();
   WriteAll(cut_file, head);
-  FrameworkTimelineFileResult r = ReadFrameworkTimelineFile(cut_file.string());
+  FrameworkTimelineFileResult r = ReadLocalTimelineFile(cut_file.string());
   EXPECT_TRUE(r.opened);
   EXPECT_FALSE(r.complete);
   EXPECT_EQ(r.malformed_events, 0);
@@ -245,7 +261,7 @@ TEST(FrameworkTimelineReaderTest, CutShortFileGivesItsCompleteEvents) {
   // The reader: the same now, the rest once the file is finished.
   const fs::path in_dir = dir.path() / "job" / "framework" / "pevents" / kHour / source.filename();
   WriteAll(in_dir, head);
-  FrameworkTimelineReader reader((dir.path() / "job").string());
+  FrameworkTimelineReader reader(Local((dir.path() / "job").string()));
   EXPECT_EQ(AsTuples(reader.ReadNew()), expected);
   EXPECT_EQ(reader.files_complete(), 0);
   WriteAll(in_dir, data.substr(cut), /*append=*/true);
@@ -276,7 +292,7 @@ TEST(FrameworkTimelineReaderTest, CorruptEventsAreSkippedAndCountedWithFileAndLi
       "]\n";
   ScopedTempDir dir;
   WriteAll(dir.path() / "framework" / "pevents" / kHour / "7_1-n_pythontimeline.json", content);
-  FrameworkTimelineReader reader(dir.path().string());
+  FrameworkTimelineReader reader(Local(dir.path().string()));
   std::vector<FrameworkEvent> events = reader.ReadNew();
   std::vector<std::string> names;
   for (const FrameworkEvent& e : events) names.push_back(e.name);
@@ -310,7 +326,7 @@ TEST(FrameworkTimelineReaderTest, UnterminatedObjectAtTheEndWaitsThenIsReported)
   WriteAll(f,
            "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"args\": "
            "{\"start_time_since_epoch_in_micros\": 0}},\n{\"name\": \"open\", \"ph\": \"X\",\n");
-  FrameworkTimelineReader reader(dir.path().string());
+  FrameworkTimelineReader reader(Local(dir.path().string()));
   EXPECT_TRUE(reader.ReadNew().empty());
   EXPECT_EQ(reader.malformed_events(), 0);  // May still be completed.
   WriteAll(f, "{\"name\": \"next\", \"ph\": \"X\", \"ts\": 1, \"dur\": 1}\n]", /*append=*/true);
@@ -341,7 +357,7 @@ TEST(FrameworkTimelineReaderTest, PrettyPrintedAndSingleLineArrays) {
 }
 
 TEST(FrameworkTimelineReaderTest, UpstreamTensorFlowModelTimelineParses) {
-  FrameworkTimelineFileResult r = ReadFrameworkTimelineFile(kModelTimeline);
+  FrameworkTimelineFileResult r = ReadLocalTimelineFile(kModelTimeline);
   EXPECT_TRUE(r.opened);
   EXPECT_TRUE(r.complete);
   EXPECT_EQ(r.malformed_events, 0);
@@ -358,8 +374,8 @@ TEST(FrameworkTimelineReaderTest, UpstreamTensorFlowModelTimelineParses) {
   EXPECT_EQ(r.start_time_us, 1590461107892211);
 
   // And through the reader, from its profiler directory.
-  FrameworkTimelineReader reader(DP_TEST_DATA_DIR
-                                 "/profiler/upstream-samples/model_timeline_traces");
+  FrameworkTimelineReader reader(
+      Local(DP_TEST_DATA_DIR "/profiler/upstream-samples/model_timeline_traces"));
   EXPECT_EQ(AsTuples(reader.ReadNew()), AsTuples(r.events));
   EXPECT_EQ(reader.Summary(), absl::StrCat("1 file, ", x_lines, " events, 0 steps"));
 }
@@ -373,8 +389,51 @@ TEST(FrameworkTimelineReaderTest, NodeIdFromFileName) {
   EXPECT_EQ(TimelineFileNodeId("notjson.txt"), "");
 }
 
+TEST(FrameworkTimelineReaderTest, MalformedEventErrorsQuoteNoMoreThanAnExcerpt) {
+  const std::string secret = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+  const std::string content = absl::StrCat(
+      "[\n",
+      "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": "  // 2
+      "{\"start_time_since_epoch_in_micros\": 5000}},\n",
+      "{\"name\": \"", secret, "\x01\", \"ph\": \"X\"},\n",  // 3: a raw control character.
+      secret, " \"and more\",\n",                            // 4: not an object.
+      "{\"name\": \"s\", \"ph\": \"X\", \"ts\": 1, \"dur\": 1, \"args\": {\"step_num\": \"", secret,
+      "\"}},\n",  // 5: a step that is no number.
+      "]\n");
+  FrameworkTimelineFileResult r = ParseFrameworkTimeline(content, "f.json");
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_THAT(r.errors[0], StartsWith("f.json:3: JSON parse error at byte "));
+  EXPECT_THAT(r.errors[1],
+              StartsWith("f.json:4: expected an event object, got \"aws_secret_access_ke...\""));
+  EXPECT_THAT(r.errors[2],
+              StartsWith("f.json:5: args.step_num \"aws_secret_access_ke...\" is not"));
+  for (const std::string& error : r.errors) {
+    EXPECT_THAT(error, Not(HasSubstr("wJalrXUtnFEMI")));
+    EXPECT_THAT(error, Not(HasSubstr("last read")));
+  }
+}
+
+TEST(FrameworkTimelineReaderTest, SymlinkedDirectoryIsNotFollowedAndNamed) {
+  ScopedTempDir dir;
+  ScopedTempDir outside;
+  WriteAll(outside.path() / kHour / "7_1-n_pythontimeline.json",
+           "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": "
+           "{\"start_time_since_epoch_in_micros\": 5000}},\n"
+           "{\"name\": \"outside\", \"ph\": \"X\", \"ts\": 1, \"dur\": 1},\n");
+  fs::create_directories(dir.path() / "framework");
+  fs::create_directory_symlink(outside.path(), dir.path() / "framework" / "pevents");
+  FrameworkTimelineReader reader(Local(dir.path().string()));
+  EXPECT_TRUE(reader.ReadNew().empty());
+  EXPECT_TRUE(reader.directory_exists());
+  EXPECT_THAT(reader.Summary(),
+              HasSubstr(absl::StrCat("framework timelines cannot be read: ",
+                                     (dir.path() / "framework" / "pevents").string(),
+                                     " is a symbolic link; debugplane does not follow links "
+                                     "inside a data root")));
+}
+
 TEST(FrameworkTimelineReaderTest, UnreadableFileIsReported) {
-  FrameworkTimelineFileResult r = ReadFrameworkTimelineFile("/nonexistent/x_timeline.json");
+  FrameworkTimelineFileResult r = ReadLocalTimelineFile("/nonexistent/x_timeline.json");
   EXPECT_FALSE(r.opened);
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_THAT(r.errors[0], HasSubstr("cannot open"));

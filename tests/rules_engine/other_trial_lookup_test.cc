@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/trial_reader.h"
-#include "rules_engine/trial_storage.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -27,6 +27,15 @@ using testing::TrialWriter;
 
 std::string TempTrial(const std::string& name) {
   return testing::FreshTempDir(absl::StrCat("other_trial_test_", name));
+}
+
+// The trial at a local path, read through a store rooted at its longest
+// existing ancestor. The cache knows a trial by its store and prefix: keep
+// one location per trial.
+objectstore::StoreLocation Local(const std::string& path) {
+  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
+  EXPECT_TRUE(location.ok()) << location.status();
+  return *std::move(location);
 }
 
 // Step s holds "loss" = s and "gradient/w" = {s, -s, 2s} (and `extra`).
@@ -42,46 +51,49 @@ TEST(OtherTrialCacheTest, ReadsTheTensorsAskedFor) {
   TrialWriter w(dir);
   AddSteps(w, 0, 5);
   w.EndTraining();
-  OtherTrialCache cache(LocalTrialStorage());
+  OtherTrialCache cache;
+  const objectstore::StoreLocation trial = Local(dir);
 
-  absl::StatusOr<Tensor> t = cache.Read(dir, 2, "gradient/w");
+  absl::StatusOr<Tensor> t = cache.Read(trial, 2, "gradient/w");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_THAT(t->values, ElementsAre(2, -2, 4));
   EXPECT_THAT(t->shape, ElementsAre(3));
   EXPECT_EQ(t->name, "gradient/w");
   // A second name: read again from the start, both served.
-  t = cache.Read(dir, 1, "loss");
+  t = cache.Read(trial, 1, "loss");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_THAT(t->values, ElementsAre(1));
-  t = cache.Read(dir, 4, "gradient/w");
+  t = cache.Read(trial, 4, "gradient/w");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_THAT(t->values, ElementsAre(4, -4, 8));
 
-  EXPECT_EQ(cache.Read(dir, 3, "nope").status().code(), absl::StatusCode::kNotFound);
-  absl::Status past = cache.Read(dir, 9, "loss").status();
+  EXPECT_EQ(cache.Read(trial, 3, "nope").status().code(), absl::StatusCode::kNotFound);
+  absl::Status past = cache.Read(trial, 9, "loss").status();
   EXPECT_EQ(past.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(past.message(), HasSubstr("ended"));
-  EXPECT_EQ(cache.Read(TempTrial("empty"), 0, "loss").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.Read(Local(TempTrial("empty")), 0, "loss").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(OtherTrialCacheTest, StepNotWrittenYetIsLookedForAgain) {
   const std::string dir = TempTrial("incremental");
   TrialWriter w(dir);
   AddSteps(w, 0, 2);
-  OtherTrialCache cache(LocalTrialStorage());
-  ASSERT_TRUE(cache.Read(dir, 0, "loss").ok());
-  absl::Status later = cache.Read(dir, 3, "loss").status();
+  OtherTrialCache cache;
+  const objectstore::StoreLocation trial = Local(dir);
+  ASSERT_TRUE(cache.Read(trial, 0, "loss").ok());
+  absl::Status later = cache.Read(trial, 3, "loss").status();
   EXPECT_EQ(later.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(later.message(), HasSubstr("not written yet"));
   AddSteps(w, 2, 4);
-  absl::StatusOr<Tensor> t = cache.Read(dir, 3, "loss");
+  absl::StatusOr<Tensor> t = cache.Read(trial, 3, "loss");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_THAT(t->values, ElementsAre(3));
   // A step skipped by the training is absent once a later one is there.
   w.AddStep(6, Mode::kTrain, 6, {{"loss", {}, {6}}});
   w.EndTraining();
-  EXPECT_THAT(cache.Read(dir, 5, "loss").status().message(), HasSubstr("no such step"));
-  EXPECT_TRUE(cache.Read(dir, 6, "loss").ok());
+  EXPECT_THAT(cache.Read(trial, 5, "loss").status().message(), HasSubstr("no such step"));
+  EXPECT_TRUE(cache.Read(trial, 6, "loss").ok());
 }
 
 TEST(OtherTrialCacheTest, MemoryIsBounded) {
@@ -92,15 +104,16 @@ TEST(OtherTrialCacheTest, MemoryIsBounded) {
   OtherTrialCache::Options options;
   options.max_bytes_per_trial = 1000;  // A few steps' tensors.
   options.steps_per_read = 4;
-  OtherTrialCache cache(LocalTrialStorage(), options);
+  OtherTrialCache cache(options);
+  const objectstore::StoreLocation trial = Local(dir);
   for (int64_t s = 0; s < 40; ++s) {
-    absl::StatusOr<Tensor> t = cache.Read(dir, s, "gradient/w");
+    absl::StatusOr<Tensor> t = cache.Read(trial, s, "gradient/w");
     ASSERT_TRUE(t.ok()) << s << ": " << t.status();
     EXPECT_EQ(t->values[2], 2.0 * s);
-    EXPECT_LE(cache.BytesHeld(dir), options.max_bytes_per_trial) << s;
+    EXPECT_LE(cache.BytesHeld(trial), options.max_bytes_per_trial) << s;
   }
   // A step dropped from memory is read again.
-  absl::StatusOr<Tensor> first = cache.Read(dir, 0, "gradient/w");
+  absl::StatusOr<Tensor> first = cache.Read(trial, 0, "gradient/w");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_THAT(first->values, ElementsAre(0, 0, 0));
 }
@@ -115,7 +128,9 @@ TEST(OtherTrialCacheTest, ConcurrentReadersGetTheirTensors) {
   }
   OtherTrialCache::Options options;
   options.max_bytes_per_trial = 2000;
-  OtherTrialCache cache(LocalTrialStorage(), options);
+  OtherTrialCache cache(options);
+  const objectstore::StoreLocation trial_a = Local(a);
+  const objectstore::StoreLocation trial_b = Local(b);
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
@@ -123,7 +138,7 @@ TEST(OtherTrialCacheTest, ConcurrentReadersGetTheirTensors) {
       const std::string& dir = i % 2 ? b : a;
       const char* name = i < 2 ? "gradient/w" : "loss";
       for (int64_t s = 0; s < 20; ++s) {
-        absl::StatusOr<Tensor> t = cache.Read(dir, s, name);
+        absl::StatusOr<Tensor> t = cache.Read(i % 2 ? trial_b : trial_a, s, name);
         const double want = i < 2 ? 2.0 * s + (dir == b ? 100 : 0) : static_cast<double>(s);
         if (!t.ok() || t->values.back() != want) ++wrong;
       }
@@ -138,10 +153,11 @@ TEST(OtherTrialCacheTest, LookupResolvesTheTrial) {
   TrialWriter w(dir);
   AddSteps(w, 0, 2);
   w.EndTraining();
-  OtherTrialCache cache(LocalTrialStorage());
-  OtherTrialLookup lookup =
-      cache.AsLookup([&dir](const std::string& job) -> absl::StatusOr<std::string> {
-        if (job == "job-b") return dir;
+  OtherTrialCache cache;
+  const objectstore::StoreLocation trial = Local(dir);
+  OtherTrialLookup lookup = cache.AsLookup(
+      [&trial](const std::string& job) -> absl::StatusOr<objectstore::StoreLocation> {
+        if (job == "job-b") return trial;
         return absl::NotFoundError(absl::StrCat("no training job ", job));
       });
   absl::StatusOr<Tensor> t = lookup("job-b", 1, "loss");
@@ -156,18 +172,20 @@ TEST(OtherTrialCacheTest, LookupResolvesTheTrial) {
 // as the scheduler does: wanted tensors only, steps in order, then the end.
 RuleVerdict CompareTrials(const std::string& dir, const std::string& other,
                           RuleParameters params = {}) {
-  OtherTrialCache cache(LocalTrialStorage());
+  OtherTrialCache cache;
+  const objectstore::StoreLocation other_trial = Local(other);
   RuleContext ctx;
-  ctx.other_trial = cache.AsLookup([&other](const std::string& job) -> absl::StatusOr<std::string> {
-    if (job != "other") return absl::NotFoundError(job);
-    return other;
-  });
+  ctx.other_trial = cache.AsLookup(
+      [&other_trial](const std::string& job) -> absl::StatusOr<objectstore::StoreLocation> {
+        if (job != "other") return absl::NotFoundError(job);
+        return other_trial;
+      });
   params["other_trials"] = "other";
   absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule("SimilarAcrossRuns", params, ctx);
   EXPECT_TRUE(rule.ok()) << rule.status();
   if (!rule.ok()) return RuleVerdict::Error("create failed");
   Rule* r = rule->get();
-  TrialReader reader(LocalTrialStorage(), dir);
+  TrialReader reader(Local(dir));
   absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(
       [r](const std::string& tensor, const TrialInfo& info) { return r->Wants(tensor, info); });
   EXPECT_TRUE(steps.ok()) << steps.status();

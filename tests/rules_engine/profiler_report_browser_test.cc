@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/framework_timeline_reader.h"
 #include "rules_engine/profiler_report.h"
 #include "rules_engine/profiler_rules.h"
@@ -183,9 +184,9 @@ class ProfilerReportBrowserTest : public ::testing::Test {
 // profiler rule with its defaults over CPU-bottleneck metrics and the
 // step-outlier timeline.
 std::string FixtureReport() {
-  SystemMetricsReader system(kSystem);
+  SystemMetricsReader system(objectstore::OpenLocalPath(kSystem).value());
   std::vector<SystemMetricPoint> points = system.ReadNew();
-  FrameworkTimelineReader framework(kFramework);
+  FrameworkTimelineReader framework(objectstore::OpenLocalPath(kFramework).value());
   std::vector<FrameworkEvent> events = framework.ReadNew();
   EXPECT_GT(points.size(), 1000u) << system.Summary();
   EXPECT_GT(events.size(), 640u) << framework.Summary();

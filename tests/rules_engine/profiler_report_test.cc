@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/framework_timeline_reader.h"
 #include "rules_engine/profiler_rules.h"
 #include "rules_engine/system_metrics_reader.h"
@@ -37,14 +38,14 @@ const std::string kSystem = DP_TEST_DATA_DIR "/profiler/system";
 const std::string kFramework = DP_TEST_DATA_DIR "/profiler/framework/pytorch-step-outlier";
 
 std::vector<SystemMetricPoint> ReadSystem(const std::string& folder) {
-  SystemMetricsReader reader(kSystem + "/" + folder);
+  SystemMetricsReader reader(objectstore::OpenLocalPath(kSystem + "/" + folder).value());
   std::vector<SystemMetricPoint> points = reader.ReadNew();
   EXPECT_GT(points.size(), 1000u) << reader.Summary();
   return points;
 }
 
 std::vector<FrameworkEvent> ReadFramework() {
-  FrameworkTimelineReader reader(kFramework);
+  FrameworkTimelineReader reader(objectstore::OpenLocalPath(kFramework).value());
   std::vector<FrameworkEvent> events = reader.ReadNew();
   EXPECT_GT(events.size(), 640u) << reader.Summary();
   return events;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/system_metrics_reader.h"
 
 namespace debugplane::rules_engine {
@@ -61,7 +62,8 @@ RuleVerdict RunRule(ProfilerRule& rule, const std::vector<SystemMetricPoint>& po
 }
 
 std::vector<SystemMetricPoint> ReadFixture(const std::string& folder) {
-  SystemMetricsReader reader(absl::StrCat(kSystem, "/", folder));
+  SystemMetricsReader reader(
+      objectstore::OpenLocalPath(absl::StrCat(kSystem, "/", folder)).value());
   std::vector<SystemMetricPoint> points = reader.ReadNew();
   EXPECT_EQ(reader.malformed_lines(), 0) << folder;
   EXPECT_FALSE(points.empty()) << folder;

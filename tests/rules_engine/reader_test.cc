@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/smdebug_event.pb.h"
 #include "rules_engine/smdebug_json.h"
 #include "rules_engine/tfrecord.h"
@@ -22,6 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TensorSpec;
 using testing::TrialWriter;
 
@@ -31,10 +33,18 @@ bool All(const std::string&, const TrialInfo&) { return true; }
 
 std::string Fixture(const std::string& name) { return absl::StrCat(kFixtures, "/", name); }
 
+// The trial at a local path, read through a store rooted at its longest
+// existing ancestor.
+objectstore::StoreLocation Local(const std::string& path) {
+  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
+  EXPECT_TRUE(location.ok()) << location.status();
+  return *std::move(location);
+}
+
 // Reads a whole trial in one call.
 std::vector<Step> ReadAll(const std::string& dir, TrialReader* reader = nullptr,
                           const TensorFilter& filter = All) {
-  TrialReader local(LocalTrialStorage(), dir);
+  TrialReader local(Local(dir));
   TrialReader* r = reader != nullptr ? reader : &local;
   absl::StatusOr<std::vector<Step>> steps = r->ReadNewSteps(filter);
   EXPECT_TRUE(steps.ok()) << steps.status();
@@ -74,7 +84,7 @@ const char kCollectionsRel[] = "collections/000000000/worker_0_collections.json"
 // --- The fixtures: real PyTorch + smdebug output -------------------------------
 
 TEST(ReaderFixtureTest, HealthyHasTheMeasuredShape) {
-  TrialReader reader(LocalTrialStorage(), Fixture("healthy"));
+  TrialReader reader(Local(Fixture("healthy")));
   std::vector<Step> steps = ReadAll(Fixture("healthy"), &reader);
   ASSERT_EQ(steps.size(), 72u);
   std::set<std::string> names;
@@ -145,7 +155,7 @@ TEST(ReaderFixtureTest, FilterReadsOnlyWantedTensors) {
 }
 
 TEST(ReaderFixtureTest, AtMostMaxStepsPerCall) {
-  TrialReader reader(LocalTrialStorage(), Fixture("healthy"));
+  TrialReader reader(Local(Fixture("healthy")));
   std::vector<int64_t> seen;
   for (int call = 0; call < 100 && !reader.finished(); ++call) {
     absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(All, 10);
@@ -160,7 +170,7 @@ TEST(ReaderFixtureTest, AtMostMaxStepsPerCall) {
 
 TEST(ReaderFixtureTest, EveryFixtureReads) {
   for (const auto& entry : fs::directory_iterator(kFixtures)) {
-    TrialReader reader(LocalTrialStorage(), entry.path().string());
+    TrialReader reader(Local(entry.path().string()));
     absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(All);
     ASSERT_TRUE(steps.ok()) << entry.path() << ": " << steps.status();
     EXPECT_TRUE(reader.finished()) << entry.path();
@@ -219,7 +229,7 @@ TEST(ReaderFixtureTest, DeadReluOutputsAreAllZero) {
 TEST(ReaderIncrementalTest, StepsAppearExactlyOnceAsFilesArrive) {
   const std::string src = Fixture("healthy");
   const std::string dst = TempTrial("incremental");
-  TrialReader reader(LocalTrialStorage(), dst);
+  TrialReader reader(Local(dst));
   // Nothing yet: not even the collections file.
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
@@ -282,7 +292,7 @@ TEST(ReaderIncrementalTest, HalfWrittenEventFileHoldsStepBack) {
   for (size_t cut : {full / 2, size_t{2203 + 5}, full - 1}) {
     CopyRel(src, dst, EventRel(1), cut);
     CopyRel(src, dst, IndexRel(1));
-    TrialReader reader(LocalTrialStorage(), dst);
+    TrialReader reader(Local(dst));
     absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->size(), 1u) << cut;  // Step 0 only.
@@ -309,7 +319,7 @@ TEST(ReaderIncrementalTest, TruncatedRecordAfterTrainingEndIsSkippedAndCounted) 
   CopyRel(src, dst, EventRel(1), 3000);
   CopyRel(src, dst, IndexRel(1));
   CopyRel(src, dst, "training_job_end.ts");
-  TrialReader reader(LocalTrialStorage(), dst);
+  TrialReader reader(Local(dst));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 2u);
@@ -336,7 +346,7 @@ TEST(ReaderIncrementalTest, CorruptByteIsDataLossNamingFileOffsetAndTensor) {
   // Flip a byte inside the second record's payload (it starts at 2203).
   event[2203 + 12 + 40] ^= 0x10;
   ASSERT_TRUE(testing::WriteFile(absl::StrCat(dst, "/", EventRel(1)), event));
-  TrialReader reader(LocalTrialStorage(), dst);
+  TrialReader reader(Local(dst));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   // Step 0 is good and returned; the error comes with the next call, and recurs.
   ASSERT_TRUE(got.ok()) << got.status();
@@ -358,7 +368,7 @@ TEST(ReaderIncrementalTest, CorruptByteIsDataLossNamingFileOffsetAndTensor) {
 }
 
 TEST(ReaderIncrementalTest, MissingDirectoryYieldsNoSteps) {
-  TrialReader reader(LocalTrialStorage(), "/nonexistent/debugplane/trial");
+  TrialReader reader(Local("/nonexistent/debugplane/trial"));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->empty());
@@ -410,7 +420,7 @@ TEST(ReaderWriterTest, UnknownDtypeIsInvalidArgumentNamingTensor) {
   ASSERT_EQ(record.size(), ReadFile(w.EventFile(0)).size());
   ASSERT_TRUE(testing::WriteFile(w.EventFile(0), record));
 
-  TrialReader reader(LocalTrialStorage(), dir);
+  TrialReader reader(Local(dir));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
@@ -419,12 +429,61 @@ TEST(ReaderWriterTest, UnknownDtypeIsInvalidArgumentNamingTensor) {
   EXPECT_THAT(got.status().message(), HasSubstr("000000000000_worker_0.tfevents"));
 }
 
+TEST(ReaderWriterTest, ErrorsNameFilesInTheTrialAndQuoteNoMoreThanAnExcerpt) {
+  // A tensor named by 300 bytes of someone else's data, with a newline and
+  // a control character in it, whose record has an unknown dtype.
+  const std::string name = std::string(300, 'k') + "\n\x01" + "end";
+  const std::string dir = TempTrial("hostile_name");
+  TrialWriter w(dir);
+  w.AddStep(0, Mode::kTrain, 0, {{name, {2}, {1, 2}}});
+  w.EndTraining();
+  smdebug::Event event;
+  ASSERT_TRUE(event.ParseFromString(
+      TrialWriter::EncodeTensorEvent(0, Mode::kTrain, 0, {name, {2}, {1, 2}})));
+  event.mutable_summary()->mutable_value(0)->mutable_tensor()->set_dtype(
+      static_cast<smdebug::DataType>(99));
+  ASSERT_TRUE(testing::WriteFile(w.EventFile(0), EncodeTfRecord(event.SerializeAsString())));
+
+  TrialReader reader(Local(dir));
+  absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
+  ASSERT_FALSE(got.ok());
+  const std::string message(got.status().message());
+  EXPECT_THAT(message, HasSubstr("events/000000000000/000000000000_worker_0.tfevents offset 0"));
+  EXPECT_THAT(message, Not(HasSubstr(dir)));  // Relative to the trial.
+  EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", std::string(40, 'k'), "...\"")));
+  EXPECT_THAT(message, Not(HasSubstr(std::string(41, 'k'))));
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_LT(message.size(), 300u);
+}
+
+TEST(ReaderWriterTest, SymbolicLinkInTheTrialIsAnErrorNamingIt) {
+  const std::string dir = TempTrial("linked_index");
+  const std::string outside = TempTrial("linked_index_outside");
+  TrialWriter w(dir);
+  w.AddStep(0, Mode::kTrain, 0, {{"loss_output_0", {}, {1}}});
+  w.AddStep(1, Mode::kTrain, 1, {{"loss_output_0", {}, {2}}});
+  w.EndTraining();
+  // Step 1's index file becomes a link to a copy outside the trial.
+  ASSERT_TRUE(testing::WriteFile(outside + "/index.json", ReadFile(w.IndexFile(1))));
+  fs::remove(w.IndexFile(1));
+  fs::create_symlink(outside + "/index.json", w.IndexFile(1));
+
+  TrialReader reader(Local(dir));
+  absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(got.status().message(),
+              HasSubstr(absl::StrCat(w.IndexFile(1),
+                                     " is a symbolic link; debugplane does not "
+                                     "follow links inside a data root")));
+}
+
 TEST(ReaderWriterTest, MultipleWorkersCompleteTogether) {
   const std::string dir = TempTrial("workers");
   TrialWriter w0(dir, "worker_0", 2);
   TrialWriter w1(dir, "worker_1", 2);
   w0.AddStep(0, Mode::kTrain, 0, {{"loss_output_0", {}, {1}}});
-  TrialReader reader(LocalTrialStorage(), dir);
+  TrialReader reader(Local(dir));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->empty());  // worker_1 has not written step 0.
@@ -486,7 +545,7 @@ TEST(ReaderWriterTest, AStepAWorkerWritesAfterAnotherWorkersEndIsReadWhole) {
   for (int step = 0; step < 3; ++step)
     w1.AddStep(step, Mode::kTrain, step, {{"loss_output_0", {}, {1}}});
   w1.EndTraining();
-  TrialReader reader(LocalTrialStorage(), dir);
+  TrialReader reader(Local(dir));
   for (int call = 0; call < 3; ++call) {
     absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
     ASSERT_TRUE(got.ok()) << got.status();
@@ -510,7 +569,7 @@ TEST(ReaderWriterTest, AStepAWorkerWritesAfterAnotherWorkersEndIsReadWhole) {
 }
 
 TEST(ReaderWriterTest, AJobThatEndedWithoutATrialFinishesTheReader) {
-  TrialReader reader(LocalTrialStorage(), TempTrial("never_written") + "/trial");
+  TrialReader reader(Local(TempTrial("never_written") + "/trial"));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
   EXPECT_FALSE(reader.finished());
@@ -528,7 +587,7 @@ TEST(ReaderWriterTest, HalfWrittenIndexWaitsThenErrorsWhenSettled) {
   w.AddStep(0, Mode::kTrain, 0, {{"loss_output_0", {}, {1}}});
   const std::string index = ReadFile(w.IndexFile(0));
   ASSERT_TRUE(testing::WriteFile(w.IndexFile(0), index.substr(0, index.size() / 2)));
-  TrialReader reader(LocalTrialStorage(), dir);
+  TrialReader reader(Local(dir));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->empty());
@@ -564,7 +623,7 @@ TEST(ReaderWriterTest, IndexLengthDisagreeingWithRecordIsDataLoss) {
   ASSERT_NE(pos, std::string::npos) << index;
   index.replace(pos, needle.size(), "\"start_idx\":1");
   ASSERT_TRUE(testing::WriteFile(w.IndexFile(0), index));
-  TrialReader reader(LocalTrialStorage(), dir);
+  TrialReader reader(Local(dir));
   absl::StatusOr<std::vector<Step>> got = reader.ReadNewSteps(All);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);

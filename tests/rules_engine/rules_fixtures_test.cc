@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/rule.h"
 #include "rules_engine/trial_reader.h"
 
@@ -42,7 +43,7 @@ RuleVerdict RunRule(const std::string& fixture, const std::string& rule_name,
   absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(rule_name, params);
   EXPECT_TRUE(rule.ok()) << rule.status();
   if (!rule.ok()) return RuleVerdict::Error("create failed");
-  TrialReader reader(LocalTrialStorage(), absl::StrCat(kFixtures, "/", fixture));
+  TrialReader reader(objectstore::OpenLocalPath(absl::StrCat(kFixtures, "/", fixture)).value());
   Rule* r = rule->get();
   absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(
       [r](const std::string& tensor, const TrialInfo& info) { return r->Wants(tensor, info); });

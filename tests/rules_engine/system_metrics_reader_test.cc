@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine {
@@ -26,6 +27,21 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A local directory read through a store rooted at its longest existing
+// ancestor.
+objectstore::StoreLocation Local(const std::string& path) {
+  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
+  EXPECT_TRUE(location.ok()) << location.status();
+  return *std::move(location);
+}
+
+// One local file read whole through a store.
+SystemMetricsFileResult ReadLocalMetricsFile(const std::string& path) {
+  const objectstore::StoreLocation location = Local(path);
+  return ReadSystemMetricsFile(*location.store, location.prefix);
+}
 
 const char kProfiler[] = DP_TEST_DATA_DIR "/profiler";
 
@@ -45,7 +61,7 @@ TEST(SystemMetricsReaderTest, ReadsEveryFixtureFolderCompletely) {
   for (const char* folder : {"healthy", "low_gpu_utilization", "cpu_bottleneck", "io_bottleneck",
                              "gpu_memory_increase"}) {
     SCOPED_TRACE(folder);
-    SystemMetricsReader reader(absl::StrCat(kProfiler, "/system/", folder));
+    SystemMetricsReader reader(Local(absl::StrCat(kProfiler, "/system/", folder)));
     std::vector<SystemMetricPoint> points = reader.ReadNew();
     // 15 minutes at 500 ms = 1800 samples of 8 metrics (4 CPUs, memory,
     // GPU, GPU memory, I/O wait).
@@ -66,7 +82,7 @@ TEST(SystemMetricsReaderTest, ReadsEveryFixtureFolderCompletely) {
 }
 
 TEST(SystemMetricsReaderTest, FirstFixtureLineParsed) {
-  SystemMetricsReader reader(absl::StrCat(kProfiler, "/system/healthy"));
+  SystemMetricsReader reader(Local(absl::StrCat(kProfiler, "/system/healthy")));
   std::vector<SystemMetricPoint> points = reader.ReadNew();
   ASSERT_FALSE(points.empty());
   const SystemMetricPoint& p = points.front();
@@ -80,7 +96,7 @@ TEST(SystemMetricsReaderTest, FirstFixtureLineParsed) {
 
 TEST(SystemMetricsReaderTest, UpstreamGoodSampleParsed) {
   SystemMetricsFileResult r =
-      ReadSystemMetricsFile(absl::StrCat(kProfiler, "/upstream-samples/1591160699.algo-1.json"));
+      ReadLocalMetricsFile(absl::StrCat(kProfiler, "/upstream-samples/1591160699.algo-1.json"));
   EXPECT_TRUE(r.opened);
   EXPECT_EQ(r.points.size(), 14u);
   EXPECT_EQ(r.malformed_lines, 0);
@@ -97,7 +113,7 @@ TEST(SystemMetricsReaderTest, UpstreamGoodSampleParsed) {
 TEST(SystemMetricsReaderTest, UpstreamCorruptSampleReportedWithFileAndLine) {
   const std::string path =
       absl::StrCat(kProfiler, "/upstream-samples/1591160699.algo-1.json.corrupt");
-  SystemMetricsFileResult r = ReadSystemMetricsFile(path);
+  SystemMetricsFileResult r = ReadLocalMetricsFile(path);
   EXPECT_TRUE(r.opened);
   EXPECT_EQ(r.points.size(), 13u);  // The 13 good lines are kept.
   EXPECT_EQ(r.malformed_lines, 1);
@@ -107,7 +123,7 @@ TEST(SystemMetricsReaderTest, UpstreamCorruptSampleReportedWithFileAndLine) {
 }
 
 TEST(SystemMetricsReaderTest, MissingFileIsReported) {
-  SystemMetricsFileResult r = ReadSystemMetricsFile("/nonexistent/dp/x.json");
+  SystemMetricsFileResult r = ReadLocalMetricsFile("/nonexistent/dp/x.json");
   EXPECT_FALSE(r.opened);
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_THAT(r.errors[0], HasSubstr("cannot open"));
@@ -115,7 +131,7 @@ TEST(SystemMetricsReaderTest, MissingFileIsReported) {
 
 TEST(SystemMetricsReaderTest, MissingDirectoryIsNoDataYet) {
   ScopedTempDir dir;
-  SystemMetricsReader reader((dir.path() / "profiler").string());
+  SystemMetricsReader reader(Local((dir.path() / "profiler").string()));
   EXPECT_TRUE(reader.ReadNew().empty());
   EXPECT_FALSE(reader.directory_exists());
   EXPECT_EQ(reader.malformed_lines(), 0);
@@ -135,7 +151,7 @@ TEST(SystemMetricsReaderTest, HalfWrittenLineLeftForNextCall) {
   const std::string second = Line("gpu0", "GPUUtilization", 77.25, 100.5);
   Append(file, first);
   Append(file, second.substr(0, 30));  // Half a line, no newline.
-  SystemMetricsReader reader(dir.path().string());
+  SystemMetricsReader reader(Local(dir.path().string()));
   std::vector<SystemMetricPoint> p1 = reader.ReadNew();
   ASSERT_EQ(p1.size(), 1u);
   EXPECT_EQ(p1[0].name, "cpu0");
@@ -159,7 +175,7 @@ TEST(SystemMetricsReaderTest, FileOrderHourThenName) {
   Append(inc / "2026112122/200.algo-1.json", Line("cpu0", "CPUUtilization", 2, 200));
   Append(inc / "2026112122/100.algo-1.json", Line("cpu0", "CPUUtilization", 1, 100));
   Append(inc / "2026112122/notes.txt", "ignored\n");
-  SystemMetricsReader reader(dir.path().string());
+  SystemMetricsReader reader(Local(dir.path().string()));
   std::vector<SystemMetricPoint> p = reader.ReadNew();
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p[0].value, 1);
@@ -192,7 +208,7 @@ TEST(SystemMetricsReaderTest, MalformedLinesSkippedAndCounted) {
          "{\"Type\": \"gpu\", \"Name\": \"gpu\\u0030\", \"Dimension\": \"GPUUtilization\", "
          "\"Value\": 9, \"NodeId\": \"algo-1\", \"Timestamp\": 101, \"Extra\": {\"a\": null}}\n");
   Append(file, Line("cpu0", "CPUUtilization", 2, 102));
-  SystemMetricsReader reader(dir.path().string());
+  SystemMetricsReader reader(Local(dir.path().string()));
   std::vector<SystemMetricPoint> p = reader.ReadNew();
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p[1].name, "gpu0");
@@ -216,6 +232,46 @@ TEST(SystemMetricsReaderTest, MalformedLinesSkippedAndCounted) {
   reader.ReadNew();
   EXPECT_EQ(reader.malformed_lines(), 6);
   EXPECT_EQ(reader.errors().size(), static_cast<size_t>(SystemMetricsReader::kMaxErrors));
+}
+
+TEST(SystemMetricsReaderTest, MalformedLineErrorQuotesNoMoreThanAnExcerpt) {
+  // nlohmann's own message quotes the whole token it read ("last read:
+  // '...'"): a credentials file read as metrics came back in the error.
+  const std::string secret = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+  SystemMetricPoint p;
+  std::string error;
+  ASSERT_FALSE(ParseSystemMetricLine(absl::StrCat("{\"Type\": \"", secret, "\x01\"}"), &p, &error));
+  EXPECT_THAT(error, HasSubstr("JSON parse error at byte "));
+  EXPECT_THAT(error, Not(HasSubstr("wJalrXUtnFEMI")));
+  EXPECT_THAT(error, Not(HasSubstr("last read")));
+  // The excerpt: at most 20 characters up to the error, escaped.
+  EXPECT_THAT(error, HasSubstr("EXAMPLEKEY"));
+  const size_t after = error.find(" after \"");
+  ASSERT_NE(after, std::string::npos) << error;
+  EXPECT_LE(error.size() - after, std::string(" after \"\"").size() + 20 + 3) << error;
+}
+
+TEST(SystemMetricsReaderTest, SymlinkedFileIsNotFollowedAndNamed) {
+  ScopedTempDir dir;
+  ScopedTempDir outside;
+  Append(outside.path() / "metrics.json", Line("gpu0", "GPUUtilization", 50, 1));
+  const fs::path hour = dir.path() / "system/incremental/2026112122";
+  Append(hour / "100.algo-1.json", Line("cpu0", "CPUUtilization", 10, 1));
+  fs::create_symlink(outside.path() / "metrics.json", hour / "200.algo-1.json");
+  SystemMetricsReader reader(Local(dir.path().string()));
+  EXPECT_TRUE(reader.ReadNew().empty());
+  EXPECT_TRUE(reader.directory_exists());
+  const std::string named =
+      absl::StrCat((hour / "200.algo-1.json").string(),
+                   " is a symbolic link; debugplane does not follow links inside a data root");
+  ASSERT_EQ(reader.errors().size(), 1u);
+  EXPECT_THAT(reader.errors()[0], HasSubstr(named));
+  EXPECT_THAT(reader.Summary(), HasSubstr("system metrics cannot be read"));
+  EXPECT_THAT(reader.Summary(), HasSubstr(named));
+  // Once the link is gone, the rest is read.
+  fs::remove(hour / "200.algo-1.json");
+  EXPECT_EQ(reader.ReadNew().size(), 1u);
+  EXPECT_EQ(reader.Summary(), "1 file, 1 point (system/incremental: " + named + ")");
 }
 
 TEST(SystemMetricsReaderTest, FastAndSlowPathsAgree) {
@@ -381,7 +437,7 @@ TEST(SystemMetricsReaderTest, MemosNeverChangeAPoint) {
   std::string text;
   for (const std::string& line : lines) absl::StrAppend(&text, line, "\n");
   Append(file, text);
-  SystemMetricsReader reader(dir.path().string());
+  SystemMetricsReader reader(Local(dir.path().string()));
   std::vector<SystemMetricPoint> points = reader.ReadNew();
   ASSERT_EQ(points.size(), lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
 #include "rules_engine/crc32c.h"
-#include "rules_engine/trial_storage.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -104,7 +104,9 @@ TEST(TfRecordTest, ParseAtChecksIndexLength) {
 TEST(TfRecordTest, ParsesRealSmdebugEventFile) {
   const std::string file =
       DP_TEST_DATA_DIR "/smdebug/healthy/events/000000000005/000000000005_worker_0.tfevents";
-  absl::StatusOr<std::string> data = LocalTrialStorage()->Read(file);
+  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(file);
+  ASSERT_TRUE(location.ok()) << location.status();
+  absl::StatusOr<std::string> data = location->store->Read(location->prefix);
   ASSERT_TRUE(data.ok()) << data.status();
   absl::StatusOr<TfRecords> r = ParseTfRecords(*data, file);
   ASSERT_TRUE(r.ok()) << r.status();

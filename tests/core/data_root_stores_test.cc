@@ -1,0 +1,105 @@
+// DataRootStores (core/output_path.h): the one resolver from a job's output
+// path to the store of its data root and the key prefix below it.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/output_path.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/core/scoped_temp_dir.h"
+
+namespace debugplane::core {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
+using ::testing::HasSubstr;
+
+class DataRootStoresTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_.path() / "data" / "nested");
+    fs::create_directories(dir_.path() / "other");
+  }
+  fs::path Root(const std::string& name) const { return dir_.path() / name; }
+
+  ScopedTempDir dir_;
+};
+
+TEST_F(DataRootStoresTest, LocalPathsResolveToTheirRootAndAKeyPrefix) {
+  DataRootStores stores({Root("data"), Root("other")});
+  for (const std::string& uri :
+       {Root("data").string() + "/job/tensors", "file://" + Root("data").string() + "/job/tensors",
+        Root("data").string() + "/job/./tensors/"}) {
+    absl::StatusOr<objectstore::StoreLocation> location = stores.Resolve(uri);
+    ASSERT_TRUE(location.ok()) << uri << ": " << location.status();
+    EXPECT_EQ(location->prefix, "job/tensors") << uri;
+    EXPECT_EQ(location->Describe(), (Root("data") / "job/tensors").string());
+  }
+  // The root itself is the empty prefix; another root has its own store.
+  absl::StatusOr<objectstore::StoreLocation> root = stores.Resolve(Root("data").string());
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(root->prefix, "");
+  absl::StatusOr<objectstore::StoreLocation> other = stores.Resolve(Root("other").string() + "/x");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->store, root->store);
+  EXPECT_EQ(other->prefix, "x");
+  // Reads go through the store, from the path.
+  std::ofstream(Root("other") / "x") << "content";
+  EXPECT_EQ(*other->store->Read(other->prefix), "content");
+}
+
+TEST_F(DataRootStoresTest, NestedRootsResolveToTheInnermost) {
+  DataRootStores stores({Root("data"), Root("data") / "nested"});
+  absl::StatusOr<objectstore::StoreLocation> location =
+      stores.Resolve((Root("data") / "nested" / "job").string());
+  ASSERT_TRUE(location.ok()) << location.status();
+  EXPECT_EQ(location->prefix, "job");
+  EXPECT_EQ(location->store->Describe(""), (Root("data") / "nested").string());
+}
+
+TEST_F(DataRootStoresTest, RefusalsSayWhy) {
+  DataRootStores stores({Root("data")});
+  const auto refusal = [&stores](const std::string& uri) {
+    absl::StatusOr<objectstore::StoreLocation> location = stores.Resolve(uri);
+    EXPECT_FALSE(location.ok()) << uri;
+    return location.status();
+  };
+  absl::Status s3 = refusal("s3://bucket/job/debug-output");
+  EXPECT_TRUE(absl::IsUnimplemented(s3)) << s3;
+  EXPECT_THAT(s3.message(), HasSubstr("is in object storage, which this server does not read yet"));
+  absl::Status outside = refusal(Root("other").string() + "/job");
+  EXPECT_TRUE(absl::IsInvalidArgument(outside)) << outside;
+  EXPECT_THAT(outside.message(), HasSubstr("outside the server's data roots"));
+  EXPECT_THAT(refusal(Root("data").string() + "/../other").message(), HasSubstr("'..'"));
+  EXPECT_THAT(refusal("relative/path").message(), HasSubstr("relative"));
+  EXPECT_THAT(refusal("gs://bucket/x").message(), HasSubstr("unsupported scheme"));
+  EXPECT_TRUE(absl::IsInvalidArgument(refusal(std::string("/data\0x", 7))));
+}
+
+TEST_F(DataRootStoresTest, ARootThatCannotBeOpenedIsNamed) {
+  DataRootStores stores({Root("missing")});
+  absl::Status status = stores.Resolve(Root("missing").string() + "/job").status();
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("the data root " + Root("missing").string() + " cannot be read"));
+}
+
+TEST_F(DataRootStoresTest, OnlyTheTextIsExamined) {
+  // A link below the root resolves (reads through it are refused by the
+  // store, whenever it appears).
+  fs::create_directory_symlink(Root("other"), Root("data") / "link");
+  DataRootStores stores({Root("data")});
+  absl::StatusOr<objectstore::StoreLocation> location =
+      stores.Resolve((Root("data") / "link" / "job").string());
+  ASSERT_TRUE(location.ok()) << location.status();
+  absl::Status listed = location->store->List({.prefix = location->prefix + "/"}).status();
+  EXPECT_TRUE(absl::IsPermissionDenied(listed)) << listed;
+  EXPECT_THAT(listed.message(),
+              HasSubstr((Root("data") / "link").string() + " is a symbolic link"));
+}
+
+}  // namespace
+}  // namespace debugplane::core
