@@ -385,7 +385,8 @@ int Main(int argc, char** argv) {
   AgentChild agent;
   const fs::path agent_log = fs::path(data_dir) / "agent.log";
   if (!agent.Start({agent_binary, "run", "--server", server.address(), "--job", job, "--config-dir",
-                    config_dir.string(), "--stop-grace", "2", "--", "sleep", "1000"},
+                    config_dir.string(), "--allow-write", data_dir, "--stop-grace", "2", "--",
+                    "sleep", "1000"},
                    agent_log)) {
     std::fprintf(stderr, "cannot start %s\n", agent_binary.c_str());
     return 1;

@@ -5,11 +5,13 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/connection.h"
 #include "client/grpc_errors.h"
 #include "client/output.h"
 #include "debugplane/v1/profiler_report.grpc.pb.h"
@@ -34,6 +36,13 @@ int ReportLocalError(const CommandEnv& env, const absl::Status& status) {
 }
 
 int ReportRpcError(const CommandEnv& env, const grpc::Status& status) {
+  // A TLS/plaintext mismatch looks like a server that is down; say which.
+  if (std::optional<std::string> security = DiagnoseSecurityFailure(
+          env.connection, status,
+          [&env] { return ProbeServerTransport(env.connection.server, absl::Seconds(2)); })) {
+    *env.err << "error: " << *security << "\n" << std::flush;
+    return ExitCodeForGrpcStatus(status.error_code());
+  }
   *env.err << FormatGrpcError(status, env.connection.server) << std::flush;
   return ExitCodeForGrpcStatus(status.error_code());
 }

@@ -146,6 +146,24 @@ TEST_F(AgentTlsTest, APlaintextAgentOfATlsServerFailsFastSayingSo) {
   EXPECT_EQ(Describe(*stub, "plain").secondary_status(), v1::SecondaryStatus::Starting);
 }
 
+// The CLI gets the same diagnosis instead of "is debugplane-server running?".
+TEST_F(AgentTlsTest, ThePlaintextCliOfATlsServerSaysToGiveTls) {
+  const std::string command =
+      absl::StrCat(DP_CLI_BINARY, " --server ", server_->address(), " list 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 7) << output;
+  EXPECT_THAT(output, HasSubstr("speaks TLS and this connection is plaintext; give --tls"));
+
+  const std::string with_ca = absl::StrCat(DP_CLI_BINARY, " --server ", server_->address(),
+                                           " --ca-cert ", cert(), " list > /dev/null 2>&1");
+  EXPECT_EQ(std::system(with_ca.c_str()), 0);
+}
+
 TEST_F(AgentTlsTest, AnAgentThatCannotVerifyTheCertificateFailsFastSayingSo) {
   auto stub = TlsStub(server_->address());
   Create(*stub, "unverified");
