@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libre2-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang openssl
+  clang libclang-rt-dev openssl
   chromium fonts-dejavu-core
 )
 
