@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -82,49 +83,48 @@ struct DirEntry {
   std::string sort_key;  // name, or name + "/" for a directory: key order.
 };
 
-// The entries of the open directory `dir_fd` whose names start with
-// `name_prefix`, unsorted. Links are reported through `*link` (the first
-// one, by name) and otherwise left out, as are FIFOs, sockets and devices.
-absl::Status ReadEntries(int dir_fd, absl::string_view dir_path, absl::string_view name_prefix,
-                         std::vector<DirEntry>* entries, std::vector<std::string>* links) {
-  // fdopendir takes over its descriptor: give it its own, reading from the
-  // start.
-  const int own = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (own < 0) return ErrnoStatus(errno, "list", dir_path);
-  DIR* dir = ::fdopendir(own);
-  if (dir == nullptr) {
-    const int err = errno;
-    ::close(own);
-    return ErrnoStatus(err, "list", dir_path);
-  }
-  errno = 0;
-  while (const dirent* e = ::readdir(dir)) {
-    const absl::string_view name(e->d_name);
-    if (name == "." || name == ".." || !absl::StartsWith(name, name_prefix)) continue;
-    unsigned char type = e->d_type;
-    if (type == DT_UNKNOWN) {
-      struct stat st;
-      if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // Gone.
-      type = S_ISREG(st.st_mode)   ? DT_REG
-             : S_ISDIR(st.st_mode) ? DT_DIR
-             : S_ISLNK(st.st_mode) ? DT_LNK
-                                   : DT_UNKNOWN;
+// The entries of the open directory `dir_fd` (opened for this listing: read
+// from its start, once) whose names start with `name_prefix`, unsorted.
+// Links are reported through `*links` and otherwise left out, as are FIFOs,
+// sockets and devices. getdents64 on the descriptor itself: no second
+// descriptor as fdopendir would need.
+absl::Status ReadEntries(int dir_fd, absl::FunctionRef<std::string()> dir_path,
+                         absl::string_view name_prefix, std::vector<DirEntry>* entries,
+                         std::vector<std::string>* links) {
+  alignas(8) char buffer[32 * 1024];
+  while (true) {
+    const ssize_t length = ::getdents64(dir_fd, buffer, sizeof(buffer));
+    if (length < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      return ErrnoStatus(err, "list", dir_path());
     }
-    if (type == DT_LNK) {
-      links->emplace_back(name);
-    } else if (type == DT_REG || type == DT_DIR) {
-      DirEntry entry;
-      entry.name = std::string(name);
-      entry.directory = type == DT_DIR;
-      entry.sort_key = entry.directory ? absl::StrCat(name, "/") : entry.name;
-      entries->push_back(std::move(entry));
+    if (length == 0) return absl::OkStatus();
+    for (ssize_t offset = 0; offset < length;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buffer + offset);
+      offset += e->d_reclen;
+      const absl::string_view name(e->d_name);
+      if (name == "." || name == ".." || !absl::StartsWith(name, name_prefix)) continue;
+      unsigned char type = e->d_type;
+      if (type == DT_UNKNOWN) {
+        struct stat st;
+        if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // Gone.
+        type = S_ISREG(st.st_mode)   ? DT_REG
+               : S_ISDIR(st.st_mode) ? DT_DIR
+               : S_ISLNK(st.st_mode) ? DT_LNK
+                                     : DT_UNKNOWN;
+      }
+      if (type == DT_LNK) {
+        links->emplace_back(name);
+      } else if (type == DT_REG || type == DT_DIR) {
+        DirEntry entry;
+        entry.name = std::string(name);
+        entry.directory = type == DT_DIR;
+        entry.sort_key = entry.directory ? absl::StrCat(name, "/") : entry.name;
+        entries->push_back(std::move(entry));
+      }
     }
-    errno = 0;
   }
-  const int err = errno;
-  ::closedir(dir);
-  if (err != 0) return ErrnoStatus(err, "list", dir_path);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -192,7 +192,7 @@ absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, in
   if (!fd.ok() || (flags & O_PATH) == 0) return fd;
   // With O_PATH | O_NOFOLLOW a link as the last component is opened itself.
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, "open", Describe(key));
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("open", key);
   if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
   return fd;
 }
@@ -231,6 +231,11 @@ absl::StatusOr<UniqueFd> LocalObjectStore::OpenByWalk(absl::string_view key, int
   return current;
 }
 
+absl::Status LocalObjectStore::ErrnoError(absl::string_view what, absl::string_view key) const {
+  const int err = errno;  // Before anything else can change it.
+  return ErrnoStatus(err, what, Describe(key));
+}
+
 absl::Status LocalObjectStore::OpenError(int err, absl::string_view key) const {
   if (err == ELOOP || err == ENOTDIR || err == EXDEV) {
     // Which component is a link, or not a directory? Walked again, confined
@@ -245,7 +250,7 @@ absl::Status LocalObjectStore::OpenError(int err, absl::string_view key) const {
           0, static_cast<size_t>(components[i].data() - key.data()) + components[i].size()));
       struct stat st;
       if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        return ErrnoStatus(errno, "open", Describe(key));
+        return ErrnoError("open", key);
       }
       if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(so_far)));
       if (i + 1 == components.size()) break;
@@ -279,7 +284,7 @@ absl::Status LocalObjectStore::ReadRangeInto(absl::string_view key, uint64_t off
   absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_RDONLY | O_NONBLOCK);
   if (!fd.ok()) return fd.status();
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, "read", Describe(key));
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("read", key);
   if (S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(Describe(key), " is a directory, not an object"));
   }
@@ -315,7 +320,7 @@ absl::StatusOr<ObjectEntry> LocalObjectStore::Stat(absl::string_view key) const 
   absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_PATH);
   if (!fd.ok()) return fd.status();
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, "stat", Describe(key));
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat", key);
   if (S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(Describe(key), " is a directory, not an object"));
   }
@@ -383,7 +388,8 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
     frame.key = std::move(key);
     const int read_fd = frame.fd.valid() ? frame.fd.get() : dir_fd;
     std::vector<std::string> links;
-    absl::Status read = ReadEntries(read_fd, Describe(frame.key), names, &frame.entries, &links);
+    absl::Status read = ReadEntries(
+        read_fd, [this, &frame] { return Describe(frame.key); }, names, &frame.entries, &links);
     if (!read.ok()) return read;
     const std::string key_slash = frame.key.empty() ? "" : absl::StrCat(frame.key, "/");
     // A link in the range listed fails the listing: it is named, not
@@ -431,11 +437,11 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
       }
       UniqueFd sub(
           ::openat(fd, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      const int open_errno = errno;
       const std::string sub_key = key.substr(0, key.size() - 1);
       if (!sub.valid()) {
-        const int err = errno;
-        if (err == ENOENT) continue;  // Removed since it was listed.
-        return OpenError(err, sub_key);
+        if (open_errno == ENOENT) continue;  // Removed since it was listed.
+        return OpenError(open_errno, sub_key);
       }
       if (absl::Status pushed = push(std::move(sub), sub_key, ""); !pushed.ok()) return pushed;
       continue;
@@ -444,7 +450,7 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
     struct stat st;
     if (::fstatat(fd, entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;  // Removed since it was listed.
-      return ErrnoStatus(errno, "stat", Describe(key));
+      return ErrnoError("stat", key);
     }
     if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
     if (!S_ISREG(st.st_mode)) continue;  // Replaced by a directory or FIFO meanwhile.

@@ -83,6 +83,8 @@ class LocalObjectStore final : public ObjectStore {
   // The error for `err` from opening `key`: names the first symbolic link on
   // the way if there is one.
   absl::Status OpenError(int err, absl::string_view key) const;
+  // The error for errno (read first) from `what` ("read") on `key`.
+  absl::Status ErrnoError(absl::string_view what, absl::string_view key) const;
   // Lists the directory `dir` (a key, "" for the root; opened) into `out`
   // (see List).
   absl::Status ListDirectory(int dir_fd, const std::string& dir_key, const ListOptions& options,

@@ -64,6 +64,7 @@
 #include "core/output_path.h"
 #include "core/training_job_manager.h"
 #include "objectstore/change_notifier.h"
+#include "objectstore/local_object_store.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/custom_evaluator.h"
 #include "rules_engine/other_trial_lookup.h"
@@ -80,8 +81,10 @@ struct EvaluationSchedulerOptions {
   // notification are listed again.
   absl::Duration poll_interval = absl::Seconds(1);
   // Where local output paths may point (the server's --data-root): one
-  // confined store is opened for each.
+  // confined store is opened for each, with these options (tests choose the
+  // component walk instead of openat2).
   std::vector<std::filesystem::path> data_roots;
+  objectstore::LocalObjectStore::Options data_root_store_options;
   // Custom rule evaluators: RuleEvaluatorImage -> the command (absolute
   // executable path, then arguments) that evaluates such a rule. A rule whose
   // image is not here ends in Error.
@@ -220,7 +223,7 @@ class EvaluationScheduler {
       const std::string& other_trial) const;
 
   // The stores of the data roots: where every output path is read.
-  const core::DataRootStores stores_{options_.data_roots};
+  const core::DataRootStores stores_{options_.data_roots, options_.data_root_store_options};
   // SimilarAcrossRuns' reads of other trials, shared by every job.
   OtherTrialCache other_trials_;
   const OtherTrialLookup other_trial_lookup_ = other_trials_.AsLookup(

@@ -13,16 +13,20 @@ namespace {
 
 using nlohmann::json;
 
+// A file name in messages: escaped (names are data too), built only for an
+// error.
+std::string ShownFile(absl::string_view file) { return objectstore::EscapeForMessage(file, 256); }
+
 // Parses without exceptions: untrusted input must not throw through callers.
 absl::StatusOr<json> ParseObject(absl::string_view text, absl::string_view file) {
   json j = json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::DataLossError(
-        absl::StrCat(file, ": not a JSON object: ", DescribeJsonError(text)));
+        absl::StrCat(ShownFile(file), ": not a JSON object: ", DescribeJsonError(text)));
   }
   if (!j.is_object()) {
-    return absl::DataLossError(
-        absl::StrCat(file, ": not a JSON object (a JSON ", std::string(j.type_name()), ")"));
+    return absl::DataLossError(absl::StrCat(ShownFile(file), ": not a JSON object (a JSON ",
+                                            std::string(j.type_name()), ")"));
   }
   return j;
 }
@@ -293,7 +297,7 @@ absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view text,
   }
   const json* payload = Member(*j, "tensor_payload");
   if (payload == nullptr || !payload->is_array()) {
-    return absl::DataLossError(absl::StrCat(file, ": no tensor_payload list"));
+    return absl::DataLossError(absl::StrCat(ShownFile(file), ": no tensor_payload list"));
   }
   for (size_t i = 0; i < payload->size(); ++i) {
     const json& e = (*payload)[i];
@@ -302,8 +306,8 @@ absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view text,
     if (name == nullptr || !name->is_string() ||
         !GetUint(Member(e, "start_idx"), &entry.start_idx) ||
         !GetUint(Member(e, "length"), &entry.length)) {
-      return absl::DataLossError(
-          absl::StrCat(file, ": tensor_payload[", i, "] lacks tensorname/start_idx/length"));
+      return absl::DataLossError(absl::StrCat(ShownFile(file), ": tensor_payload[", i,
+                                              "] lacks tensorname/start_idx/length"));
     }
     entry.tensor_name = name->get<std::string>();
     index.tensors.push_back(std::move(entry));
@@ -318,7 +322,7 @@ absl::StatusOr<CollectionsFile> ParseCollectionsJson(absl::string_view text,
   CollectionsFile out;
   const json* collections = Member(*j, "collections");
   if (collections == nullptr || !collections->is_object()) {
-    return absl::DataLossError(absl::StrCat(file, ": no collections object"));
+    return absl::DataLossError(absl::StrCat(ShownFile(file), ": no collections object"));
   }
   for (const auto& [key, value] : collections->items()) {
     Collection c;

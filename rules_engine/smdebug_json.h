@@ -31,8 +31,9 @@ struct StepIndex {
   std::vector<IndexEntry> tensors;   // tensor_payload, in file order.
 };
 
-// DATA_LOSS naming `file` if the text is not a JSON object of that shape
-// (the caller decides whether that means "still being written").
+// DATA_LOSS naming `file` (escaped) if the text is not a JSON object of that
+// shape (the caller decides whether that means "still being written"); the
+// message quotes at most a short escaped excerpt of the text.
 absl::StatusOr<StepIndex> ParseIndexJson(absl::string_view json, absl::string_view file);
 // ParseIndexJson scans the plain JSON smdebug writes in place and falls back
 // to a full JSON parser for anything else; this is that reference path alone,

@@ -53,8 +53,12 @@ std::optional<std::pair<int64_t, std::string>> ParseIndexFileName(absl::string_v
   int64_t step;
   if (!AllDigits(digits) || !absl::SimpleAtoi(digits, &step)) return std::nullopt;
   const absl::string_view worker = name.substr(underscore + 1);
-  // The worker becomes part of a path: keep it a plain file name component.
-  if (absl::StrContains(worker, "/") || worker == "." || worker == "..") return std::nullopt;
+  // The worker becomes part of a key and of messages: a plain file name
+  // component of printable ASCII (smdebug's "worker_0", "algo-1_3").
+  if (worker == "." || worker == "..") return std::nullopt;
+  for (const char c : worker) {
+    if (c < 0x20 || c > 0x7e || c == '/') return std::nullopt;
+  }
   return std::make_pair(step, std::string(worker));
 }
 
@@ -104,8 +108,7 @@ absl::Status TrialReader::LoadCollections(bool must_parse) {
     absl::StatusOr<std::string> text = trial_.store->Read(object.key);
     if (!text.ok()) return text.status();
     // Named relative to the trial directory in errors.
-    const std::string file = objectstore::EscapeForMessage(
-        absl::StrCat("collections/000000000/", object.key.substr(dir.size())), 256);
+    const std::string file = absl::StrCat("collections/000000000/", object.key.substr(dir.size()));
     absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
     if (!parsed.ok()) {
       if (first_error.ok()) first_error = parsed.status();
@@ -216,9 +219,8 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         absl::StatusOr<std::string> text = trial_.store->Read(w.index_key);
         if (!text.ok()) return text.status();
         // Named relative to the trial directory in errors.
-        const std::string shown = objectstore::EscapeForMessage(
-            absl::string_view(w.index_key).substr(top_prefix.size()), 256);
-        absl::StatusOr<StepIndex> index = ParseIndexJson(*text, shown);
+        absl::StatusOr<StepIndex> index =
+            ParseIndexJson(*text, absl::string_view(w.index_key).substr(top_prefix.size()));
         if (!index.ok()) {
           w.index_error = index.status();
           continue;
@@ -288,8 +290,6 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       }
       const std::string event_rel = st.EventFile(step, worker);
       const std::string event_file = trial_.Key(event_rel);
-      // Worker names come from file names: escaped in messages.
-      const std::string shown_event = objectstore::EscapeForMessage(event_rel, 256);
       // The wanted records, and whether to read the event file whole: one
       // read instead of one per tensor, unless only a small part is wanted.
       std::vector<const IndexEntry*> entries;
@@ -333,7 +333,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           ranged = *std::move(range);
           bytes = ranged;
         }
-        TfRecordParse record = ParseTfRecordAt(bytes, shown_event, e.start_idx, e.length);
+        TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
         if (record.kind == TfRecordParse::Kind::kIncomplete) {
           if (ended) {
             ++st.summary.records_skipped;  // Cut short when training stopped.
@@ -348,8 +348,8 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           break;
         }
         // Built only for an error message: most records have none.
-        const auto where = [&shown_event, &e] {
-          return absl::StrCat(shown_event, " offset ", e.start_idx, " (tensor ",
+        const auto where = [&event_rel, &e] {
+          return absl::StrCat(event_rel, " offset ", e.start_idx, " (tensor ",
                               ShownTensor(e.tensor_name), ")");
         };
         absl::StatusOr<std::vector<DecodedValue>> values = DecodeEvent(record.payload, where);

@@ -49,7 +49,9 @@ void WriteNanTrial(const std::string& dir) {
   writer.EndTraining();
 }
 
-class DataRootConfinementTest : public ::testing::Test {
+// With openat2 and with the component walk the kernel lacks it for.
+class DataRootConfinementTest
+    : public ::testing::TestWithParam<objectstore::LocalObjectStore::Resolution> {
  protected:
   void SetUp() override {
     auto manager = ::debugplane::testing::OpenTestManager(root_.path());
@@ -57,6 +59,7 @@ class DataRootConfinementTest : public ::testing::Test {
     manager_ = *std::move(manager);
     EvaluationSchedulerOptions options;
     options.data_roots.push_back(root_.path());
+    options.data_root_store_options.resolution = GetParam();
     options.poll_interval = absl::Milliseconds(50);
     scheduler_ = std::make_unique<EvaluationScheduler>(manager_.get(), options);
     scheduler_->Start();
@@ -131,7 +134,7 @@ class DataRootConfinementTest : public ::testing::Test {
   std::unique_ptr<EvaluationScheduler> scheduler_;
 };
 
-TEST_F(DataRootConfinementTest, TrialThatBecomesASymlinkAfterCreateIsNotRead) {
+TEST_P(DataRootConfinementTest, TrialThatBecomesASymlinkAfterCreateIsNotRead) {
   // Checked at Create: the trial does not exist yet, which is fine.
   const fs::path trial = root_.path() / "job" / "tensors";
   v1::CreateTrainingJobRequest request = NewJob("linked");
@@ -151,7 +154,7 @@ TEST_F(DataRootConfinementTest, TrialThatBecomesASymlinkAfterCreateIsNotRead) {
   EXPECT_THAT(status.status_details(), HasSubstr(absl::StrCat(trial.string(), kLinkRefused)));
 }
 
-TEST_F(DataRootConfinementTest, TrialDirectorySwappedForASymlinkIsNotRead) {
+TEST_P(DataRootConfinementTest, TrialDirectorySwappedForASymlinkIsNotRead) {
   // A healthy trial inside the root, being written...
   const fs::path trial = root_.path() / "swapped" / "tensors";
   {
@@ -174,7 +177,7 @@ TEST_F(DataRootConfinementTest, TrialDirectorySwappedForASymlinkIsNotRead) {
   EXPECT_THAT(status.status_details(), HasSubstr(absl::StrCat(trial.string(), kLinkRefused)));
 }
 
-TEST_F(DataRootConfinementTest, SymlinkInsideTheProfilerFolderIsNotFollowed) {
+TEST_P(DataRootConfinementTest, SymlinkInsideTheProfilerFolderIsNotFollowed) {
   // Outside: a CPU bottleneck (95% CPU, 2% GPU), then a secret.
   const fs::path outside_metrics = outside_.path() / "metrics.json";
   {
@@ -216,7 +219,7 @@ TEST_F(DataRootConfinementTest, SymlinkInsideTheProfilerFolderIsNotFollowed) {
   EXPECT_THAT(status.status_details(), Not(HasSubstr("wJalrXUtnFEMI")));
 }
 
-TEST_F(DataRootConfinementTest, OtherTrialsNamingAJobWhoseTrialBecameASymlinkIsNotRead) {
+TEST_P(DataRootConfinementTest, OtherTrialsNamingAJobWhoseTrialBecameASymlinkIsNotRead) {
   // "base" is created with its own trial path inside the root, then that
   // path becomes a link to a trial outside.
   const fs::path base_trial = root_.path() / "base" / "tensors";
@@ -243,7 +246,7 @@ TEST_F(DataRootConfinementTest, OtherTrialsNamingAJobWhoseTrialBecameASymlinkIsN
   EXPECT_THAT(status.status_details(), HasSubstr(absl::StrCat(base_trial.string(), kLinkRefused)));
 }
 
-TEST_F(DataRootConfinementTest, ParseErrorsDoNotQuoteTheFile) {
+TEST_P(DataRootConfinementTest, ParseErrorsDoNotQuoteTheFile) {
   // A system metrics file whose second line is not JSON, with a secret in
   // it: the rule's details say where and what, not the secret.
   const fs::path profiler = root_.path() / "malformed" / "profiler";
@@ -271,6 +274,16 @@ TEST_F(DataRootConfinementTest, ParseErrorsDoNotQuoteTheFile) {
       << status.status_details();
   EXPECT_THAT(status.status_details(), Not(HasSubstr("wJalrXUtnFEMI")));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Resolutions, DataRootConfinementTest,
+    ::testing::Values(objectstore::LocalObjectStore::Resolution::kAuto,
+                      objectstore::LocalObjectStore::Resolution::kWalk),
+    [](const ::testing::TestParamInfo<objectstore::LocalObjectStore::Resolution>& info) {
+      return std::string(info.param == objectstore::LocalObjectStore::Resolution::kWalk
+                             ? "Walk"
+                             : "Openat2WhereAvailable");
+    });
 
 }  // namespace
 }  // namespace debugplane::rules_engine
