@@ -1,101 +1,24 @@
 #include "core/validation_text.h"
 
 #include "absl/strings/str_cat.h"
+#include "objectstore/message_text.h"
 
 namespace debugplane::core {
-namespace {
-
-bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
-
-// The length of the well-formed UTF-8 sequence (RFC 3629) of two or more
-// bytes at the start of `s`, or 0 if there is none.
-size_t MultibyteSequenceLength(absl::string_view s) {
-  const auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char lead = byte(0);
-  size_t length;
-  unsigned char second_min = 0x80, second_max = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) second_min = 0xA0;  // Overlong.
-    if (lead == 0xED) second_max = 0x9F;  // Surrogates.
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) second_min = 0x90;  // Overlong.
-    if (lead == 0xF4) second_max = 0x8F;  // Beyond U+10FFFF.
-  } else {
-    return 0;
-  }
-  if (s.size() < length || byte(1) < second_min || byte(1) > second_max) return 0;
-  for (size_t i = 2; i < length; ++i) {
-    if (!IsContinuation(byte(i))) return 0;
-  }
-  return length;
-}
-
-}  // namespace
 
 size_t CharCount(absl::string_view s) {
   size_t count = 0;
-  for (const char c : s) count += !IsContinuation(static_cast<unsigned char>(c));
+  for (const char c : s) count += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return count;
 }
 
+// One escaping for every message, whether the text came from a request or a
+// file: objectstore's.
 std::string EscapeForMessage(absl::string_view value, size_t max_chars) {
-  std::string out;
-  size_t chars = 0;
-  size_t i = 0;
-  while (i < value.size()) {
-    if (chars == max_chars) {
-      out.append("...");
-      break;
-    }
-    ++chars;
-    const auto c = static_cast<unsigned char>(value[i]);
-    if (c >= 0x80) {
-      if (const size_t length = MultibyteSequenceLength(value.substr(i)); length > 0) {
-        out.append(value.data() + i, length);
-        i += length;
-      } else {
-        absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
-        ++i;
-      }
-      continue;
-    }
-    ++i;
-    switch (c) {
-      case '\n':
-        out.append("\\n");
-        break;
-      case '\r':
-        out.append("\\r");
-        break;
-      case '\t':
-        out.append("\\t");
-        break;
-      case '\\':
-        out.append("\\\\");
-        break;
-      case '\'':
-        out.append("\\'");
-        break;
-      case '"':
-        out.append("\\\"");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out;
+  return objectstore::EscapeForMessage(value, max_chars);
 }
 
 std::string QuoteForMessage(absl::string_view value, size_t max_chars) {
-  return absl::StrCat("'", EscapeForMessage(value, max_chars), "'");
+  return absl::StrCat("'", objectstore::EscapeForMessage(value, max_chars), "'");
 }
 
 }  // namespace debugplane::core
