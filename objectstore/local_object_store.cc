@@ -174,7 +174,8 @@ std::string LocalObjectStore::Describe(absl::string_view key) const {
   return EscapeForMessage(absl::StrCat(root_ == "/" ? "" : root_, "/", key), kShownPathChars);
 }
 
-absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, int flags) const {
+absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, int flags,
+                                                       struct stat* path_stat) const {
   flags |= O_NOFOLLOW | O_CLOEXEC;
   absl::StatusOr<UniqueFd> fd;
   if (key.empty()) {
@@ -192,8 +193,9 @@ absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, in
   if (!fd.ok() || (flags & O_PATH) == 0) return fd;
   // With O_PATH | O_NOFOLLOW a link as the last component is opened itself.
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("open", key);
-  if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
+  if (path_stat == nullptr) path_stat = &st;
+  if (::fstat(fd->get(), path_stat) != 0) return ErrnoError("open", key);
+  if (S_ISLNK(path_stat->st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
   return fd;
 }
 
@@ -317,10 +319,9 @@ absl::Status LocalObjectStore::ReadRangeInto(absl::string_view key, uint64_t off
 
 absl::StatusOr<ObjectEntry> LocalObjectStore::Stat(absl::string_view key) const {
   if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
-  absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_PATH);
+  struct stat st;  // Of what was opened: OpenBeneath looks for a link.
+  absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_PATH, &st);
   if (!fd.ok()) return fd.status();
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat", key);
   if (S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(Describe(key), " is a directory, not an object"));
   }

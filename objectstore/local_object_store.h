@@ -26,6 +26,8 @@
 #ifndef DEBUGPLANE_OBJECTSTORE_LOCAL_OBJECT_STORE_H_
 #define DEBUGPLANE_OBJECTSTORE_LOCAL_OBJECT_STORE_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,8 +78,11 @@ class LocalObjectStore final : public ObjectStore {
 
   // Opens `key` ("" for the root) with `flags` (O_NOFOLLOW and O_CLOEXEC are
   // added), confined as the file comment says. Errors as the interface says;
-  // a link on the way is PERMISSION_DENIED naming it.
-  absl::StatusOr<UniqueFd> OpenBeneath(absl::string_view key, int flags) const;
+  // a link on the way is PERMISSION_DENIED naming it. With O_PATH the opened
+  // file is stat'ed (a last component that is a link is opened itself):
+  // into `*path_stat` if not null.
+  absl::StatusOr<UniqueFd> OpenBeneath(absl::string_view key, int flags,
+                                       struct stat* path_stat = nullptr) const;
   absl::StatusOr<UniqueFd> OpenWithOpenat2(absl::string_view key, int flags) const;
   absl::StatusOr<UniqueFd> OpenByWalk(absl::string_view key, int flags) const;
   // The error for `err` from opening `key`: names the first symbolic link on

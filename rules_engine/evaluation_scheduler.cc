@@ -15,6 +15,7 @@
 #include "core/output_path.h"
 #include "core/profiler_report_files.h"
 #include "core/rule_catalog.h"
+#include "objectstore/message_text.h"
 #include "rules_engine/custom_evaluator.h"
 #include "rules_engine/framework_timeline_reader.h"
 #include "rules_engine/profiler_report.h"
@@ -43,10 +44,15 @@ std::string DescribeTrial(const TrialSummary& summary) {
                         summary.has_collections ? "" : " and no collections file");
   }
   const size_t shown = std::min<size_t>(summary.tensor_names_seen.size(), 12);
+  // Tensor names are data from the trial's files: escaped, at most 40
+  // characters each.
   return absl::StrCat(summary.path, " has ", summary.steps_seen, " steps (last global step ",
                       summary.last_global_step, ") with tensors [",
                       absl::StrJoin(summary.tensor_names_seen.begin(),
-                                    summary.tensor_names_seen.begin() + shown, ", "),
+                                    summary.tensor_names_seen.begin() + shown, ", ",
+                                    [](std::string* out, const std::string& name) {
+                                      out->append(objectstore::EscapeForMessage(name, 40));
+                                    }),
                       summary.tensor_names_seen.size() > shown ? ", ..." : "", "]");
 }
 

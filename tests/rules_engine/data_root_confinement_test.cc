@@ -275,6 +275,27 @@ TEST_P(DataRootConfinementTest, ParseErrorsDoNotQuoteTheFile) {
   EXPECT_THAT(status.status_details(), Not(HasSubstr("wJalrXUtnFEMI")));
 }
 
+TEST_P(DataRootConfinementTest, TensorNamesInDetailsAreEscapedAndCut) {
+  // A rule that finds nothing it wants says which tensors the trial held:
+  // names from the trial's files, shown escaped and cut.
+  const std::string name = std::string(200, 'n') + "\n\x01";
+  const fs::path trial = root_.path() / "named" / "tensors";
+  {
+    TrialWriter writer(trial.string());
+    writer.AddStep(0, Mode::kTrain, 0, {{name, {}, {1.0}}});
+    writer.EndTraining();
+  }
+  v1::CreateTrainingJobRequest request = NewJob("named");
+  request.mutable_debug_hook_config()->set_s3_output_path(trial.string());
+  AddDebugRule(request, "VanishingGradient");
+  Create(request);
+  const v1::DebugRuleEvaluationStatus status = WaitForDebugRule("named", "VanishingGradient");
+  EXPECT_EQ(status.rule_evaluation_status(), v1::RuleEvaluationStatus::Error);
+  EXPECT_THAT(status.status_details(), HasSubstr("with tensors [" + std::string(40, 'n') + "...]"))
+      << status.status_details();
+  EXPECT_THAT(status.status_details(), Not(HasSubstr(std::string(41, 'n'))));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Resolutions, DataRootConfinementTest,
     ::testing::Values(objectstore::LocalObjectStore::Resolution::kAuto,
