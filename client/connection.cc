@@ -21,6 +21,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "objectstore/unique_fd.h"
 
 namespace debugplane::client {
 namespace {
@@ -41,21 +42,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
   }
   return pem;
 }
-
-// A file descriptor closed when it goes out of scope.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // HOST and PORT of a gRPC target; false for targets that are not TCP
 // addresses (unix:, xds:, several addresses).
@@ -279,7 +265,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptio
 ServerTransport ProbeServerTransport(const std::string& target, absl::Duration timeout) {
   std::string host, port;
   if (!SplitTarget(target, host, port)) return ServerTransport::kUnknown;
-  const ScopedFd fd(ConnectWithin(host, port, timeout));
+  const objectstore::UniqueFd fd(ConnectWithin(host, port, timeout));
   if (fd.get() < 0) return ServerTransport::kUnreachable;
   const std::vector<uint8_t> hello = ClientHello();
   if (send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=

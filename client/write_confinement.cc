@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "objectstore/unique_fd.h"
 
 namespace debugplane::client {
 namespace {
@@ -56,24 +57,6 @@ bool IsInside(const std::string& real_path, const std::string& root) {
          (real_path.size() > root.size() && real_path.compare(0, root.size(), root) == 0 &&
           real_path[root.size()] == '/');
 }
-
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -195,7 +178,7 @@ absl::Status WriteConfinement::CreateDirectories(const std::string& real_path) c
         absl::ErrnoToStatus(error.value(), "").code(),
         absl::StrCat("cannot create ", root->origin, " ", root->path, ": ", error.message()));
   }
-  ScopedFd dir(open(root->path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  objectstore::UniqueFd dir(open(root->path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0) return ErrnoError(errno, "cannot open", root->path);
   std::string made = root->path;
   const std::string below = root->path == "/" ? real_path : real_path.substr(root->path.size());

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/client/lower_case_temp_dir.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::client {
@@ -26,6 +27,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::LowerCaseTempDir;
 using ::debugplane::testing::ScopedTempDir;
 
 std::string ReadAll(const std::string& path) {
@@ -278,30 +280,6 @@ TEST(WriteFileAtomicallyTest, EmptyPathIsInvalid) {
 }
 
 // --- Paths that survive smdebug's lower-casing ------------------------------
-
-// A fresh directory whose own path has no capitals (mkdtemp's random letters
-// may be capitals, and an alias root must not have any), removed afterwards.
-class LowerCaseTempDir {
- public:
-  LowerCaseTempDir() {
-    std::string base = ::testing::TempDir();
-    if (std::any_of(base.begin(), base.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
-      base = "/tmp";
-    }
-    static std::atomic<int> count{0};
-    path_ = fs::path(base) / absl::StrCat("dp-lower-case-", getpid(), "-", count++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~LowerCaseTempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // What smdebug does with profilerconfig.json (profiler_config_parser.py
 // lower-cases the whole text, then reads "localpath") and where it then

@@ -26,6 +26,8 @@
 #include "tests/core/test_util.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
+#include "tests/service/wait_until.h"
 
 namespace debugplane {
 namespace {
@@ -33,12 +35,13 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::AgentProcess;
 using ::debugplane::testing::Context;
+using ::debugplane::testing::CreateJob;
+using ::debugplane::testing::DescribeJob;
 using ::debugplane::testing::ReadFile;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
-
-std::string ReadAll(const fs::path& path) { return ReadFile(path); }
 
 class AgentEndToEndTest : public ::testing::Test {
  protected:
@@ -63,28 +66,12 @@ class AgentEndToEndTest : public ::testing::Test {
   }
 
   void Create(const v1::CreateTrainingJobRequest& request) {
-    v1::CreateTrainingJobResponse created;
-    grpc::Status status = server_.Stub()->CreateTrainingJob(Context().get(), request, &created);
+    grpc::Status status = CreateJob(*server_.Stub(), request);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
   v1::DescribeTrainingJobResponse Describe(const std::string& name) {
-    v1::DescribeTrainingJobRequest request;
-    request.set_training_job_name(name);
-    v1::DescribeTrainingJobResponse job;
-    grpc::Status status = server_.Stub()->DescribeTrainingJob(Context().get(), request, &job);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return job;
-  }
-
-  template <typename Predicate>
-  bool WaitUntil(Predicate done, absl::Duration timeout = absl::Seconds(30)) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
+    return DescribeJob(*server_.Stub(), name);
   }
 
   // System-metric lines for cpu0's utilization written so far.
@@ -130,10 +117,10 @@ TEST_F(AgentEndToEndTest, ConfiguresTheScriptAndAppliesAnUpdateWhileItRuns) {
   })) << agent.log();
   // The script was configured by the service before it started: its first
   // step (logged a moment after the start is reported) sees the job's values.
-  ASSERT_TRUE(WaitUntil([&] { return !ReadAll(training_log).empty(); }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(training_log).empty(); }, absl::Seconds(10)));
   // LocalPath leads to the job's profiler directory (through a lower-case
   // symlink when its path has capitals: smdebug lower-cases the file).
-  std::string first_step = ReadAll(training_log);
+  std::string first_step = ReadFile(training_log);
   ASSERT_EQ(first_step.rfind("step 0 {", 0), 0u) << first_step;
   first_step = first_step.substr(7, first_step.find('\n') - 7);
   const nlohmann::json seen = nlohmann::json::parse(first_step, nullptr, false);
@@ -141,7 +128,7 @@ TEST_F(AgentEndToEndTest, ConfiguresTheScriptAndAppliesAnUpdateWhileItRuns) {
   EXPECT_TRUE(fs::equivalent(seen["LocalPath"].get<std::string>(),
                              data_.path() / "configured" / "profiler"))
       << first_step;
-  EXPECT_THAT(ReadAll(training_log), HasSubstr("\"ProfilingIntervalInMilliseconds\":500"));
+  EXPECT_THAT(ReadFile(training_log), HasSubstr("\"ProfilingIntervalInMilliseconds\":500"));
 
   // The sampler's rate at 500 ms.
   absl::SleepFor(absl::Milliseconds(300));
@@ -161,12 +148,12 @@ TEST_F(AgentEndToEndTest, ConfiguresTheScriptAndAppliesAnUpdateWhileItRuns) {
   // The script sees the new values at its next steps.
   EXPECT_TRUE(WaitUntil(
       [&] {
-        const std::string seen = ReadAll(training_log);
+        const std::string seen = ReadFile(training_log);
         return absl::StrContains(seen, "\"ProfilingIntervalInMilliseconds\":100") &&
                absl::StrContains(seen, "StartStep\\\": 200");
       },
       absl::Seconds(5)))
-      << ReadAll(training_log);
+      << ReadFile(training_log);
   // And the sampler runs five times as often.
   absl::SleepFor(absl::Milliseconds(300));
   before = CpuSamples("configured");
@@ -280,7 +267,7 @@ TEST_F(AgentEndToEndTest, TheAgentReconnectsAfterAServerRestartWithoutLosingTheC
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return absl::StrContains(ReadAll(training_log), "\"ProfilingIntervalInMilliseconds\":200");
+        return absl::StrContains(ReadFile(training_log), "\"ProfilingIntervalInMilliseconds\":200");
       },
       absl::Seconds(10)))
       << agent.log();
@@ -379,15 +366,8 @@ TEST_F(AgentEndToEndTest, AJobWhoseAgentDiedIsStoppedAfterTheReconnectWaitSaying
                        {"--stop-wait-without-agent", "1", "--data-root", data_.path().string()});
   auto stub = server.Stub();
   v1::CreateTrainingJobRequest request = Job("orphaned");
-  v1::CreateTrainingJobResponse created;
-  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), request, &created).ok());
-  auto describe = [&] {
-    v1::DescribeTrainingJobRequest get;
-    get.set_training_job_name("orphaned");
-    v1::DescribeTrainingJobResponse job;
-    EXPECT_TRUE(stub->DescribeTrainingJob(Context().get(), get, &job).ok());
-    return job;
-  };
+  ASSERT_TRUE(CreateJob(*stub, request).ok());
+  auto describe = [&] { return DescribeJob(*stub, "orphaned"); };
   const fs::path pid_file = data.path() / "orphaned.pid";
   // The command ignores SIGTERM, and the agent would wait a minute before
   // SIGKILL; it is killed -9 itself before that.

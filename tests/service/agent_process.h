@@ -1,6 +1,6 @@
 // Runs the real `debugplane-agent run` binary for end-to-end tests, with its
 // stderr in a file and, optionally, its own working directory (which the
-// agent may write into).
+// agent may write into) and environment variables (e.g. its TMPDIR).
 
 #ifndef DEBUGPLANE_TESTS_SERVICE_AGENT_PROCESS_H_
 #define DEBUGPLANE_TESTS_SERVICE_AGENT_PROCESS_H_
@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -33,9 +35,11 @@ inline std::string ReadFile(const std::filesystem::path& path) {
 class AgentProcess {
  public:
   // `working_directory`: where the agent runs ("" = the test's own).
+  // `environment`: variables set (overriding the test's) for the agent.
   AgentProcess(const std::vector<std::string>& agent_args, const std::vector<std::string>& command,
                const std::filesystem::path& log,
-               const std::filesystem::path& working_directory = {})
+               const std::filesystem::path& working_directory = {},
+               const std::vector<std::pair<std::string, std::string>>& environment = {})
       : log_(log) {
     std::vector<std::string> args = {DP_AGENT_BINARY, "run"};
     args.insert(args.end(), agent_args.begin(), agent_args.end());
@@ -46,6 +50,7 @@ class AgentProcess {
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, STDERR_FILENO);
       if (!working_directory.empty() && chdir(working_directory.c_str()) != 0) _exit(126);
+      for (const auto& [name, value] : environment) setenv(name.c_str(), value.c_str(), 1);
       std::vector<char*> argv;
       for (auto& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);

@@ -5,38 +5,36 @@
 // LocalPath it read. For a job named in capitals the timeline must still land
 // in ProfilerConfig.S3OutputPath, where the server's framework rules read it.
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
 #include <cctype>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/client/lower_case_temp_dir.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
+#include "tests/service/wait_until.h"
 
 namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
-using ::debugplane::testing::Context;
+using ::debugplane::testing::AgentProcess;
+using ::debugplane::testing::CreateJob;
+using ::debugplane::testing::DescribeJob;
+using ::debugplane::testing::LowerCaseTempDir;
+using ::debugplane::testing::ReadFile;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -69,71 +67,9 @@ EOF
 mv "$file.tmp" "$file"
 )sh";
 
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string Lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
-}
-
-// A fresh directory whose path has no capitals (the agent's TMPDIR: its
-// aliases must live under a lower-case path), removed afterwards.
-class LowerCaseTempDir {
- public:
-  LowerCaseTempDir() {
-    std::string base = ::testing::TempDir();
-    if (Lower(base) != base) base = "/tmp";
-    static std::atomic<int> count{0};
-    path_ = fs::path(base) / absl::StrCat("dp-agent-tmp-", getpid(), "-", count++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~LowerCaseTempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Runs `debugplane-agent run ARGS -- COMMAND` with TMPDIR=`tmp` and waits
-// for it; returns its exit code (-1 on timeout, after killing it). Its
-// stderr goes to `log`.
-int RunAgent(const std::vector<std::string>& agent_args, const std::vector<std::string>& command,
-             const fs::path& tmp, const fs::path& log, absl::Duration timeout) {
-  std::vector<std::string> args = {DP_AGENT_BINARY, "run"};
-  args.insert(args.end(), agent_args.begin(), agent_args.end());
-  args.push_back("--");
-  args.insert(args.end(), command.begin(), command.end());
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDERR_FILENO);
-    setenv("TMPDIR", tmp.c_str(), 1);
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
 }
 
 std::vector<fs::path> Timelines(const fs::path& root) {
@@ -163,20 +99,16 @@ class AgentSmdebugPathsTest : public ::testing::Test {
   fs::path lower_job_dir() const { return Lower(job_dir().string()); }
 
   v1::ProfilerRuleEvaluationStatus WaitForTerminalRule() {
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
     v1::ProfilerRuleEvaluationStatus rule;
-    while (absl::Now() < deadline) {
-      v1::DescribeTrainingJobRequest request;
-      request.set_training_job_name(kJob);
-      v1::DescribeTrainingJobResponse job;
-      grpc::Status status = server_.Stub()->DescribeTrainingJob(Context().get(), request, &job);
-      EXPECT_TRUE(status.ok()) << status.error_message();
-      if (!status.ok() || job.profiler_rule_evaluation_statuses_size() != 1) return rule;
-      rule = job.profiler_rule_evaluation_statuses(0);
-      if (rule.rule_evaluation_status() != v1::RuleEvaluationStatus::InProgress) return rule;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    ADD_FAILURE() << "the rule did not end: " << rule.ShortDebugString();
+    const bool ended = WaitUntil(
+        [&] {
+          const v1::DescribeTrainingJobResponse job = DescribeJob(*server_.Stub(), kJob);
+          if (job.profiler_rule_evaluation_statuses_size() != 1) return true;
+          rule = job.profiler_rule_evaluation_statuses(0);
+          return rule.rule_evaluation_status() != v1::RuleEvaluationStatus::InProgress;
+        },
+        absl::Seconds(60));
+    if (!ended) ADD_FAILURE() << "the rule did not end: " << rule.ShortDebugString();
     return rule;
   }
 
@@ -196,22 +128,21 @@ TEST_F(AgentSmdebugPathsTest, FrameworkTimelinesOfAJobNamedInCapitalsReachTheSer
   rule->set_rule_configuration_name("OverallFrameworkMetrics");
   rule->set_rule_evaluator_image(kRulesImage);
   (*rule->mutable_rule_parameters())["rule_to_invoke"] = "OverallFrameworkMetrics";
-  v1::CreateTrainingJobResponse created;
-  grpc::Status status = server_.Stub()->CreateTrainingJob(Context().get(), create, &created);
+  grpc::Status status = CreateJob(*server_.Stub(), create);
   ASSERT_TRUE(status.ok()) << status.error_message();
 
   const fs::path config_dir = job_dir() / "config";
   const fs::path agent_log = data_.path() / "agent.log";
-  const int exit_code =
-      RunAgent({"--server", server_.address(), "--job", kJob, "--config-dir", config_dir.string(),
-                "--allow-write", data_.path().string()},
-               {"/bin/sh", "-c", kSmdebugStandIn}, agent_tmp_.path(), agent_log, absl::Seconds(60));
-  ASSERT_EQ(exit_code, 0) << ReadAll(agent_log);
+  AgentProcess agent({"--server", server_.address(), "--job", kJob, "--config-dir",
+                      config_dir.string(), "--allow-write", data_.path().string()},
+                     {"/bin/sh", "-c", kSmdebugStandIn}, agent_log, /*working_directory=*/{},
+                     {{"TMPDIR", agent_tmp_.path().string()}});
+  ASSERT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
 
   // The file smdebug reads names a path that its lower-casing leaves as is:
   // a symlink in the agent's own directory to the real output directory.
   const nlohmann::json config =
-      nlohmann::json::parse(ReadAll(config_dir / "profilerconfig.json"))["ProfilingParameters"];
+      nlohmann::json::parse(ReadFile(config_dir / "profilerconfig.json"))["ProfilingParameters"];
   const std::string local_path = config["LocalPath"];
   EXPECT_EQ(Lower(local_path), local_path);
   EXPECT_EQ(local_path.rfind(agent_tmp_.path().string(), 0), 0u) << local_path;
@@ -219,7 +150,7 @@ TEST_F(AgentSmdebugPathsTest, FrameworkTimelinesOfAJobNamedInCapitalsReachTheSer
 
   // The timeline is where the server reads, and nowhere else.
   const std::vector<fs::path> timelines = Timelines(profiler_output / "framework" / "pevents");
-  EXPECT_EQ(timelines.size(), 1u) << ReadAll(agent_log);
+  EXPECT_EQ(timelines.size(), 1u) << ReadFile(agent_log);
   EXPECT_FALSE(fs::exists(lower_job_dir() / "profiler-output" / "framework"));
 
   // And the server's framework rule read it.

@@ -22,16 +22,20 @@
 #include "tests/core/test_util.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
+#include "tests/service/wait_until.h"
 
 namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
 using ::debugplane::testing::AgentProcess;
-using ::debugplane::testing::Context;
+using ::debugplane::testing::CreateJob;
+using ::debugplane::testing::DescribeJob;
 using ::debugplane::testing::ReadFile;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -70,19 +74,8 @@ class AgentTlsTest : public ::testing::Test {
     request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
     request.mutable_debug_hook_config()->set_s3_output_path(
         (dir_.path() / "data" / name / "tensors").string());
-    v1::CreateTrainingJobResponse created;
-    grpc::Status status = stub.CreateTrainingJob(Context().get(), request, &created);
+    grpc::Status status = CreateJob(stub, request);
     ASSERT_TRUE(status.ok()) << status.error_message();
-  }
-
-  v1::DescribeTrainingJobResponse Describe(v1::TrainingJobService::Stub& stub,
-                                           const std::string& name) {
-    v1::DescribeTrainingJobRequest request;
-    request.set_training_job_name(name);
-    v1::DescribeTrainingJobResponse job;
-    grpc::Status status = stub.DescribeTrainingJob(Context().get(), request, &job);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return job;
   }
 
   std::vector<std::string> AgentArgs(const std::string& address, const std::string& job,
@@ -120,19 +113,15 @@ TEST_F(AgentTlsTest, AnAgentWithTheCaCertificateRunsTheJobAndReconnectsOverTls) 
   AgentProcess agent(AgentArgs(server_->address(), "secured", {"--ca-cert", cert()}),
                      {DP_FAKE_TRAINING_BINARY, "--steps", "150", "--step-ms", "20"},
                      dir_.path() / "agent.log", dir_.path());
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (Describe(*stub, "secured").secondary_status() != v1::SecondaryStatus::Training &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_EQ(Describe(*stub, "secured").secondary_status(), v1::SecondaryStatus::Training)
-      << agent.log();
+  ASSERT_TRUE(WaitUntil([&] {
+    return DescribeJob(*stub, "secured").secondary_status() == v1::SecondaryStatus::Training;
+  })) << agent.log();
   // kill -9 and back on the same port, with the same certificate: the agent
   // reconnects over TLS; the command runs on.
   server_->RestartOnSamePort();
   stub = TlsStub(server_->address());
   EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
-  EXPECT_EQ(Describe(*stub, "secured").training_job_status(), v1::TrainingJobStatus::Completed);
+  EXPECT_EQ(DescribeJob(*stub, "secured").training_job_status(), v1::TrainingJobStatus::Completed);
   EXPECT_THAT(agent.log(), AllOf(HasSubstr("reconnected"), Not(HasSubstr("TLS handshake"))));
 }
 
@@ -143,7 +132,7 @@ TEST_F(AgentTlsTest, APlaintextAgentOfATlsServerFailsFastSayingSo) {
   EXPECT_THAT(log, HasSubstr("no configuration for job 'plain' from " + server_->address() +
                              ": the server at " + server_->address() +
                              " speaks TLS and this connection is plaintext; give --tls"));
-  EXPECT_EQ(Describe(*stub, "plain").secondary_status(), v1::SecondaryStatus::Starting);
+  EXPECT_EQ(DescribeJob(*stub, "plain").secondary_status(), v1::SecondaryStatus::Starting);
 }
 
 // The CLI gets the same diagnosis instead of "is debugplane-server running?".
@@ -182,7 +171,7 @@ TEST_F(AgentTlsTest, ATlsAgentOfAPlaintextServerFailsFastSayingSo) {
       RunFailingAgent(AgentArgs(plaintext.address(), "mismatched", {"--tls", "--ca-cert", cert()}));
   EXPECT_THAT(log, HasSubstr("TLS handshake with " + plaintext.address() +
                              " failed: the server speaks plaintext; drop --tls and --ca-cert"));
-  EXPECT_EQ(Describe(*stub, "mismatched").secondary_status(), v1::SecondaryStatus::Starting);
+  EXPECT_EQ(DescribeJob(*stub, "mismatched").secondary_status(), v1::SecondaryStatus::Starting);
 }
 
 TEST_F(AgentTlsTest, AnAgentOfAServerThatIsDownKeepsTrying) {

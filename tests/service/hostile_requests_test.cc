@@ -8,11 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"
-#include "google/rpc/error_details.pb.h"
-#include "google/rpc/status.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/service/field_violations.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
@@ -56,14 +55,8 @@ v1::CreateTrainingJobRequest ValidCreate(const std::string& name) {
 // "field: description" for each violation in the status details.
 std::vector<std::string> Violations(const grpc::Status& status) {
   std::vector<std::string> out;
-  google::rpc::Status details;
-  if (!details.ParseFromString(status.error_details())) return out;
-  for (const auto& any : details.details()) {
-    google::rpc::BadRequest bad_request;
-    if (!any.UnpackTo(&bad_request)) continue;
-    for (const auto& v : bad_request.field_violations()) {
-      out.push_back(absl::StrCat(v.field(), ": ", v.description()));
-    }
+  for (const auto& v : ::debugplane::testing::FieldViolations(status)) {
+    out.push_back(absl::StrCat(v.field(), ": ", v.description()));
   }
   return out;
 }

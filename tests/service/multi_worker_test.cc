@@ -4,14 +4,7 @@
 // of two. Each writes training_job_end.ts when it exits, as smdebug does; the
 // rules must not conclude on the first one.
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,74 +13,22 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
+#include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
+#include "tests/service/wait_until.h"
 
 namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
-using ::debugplane::testing::Context;
+using ::debugplane::testing::AgentProcess;
+using ::debugplane::testing::CreateJob;
+using ::debugplane::testing::DescribeJob;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// `debugplane-agent run` as a child process; its stderr goes to a file.
-class AgentProcess {
- public:
-  AgentProcess(const std::vector<std::string>& agent_args, const std::vector<std::string>& command,
-               const fs::path& log)
-      : log_(log) {
-    std::vector<std::string> args = {DP_AGENT_BINARY, "run"};
-    args.insert(args.end(), agent_args.begin(), agent_args.end());
-    args.push_back("--");
-    args.insert(args.end(), command.begin(), command.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  AgentProcess(const AgentProcess&) = delete;
-  AgentProcess& operator=(const AgentProcess&) = delete;
-
-  // The exit code, or -1 if it is still running after `timeout`.
-  int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ADD_FAILURE() << "the agent did not exit; its log:\n" << ReadAll(log_);
-    return -1;
-  }
-  std::string log() const { return ReadAll(log_); }
-
- private:
-  fs::path log_;
-  pid_t pid_ = -1;
-};
 
 class MultiWorkerTest : public ::testing::Test {
  protected:
@@ -106,28 +47,21 @@ class MultiWorkerTest : public ::testing::Test {
     rule->set_rule_configuration_name("ExplodingTensor");
     rule->set_rule_evaluator_image("builtin");
     (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
-    v1::CreateTrainingJobResponse created;
-    grpc::Status status = server_.Stub()->CreateTrainingJob(Context().get(), request, &created);
+    grpc::Status status = CreateJob(*server_.Stub(), request);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
   v1::DescribeTrainingJobResponse Describe(const std::string& name) {
-    v1::DescribeTrainingJobRequest request;
-    request.set_training_job_name(name);
-    v1::DescribeTrainingJobResponse job;
-    grpc::Status status = server_.Stub()->DescribeTrainingJob(Context().get(), request, &job);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return job;
+    return DescribeJob(*server_.Stub(), name);
   }
 
-  template <typename Predicate>
-  bool WaitUntil(Predicate done, absl::Duration timeout = absl::Seconds(30)) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
+  // Polls the job's first rule into `*rule` until it is no longer
+  // InProgress (returns true) or 30 s have passed (returns false).
+  bool WaitForRuleVerdict(const std::string& name, v1::DebugRuleEvaluationStatus* rule) {
+    return WaitUntil([&] {
+      *rule = Describe(name).debug_rule_evaluation_statuses(0);
+      return rule->rule_evaluation_status() != v1::RuleEvaluationStatus::InProgress;
+    });
   }
 
   // The job's output is under data_, which the agent may write.
@@ -172,10 +106,7 @@ TEST_F(MultiWorkerTest, ANanWrittenAfterTheFirstWorkerEndedIsFound) {
   EXPECT_TRUE(fs::exists(collections / "worker_1_collections.json"));
 
   v1::DebugRuleEvaluationStatus rule;
-  ASSERT_TRUE(WaitUntil([&] {
-    rule = Describe("ranks").debug_rule_evaluation_statuses(0);
-    return rule.rule_evaluation_status() != v1::RuleEvaluationStatus::InProgress;
-  })) << rule.DebugString();
+  ASSERT_TRUE(WaitForRuleVerdict("ranks", &rule)) << rule.DebugString();
   EXPECT_EQ(rule.rule_evaluation_status(), v1::RuleEvaluationStatus::IssuesFound)
       << rule.status_details();
   EXPECT_THAT(rule.status_details(), HasSubstr("step 9"));
@@ -204,10 +135,7 @@ TEST_F(MultiWorkerTest, RulesConcludeWhenTheCommandExitsNotWhenAWorkerEnds) {
   }
   EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
   v1::DebugRuleEvaluationStatus rule;
-  ASSERT_TRUE(WaitUntil([&] {
-    rule = Describe("healthy").debug_rule_evaluation_statuses(0);
-    return rule.rule_evaluation_status() != v1::RuleEvaluationStatus::InProgress;
-  })) << rule.DebugString();
+  ASSERT_TRUE(WaitForRuleVerdict("healthy", &rule)) << rule.DebugString();
   EXPECT_EQ(rule.rule_evaluation_status(), v1::RuleEvaluationStatus::NoIssuesFound)
       << rule.status_details();
   EXPECT_THAT(rule.status_details(), HasSubstr("40 evaluations over 20 steps"));

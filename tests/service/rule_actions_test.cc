@@ -16,15 +16,19 @@
 #include "tests/rules_engine/fake_receivers.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
+#include "tests/service/wait_until.h"
 
 namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
-using ::debugplane::testing::Context;
+using ::debugplane::testing::CreateJob;
+using ::debugplane::testing::DescribeJob;
 using ::debugplane::testing::FakeHttpReceiver;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using rules_engine::Mode;
 using rules_engine::testing::TrialWriter;
 using ::testing::HasSubstr;
@@ -44,29 +48,19 @@ v1::CreateTrainingJobRequest Job(const std::string& name, const fs::path& trial,
   return request;
 }
 
-v1::DescribeTrainingJobResponse Describe(v1::TrainingJobService::Stub& stub,
-                                         const std::string& name) {
-  v1::DescribeTrainingJobRequest request;
-  request.set_training_job_name(name);
-  v1::DescribeTrainingJobResponse job;
-  grpc::Status status = stub.DescribeTrainingJob(Context().get(), request, &job);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return job;
-}
-
 // Polls Describe until `done(job)` holds (at most `seconds`).
 template <typename Predicate>
 v1::DescribeTrainingJobResponse WaitFor(ServerProcess& server, const std::string& name,
                                         Predicate done, int seconds = 30) {
   auto stub = server.Stub();
   v1::DescribeTrainingJobResponse job;
-  const absl::Time deadline = absl::Now() + absl::Seconds(seconds);
-  while (absl::Now() < deadline) {
-    job = Describe(*stub, name);
-    if (done(job)) return job;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ADD_FAILURE() << "condition not reached; last state: " << job.DebugString();
+  const bool reached = WaitUntil(
+      [&] {
+        job = DescribeJob(*stub, name);
+        return done(job);
+      },
+      absl::Seconds(seconds));
+  if (!reached) ADD_FAILURE() << "condition not reached; last state: " << job.DebugString();
   return job;
 }
 
@@ -89,12 +83,9 @@ TEST(RuleActionsEndToEndTest, StopAndNotifyOnceAcrossAKill9) {
   auto stub = server.Stub();
   const fs::path trial = data.path() / "trial";
   TrialWriter writer(trial.string());
-  v1::CreateTrainingJobResponse created;
-  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(),
-                                      Job("guarded", trial,
-                                          R"([{"name": "stoptraining"},
-                              {"name": "email", "endpoint": "ml-team@example.com"}])"),
-                                      &created)
+  ASSERT_TRUE(CreateJob(*stub, Job("guarded", trial,
+                                   R"([{"name": "stoptraining"},
+                              {"name": "email", "endpoint": "ml-team@example.com"}])"))
                   .ok());
   WriteHealthySteps(writer, 0, 3);
   WriteNanStep(writer, 3);
@@ -139,7 +130,7 @@ TEST(RuleActionsEndToEndTest, StopAndNotifyOnceAcrossAKill9) {
   server.Restart();
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(webhook.requests().size(), failed_before + 1);
-  job = Describe(*server.Stub(), "guarded");
+  job = DescribeJob(*server.Stub(), "guarded");
   EXPECT_EQ(job.rule_actions_size(), 2);
   EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopped);
 }
@@ -150,8 +141,7 @@ TEST(RuleActionsEndToEndTest, ProgressIsRecordedAndEvaluationResumesAfterAKill9)
   auto stub = server.Stub();
   const fs::path trial = data.path() / "trial";
   TrialWriter writer(trial.string());
-  v1::CreateTrainingJobResponse created;
-  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), Job("resumed", trial, ""), &created).ok());
+  ASSERT_TRUE(CreateJob(*stub, Job("resumed", trial, "")).ok());
   WriteHealthySteps(writer, 0, 10);
   WaitFor(server, "resumed", [](const auto& job) {
     return job.debug_rule_evaluation_statuses(0).has_last_evaluated_step() &&
@@ -159,7 +149,7 @@ TEST(RuleActionsEndToEndTest, ProgressIsRecordedAndEvaluationResumesAfterAKill9)
   });
 
   server.Restart();
-  auto job = Describe(*server.Stub(), "resumed");
+  auto job = DescribeJob(*server.Stub(), "resumed");
   EXPECT_EQ(job.debug_rule_evaluation_statuses(0).rule_evaluation_status(),
             v1::RuleEvaluationStatus::InProgress);
   EXPECT_EQ(job.debug_rule_evaluation_statuses(0).last_evaluated_step(), 9);
@@ -178,11 +168,9 @@ TEST(RuleActionsEndToEndTest, ProgressIsRecordedAndEvaluationResumesAfterAKill9)
 TEST(RuleActionsEndToEndTest, BadActionJsonIsRefusedNamingTheParameter) {
   ScopedTempDir data;
   ServerProcess server(data.path());
-  v1::CreateTrainingJobResponse created;
-  grpc::Status refused = server.Stub()->CreateTrainingJob(
-      Context().get(),
-      Job("bad-action", data.path() / "trial", R"({"name": "sms", "endpoint": "555-1234"})"),
-      &created);
+  grpc::Status refused = CreateJob(
+      *server.Stub(),
+      Job("bad-action", data.path() / "trial", R"({"name": "sms", "endpoint": "555-1234"})"));
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.error_message(),
               HasSubstr("DebugRuleConfigurations[0].RuleParameters.action_json"));

@@ -14,13 +14,12 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/json_util.h"
-#include "google/rpc/error_details.pb.h"
-#include "google/rpc/status.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
+#include "tests/service/field_violations.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
@@ -62,17 +61,10 @@ v1::CreateTrainingJobRequest TemplateRequest(const std::string& name) {
   return request;
 }
 
-// The field violations in a status's grpc-status-details-bin.
+// The fields named by the field violations in a status's details.
 std::vector<std::string> ViolatedFields(const grpc::Status& status) {
   std::vector<std::string> fields;
-  google::rpc::Status details;
-  if (!details.ParseFromString(status.error_details())) return fields;
-  for (const auto& any : details.details()) {
-    google::rpc::BadRequest bad_request;
-    if (any.UnpackTo(&bad_request)) {
-      for (const auto& v : bad_request.field_violations()) fields.push_back(v.field());
-    }
-  }
+  for (const auto& v : ::debugplane::testing::FieldViolations(status)) fields.push_back(v.field());
   return fields;
 }
 
@@ -474,9 +466,8 @@ TEST(ServerStartupTest, ASecondServerOnTheSameDataDirectoryOrPortIsRefused) {
   EXPECT_THAT(output, AllOf(HasSubstr("is in use by another debugplane-server (PID "),
                             HasSubstr("another --data-dir")));
 
-  std::tie(code, output) =
-      RunRefusedServer("--data-dir " + (dir.path() / "other").string(),
-                       absl::StrCat("127.0.0.1:", first.port()));
+  std::tie(code, output) = RunRefusedServer("--data-dir " + (dir.path() / "other").string(),
+                                            absl::StrCat("127.0.0.1:", first.port()));
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr(absl::StrCat("127.0.0.1:", first.port())));
   EXPECT_TRUE(first.running());

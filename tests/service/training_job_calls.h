@@ -1,0 +1,37 @@
+// Synchronous TrainingJobService calls for end-to-end tests, each with a
+// deadline (Context()) so that no test waits forever on a hung server.
+
+#ifndef DEBUGPLANE_TESTS_SERVICE_TRAINING_JOB_CALLS_H_
+#define DEBUGPLANE_TESTS_SERVICE_TRAINING_JOB_CALLS_H_
+
+#include <string>
+
+#include "debugplane/v1/training_job.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/service/server_process.h"
+
+namespace debugplane::testing {
+
+// CreateTrainingJob(`request`); returns the call's status (callers assert
+// it, so that a failed creation stops the test).
+inline grpc::Status CreateJob(v1::TrainingJobService::Stub& stub,
+                              const v1::CreateTrainingJobRequest& request) {
+  v1::CreateTrainingJobResponse created;
+  return stub.CreateTrainingJob(Context().get(), request, &created);
+}
+
+// DescribeTrainingJob(`name`). A failed call is a test failure (with the
+// server's message) and yields an empty response.
+inline v1::DescribeTrainingJobResponse DescribeJob(v1::TrainingJobService::Stub& stub,
+                                                   const std::string& name) {
+  v1::DescribeTrainingJobRequest request;
+  request.set_training_job_name(name);
+  v1::DescribeTrainingJobResponse job;
+  grpc::Status status = stub.DescribeTrainingJob(Context().get(), request, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return job;
+}
+
+}  // namespace debugplane::testing
+
+#endif  // DEBUGPLANE_TESTS_SERVICE_TRAINING_JOB_CALLS_H_
