@@ -10,10 +10,17 @@
 // Each caller is closed-loop: it sends its next call when the previous one
 // returns. Callers share one channel (one HTTP/2 connection), as one client
 // process would.
+//
+// Besides throughput and latency, each cell shows the CPU time the whole
+// process (load generator and server) spent per call, which varies much less
+// than throughput when other work shares the machine, and for the real
+// server's Creates the average commit group (changes per storage write, i.e.
+// per fsync) and the average time of one storage write.
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -109,8 +116,16 @@ struct Result {
   double ops_per_second = 0;
   double p50_us = 0;
   double p99_us = 0;
+  double cpu_us_per_op = 0;  // Process CPU time (all threads) per call.
   int64_t errors = 0;
 };
+
+// CPU time of the whole process so far.
+absl::Duration ProcessCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
 
 // Runs `callers` closed-loop callers of one operation for `duration`.
 class LoadRun {
@@ -126,10 +141,12 @@ class LoadRun {
   Result Run(absl::Duration duration) {
     deadline_ = absl::Now() + duration;
     start_ = absl::Now();
+    const absl::Duration cpu_start = ProcessCpuTime();
     active_ = callers_;
     latencies_.resize(callers_);
     for (int i = 0; i < callers_; ++i) Issue(i);
     finished_.WaitForNotification();
+    const absl::Duration cpu = ProcessCpuTime() - cpu_start;
     const double seconds = absl::ToDoubleSeconds(end_ - start_);
     std::vector<int64_t> all;
     for (auto& l : latencies_) all.insert(all.end(), l.begin(), l.end());
@@ -138,6 +155,7 @@ class LoadRun {
     result.errors = errors_.load();
     if (all.empty()) return result;
     result.ops_per_second = all.size() / seconds;
+    result.cpu_us_per_op = absl::ToDoubleMicroseconds(cpu) / all.size();
     result.p50_us = all[all.size() / 2] / 1000.0;
     result.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)] / 1000.0;
     return result;
@@ -225,11 +243,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> ops = {"create", "describe", "list"};
   int preload = 1000;
   std::string data_dir;
+  core::TrainingJobManagerOptions manager_options;
+  int64_t group_wait_us = absl::ToInt64Microseconds(manager_options.max_group_wait);
   app.add_option("--seconds", seconds, "Duration of each measurement")->capture_default_str();
   app.add_option("--callers", callers, "Concurrent callers")->delimiter(',');
   app.add_option("--ops", ops, "Operations: create, describe, list")->delimiter(',');
   app.add_option("--preload", preload, "Jobs created before Describe/List")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Database directory (default: a fresh temp dir)");
+  app.add_option("--group-wait-us", group_wait_us,
+                 "The real server's max_group_wait in microseconds (0: off)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   if (data_dir.empty()) {
@@ -243,7 +266,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", storage.status().ToString().c_str());
     return 1;
   }
-  auto manager = core::TrainingJobManager::Create(*std::move(storage), {});
+  manager_options.max_group_wait = absl::Microseconds(group_wait_us);
+  auto manager = core::TrainingJobManager::Create(*std::move(storage), manager_options);
   if (!manager.ok()) {
     std::fprintf(stderr, "%s\n", manager.status().ToString().c_str());
     return 1;
@@ -283,23 +307,36 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("service_bench: %.1f s per cell, %d preloaded jobs, data dir %s\n", seconds, preload,
-              data_dir.c_str());
-  std::printf("%-9s %7s | %12s %9s %9s | %12s %9s %9s | %6s\n", "op", "callers", "real ops/s",
-              "p50 us", "p99 us", "noop ops/s", "p50 us", "p99 us", "ratio");
+  std::printf(
+      "service_bench: %.1f s per cell, %d preloaded jobs, group wait %lld us, data dir %s\n",
+      seconds, preload, static_cast<long long>(group_wait_us), data_dir.c_str());
+  std::printf("%-9s %7s | %10s %7s %7s %6s %5s %6s | %10s %7s %7s %6s | %6s\n", "op", "callers",
+              "real ops/s", "p50 us", "p99 us", "cpu us", "group", "wr ms", "noop ops/s", "p50 us",
+              "p99 us", "cpu us", "ratio");
+  auto* real_manager = static_cast<core::TrainingJobManager*>(targets[0].handler.get());
   for (const std::string& op : ops) {
     for (int c : callers) {
       Result results[2];
+      const core::TrainingJobManager::CommitStats before = real_manager->commit_stats();
       for (int t = 0; t < 2; ++t) {
         LoadRun run(targets[t].stub.get(), op, targets[t].name, c, preload);
         results[t] = run.Run(absl::Seconds(seconds));
       }
+      const core::TrainingJobManager::CommitStats after = real_manager->commit_stats();
+      const int64_t writes = after.writes - before.writes;
+      const double group =
+          writes > 0 ? static_cast<double>(after.changes - before.changes) / writes : 0;
+      const double write_ms =
+          writes > 0 ? absl::ToDoubleMilliseconds(after.writing - before.writing) / writes : 0;
       const double ratio =
           results[1].ops_per_second > 0 ? results[0].ops_per_second / results[1].ops_per_second : 0;
-      std::printf("%-9s %7d | %12.0f %9.0f %9.0f | %12.0f %9.0f %9.0f | %5.0f%%%s\n", op.c_str(), c,
-                  results[0].ops_per_second, results[0].p50_us, results[0].p99_us,
-                  results[1].ops_per_second, results[1].p50_us, results[1].p99_us, ratio * 100,
-                  results[0].errors + results[1].errors > 0 ? "  (errors!)" : "");
+      std::printf(
+          "%-9s %7d | %10.0f %7.0f %7.0f %6.1f %5.1f %6.2f | %10.0f %7.0f %7.0f %6.1f | "
+          "%5.0f%%%s\n",
+          op.c_str(), c, results[0].ops_per_second, results[0].p50_us, results[0].p99_us,
+          results[0].cpu_us_per_op, group, write_ms, results[1].ops_per_second, results[1].p50_us,
+          results[1].p99_us, results[1].cpu_us_per_op, ratio * 100,
+          results[0].errors + results[1].errors > 0 ? "  (errors!)" : "");
       std::fflush(stdout);
     }
   }

@@ -21,8 +21,11 @@ using DoneCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
 // Receives the events of one WatchTrainingJob stream.
 //
-// Calls are serialized per watcher and come from threads the handler owns:
-// implementations must not block (queue the event and return).
+// Calls are serialized per watcher, in commit order. The first (the current
+// state) may come on the thread that registers the watcher, before
+// WatchTrainingJob returns; the others come from threads the handler owns.
+// Implementations must not block (queue the event and return): a blocked
+// watcher holds up its own stream and the handler threads that serve it.
 class JobWatcher {
  public:
   virtual ~JobWatcher() = default;

@@ -274,12 +274,22 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
 }
 
 void TrainingJobManager::CommitLoop() {
+  // Group commit (see TrainingJobManagerOptions::max_group_wait): how many
+  // changes the next group may expect (those queued when the last group was
+  // acknowledged, plus its callers coming back), until when, and how long
+  // the last write took.
+  size_t expected = 0;
+  absl::Time acknowledged_at = absl::InfinitePast();
+  absl::Duration last_write;
   while (true) {
     std::vector<PendingCommit> group;
     {
       absl::MutexLock lock(&mu_);
       while (queue_.empty() && !shutting_down_) queue_cv_.Wait(&mu_);
       if (queue_.empty()) return;  // Shutting down with nothing left to write.
+      WaitForReturningCallersLocked(
+          std::min(expected, static_cast<size_t>(std::max(1, options_.max_commit_group))),
+          acknowledged_at + std::min(options_.max_group_wait, last_write / 2));
       const size_t take =
           std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_commit_group)));
       group.reserve(take);
@@ -302,13 +312,21 @@ void TrainingJobManager::CommitLoop() {
         batch.Delete(commit.job_name);
       }
     }
+    const absl::Time write_start = Now();
     absl::Status written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
+    const absl::Time now = Now();
+    if (!batch.empty()) last_write = now - write_start;
 
     WatchesToDrain to_drain;
+    size_t queued_behind = 0;  // Queued before this group is acknowledged.
     {
       absl::MutexLock lock(&mu_);
+      if (!batch.empty()) {
+        ++commit_stats_.writes;
+        commit_stats_.changes += static_cast<int64_t>(batch.size());
+        commit_stats_.writing += last_write;
+      }
       if (written.ok()) {
-        const absl::Time now = Now();
         for (PendingCommit& commit : group) PublishLocked(commit, now, to_drain);
       } else {
         spdlog::error("storage write of {} change(s) failed: {}", batch.size(), written.ToString());
@@ -322,6 +340,7 @@ void TrainingJobManager::CommitLoop() {
           if (commit.changed) RollBackLocked(commit.job_name);
         }
       }
+      queued_behind = queue_.size();
     }
     // Watchers are told on the delivery pool; the next group need not wait.
     StartDrains(to_drain);
@@ -342,7 +361,25 @@ void TrainingJobManager::CommitLoop() {
     for (PendingCommit& commit : group) {
       if (commit.done != nullptr) std::move(commit.done)(reply);
     }
+    // Those queued since are (some of) the callers coming back; after a
+    // failure nobody is expected.
+    acknowledged_at = Now();
+    expected = written.ok() ? queued_behind + group.size() : 0;
   }
+}
+
+void TrainingJobManager::WaitForReturningCallersLocked(size_t expected, absl::Time until) {
+  if (queue_.size() >= expected) return;
+  const absl::Time start = Now();
+  const absl::Duration left = until - start;
+  if (left <= absl::ZeroDuration()) return;
+  // The wait is in real time, at most `left` (a clock that moves only when
+  // told, in tests, bounds nothing).
+  const absl::Time real_until = absl::Now() + std::min(left, options_.clock->RealTimeUntil(until));
+  while (queue_.size() < expected && !shutting_down_) {
+    if (queue_cv_.WaitWithDeadline(&mu_, real_until)) break;  // Timed out.
+  }
+  commit_stats_.waiting += Now() - start;
 }
 
 void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now,
@@ -1186,6 +1223,11 @@ std::shared_ptr<const JobRecord> TrainingJobManager::GetJob(const std::string& n
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(name);
   return it == jobs_.end() ? nullptr : it->second.committed;
+}
+
+TrainingJobManager::CommitStats TrainingJobManager::commit_stats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return commit_stats_;
 }
 
 size_t TrainingJobManager::job_count() const {

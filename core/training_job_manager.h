@@ -1,11 +1,13 @@
 // TrainingJobManager: the authority over training jobs.
 //
 // It serves reads from memory and makes every change durable before it is
-// acknowledged. Changes are computed on the caller's thread against the
-// latest (possibly not yet durable) state of a job, queued in order, and
-// written by one committer thread that groups everything queued into a single
-// storage transaction (group commit: one fsync for many calls). Readers and
-// watchers only ever see committed state.
+// acknowledged. Changes are computed (on the caller's thread; Create and
+// Update on the validation pool) against the latest (possibly not yet
+// durable) state of a job, queued in order, and written by one committer
+// thread that groups everything queued into a single storage transaction
+// (group commit: one fsync for many calls; see
+// TrainingJobManagerOptions::max_group_wait). Readers and watchers only ever
+// see committed state.
 //
 // If a storage write fails, the changes in that group and every change queued
 // behind it (which may build on them) fail with UNAVAILABLE and the latest
@@ -83,6 +85,17 @@ struct TrainingJobManagerOptions {
   ArnScope arn_scope;
   // Upper bound of job writes grouped into one storage transaction.
   int max_commit_group = 1024;
+  // Group commit: the callers of an acknowledged group usually send their
+  // next change at once (clients wait for each reply). Without waiting for
+  // them, callers split into two halves that alternate: one half's changes
+  // are written while the other's queue, each group half of what one write
+  // could take. So the committer waits, up to this long after acknowledging
+  // a group (and never longer than half the last storage write took), until
+  // the changes then queued plus that group's callers are queued again,
+  // and one write (one fsync) serves them all. The wait ends as soon as they
+  // are there: a lone caller never waits (its own change is the one
+  // expected). Zero turns it off.
+  absl::Duration max_group_wait = absl::Milliseconds(2);
   // Threads that validate CreateTrainingJob and UpdateTrainingJob requests
   // (their output paths are checked against the file system).
   int validation_threads = 2;
@@ -231,6 +244,18 @@ class TrainingJobManager final : public TrainingJobHandler {
   // Number of committed jobs.
   size_t job_count() const;
 
+  // What the committer has done since the start, for diagnostics and
+  // benchmarks. Thread-safe.
+  struct CommitStats {
+    int64_t writes = 0;      // Storage writes (groups with at least one change).
+    int64_t changes = 0;     // Changes written.
+    absl::Duration writing;  // Time spent in storage writes (options' clock).
+    // Time spent waiting for an acknowledged group's callers to come back
+    // (TrainingJobManagerOptions::max_group_wait).
+    absl::Duration waiting;
+  };
+  CommitStats commit_stats() const;
+
   const TrainingJobManagerOptions& options() const { return options_; }
 
  private:
@@ -296,6 +321,10 @@ class TrainingJobManager final : public TrainingJobHandler {
   void UpdateValidated(const v1::UpdateTrainingJobRequest& request,
                        v1::UpdateTrainingJobResponse* response, DoneCallback done);
   void CommitLoop();
+  // Group commit (TrainingJobManagerOptions::max_group_wait): waits until
+  // `expected` changes are queued, the deadline `until` passes or shutdown.
+  void WaitForReturningCallersLocked(size_t expected, absl::Time until)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes a committed change: updates the indexes and the deadline, and
   // queues the news on the job's watches (adding those that need a drain to
   // `to_drain`). If there are watches, `commit.done` moves to their
@@ -343,6 +372,7 @@ class TrainingJobManager final : public TrainingJobHandler {
   // Committed jobs by (creation time in microseconds, name), for listing.
   std::set<std::pair<int64_t, std::string>> by_creation_ ABSL_GUARDED_BY(mu_);
   size_t committed_count_ ABSL_GUARDED_BY(mu_) = 0;
+  CommitStats commit_stats_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingCommit> queue_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Shutdown is complete (later calls return at once).
