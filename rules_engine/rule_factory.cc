@@ -43,29 +43,6 @@ std::string Clip(std::string details) {
   return details;
 }
 
-std::string DescribeTrial(const TrialInfo& info) {
-  if (info.collections.empty()) return "the trial has no collections file";
-  std::vector<std::string> parts;
-  std::set<std::string> names;
-  for (const auto& [name, c] : info.collections) {
-    parts.push_back(absl::StrCat(name, " (", c.tensor_names.size(), ")"));
-    for (const std::string& t : c.tensor_names) names.insert(t);
-  }
-  std::vector<std::string> some(names.begin(), names.end());
-  constexpr size_t kMaxNames = 20;
-  const size_t total = some.size();
-  if (some.size() > kMaxNames) some.resize(kMaxNames);
-  std::string out = absl::StrCat("collections saved (tensor count): ", absl::StrJoin(parts, ", "),
-                                 "; tensors seen: ");
-  if (some.empty()) {
-    absl::StrAppend(&out, "none");
-  } else {
-    absl::StrAppend(&out, absl::StrJoin(some, ", "));
-    if (total > some.size()) absl::StrAppend(&out, ", ... (", total, " in all)");
-  }
-  return out;
-}
-
 double MeanAbs(const std::vector<double>& v) {
   if (v.empty()) return 0;
   double sum = 0;
@@ -115,7 +92,8 @@ BatchView ViewAsBatch(const Tensor& t) {
 
 RuleVerdict EvaluatingRule::OnTrainingEnd(const TrialInfo& info) {
   if (evaluations_ > 0) return RuleVerdict::NoIssues(Clip(Summary()));
-  return RuleVerdict::Error(Clip(absl::StrCat(MissingData(), "; ", DescribeTrial(info))));
+  return RuleVerdict::Error(
+      Clip(absl::StrCat(MissingData(info), "; ", DescribeTrial(info, steps_read_))));
 }
 
 std::string EvaluatingRule::Summary() const {

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "objectstore/message_text.h"
 
 namespace debugplane::rules_engine::internal {
 
@@ -122,10 +125,12 @@ bool AllFinite(const std::vector<double>& values) {
 
 RuleVerdict SelectingRule::CheckSelected(const Step& step, const TrialInfo& info,
                                          TensorCheck check) {
-  if (!selector_.Selects(step)) return RuleVerdict::Continue();
+  const bool mode_selected = selector_.Selects(step);
   bool any = false;
   for (const Tensor& t : step.tensors) {
-    if (t.values.empty() || !selector_.Matches(t.name, info)) continue;
+    if (!selector_.Matches(t.name, info)) continue;
+    seen_.Note(step, t);
+    if (!mode_selected || t.values.empty()) continue;
     absl::optional<std::string> issue = check(t);
     if (!issue.has_value()) continue;  // Not evaluated.
     any = true;
@@ -137,6 +142,216 @@ RuleVerdict SelectingRule::CheckSelected(const Step& step, const TrialInfo& info
   }
   if (any) ++steps_evaluated_;
   return RuleVerdict::Continue();
+}
+
+void SelectingRule::NoteSelected(const Step& step, const TrialInfo& info) {
+  for (const Tensor& t : step.tensors) {
+    if (selector_.Matches(t.name, info)) seen_.Note(step, t);
+  }
+}
+
+std::string SelectingRule::WhyUnusedSelection(const TrialInfo& info, absl::string_view what) const {
+  return WhyUnused(what.empty() ? "tensor" : what, selector_.empty() ? "" : selector_.Describe(),
+                   seen_, steps_read(), selector_.modes, info, selector_.collections);
+}
+
+// --- What a rule was given ---------------------------------------------------------
+
+std::string QuoteName(absl::string_view name) {
+  return absl::StrCat("'", objectstore::EscapeForMessage(name, 60), "'");
+}
+
+std::string Times(int64_t n) { return n == 1 ? "once" : absl::StrCat(n, " times"); }
+
+std::string ListNames(const std::vector<std::string>& names, size_t total, size_t max) {
+  const size_t shown = std::min(names.size(), max);
+  std::string out;
+  for (size_t i = 0; i < shown; ++i) absl::StrAppend(&out, i > 0 ? ", " : "", QuoteName(names[i]));
+  if (total > shown) absl::StrAppend(&out, " and ", total - shown, " more");
+  return out;
+}
+
+int64_t ModeCounts::Of(const std::vector<Mode>& modes) const {
+  if (modes.empty()) return Total();
+  int64_t n = 0;
+  for (Mode m : modes) n += Of(m);
+  return n;
+}
+
+int64_t ModeCounts::Total() const { return counts_[0] + counts_[1] + counts_[2] + counts_[3]; }
+
+namespace {
+
+constexpr Mode kModes[] = {Mode::kTrain, Mode::kEval, Mode::kPredict, Mode::kGlobal};
+
+// "60 TRAIN steps", "1 EVAL step".
+std::string CountOf(int64_t n, absl::string_view mode) {
+  return absl::StrCat(n, " ", mode, n == 1 ? " step" : " steps");
+}
+
+// "a", "a and b", "a, b and c".
+std::string JoinAnd(const std::vector<std::string>& parts) {
+  if (parts.size() <= 1) return parts.empty() ? "" : parts[0];
+  return absl::StrCat(absl::StrJoin(std::vector<std::string>(parts.begin(), parts.end() - 1), ", "),
+                      " and ", parts.back());
+}
+
+}  // namespace
+
+std::string ModeCounts::Describe() const {
+  std::vector<std::string> parts;
+  for (Mode m : kModes) {
+    if (Of(m) > 0) parts.push_back(CountOf(Of(m), ModeName(m)));
+  }
+  return parts.empty() ? "no step" : JoinAnd(parts);
+}
+
+std::string ModeCounts::DescribeAgainst(const std::vector<Mode>& modes) const {
+  if (modes.empty()) return Describe();
+  std::vector<std::string> parts;
+  for (Mode m : kModes) {
+    if (Of(m) > 0 && std::find(modes.begin(), modes.end(), m) == modes.end()) {
+      parts.push_back(CountOf(Of(m), ModeName(m)));
+    }
+  }
+  parts.push_back(CountOf(Of(modes), ModesName(modes)));
+  return JoinAnd(parts);
+}
+
+std::string ModesName(const std::vector<Mode>& modes) {
+  std::vector<absl::string_view> names;
+  for (Mode m : modes) names.push_back(ModeName(m));
+  return absl::StrJoin(names, "/");
+}
+
+void SelectionSeen::Note(const Step& step, const Tensor& tensor) {
+  if (tensor.values.empty()) {
+    ++without_values_;
+  } else if (!counted_any_ || step.global_step != last_counted_step_) {
+    steps_.Add(step.mode);
+    last_counted_step_ = step.global_step;
+    counted_any_ = true;
+  }
+  if (more_names_) return;
+  if (std::find(names_.begin(), names_.end(), tensor.name) != names_.end()) return;
+  if (names_.size() < kMaxListedNames) {
+    names_.push_back(tensor.name);
+  } else {
+    more_names_ = true;
+  }
+}
+
+std::string SelectionSeen::Names() const {
+  std::string out = ListNames(names_, names_.size());
+  if (more_names_) absl::StrAppend(&out, " and more");
+  return out;
+}
+
+std::string SelectionSeen::NamesWere() const {
+  return absl::StrCat(Names(), names_.size() == 1 && !more_names_ ? " was" : " were");
+}
+
+std::string TrialTensors(const TrialInfo& info) {
+  if (info.collections.empty()) return "the trial has no collections file";
+  std::set<std::string> names;
+  for (const auto& [name, c] : info.collections)
+    names.insert(c.tensor_names.begin(), c.tensor_names.end());
+  if (names.empty()) return "the trial's collections file lists no tensor names";
+  std::vector<std::string> first;
+  for (const std::string& n : names) {
+    if (first.size() == kMaxListedNames) break;
+    first.push_back(n);
+  }
+  return absl::StrCat("the trial has ", names.size(), names.size() == 1 ? " tensor" : " tensors",
+                      " (by its collections file): ", ListNames(first, names.size()));
+}
+
+std::string CollectionNotes(const std::vector<std::string>& collections, const TrialInfo& info) {
+  if (info.collections.empty()) return "";
+  // smdebug records the tensors it saved in their collections: when the file
+  // lists some, a collection listing none saved nothing.
+  bool file_lists_names = false;
+  for (const auto& [name, c] : info.collections) {
+    file_lists_names = file_lists_names || !c.tensor_names.empty();
+  }
+  std::vector<std::string> notes;
+  std::vector<std::string> pattern_errors;
+  bool patterns_listed = false;
+  for (const std::string& name : collections) {
+    auto it = info.collections.find(name);
+    if (it == info.collections.end()) {
+      notes.push_back(absl::StrCat("collection ", QuoteName(name), " is not saved by the hook"));
+      continue;
+    }
+    if (it->second.include_regex.empty() && it->second.tensor_names.empty()) {
+      notes.push_back(absl::StrCat("collection ", QuoteName(name),
+                                   " has neither include_regex nor tensor names"));
+    } else if (file_lists_names && it->second.tensor_names.empty()) {
+      notes.push_back(absl::StrCat("collection ", QuoteName(name),
+                                   " lists no tensor: the hook saved none of it"));
+    }
+    if (!patterns_listed) {
+      pattern_errors = info.CollectionPatternErrors();
+      patterns_listed = true;
+    }
+    const std::string prefix = absl::StrCat("collection ", QuoteName(name), ":");
+    for (const std::string& e : pattern_errors) {
+      if (absl::StartsWith(e, prefix)) notes.push_back(e);
+    }
+  }
+  if (notes.empty()) return "";
+  return absl::StrCat(" (", absl::StrJoin(notes, "; "), ")");
+}
+
+std::string WhyUnused(absl::string_view what, absl::string_view selection,
+                      const SelectionSeen& seen, const ModeCounts& steps,
+                      const std::vector<Mode>& modes, const TrialInfo& info,
+                      const std::vector<std::string>& collections) {
+  const std::string selected =
+      selection.empty() ? std::string() : absl::StrCat(" (", selection, ")");
+  if (steps.Total() == 0) {
+    return absl::StrCat("no step was read (the rule needs a ", what, selected, ")");
+  }
+  if (!seen.any()) {
+    std::string out = absl::StrCat("no ", what, " was saved", selected, "; ", TrialTensors(info),
+                                   CollectionNotes(collections, info));
+    if (!modes.empty() && steps.Of(modes) == 0) {
+      absl::StrAppend(&out, "; besides, the rule reads ", ModesName(modes),
+                      " steps and the trial has ", steps.DescribeAgainst(modes));
+    }
+    return out;
+  }
+  if (!modes.empty() && seen.steps().Total() > 0 && seen.steps().Of(modes) == 0) {
+    return absl::StrCat("no ", what, selected, " at a ", ModesName(modes),
+                        " step, the steps the rule reads: ", seen.NamesWere(), " saved at ",
+                        seen.steps().Describe(), " only; the trial has ",
+                        steps.DescribeAgainst(modes));
+  }
+  if (seen.steps().Total() == 0) {
+    return absl::StrCat("every ", what, selected, " was saved without values (",
+                        Times(seen.without_values()),
+                        ": a string dtype or an empty shape): ", seen.Names());
+  }
+  return "";
+}
+
+std::string DescribeTrial(const TrialInfo& info, const ModeCounts& steps) {
+  std::string out = absl::StrCat("read ", steps.Describe(), "; ");
+  if (info.collections.empty()) {
+    absl::StrAppend(&out, "the trial has no collections file");
+    return out;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [name, c] : info.collections) {
+    if (parts.size() == kMaxListedNames) break;
+    parts.push_back(
+        absl::StrCat(objectstore::EscapeForMessage(name, 60), " (", c.tensor_names.size(), ")"));
+  }
+  absl::StrAppend(&out, "collections saved (tensor count): ", absl::StrJoin(parts, ", "));
+  if (info.collections.size() > parts.size()) {
+    absl::StrAppend(&out, " and ", info.collections.size() - parts.size(), " more");
+  }
+  return out;
 }
 
 }  // namespace debugplane::rules_engine::internal

@@ -1,5 +1,6 @@
 // Activation rules: DeadRelu, SaturatedActivation.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,8 @@ class DeadRelu : public SelectingRule {
         threshold_inactivity_(threshold_inactivity),
         threshold_layer_(threshold_layer) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       int64_t units = 0;
       const double dead = PercentInactiveUnits(
@@ -63,9 +65,9 @@ class DeadRelu : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("no ReLU output tensor was saved (", selector_.Describe(), ")");
+  // Every ReLU output with values is evaluated: only the selection explains.
+  std::string MissingData(const TrialInfo& info) const override {
+    return WhyUnusedSelection(info, "ReLU output tensor");
   }
 
  private:
@@ -87,7 +89,8 @@ class SaturatedActivation : public SelectingRule {
   SaturatedActivation(TensorSelector selector, Thresholds th)
       : SelectingRule("SaturatedActivation", std::move(selector)), th_(th) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const std::string lower = absl::AsciiStrToLower(t.name);
       double lo, hi;
@@ -97,6 +100,11 @@ class SaturatedActivation : public SelectingRule {
       } else if (absl::StrContains(lower, "sigmoid")) {
         lo = th_.sigmoid_min, hi = th_.sigmoid_max, kind = "sigmoid";
       } else {
+        if (skipped_names_.size() < kMaxListedNames &&
+            std::find(skipped_names_.begin(), skipped_names_.end(), t.name) ==
+                skipped_names_.end()) {
+          skipped_names_.push_back(t.name);
+        }
         ++skipped_;
         return absl::nullopt;
       }
@@ -113,18 +121,21 @@ class SaturatedActivation : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("no tanh or sigmoid input tensor was saved (", selector_.Describe(), ")",
-                        skipped_ > 0 ? absl::StrCat("; ", skipped_,
-                                                    " matched tensors named neither tanh nor "
-                                                    "sigmoid were skipped")
-                                     : "");
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info, "tanh or sigmoid input tensor");
+    if (!why.empty()) return why;
+    return absl::StrCat("no tanh or sigmoid input tensor was saved (", selector_.Describe(),
+                        "): the matching tensors were skipped (", Times(skipped_),
+                        ") because their names say neither tanh nor sigmoid (the "
+                        "activation is told by the name): ",
+                        ListNames(skipped_names_, skipped_names_.size()),
+                        skipped_names_.size() == kMaxListedNames ? " and maybe more" : "");
   }
 
  private:
   Thresholds th_;
-  int64_t skipped_ = 0;
+  int64_t skipped_ = 0;                     // Matched tensors naming neither activation.
+  std::vector<std::string> skipped_names_;  // The first of them.
 };
 
 }  // namespace

@@ -47,6 +47,17 @@ constexpr size_t kMaxClasses = 100000;
 // Labels of shape [batch, k] (one-hot) are argmax'd always; predictions only
 // with argmax=True. A labels/predictions pair of different sizes is skipped
 // (counted in the kError details: a probability vector needs argmax=True).
+// A tensor matching both labels_regex and predictions_regex is counted, not
+// skipped, and not refused at CreateTrainingJob (whether names overlap
+// depends on the names a hook saves, unknown then):
+//  - it is the labels when its worker saved, at that step, no tensor that
+//    matches labels_regex alone; else it is a predictions tensor;
+//  - the predictions of a labels tensor are the first other tensor of its
+//    worker that matches predictions_regex and is not labels; failing that,
+//    the labels tensor itself when it matches predictions_regex. Its
+//    predictions are then the same tensor, which always agrees with itself:
+//    mispredictions are not judged for it, and the NoIssuesFound summary
+//    says so.
 class ClassImbalance : public EvaluatingRule {
  public:
   ClassImbalance(double threshold_imbalance, double threshold_misprediction, int64_t samples,
@@ -69,21 +80,24 @@ class ClassImbalance : public EvaluatingRule {
     return {"labels", "predictions"};
   }
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
+    for (const Tensor& t : step.tensors) {
+      if (labels_.Matches(t.name, info)) labels_seen_.Note(step, t);
+    }
     if (!labels_.Selects(step)) return RuleVerdict::Continue();
     for (const Tensor& labels : step.tensors) {
-      if (labels.values.empty() || !labels_.Matches(labels.name, info)) continue;
-      if (predictions_.Matches(labels.name, info)) continue;  // Ambiguous: skip.
+      if (labels.values.empty() || !IsLabels(labels, step, info)) continue;
       const std::vector<int64_t> y = ClassIds(labels, /*argmax=*/true);
-      const Tensor* predictions = nullptr;
-      for (const Tensor& p : step.tensors) {
-        if (p.worker == labels.worker && !p.values.empty() && predictions_.Matches(p.name, info)) {
-          predictions = &p;
-          break;
-        }
+      if (y.empty()) {
+        ++not_class_ids_;
+        continue;
       }
+      const Tensor* predictions = PredictionsFor(labels, step, info);
       std::vector<int64_t> yhat;
-      if (predictions != nullptr) {
+      if (predictions == &labels) {
+        if (self_predicted_.empty()) self_predicted_ = labels.name;
+      } else if (predictions != nullptr) {
         yhat = ClassIds(*predictions, argmax_);
         if (yhat.size() != y.size()) {
           ++mismatched_;
@@ -132,13 +146,22 @@ class ClassImbalance : public EvaluatingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    std::string out = total_ == 0
-                          ? absl::StrCat("no labels tensor matching '", labels_regex_,
-                                         "' was saved in TRAIN steps")
-                          : absl::StrCat("only ", total_, " labels were seen, fewer than samples (",
-                                         samples_, ")");
+  std::string MissingData(const TrialInfo& info) const override {
+    std::string out =
+        WhyUnused("labels tensor", absl::StrCat("labels_regex ", QuoteName(labels_regex_)),
+                  labels_seen_, steps_read(), labels_.modes, info, {"labels"});
+    if (out.empty() && total_ > 0) {
+      out = absl::StrCat("only ", total_, " labels were seen, fewer than samples (", samples_, ")");
+    } else if (out.empty() && not_class_ids_ > 0) {
+      out = absl::StrCat(labels_seen_.NamesWere(),
+                         " saved, but never with class ids for values (NaN, infinite or beyond "
+                         "1e9, ",
+                         Times(not_class_ids_), ")");
+    } else if (out.empty()) {
+      out = absl::StrCat(labels_seen_.NamesWere(), " saved at ",
+                         labels_seen_.steps().Of(labels_.modes), " ", ModesName(labels_.modes),
+                         " steps, but no label was counted");
+    }
     if (mismatched_ > 0) {
       absl::StrAppend(&out, "; ", mismatched_,
                       " predictions tensors did not have one class per label (set argmax to "
@@ -147,10 +170,46 @@ class ClassImbalance : public EvaluatingRule {
     return out;
   }
 
+  std::string Summary() const override {
+    std::string out = EvaluatingRule::Summary();
+    if (!self_predicted_.empty()) {
+      absl::StrAppend(&out, "; mispredictions were not judged for ", QuoteName(self_predicted_),
+                      ": it matches both labels_regex and predictions_regex and no other "
+                      "predictions tensor was saved beside it");
+    }
+    return out;
+  }
+
  private:
   struct Counts {
     int64_t samples = 0, predicted = 0, correct = 0;
   };
+
+  // Whether `t` of `step` is a labels tensor (see the class comment).
+  bool IsLabels(const Tensor& t, const Step& step, const TrialInfo& info) const {
+    if (!labels_.Matches(t.name, info)) return false;
+    if (!predictions_.Matches(t.name, info)) return true;
+    for (const Tensor& other : step.tensors) {
+      if (other.worker == t.worker && !other.values.empty() && labels_.Matches(other.name, info) &&
+          !predictions_.Matches(other.name, info)) {
+        return false;  // Its worker has unambiguous labels: this one is predictions.
+      }
+    }
+    return true;
+  }
+
+  // The predictions for `labels` (see the class comment), or nullptr.
+  const Tensor* PredictionsFor(const Tensor& labels, const Step& step,
+                               const TrialInfo& info) const {
+    for (const Tensor& p : step.tensors) {
+      if (&p != &labels && p.worker == labels.worker && !p.values.empty() &&
+          predictions_.Matches(p.name, info) && !IsLabels(p, step, info)) {
+        return &p;
+      }
+    }
+    return predictions_.Matches(labels.name, info) ? &labels : nullptr;
+  }
+
   double threshold_imbalance_, threshold_misprediction_;
   int64_t samples_;
   bool argmax_;
@@ -158,6 +217,12 @@ class ClassImbalance : public EvaluatingRule {
   std::string labels_regex_;
   std::map<int64_t, Counts> classes_;
   int64_t total_ = 0, mismatched_ = 0;
+  // Why labels did not count, for MissingData: where labels were saved (any
+  // mode), and labels whose values were not class ids.
+  SelectionSeen labels_seen_;
+  int64_t not_class_ids_ = 0;
+  // A labels tensor that was its own predictions (for Summary).
+  std::string self_predicted_;
 };
 
 // --- CheckInputImages -----------------------------------------------------------
@@ -175,15 +240,19 @@ class CheckInputImages : public SelectingRule {
         regex_(std::move(regex)),
         channel_(channel) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+      if (!Wants(t.name, info)) continue;
+      seen_.Note(step, t);
+      if (t.values.empty()) continue;
       int64_t n = 1;
       for (int64_t d : t.shape) n *= d;
       if (static_cast<int64_t>(t.shape.size()) <= std::max<int64_t>(channel_, 1) || channel_ < 1 ||
           n != static_cast<int64_t>(t.values.size())) {
-        bad_shape_ = absl::StrCat(t.name, " has shape [", absl::StrJoin(t.shape, ","),
-                                  "], without a channel axis ", channel_, " after the batch axis");
+        bad_shape_ = absl::StrCat(QuoteName(t.name), " has shape [", absl::StrJoin(t.shape, ","),
+                                  "], without a channel axis ", channel_,
+                                  " after the batch axis (parameter 'channel')");
         continue;
       }
       // Strides of C order: the channel index of element i is
@@ -218,14 +287,14 @@ class CheckInputImages : public SelectingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    if (!bad_shape_.empty()) return bad_shape_;
-    if (inputs_.empty()) return absl::StrCat("no input tensor matching '", regex_, "' was saved");
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info, "input image tensor");
+    if (!why.empty()) return why;
+    if (inputs_.empty()) return bad_shape_;
     int64_t most = 0;
     for (const auto& [name, acc] : inputs_) most = std::max(most, acc.images);
     return absl::StrCat("only ", most, " images were seen, fewer than threshold_samples (",
-                        threshold_samples_, ")");
+                        threshold_samples_, ")", bad_shape_.empty() ? "" : "; ", bad_shape_);
   }
 
  private:
@@ -253,7 +322,8 @@ class NLPSequenceRatio : public SelectingRule {
         tokens_(std::move(tokens)),
         thresholds_(std::move(thresholds)) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       for (size_t k = 0; k < tokens_.size(); ++k) {
         int64_t n = 0;
@@ -269,9 +339,9 @@ class NLPSequenceRatio : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("no input sequence tensor matched ", selector_.Describe());
+  // Every selected tensor with values is evaluated.
+  std::string MissingData(const TrialInfo& info) const override {
+    return WhyUnusedSelection(info, "input sequence tensor");
   }
 
  private:
@@ -314,15 +384,27 @@ class Confusion : public EvaluatingRule {
     return {labels_collection_, predictions_collection_};
   }
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
+    for (const Tensor& t : step.tensors) {
+      if (t.name == labels_ || info.InCollection(labels_collection_, t.name)) {
+        labels_seen_.Note(step, t);
+      }
+    }
     const Tensor* y = Pick(step, info, labels_, labels_collection_, nullptr);
     const Tensor* p = Pick(step, info, predictions_, predictions_collection_, y);
     if (y == nullptr) return RuleVerdict::Continue();
-    ++labels_seen_;
+    ++steps_with_labels_;
     if (p == nullptr) return RuleVerdict::Continue();
     const std::vector<int64_t> yl = ClassIds(*y, true), pl = ClassIds(*p, true);
-    if (yl.empty() || yl.size() != pl.size()) {
+    if (yl.empty() || pl.empty()) {
+      ++not_class_ids_;
+      return RuleVerdict::Continue();
+    }
+    if (yl.size() != pl.size()) {
       ++mismatched_;
+      last_mismatch_ = absl::StrCat(QuoteName(y->name), " ", yl.size(), " vs ", QuoteName(p->name),
+                                    " ", pl.size(), " at ", StepLabel(step));
       return RuleVerdict::Continue();
     }
     int64_t k = category_no_.value_or(0);
@@ -361,18 +443,31 @@ class Confusion : public EvaluatingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    if (labels_seen_ == 0) {
-      return absl::StrCat("no labels tensor ('", labels_, "' or collection '", labels_collection_,
-                          "') was saved");
-    }
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnused("labels tensor",
+                                      absl::StrCat("tensor ", QuoteName(labels_), " or collection ",
+                                                   QuoteName(labels_collection_)),
+                                      labels_seen_, steps_read(), {}, info, {labels_collection_});
+    if (!why.empty()) return why;
+    std::vector<std::string> reasons;
     if (mismatched_ > 0) {
-      return absl::StrCat(mismatched_,
-                          " steps had labels and predictions with different sample counts");
+      reasons.push_back(absl::StrCat(
+          mismatched_, " steps had labels and predictions with different sample counts (last: ",
+          last_mismatch_, " class ids; a [batch, k] tensor gives one per row)"));
     }
-    return absl::StrCat("labels were saved at ", labels_seen_, " steps but no predictions ('",
-                        predictions_, "' or collection '", predictions_collection_, "')");
+    if (not_class_ids_ > 0) {
+      reasons.push_back(absl::StrCat(not_class_ids_,
+                                     " steps had labels or predictions whose values are not class "
+                                     "ids (NaN, infinite or beyond 1e9)"));
+    }
+    const int64_t without_predictions = steps_with_labels_ - mismatched_ - not_class_ids_;
+    if (without_predictions > 0) {
+      reasons.push_back(absl::StrCat(
+          "labels were saved at ", without_predictions, " steps but no predictions (tensor ",
+          QuoteName(predictions_), " or collection ", QuoteName(predictions_collection_),
+          ") beside them; ", TrialTensors(info), CollectionNotes({predictions_collection_}, info)));
+    }
+    return absl::StrJoin(reasons, "; ");
   }
 
  private:
@@ -391,7 +486,10 @@ class Confusion : public EvaluatingRule {
   std::string labels_, predictions_, labels_collection_, predictions_collection_;
   TensorSelector selector_;  // The two names and the two collections.
   double min_diag_, max_off_diag_;
-  int64_t labels_seen_ = 0, mismatched_ = 0;
+  // Why nothing was evaluated, for MissingData.
+  SelectionSeen labels_seen_;  // Tensors named `labels_` or in its collection, any mode.
+  int64_t steps_with_labels_ = 0, mismatched_ = 0, not_class_ids_ = 0;
+  std::string last_mismatch_;  // "'labels' 8 vs 'predictions' 4 at step 3 (...)".
 };
 
 }  // namespace

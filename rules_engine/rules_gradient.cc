@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rules_engine/rule_internal.h"
 
 namespace debugplane::rules_engine::internal {
@@ -35,7 +36,8 @@ class VanishingGradient : public SelectingRule {
   explicit VanishingGradient(double threshold)
       : SelectingRule("VanishingGradient", Gradients()), threshold_(threshold) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const double m = MeanAbs(t.values);
       if (m < threshold_)
@@ -44,9 +46,9 @@ class VanishingGradient : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return "no tensor of collection 'gradients' was saved (save the 'gradients' collection)";
+  // Every gradient with values is evaluated: only the selection can explain.
+  std::string MissingData(const TrialInfo& info) const override {
+    return WhyUnusedSelection(info, "tensor of collection 'gradients'");
   }
 
  private:
@@ -62,7 +64,8 @@ class ExplodingTensor : public SelectingRule {
   ExplodingTensor(TensorSelector selector, bool only_nan)
       : SelectingRule("ExplodingTensor", std::move(selector)), only_nan_(only_nan) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       if (AllFinite(t.values)) return "";
       for (size_t i = 0; i < t.values.size(); ++i) {
@@ -77,10 +80,7 @@ class ExplodingTensor : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("no tensor with values matched ", selector_.Describe());
-  }
+  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
 
  private:
   bool only_nan_;
@@ -103,11 +103,14 @@ class WeightUpdateRatio : public SelectingRule {
         small_(small),
         epsilon_(eps) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [&](const Tensor& t) -> absl::optional<std::string> {
       Previous& prev = previous_[{t.name, t.worker}];
-      const bool comparable = prev.step >= 0 && prev.values.size() == t.values.size() &&
+      const bool resized = prev.step >= 0 && prev.values.size() != t.values.size();
+      const bool comparable = prev.step >= 0 && !resized &&
                               (!num_steps_ || step.global_step - prev.step <= *num_steps_);
+      if (resized) ++resized_;
       absl::optional<std::string> issue;  // Not evaluated unless comparable.
       if (comparable) {
         double diff2 = 0, base2 = 0;
@@ -130,12 +133,25 @@ class WeightUpdateRatio : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return previous_.empty()
-               ? "no tensor of collection 'weights' was saved in TRAIN steps"
-               : "tensors of collection 'weights' were never saved at two TRAIN steps within "
-                 "num_steps of each other";
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info, "weight tensor");
+    if (!why.empty()) return why;
+    // Weights were saved at training steps but never compared.
+    const int64_t saved = seen_.steps().Of(selector_.modes);
+    const std::string modes = ModesName(selector_.modes);
+    if (saved == 1) {
+      return absl::StrCat(seen_.NamesWere(), " saved at 1 ", modes,
+                          " step only: an update ratio needs two");
+    }
+    std::string out = absl::StrCat(seen_.NamesWere(), " saved at ", saved, " ", modes, " steps");
+    if (num_steps_) {
+      absl::StrAppend(&out, ", never two within num_steps (", *num_steps_, ") of each other");
+    }
+    if (resized_ > 0) {
+      absl::StrAppend(&out, "; a tensor had another size than at its previous save (",
+                      Times(resized_), ")");
+    }
+    return out;
   }
 
  private:
@@ -146,6 +162,7 @@ class WeightUpdateRatio : public SelectingRule {
   absl::optional<int64_t> num_steps_;
   double large_, small_, epsilon_;
   std::map<std::pair<std::string, std::string>, Previous> previous_;
+  int64_t resized_ = 0;  // Saves not compared: another size than the previous one.
 };
 
 // --- PoorWeightInitialization ---------------------------------------------------
@@ -177,14 +194,23 @@ class PoorWeightInitialization : public EvaluatingRule {
   }
   std::vector<std::string> RequiredCollections() const override { return {"gradients", "losses"}; }
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    if (!gradients_.Selects(step) || step.mode_step >= steps_) return RuleVerdict::Continue();
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
+    if (!gradients_.Selects(step)) {
+      if (!window_over_) NoteNotAnalysed(step, info);
+      return RuleVerdict::Continue();
+    }
+    if (step.mode_step >= steps_) {
+      window_over_ = true;
+      return RuleVerdict::Continue();
+    }
     bool any = false;
     // 1. Activation input variances across layers.
     const Tensor* min_t = nullptr;
     const Tensor* max_t = nullptr;
     double min_v = std::numeric_limits<double>::infinity(), max_v = -1;
     std::vector<double> gradient_values;
+    bool gradient_saved = false;
     double loss_sum = 0;
     int loss_count = 0;
     for (const Tensor& t : step.tensors) {
@@ -194,6 +220,7 @@ class PoorWeightInitialization : public EvaluatingRule {
         if (v < min_v) min_v = v, min_t = &t;
         if (v > max_v) max_v = v, max_t = &t;
       } else if (gradients_.Matches(t.name, info)) {
+        gradient_saved = true;
         gradient_values.insert(gradient_values.end(), t.values.begin(), t.values.end());
       } else if (losses_.Matches(t.name, info)) {
         loss_sum += Mean(t.values);
@@ -210,6 +237,8 @@ class PoorWeightInitialization : public EvaluatingRule {
             TensorLabel(*max_t, info), " ", Num(max_v), " / ", TensorLabel(*min_t, info), " ",
             Num(min_v), ") > threshold ", Num(threshold_))));
       }
+    } else if (min_t != nullptr) {
+      ++one_activation_layer_;
     }
     // 2. Gradient distribution width.
     if (gradient_values.size() >= 2) {
@@ -221,6 +250,8 @@ class PoorWeightInitialization : public EvaluatingRule {
             StepLabel(step), ": gradients' 95th - 5th percentile ", Num(p95 - p5), " (",
             gradient_values.size(), " values) < distribution_range ", Num(distribution_range_))));
       }
+    } else if (gradient_saved) {
+      ++one_gradient_value_;
     }
     // 3. Loss convergence over the first steps.
     if (loss_count > 0) {
@@ -241,15 +272,59 @@ class PoorWeightInitialization : public EvaluatingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("in the first ", steps_, " TRAIN steps no activation input (",
-                        activations_.Describe(),
-                        "), gradient (collection 'gradients') or loss (collection 'losses') "
-                        "was saved");
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::vector<Mode>& modes = gradients_.modes;
+    if (steps_read().Of(modes) == 0) {
+      return absl::StrCat("no ", ModesName(modes), " step: the rule analyses the first ", steps_,
+                          " training steps and the trial has ",
+                          steps_read().DescribeAgainst(modes));
+    }
+    std::string out = absl::StrCat(
+        "in the first ", steps_, " ", ModesName(modes), " steps no activation input (",
+        activations_.Describe(),
+        ") in two layers, gradient (collection 'gradients') or loss (collection 'losses') "
+        "was saved");
+    std::vector<std::string> instead;
+    if (one_activation_layer_ > 0) {
+      instead.push_back(absl::StrCat("one activation input layer only, at ", one_activation_layer_,
+                                     " steps: the variance ratio needs two"));
+    }
+    if (one_gradient_value_ > 0) {
+      instead.push_back(absl::StrCat("a single gradient value, at ", one_gradient_value_,
+                                     " steps: percentiles need two"));
+    }
+    const std::pair<const char*, const SelectionSeen*> others[] = {
+        {"activation input ", &other_modes_activations_},
+        {"gradient ", &other_modes_gradients_},
+        {"loss ", &other_modes_losses_}};
+    for (const auto& [label, seen] : others) {
+      if (!seen->any()) continue;
+      instead.push_back(absl::StrCat(label, seen->NamesWere(), " saved at ",
+                                     seen->steps().Describe(), ", which are not analysed"));
+    }
+    if (instead.empty()) {
+      absl::StrAppend(&out, "; ", TrialTensors(info),
+                      CollectionNotes({"gradients", "losses"}, info));
+    } else {
+      absl::StrAppend(&out, "; instead: ", absl::StrJoin(instead, "; "));
+    }
+    return out;
   }
 
  private:
+  // Notes the selected tensors of a step of another mode, for MissingData.
+  void NoteNotAnalysed(const Step& step, const TrialInfo& info) {
+    for (const Tensor& t : step.tensors) {
+      if (activations_.Matches(t.name, info)) {
+        other_modes_activations_.Note(step, t);
+      } else if (gradients_.Matches(t.name, info)) {
+        other_modes_gradients_.Note(step, t);
+      } else if (losses_.Matches(t.name, info)) {
+        other_modes_losses_.Note(step, t);
+      }
+    }
+  }
+
   // Each at TRAIN (and GLOBAL) steps: weight initialization shows in training.
   TensorSelector activations_;
   TensorSelector gradients_ = Gradients();
@@ -258,6 +333,13 @@ class PoorWeightInitialization : public EvaluatingRule {
   int64_t patience_, steps_;
   absl::optional<double> best_loss_;
   int64_t steps_without_improvement_ = 0;
+  // A training step past the first `steps_` was seen: steps of other modes
+  // are not noted any more (MissingData explains the first steps).
+  bool window_over_ = false;
+  // Why analysed steps gave nothing: counts of steps.
+  int64_t one_activation_layer_ = 0, one_gradient_value_ = 0;
+  // The selected tensors of steps of other modes, until the window is over.
+  SelectionSeen other_modes_activations_, other_modes_gradients_, other_modes_losses_;
 };
 
 }  // namespace

@@ -70,13 +70,15 @@ class LossNotDecreasing : public SelectingRule {
         increase_percent_(increase_percent),
         mode_(std::move(mode)) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     bool has_loss = false;
     for (const Tensor& t : step.tensors) {
-      if (!t.values.empty() && Wants(t.name, info)) has_loss = true;
+      if (!Wants(t.name, info)) continue;
+      seen_.Note(step, t);
+      if (!t.values.empty()) has_loss = true;
     }
     if (!has_loss) return RuleVerdict::Continue();
-    ++steps_with_loss_;
     int64_t n = step.mode_step;
     if (mode_) {
       if (*mode_ == "GLOBAL") {
@@ -128,13 +130,19 @@ class LossNotDecreasing : public SelectingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    if (steps_with_loss_ == 0) {
-      return absl::StrCat("no loss tensor was saved (", selector_.Describe(), ")");
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info, "loss tensor");
+    if (!why.empty()) return why;
+    // Losses were saved: in which modes, and were those compared?
+    const ModeCounts& with_loss = seen_.steps();
+    const std::vector<Mode> compared = ComparedModes();
+    if (with_loss.Of(compared) == 0) {
+      return absl::StrCat("no loss at a ", ModesName(compared), " step (", ModeChoice(),
+                          "): ", seen_.NamesWere(), " saved at ", with_loss.Describe(), " only");
     }
-    return absl::StrCat("losses were saved at ", steps_with_loss_, " steps, but never num_steps (",
-                        num_steps_, ") steps apart in one mode: nothing to compare");
+    return absl::StrCat("losses were saved at ", with_loss.Total(), " steps (",
+                        with_loss.Describe(), "), but never num_steps (", num_steps_,
+                        ") steps apart in one mode: nothing to compare (", ModeChoice(), ")");
   }
 
  private:
@@ -150,25 +158,39 @@ class LossNotDecreasing : public SelectingRule {
   std::string ModeView(const Step& step) const {
     return mode_ && *mode_ == "GLOBAL" ? std::string("global") : std::string(ModeName(step.mode));
   }
+  // The modes whose steps are compared.
+  std::vector<Mode> ComparedModes() const {
+    if (!mode_ || *mode_ == "GLOBAL") {
+      return mode_ ? std::vector<Mode>{Mode::kTrain, Mode::kEval, Mode::kPredict, Mode::kGlobal}
+                   : std::vector<Mode>{Mode::kEval, Mode::kTrain, Mode::kGlobal};
+    }
+    return {*mode_ == "TRAIN" ? Mode::kTrain : Mode::kEval};
+  }
+  // Why those modes, for MissingData.
+  std::string ModeChoice() const {
+    if (!mode_) return "mode unset: EVAL, else TRAIN, else GLOBAL steps are compared";
+    if (*mode_ == "GLOBAL") return "mode 'GLOBAL': every step is compared by global step";
+    return absl::StrCat("mode '", *mode_, "' compares only ", *mode_, " steps");
+  }
 
   int64_t num_steps_;
   double diff_percent_, increase_percent_;
   absl::optional<std::string> mode_;
   absl::optional<Mode> active_;  // Unset mode: the mode being compared.
   std::map<std::pair<std::string, std::string>, Series> series_;
-  int64_t steps_with_loss_ = 0;
 };
 
 // --- Overfit --------------------------------------------------------------------
 // Decisions: "mean validation loss" is the mean over one EVAL pass (the
-// consecutive EVAL steps), "mean training loss" the mean over the TRAIN steps
-// since the previous pass; a pass is judged when it ends (the next TRAIN step
-// or the end of training). ratio = (val - train) / train; `patience`
-// consecutive passes with ratio > ratio_threshold fire (patience 1: the first).
-// Steps before start_step (global step) are ignored. A non-positive training
-// mean makes the ratio meaningless: that pass is skipped (train == 0 with
-// val > 0 counts as an infinite ratio). Loss tensors: tensor_regex, else the
-// 'losses' collection.
+// consecutive EVAL steps), "mean training loss" the mean over the training
+// steps since the previous pass; a pass is judged when it ends (the next
+// training step or the end of training). Training steps are TRAIN steps and
+// GLOBAL ones (a hook never told its mode saves GLOBAL steps, and they train).
+// ratio = (val - train) / train; `patience` consecutive passes with ratio >
+// ratio_threshold fire (patience 1: the first). Steps before start_step
+// (global step) are ignored. A non-positive training mean makes the ratio
+// meaningless: that pass is skipped (train == 0 with val > 0 counts as an
+// infinite ratio). Loss tensors: tensor_regex, else the 'losses' collection.
 class Overfit : public SelectingRule {
  public:
   Overfit(TensorSelector selector, int64_t start_step, int64_t patience, double ratio_threshold)
@@ -177,12 +199,25 @@ class Overfit : public SelectingRule {
         patience_(patience),
         ratio_threshold_(ratio_threshold) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
-    if (step.global_step < start_step_) return RuleVerdict::Continue();
+  RuleVerdict OnTrainingEnd(const TrialInfo& info) override {
+    if (in_eval_) {
+      RuleVerdict v = ClosePass();
+      if (v.kind != RuleVerdict::Kind::kContinue) return v;
+    }
+    return EvaluatingRule::OnTrainingEnd(info);
+  }
+
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
+    NoteSelected(step, info);
     absl::optional<double> loss = StepLoss(step, info, selector_);
     if (!loss) return RuleVerdict::Continue();
-    if (step.mode == Mode::kTrain) {
-      ++train_steps_;
+    if (step.global_step < start_step_) {
+      ++before_start_;
+      return RuleVerdict::Continue();
+    }
+    if (step.mode == Mode::kTrain || step.mode == Mode::kGlobal) {
+      ++(step.mode == Mode::kTrain ? train_steps_ : global_steps_);
       if (in_eval_) {
         RuleVerdict v = ClosePass();
         if (v.kind != RuleVerdict::Kind::kContinue) return v;
@@ -205,20 +240,27 @@ class Overfit : public SelectingRule {
     return RuleVerdict::Continue();
   }
 
-  RuleVerdict OnTrainingEnd(const TrialInfo& info) override {
-    if (in_eval_) {
-      RuleVerdict v = ClosePass();
-      if (v.kind != RuleVerdict::Kind::kContinue) return v;
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info, "loss tensor");
+    if (!why.empty()) return why;
+    std::string out = absl::StrCat(
+        "needs loss tensors (", selector_.Describe(),
+        ") at training steps (TRAIN or GLOBAL) followed by EVAL steps (from step ", start_step_,
+        "); found ", train_steps_, " TRAIN and ", eval_steps_, " EVAL steps with a loss");
+    if (global_steps_ > 0) absl::StrAppend(&out, ", and ", global_steps_, " GLOBAL steps");
+    if (before_start_ > 0) {
+      absl::StrAppend(&out, "; ", before_start_, " steps with a loss came before start_step (",
+                      start_step_, ")");
     }
-    return EvaluatingRule::OnTrainingEnd(info);
-  }
-
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("needs loss tensors (", selector_.Describe(),
-                        ") in TRAIN steps followed by EVAL steps (from step ", start_step_,
-                        "); found ", train_steps_, " TRAIN and ", eval_steps_,
-                        " EVAL steps with a loss");
+    if (passes_without_training_ > 0) {
+      absl::StrAppend(&out, "; ", passes_without_training_,
+                      " EVAL passes had no training step with a loss before them");
+    }
+    if (passes_not_positive_ > 0) {
+      absl::StrAppend(&out, "; ", passes_not_positive_,
+                      " EVAL passes were skipped: their mean training loss was not positive");
+    }
+    return out;
   }
 
  private:
@@ -228,7 +270,10 @@ class Overfit : public SelectingRule {
     const int64_t eval_count = eval_count_;
     eval_sum_ = 0;
     eval_count_ = 0;
-    if (pass_train_count_ == 0 || eval_count == 0) return RuleVerdict::Continue();
+    if (pass_train_count_ == 0 || eval_count == 0) {
+      ++passes_without_training_;
+      return RuleVerdict::Continue();
+    }
     const double train = pass_train_sum_ / pass_train_count_;
     double ratio;
     if (train > 0) {
@@ -236,6 +281,7 @@ class Overfit : public SelectingRule {
     } else if (train == 0 && val > 0) {
       ratio = std::numeric_limits<double>::infinity();
     } else {
+      ++passes_not_positive_;
       return RuleVerdict::Continue();
     }
     ++evaluations_;
@@ -245,7 +291,7 @@ class Overfit : public SelectingRule {
         return RuleVerdict::Issues(Clip(absl::StrCat(
             last_eval_label_, ": mean validation loss ", Num(val), " over ", eval_count,
             " EVAL steps vs mean training loss ", Num(train), " over ", pass_train_count_,
-            " TRAIN steps: (val - train) / train ", Num(ratio), " > ratio_threshold ",
+            " training steps: (val - train) / train ", Num(ratio), " > ratio_threshold ",
             Num(ratio_threshold_), " for ", exceeded_, " evaluations (patience ", patience_, ")")));
       }
     } else {
@@ -259,17 +305,21 @@ class Overfit : public SelectingRule {
   bool in_eval_ = false;
   double train_sum_ = 0, pass_train_sum_ = 0, eval_sum_ = 0;
   int64_t train_count_ = 0, pass_train_count_ = 0, eval_count_ = 0;
-  int64_t exceeded_ = 0, train_steps_ = 0, eval_steps_ = 0;
+  int64_t exceeded_ = 0, train_steps_ = 0, global_steps_ = 0, eval_steps_ = 0;
+  // Why steps with a loss did not count, for MissingData.
+  int64_t before_start_ = 0, passes_without_training_ = 0, passes_not_positive_ = 0;
   std::string last_eval_label_;
 };
 
 // --- Overtraining ---------------------------------------------------------------
 // Decisions: a loss value is a new optimum when it is below the best so far
 // by more than `delta` (absolute, like Keras' min_delta). The rule fires when
-// the training loss (TRAIN steps) has not reached a new optimum for
-// patience_train steps, or the validation loss (EVAL steps) for
-// patience_validation steps: either way training goes on without improving.
-// Loss tensors: collection 'losses'.
+// the training loss has not reached a new optimum for patience_train steps,
+// or the validation loss (EVAL steps) for patience_validation steps: either
+// way training goes on without improving. Training steps are TRAIN and
+// GLOBAL steps (a hook never told its mode saves GLOBAL steps, and they
+// train); PREDICT steps are not losses of either. Loss tensors: collection
+// 'losses'.
 class Overtraining : public SelectingRule {
  public:
   Overtraining(int64_t patience_train, int64_t patience_validation, double delta)
@@ -278,18 +328,20 @@ class Overtraining : public SelectingRule {
         patience_validation_(patience_validation),
         delta_(delta) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
+    NoteSelected(step, info);
     if (!selector_.Selects(step)) return RuleVerdict::Continue();
     absl::optional<double> loss = StepLoss(step, info, selector_);
     if (!loss) return RuleVerdict::Continue();
-    const bool train = step.mode == Mode::kTrain;
+    const bool train = step.mode != Mode::kEval;
     Track& tr = train ? train_ : validation_;
     const int64_t patience = train ? patience_train_ : patience_validation_;
     ++evaluations_;
     ++steps_evaluated_;
     if (!tr.best || *loss < *tr.best - delta_) {
       tr.best = *loss;
-      tr.best_step = step.mode_step;
+      tr.best_label = absl::StrCat(ModeName(step.mode), " step ", step.mode_step);
       tr.since_best = 0;
       return RuleVerdict::Continue();
     }
@@ -297,28 +349,28 @@ class Overtraining : public SelectingRule {
       return RuleVerdict::Issues(Clip(absl::StrCat(
           StepLabel(step), ": ", train ? "training" : "validation", " loss ", Num(*loss),
           " has not improved by more than delta ", Num(delta_), " on its best ", Num(*tr.best),
-          " (", ModeName(step.mode), " step ", tr.best_step, ") for ", tr.since_best, " steps (",
+          " (", tr.best_label, ") for ", tr.since_best, " steps (",
           train ? "patience_train " : "patience_validation ", patience, ")")));
     }
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    return "no tensor of collection 'losses' was saved in TRAIN or EVAL steps";
+  // Every loss with values at a selected step is evaluated.
+  std::string MissingData(const TrialInfo& info) const override {
+    return WhyUnusedSelection(info, "loss tensor");
   }
 
  private:
   struct Track {
     absl::optional<double> best;
-    int64_t best_step = 0;
+    std::string best_label;  // "TRAIN step 3".
     int64_t since_best = 0;
   };
-  // The training and the validation loss: collection 'losses' at TRAIN and
-  // EVAL steps.
+  // The training and the validation loss: collection 'losses' at TRAIN,
+  // GLOBAL and EVAL steps.
   static TensorSelector Losses() {
     TensorSelector losses({"losses"}, {});
-    losses.modes = {Mode::kTrain, Mode::kEval};
+    losses.modes = {Mode::kTrain, Mode::kGlobal, Mode::kEval};
     return losses;
   }
 

@@ -33,19 +33,21 @@ class StalledTrainingRule : public Rule {
   RuleVerdict OnStep(const Step& step, const TrialInfo&) override {
     last_progress_ = now_();
     last_step_ = step.global_step;
-    ++steps_;
+    steps_.Add(step.mode);  // Every mode is progress, GLOBAL included.
     return RuleVerdict::Continue();
   }
 
   RuleVerdict OnTrainingEnd(const TrialInfo& info) override {
     done_ = true;
-    if (steps_ > 0) {
-      return RuleVerdict::NoIssues(absl::StrCat(steps_, " steps, none stalled longer than ",
+    if (steps_.Total() > 0) {
+      return RuleVerdict::NoIssues(absl::StrCat(steps_.Total(), " steps (", steps_.Describe(),
+                                                "), none stalled longer than ",
                                                 absl::FormatDuration(threshold_)));
     }
     return RuleVerdict::Error(Clip(absl::StrCat(
-        "training ended without saving any step: the rule needs tensors saved periodically; ",
-        DescribeTrial(info))));
+        "training ended without saving any step: the rule needs tensors saved periodically "
+        "(any tensor, in any mode); ",
+        DescribeTrial(info, steps_))));
   }
 
   absl::optional<absl::Time> NextDeadline() const override {
@@ -69,7 +71,7 @@ class StalledTrainingRule : public Rule {
   std::function<absl::Time()> now_;
   absl::Time last_progress_;
   int64_t last_step_ = -1;
-  int64_t steps_ = 0;
+  ModeCounts steps_;  // Steps delivered, by mode.
   bool done_ = false;
 };
 

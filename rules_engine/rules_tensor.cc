@@ -1,6 +1,7 @@
 // Generic tensor rules: TensorVariance, UnchangedTensor, AllZero,
 // SimilarAcrossRuns.
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -50,7 +51,8 @@ class TensorVariance : public SelectingRule {
   TensorVariance(TensorSelector selector, absl::optional<double> max, absl::optional<double> min)
       : SelectingRule("TensorVariance", std::move(selector)), max_(max), min_(min) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const double var = Variance(t.values);
       if (max_ && var > *max_)
@@ -61,10 +63,8 @@ class TensorVariance : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("no tensor with values matched ", selector_.Describe());
-  }
+  // Every selected tensor with values is evaluated.
+  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
 
  private:
   absl::optional<double> max_, min_;
@@ -86,7 +86,8 @@ class UnchangedTensor : public SelectingRule {
         atol_(atol),
         equal_nan_(equal_nan) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [&](const Tensor& t) -> absl::optional<std::string> {
       Last& last = last_[std::make_tuple(t.name, t.worker, step.mode)];
       absl::optional<std::string> issue;  // Not evaluated without a previous save.
@@ -109,10 +110,13 @@ class UnchangedTensor : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info);
+    if (!why.empty()) return why;
     return absl::StrCat("no tensor matching ", selector_.Describe(),
-                        " was saved at two steps of one mode");
+                        " was saved at two steps of one mode (a tensor is compared with its "
+                        "previous save in the same mode): ",
+                        seen_.NamesWere(), " saved at ", seen_.steps().Describe());
   }
 
  private:
@@ -139,7 +143,8 @@ class AllZero : public SelectingRule {
   AllZero(TensorSelector selector, double threshold)
       : SelectingRule("AllZero", std::move(selector)), threshold_(threshold) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       const int64_t zeros = CountZeros(t.values);
       const double pct = 100.0 * static_cast<double>(zeros) / static_cast<double>(t.values.size());
@@ -151,10 +156,8 @@ class AllZero : public SelectingRule {
     });
   }
 
- protected:
-  std::string MissingData() const override {
-    return absl::StrCat("no tensor with values matched ", selector_.Describe());
-  }
+  // Every selected tensor with values is evaluated.
+  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
 
  private:
   double threshold_;
@@ -174,15 +177,23 @@ class SimilarAcrossRuns : public SelectingRule {
         other_(std::move(other)),
         lookup_(std::move(lookup)) {}
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     bool any = false;
     const std::string* previous_name = nullptr;
     for (const Tensor& t : step.tensors) {
       if (previous_name != nullptr && *previous_name == t.name) continue;
       previous_name = &t.name;
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+      if (!Wants(t.name, info)) continue;
+      seen_.Note(step, t);
+      if (t.values.empty()) continue;
       absl::StatusOr<Tensor> other = lookup_(other_, step.global_step, t.name);
       if (absl::IsNotFound(other.status())) {
+        if (missing_names_.size() < kMaxListedNames &&
+            std::find(missing_names_.begin(), missing_names_.end(), t.name) ==
+                missing_names_.end()) {
+          missing_names_.push_back(t.name);
+        }
         ++missing_;
         continue;
       }
@@ -210,17 +221,21 @@ class SimilarAcrossRuns : public SelectingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnusedSelection(info);
+    if (!why.empty()) return why;
     return absl::StrCat("no tensor matching ", selector_.Describe(),
                         " was found in both this trial and '", other_, "' (", missing_,
-                        " tensors missing from the other trial)");
+                        " tensors missing from the other trial at the same global step: ",
+                        ListNames(missing_names_, missing_names_.size()),
+                        missing_names_.size() == kMaxListedNames ? " and maybe more" : "", ")");
   }
 
  private:
   std::string other_;
   OtherTrialLookup lookup_;
-  int64_t missing_ = 0;
+  int64_t missing_ = 0;                     // Tensor saves the other trial lacks.
+  std::vector<std::string> missing_names_;  // The first of them.
 };
 
 }  // namespace

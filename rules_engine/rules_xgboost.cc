@@ -28,13 +28,16 @@ class FeatureImportanceOverweight : public SelectingRule {
 
   std::vector<std::string> RequiredCollections() const override { return {"feature_importance"}; }
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     std::vector<double> importances;
     const std::string* previous_name = nullptr;
     for (const Tensor& t : step.tensors) {
       if (previous_name != nullptr && *previous_name == t.name) continue;  // Other workers.
       previous_name = &t.name;
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+      if (!Wants(t.name, info)) continue;
+      seen_.Note(step, t);
+      if (t.values.empty()) continue;
       for (double v : t.values) {
         if (std::isfinite(v)) importances.push_back(std::fabs(v));
       }
@@ -48,7 +51,10 @@ class FeatureImportanceOverweight : public SelectingRule {
       total += importances[i];
       if (static_cast<int64_t>(i) < nfeatures_) top += importances[i];
     }
-    if (total <= 0) return RuleVerdict::Continue();
+    if (total <= 0) {
+      ++all_zero_steps_;
+      return RuleVerdict::Continue();
+    }
     ++evaluations_;
     ++steps_evaluated_;
     const double share = top / total;
@@ -61,22 +67,28 @@ class FeatureImportanceOverweight : public SelectingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why = WhyUnused("feature importance tensor", selector_.Describe(), seen_,
+                                      steps_read(), {}, info, {"feature_importance"});
+    if (!why.empty()) return why;
     if (most_features_ == 0) {
-      return absl::StrCat("no feature importance tensor matching ", selector_.Describe(),
-                          " was saved (save the 'feature_importance' collection)");
+      return absl::StrCat("the feature importance tensors (", seen_.Names(),
+                          ") held no finite value");
     }
-    return absl::StrCat("at most ", most_features_,
-                        " feature importances were saved at a step, "
-                        "not more than nfeatures (",
-                        nfeatures_, ")");
+    if (most_features_ <= nfeatures_) {
+      return absl::StrCat("at most ", most_features_,
+                          " feature importances were saved at a step, not more than nfeatures (",
+                          nfeatures_, "): the top nfeatures would hold everything");
+    }
+    return absl::StrCat("the feature importances summed to 0 at all ", all_zero_steps_,
+                        " steps with more than nfeatures (", nfeatures_, ") of them");
   }
 
  private:
   double threshold_;
   int64_t nfeatures_;
   int64_t most_features_ = 0;
+  int64_t all_zero_steps_ = 0;  // Steps whose importances were all 0.
 };
 
 // --- TreeDepth ------------------------------------------------------------------
@@ -95,14 +107,20 @@ class TreeDepth : public SelectingRule {
 
   std::vector<std::string> RequiredCollections() const override { return {"trees"}; }
 
-  RuleVerdict OnStep(const Step& step, const TrialInfo& info) override {
+ protected:
+  RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     for (const Tensor& t : step.tensors) {
-      if (t.values.empty() || !Wants(t.name, info)) continue;
+      if (!Wants(t.name, info)) continue;
+      seen_.Note(step, t);
+      if (t.values.empty()) continue;
       double max_id = -1;
       for (double v : t.values) {
         if (std::isfinite(v)) max_id = std::max(max_id, v);
       }
-      if (max_id < 0) continue;
+      if (max_id < 0) {
+        ++no_node_id_;
+        continue;
+      }
       ++evaluations_;
       ++steps_evaluated_;
       const double depth = std::floor(std::log2(max_id + 1));
@@ -117,13 +135,17 @@ class TreeDepth : public SelectingRule {
     return RuleVerdict::Continue();
   }
 
- protected:
-  std::string MissingData() const override {
-    return "no 'trees/Node' tensor was saved (save the 'trees' collection)";
+  std::string MissingData(const TrialInfo& info) const override {
+    const std::string why =
+        WhyUnused("'trees/Node' tensor", "", seen_, steps_read(), {}, info, {"trees"});
+    if (!why.empty()) return why;
+    return absl::StrCat(seen_.NamesWere(), " saved without a node id (no finite value >= 0, ",
+                        Times(no_node_id_), ")");
   }
 
  private:
   double depth_;
+  int64_t no_node_id_ = 0;  // 'trees/Node' saves without a usable node id.
 };
 
 }  // namespace

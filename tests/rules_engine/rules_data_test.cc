@@ -53,6 +53,54 @@ TEST(ClassImbalanceTest, MispredictionsAndBalancedData) {
   EXPECT_THAT(v.details, AllOf(HasSubstr("fewer than samples (100)"), HasSubstr("argmax")));
 }
 
+// A tensor matching both labels_regex and predictions_regex is counted as
+// labels (it used to be skipped, and the rule then said no labels were saved).
+TEST(ClassImbalanceTest, ATensorMatchingBothRegexesCountsAsLabels) {
+  // predictions_regex ".*" also matches "labels": the labels, with the
+  // predictions tensor that matches predictions_regex alone.
+  std::vector<double> y = {0, 1, 0, 1}, wrong = {0, 0, 0, 0};
+  RuleVerdict v = Feed(*Make("ClassImbalance", {{"samples", "8"}, {"predictions_regex", ".*"}}),
+                       LabelSteps(3, y, wrong));
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("class 1 mispredicted in 4 of 4"));
+
+  // One tensor matching both: its imbalance is judged; its predictions are
+  // itself, so mispredictions are not, and the summary says so.
+  std::vector<Step> only_labels;
+  std::vector<double> imbalanced(20, 0.0);
+  imbalanced[0] = 1;
+  for (int i = 0; i < 30; ++i) only_labels.push_back(S(i, {T("labels", imbalanced)}));
+  const RuleParameters same = {{"labels_regex", ".*labels"}, {"predictions_regex", ".*labels"}};
+  v = Feed(*Make("ClassImbalance", same), only_labels);
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("ratio 19 > threshold_imbalance 10"));
+  std::vector<Step> balanced;
+  for (int i = 0; i < 3; ++i) balanced.push_back(S(i, {T("labels", y)}));
+  RuleParameters few = same;
+  few["samples"] = "8";
+  v = Feed(*Make("ClassImbalance", few), balanced);
+  EXPECT_EQ(v.kind, Kind::kNoIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("mispredictions were not judged for 'labels': it matches both "
+                                   "labels_regex and predictions_regex"));
+}
+
+TEST(ClassImbalanceTest, AmbiguousTensorBesideUnambiguousLabelsIsPredictions) {
+  // "predicted_labels" matches both regexes; "labels" matches labels_regex
+  // alone, so it is the labels and "predicted_labels" its predictions (not
+  // more labels: 8 samples are reached at step 1, not step 0).
+  std::vector<Step> steps;
+  for (int i = 0; i < 3; ++i) {
+    steps.push_back(S(i, {T("labels", {0, 1, 0, 1}), T("predicted_labels", {0, 0, 0, 0})}));
+  }
+  RuleVerdict v = Feed(
+      *Make("ClassImbalance",
+            {{"samples", "8"}, {"labels_regex", ".*labels"}, {"predictions_regex", "predicted.*"}}),
+      steps);
+  EXPECT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+  EXPECT_THAT(v.details, AllOf(HasSubstr("step 1 (TRAIN step 1)"),
+                               HasSubstr("class 1 mispredicted in 4 of 4")));
+}
+
 TEST(CheckInputImagesTest, UnnormalizedChannelFires) {
   // [batch 2, channel 2, 1x2]: channel 0 ~ 0, channel 1 ~ 100.
   Tensor img = T("model_hybridsequential0_input_0", {0.1, -0.1, 100, 100, -0.1, 0.1, 100, 100},
