@@ -158,7 +158,7 @@ std::string SelectingRule::WhyUnusedSelection(const TrialInfo& info, absl::strin
 // --- What a rule was given ---------------------------------------------------------
 
 std::string QuoteName(absl::string_view name) {
-  return absl::StrCat("'", objectstore::EscapeForMessage(name, 60), "'");
+  return absl::StrCat("'", objectstore::EscapeForMessage(name, 40), "'");
 }
 
 std::string Times(int64_t n) { return n == 1 ? "once" : absl::StrCat(n, " times"); }
@@ -345,7 +345,7 @@ std::string DescribeTrial(const TrialInfo& info, const ModeCounts& steps) {
   for (const auto& [name, c] : info.collections) {
     if (parts.size() == kMaxListedNames) break;
     parts.push_back(
-        absl::StrCat(objectstore::EscapeForMessage(name, 60), " (", c.tensor_names.size(), ")"));
+        absl::StrCat(objectstore::EscapeForMessage(name, 40), " (", c.tensor_names.size(), ")"));
   }
   absl::StrAppend(&out, "collections saved (tensor count): ", absl::StrJoin(parts, ", "));
   if (info.collections.size() > parts.size()) {

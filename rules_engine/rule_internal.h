@@ -40,8 +40,9 @@ std::string Clip(std::string details);
 
 constexpr size_t kMaxListedNames = 10;
 
-// `name` from a trial, escaped and cut to at most 60 characters, between
-// single quotes.
+// `name` from a trial, escaped and cut to at most 40 characters (as the
+// trial reader's messages cut tensor names), between single quotes: a list
+// of kMaxListedNames names stays well within a RuleVerdict's 1024.
 std::string QuoteName(absl::string_view name);
 // "once", "3 times".
 std::string Times(int64_t n);

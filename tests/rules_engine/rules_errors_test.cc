@@ -59,6 +59,20 @@ TEST(RuleErrorsTest, NoMatchListsTheTrialsTensorsAndTheMissingCollection) {
   EXPECT_LE(v.details.size(), 1024u);
 }
 
+TEST(RuleErrorsTest, NamesFromTheTrialAreEscapedAndCut) {
+  // Tensor and collection names come from files: one line, at most 40
+  // characters each, quotes escaped.
+  TrialInfo info;
+  const std::string odd = "evil'\nname_" + std::string(100, 'x');
+  info.collections[odd].name = odd;
+  info.collections[odd].tensor_names = {odd};
+  RuleVerdict v = Feed(*Make("TreeDepth"), {S(0, {T("unrelated", {1})})}, info);
+  EXPECT_EQ(v.kind, Kind::kError);
+  EXPECT_THAT(v.details, AllOf(HasSubstr("'evil\\'\\nname_xxx"), HasSubstr("x...'"),
+                               Not(HasSubstr("\n")), Not(HasSubstr(std::string(40, 'x')))));
+  EXPECT_LE(v.details.size(), 1024u);
+}
+
 TEST(RuleErrorsTest, DataAtStepsOfAnotherModeIsNamedWithTheStepCounts) {
   // Labels saved, but only at EVAL steps: ClassImbalance reads TRAIN/GLOBAL.
   std::vector<Step> eval;
