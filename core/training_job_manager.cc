@@ -130,14 +130,31 @@ struct TrainingJobManager::Watch {
   bool detached ABSL_GUARDED_BY(mu) = false;
 };
 
+// Whether the manager is still there, for registrations that outlive it.
+struct TrainingJobManager::Liveness {
+  explicit Liveness(TrainingJobManager* manager) : manager(manager) {}
+  absl::Mutex mu;
+  TrainingJobManager* manager ABSL_GUARDED_BY(mu);  // Null once destroyed.
+};
+
 class TrainingJobManager::Registration final : public WatchRegistration {
  public:
-  Registration(TrainingJobManager* manager, std::shared_ptr<Watch> watch)
-      : manager_(manager), watch_(std::move(watch)) {}
-  ~Registration() override { manager_->Unwatch(watch_); }
+  Registration(std::shared_ptr<Liveness> liveness, std::shared_ptr<Watch> watch)
+      : liveness_(std::move(liveness)), watch_(std::move(watch)) {}
+  ~Registration() override {
+    // Held (shared) while unwatching: the manager is not destroyed meanwhile.
+    absl::ReaderMutexLock lock(&liveness_->mu);
+    if (liveness_->manager != nullptr) {
+      liveness_->manager->Unwatch(watch_);
+    } else {
+      // Its Shutdown delivered everything: only later deliveries are ruled out.
+      absl::MutexLock watch_lock(&watch_->mu);
+      watch_->detached = true;
+    }
+  }
 
  private:
-  TrainingJobManager* const manager_;
+  const std::shared_ptr<Liveness> liveness_;
   const std::shared_ptr<Watch> watch_;
 };
 
@@ -166,9 +183,15 @@ TrainingJobManager::TrainingJobManager(std::unique_ptr<persistence::Storage> sto
                                        TrainingJobManagerOptions options)
     : options_(std::move(options)),
       storage_(std::move(storage)),
-      started_at_(options_.clock->Now()) {}
+      started_at_(options_.clock->Now()),
+      liveness_(std::make_shared<Liveness>(this)) {}
 
-TrainingJobManager::~TrainingJobManager() { Shutdown(); }
+TrainingJobManager::~TrainingJobManager() {
+  Shutdown();
+  // Registrations destroyed from now on leave the manager alone.
+  absl::MutexLock lock(&liveness_->mu);
+  liveness_->manager = nullptr;
+}
 
 absl::Status TrainingJobManager::Load() {
   absl::MutexLock lock(&mu_);
@@ -941,7 +964,7 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterW
     }
   }
   DeliverInitialState(watch);
-  return std::make_unique<Registration>(this, std::move(watch));
+  return std::make_unique<Registration>(liveness_, std::move(watch));
 }
 
 void TrainingJobManager::DeliverInitialState(const std::shared_ptr<Watch>& watch) {

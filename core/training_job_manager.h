@@ -120,7 +120,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   static absl::StatusOr<std::unique_ptr<TrainingJobManager>> Create(
       std::unique_ptr<persistence::Storage> storage, TrainingJobManagerOptions options);
 
-  // Shuts down (see Shutdown) and releases the storage.
+  // Shuts down (see Shutdown) and releases the storage. Watch registrations
+  // may outlive the manager: destroying them afterwards does nothing.
   ~TrainingJobManager() override;
 
   TrainingJobManager(const TrainingJobManager&) = delete;
@@ -277,6 +278,7 @@ class TrainingJobManager final : public TrainingJobHandler {
   struct Delivery;
   struct DeliveryCompletion;
   struct Watch;
+  struct Liveness;
   class Registration;
 
   struct JobEntry {
@@ -365,6 +367,9 @@ class TrainingJobManager final : public TrainingJobHandler {
   std::unique_ptr<persistence::Storage> storage_;
   // When this manager started: waits for agents to reconnect count from it.
   const absl::Time started_at_;
+  // Shared with the registrations, which may outlive the manager (a stream
+  // ended after it): they unregister only while it exists.
+  const std::shared_ptr<Liveness> liveness_;
 
   mutable absl::Mutex mu_;
   absl::CondVar queue_cv_;

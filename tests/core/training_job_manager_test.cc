@@ -1009,5 +1009,18 @@ TEST_F(TrainingJobManagerTest, ShutdownEndsWatchesAndRefusesCreatesWaitingForVal
   EXPECT_EQ(Update(update).status().code(), absl::StatusCode::kUnavailable);
 }
 
+TEST_F(TrainingJobManagerTest, AWatchMayBeUnregisteredAfterTheManagerIsGone) {
+  ASSERT_TRUE(Create(JobRequest("outlived")).ok());
+  RecordingWatcher watcher;
+  auto registration = manager_->WatchTrainingJob(WatchRequest("outlived"), &watcher);
+  ASSERT_TRUE(registration.ok()) << registration.status();
+  manager_.reset();
+  EXPECT_EQ(watcher.WaitForEnd().code(), absl::StatusCode::kUnavailable);
+  // A stream that ends after the server's manager: nothing of it is touched.
+  registration->reset();
+  Open();
+  EXPECT_TRUE(Describe("outlived").ok());
+}
+
 }  // namespace
 }  // namespace debugplane::core
