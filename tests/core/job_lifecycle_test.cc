@@ -311,6 +311,9 @@ TEST_F(JobLifecycleTest, AStopResumesWaitingAfterARestart) {
   auto reported = Report("resumed", Event::EVENT_STOPPED, "the training command was killed");
   ASSERT_TRUE(reported.ok()) << reported.status();
   EXPECT_EQ(reported->training_job_status(), v1::TrainingJobStatus::Stopped);
+  // Disconnected before the manager it is registered with is replaced below
+  // (destroying it later would unregister from a deleted manager).
+  connection.reset();
 
   // And without an agent, it ends after that wait.
   Create(JobRequest("resumed-alone"));
