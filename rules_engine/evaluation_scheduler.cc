@@ -1,5 +1,7 @@
 #include "rules_engine/evaluation_scheduler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -150,7 +152,10 @@ absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::s
     return absl::InternalError(
         absl::StrCat("cannot create ", path.parent_path().string(), ": ", error.message()));
   }
-  const std::filesystem::path temporary = path.string() + ".tmp";
+  // A temporary of its own per write: two writers never rename each other's.
+  static std::atomic<uint64_t> writes{0};
+  const std::filesystem::path temporary =
+      absl::StrCat(path.string(), ".tmp.", getpid(), ".", writes.fetch_add(1));
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
@@ -413,6 +418,16 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   }
   if (!custom.empty()) StartCustomLocked(*job, custom);
   AddProfilerRunsLocked(*evaluation, *job, /*pending=*/false);
+  if (finishing_.count(job_name) > 0) {
+    // A concluded evaluation of this job still owes its final reports (it
+    // rewrites them with the job's final status): a report-only run here
+    // would write the same files at the same time, with a non-final report.
+    auto& runs = evaluation->profiler_runs;
+    runs.erase(
+        std::remove_if(runs.begin(), runs.end(),
+                       [](const JobEvaluation::ProfilerRun& run) { return run.status_done; }),
+        runs.end());
+  }
   if (evaluation->rules.empty() && evaluation->profiler_runs.empty()) return;
 
   if (evaluation->rules.empty()) {
