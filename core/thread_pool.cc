@@ -11,11 +11,7 @@ ThreadPool::ThreadPool(int threads, std::string name) : name_(std::move(name)) {
   absl::MutexLock lock(&mu_);
   const int count = std::max(1, threads);
   workers_.reserve(count);
-  worker_ids_.reserve(count);
-  for (int i = 0; i < count; ++i) {
-    workers_.emplace_back([this] { Work(); });
-    worker_ids_.push_back(workers_.back().get_id());
-  }
+  for (int i = 0; i < count; ++i) workers_.emplace_back([this] { Work(); });
 }
 
 ThreadPool::~ThreadPool() { Shutdown(); }
@@ -45,11 +41,6 @@ void ThreadPool::Shutdown() {
   for (std::thread& worker : workers) worker.join();
   absl::MutexLock lock(&mu_);
   joined_ = true;
-}
-
-bool ThreadPool::OnWorkerThread() const {
-  return std::find(worker_ids_.begin(), worker_ids_.end(), std::this_thread::get_id()) !=
-         worker_ids_.end();
 }
 
 void ThreadPool::Work() {

@@ -45,9 +45,6 @@ class ThreadPool {
   // REQUIRES: not called from a task of this pool.
   void Shutdown();
 
-  // Whether the calling thread is one of this pool's workers.
-  bool OnWorkerThread() const;
-
  private:
   void Work();
 
@@ -61,7 +58,6 @@ class ThreadPool {
 
   // Joined by the first Shutdown; concurrent calls wait on joined_.
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread::id> worker_ids_;  // Set in the constructor only.
   bool joining_ ABSL_GUARDED_BY(mu_) = false;
   bool joined_ ABSL_GUARDED_BY(mu_) = false;
 };

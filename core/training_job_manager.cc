@@ -123,8 +123,11 @@ struct TrainingJobManager::Watch {
   // A drain is scheduled or running: it takes whatever is queued, so nobody
   // else starts one. Always true while `pending` is not empty.
   bool draining ABSL_GUARDED_BY(mu) = false;
-  // A callback is running (on `delivering_thread`): Unwatch waits for it.
+  // A callback is running (on `delivering_thread`): Unwatch waits for it,
+  // on `delivered` (a CondVar rather than an Await on a Condition, which the
+  // TSan shim cannot model).
   bool delivering ABSL_GUARDED_BY(mu) = false;
+  absl::CondVar delivered;
   std::thread::id delivering_thread ABSL_GUARDED_BY(mu);
   // Unregistered: what is still queued is dropped, the watcher not called.
   bool detached ABSL_GUARDED_BY(mu) = false;
@@ -400,7 +403,8 @@ void TrainingJobManager::WaitForReturningCallersLocked(size_t expected, absl::Ti
   // told, in tests, bounds nothing).
   const absl::Time real_until = absl::Now() + std::min(left, options_.clock->RealTimeUntil(until));
   while (queue_.size() < expected && !shutting_down_) {
-    if (queue_cv_.WaitWithDeadline(&mu_, real_until)) break;  // Timed out.
+    // WaitWithTimeout rather than WithDeadline: the TSan shim models it.
+    if (queue_cv_.WaitWithTimeout(&mu_, real_until - absl::Now())) break;  // Timed out.
   }
   commit_stats_.waiting += Now() - start;
 }
@@ -483,6 +487,7 @@ void TrainingJobManager::Drain(Watch& watch) {
       if (delivery.end.has_value()) watcher.OnEnd(*std::move(delivery.end));
       watch.mu.Lock();
       watch.delivering = false;
+      if (watch.detached) watch.delivered.SignalAll();
     }
     if (delivery.completion != nullptr) {
       // The change's `done` may run here: not under the watch's lock.
@@ -988,6 +993,7 @@ void TrainingJobManager::DeliverInitialState(const std::shared_ptr<Watch>& watch
   if (initial.end.has_value()) w.watcher->OnEnd(*std::move(initial.end));
   w.mu.Lock();
   w.delivering = false;
+  if (w.detached) w.delivered.SignalAll();
   // Commits that came meanwhile go to the pool, with their `done`s.
   const bool more = !w.pending.empty();
   if (!more) w.draining = false;
@@ -1019,8 +1025,7 @@ void TrainingJobManager::Unwatch(const std::shared_ptr<Watch>& watch) {
   absl::MutexLock lock(&watch->mu);
   watch->detached = true;
   if (watch->delivering && watch->delivering_thread == std::this_thread::get_id()) return;
-  watch->mu.Await(absl::Condition(
-      +[](Watch* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu) { return !w->delivering; }, watch.get()));
+  while (watch->delivering) watch->delivered.Wait(&watch->mu);
 }
 
 void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,

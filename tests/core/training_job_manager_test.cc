@@ -115,21 +115,17 @@ class BlockingWatcher : public RecordingWatcher {
     const bool initial = event->changes(0).kind() == v1::StatusChange::KIND_INITIAL_STATE;
     RecordingWatcher::OnEvent(std::move(event));
     if (initial) return;
-    {
-      absl::MutexLock lock(&mu_);
-      blocked_ = true;
-    }
+    // Callbacks of one watcher are serialized: only this thread notifies.
+    if (!blocked_.HasBeenNotified()) blocked_.Notify();
     release_.WaitForNotification();
   }
   bool WaitUntilBlocked(absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(&blocked_), timeout);
+    return blocked_.WaitForNotificationWithTimeout(timeout);
   }
   void Release() { release_.Notify(); }
 
  private:
-  absl::Mutex mu_;
-  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification blocked_;
   absl::Notification release_;
 };
 
