@@ -296,7 +296,7 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
       }
     }
   }
-  std::move(done)(refused);
+  std::move(done)(std::move(refused));
 }
 
 void TrainingJobManager::CommitLoop() {
@@ -602,7 +602,7 @@ void TrainingJobManager::CreateValidated(const v1::CreateTrainingJobRequest& req
                                          DoneCallback done) {
   if (absl::Status valid = ValidateCreateTrainingJobRequest(request, options_.validation);
       !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   auto record = std::make_shared<const JobRecord>(NewJobRecord(request, options_.arn_scope, Now()));
@@ -633,7 +633,7 @@ void TrainingJobManager::DescribeTrainingJob(const v1::DescribeTrainingJobReques
                                              v1::DescribeTrainingJobResponse* response,
                                              DoneCallback done) {
   if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   std::shared_ptr<const JobRecord> job = GetJob(request.training_job_name());
@@ -662,7 +662,7 @@ void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& req
                                           v1::ListTrainingJobsResponse* response,
                                           DoneCallback done) {
   if (absl::Status valid = ValidateListTrainingJobsRequest(request); !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   const uint32_t fingerprint = QueryFingerprint(request);
@@ -782,7 +782,7 @@ void TrainingJobManager::UpdateValidated(const v1::UpdateTrainingJobRequest& req
                                          DoneCallback done) {
   if (absl::Status valid = ValidateUpdateTrainingJobRequest(request, options_.validation);
       !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   if (!request.has_profiler_config() && request.profiler_rule_configurations().empty()) {
@@ -890,7 +890,7 @@ void TrainingJobManager::UpdateValidated(const v1::UpdateTrainingJobRequest& req
 void TrainingJobManager::StopTrainingJob(const v1::StopTrainingJobRequest& request,
                                          v1::StopTrainingJobResponse* response, DoneCallback done) {
   if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   const std::string& name = request.training_job_name();
@@ -912,7 +912,7 @@ void TrainingJobManager::DeleteTrainingJob(const v1::DeleteTrainingJobRequest& r
                                            v1::DeleteTrainingJobResponse* response,
                                            DoneCallback done) {
   if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   const std::string& name = request.training_job_name();
@@ -1151,7 +1151,7 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
                                               v1::ReportTrainingStatusResponse* response,
                                               DoneCallback done) {
   if (absl::Status valid = ValidateTrainingJobName(request.training_job_name()); !valid.ok()) {
-    std::move(done)(valid);
+    std::move(done)(std::move(valid));
     return;
   }
   using Event = v1::ReportTrainingStatusRequest;
