@@ -61,8 +61,8 @@
 #include "bench/bench_stats.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "rules_engine/smdebug_event.pb.h"
-#include "rules_engine/tfrecord.h"
+#include "rules_engine/smdebug/smdebug_event.pb.h"
+#include "rules_engine/smdebug/tfrecord.h"
 
 namespace debugplane::bench {
 namespace {

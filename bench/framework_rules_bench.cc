@@ -26,8 +26,8 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "objectstore/local_object_store.h"
-#include "rules_engine/framework_rules.h"
-#include "rules_engine/framework_timeline_reader.h"
+#include "rules_engine/profiler/framework_timeline_reader.h"
+#include "rules_engine/profiler_rules/framework_rules.h"
 
 namespace fs = std::filesystem;
 using namespace debugplane::rules_engine;
@@ -109,8 +109,7 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", iterations, "measured passes of each kind");
   CLI11_PARSE(app, argc, argv);
   if (dirs.empty()) {
-    dirs.push_back(
-        absl::StrCat(DP_TEST_DATA_DIR, "/profiler/framework/pytorch-step-outlier"));
+    dirs.push_back(absl::StrCat(DP_TEST_DATA_DIR, "/profiler/framework/pytorch-step-outlier"));
   }
   std::vector<std::vector<std::string>> files;
   for (const std::string& d : dirs) files.push_back(Files(d));

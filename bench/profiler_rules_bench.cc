@@ -24,8 +24,8 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "objectstore/local_object_store.h"
-#include "rules_engine/profiler_rules.h"
-#include "rules_engine/system_metrics_reader.h"
+#include "rules_engine/profiler/system_metrics_reader.h"
+#include "rules_engine/profiler_rules/profiler_rules.h"
 
 namespace fs = std::filesystem;
 using namespace debugplane::rules_engine;

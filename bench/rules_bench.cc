@@ -24,9 +24,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "objectstore/local_object_store.h"
-#include "rules_engine/rule.h"
-#include "rules_engine/tfrecord.h"
-#include "rules_engine/trial_reader.h"
+#include "rules_engine/catalog/builtin_rules.h"
+#include "rules_engine/rule/rule.h"
+#include "rules_engine/smdebug/tfrecord.h"
+#include "rules_engine/smdebug/trial_reader.h"
 
 namespace fs = std::filesystem;
 using namespace debugplane::rules_engine;

@@ -18,7 +18,7 @@ std::string EscapeForMessage(absl::string_view value, size_t max_chars) {
 }
 
 std::string QuoteForMessage(absl::string_view value, size_t max_chars) {
-  return absl::StrCat("'", objectstore::EscapeForMessage(value, max_chars), "'");
+  return objectstore::SingleQuoteForMessage(value, max_chars);
 }
 
 }  // namespace debugplane::core

@@ -92,4 +92,8 @@ std::string QuoteForMessage(absl::string_view text, size_t max_chars) {
   return absl::StrCat("\"", EscapeForMessage(text, max_chars), "\"");
 }
 
+std::string SingleQuoteForMessage(absl::string_view text, size_t max_chars) {
+  return absl::StrCat("'", EscapeForMessage(text, max_chars), "'");
+}
+
 }  // namespace debugplane::objectstore

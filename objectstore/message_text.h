@@ -15,10 +15,14 @@ namespace debugplane::objectstore {
 // Valid UTF-8 is kept; control characters, quotes, backslashes and bytes of
 // invalid UTF-8 are escaped C style (\n, \", \\, \xNN), so the result is
 // valid UTF-8 on one line. An escape counts as one character.
-std::string EscapeForMessage(absl::string_view text, size_t max_chars);
+std::string EscapeForMessage(absl::string_view text, size_t max_chars = 64);
 
 // EscapeForMessage(text, max_chars) between double quotes.
 std::string QuoteForMessage(absl::string_view text, size_t max_chars);
+
+// EscapeForMessage(text, max_chars) between single quotes ('value'): the form
+// validation messages give user input.
+std::string SingleQuoteForMessage(absl::string_view text, size_t max_chars = 64);
 
 }  // namespace debugplane::objectstore
 

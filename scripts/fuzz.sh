@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (rules_engine/fuzz/*_fuzzer.cc) with clang,
+# Builds the libFuzzer targets (fuzz/*_fuzzer.cc) with clang,
 # ASan and UBSan, all of debugplane's code instrumented so that coverage
 # guides the fuzzers, and runs each for a bounded time. Fails on any crash,
 # sanitizer report, leak, timeout or out-of-memory; prints the runs of each.
@@ -26,7 +26,7 @@ if (($# > 0)); then
   fuzzers=("$@")
 else
   fuzzers=()
-  for source in rules_engine/fuzz/*_fuzzer.cc; do
+  for source in fuzz/*_fuzzer.cc; do
     name="$(basename "$source" .cc)"
     fuzzers+=("$name")
   done

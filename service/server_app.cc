@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "persistence/sqlite_storage.h"
-#include "rules_engine/validation_hooks.h"
+#include "rules_engine/scheduling/validation_hooks.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {

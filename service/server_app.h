@@ -20,8 +20,8 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
 #include "persistence/data_directory.h"
-#include "rules_engine/action_dispatcher.h"
-#include "rules_engine/evaluation_scheduler.h"
+#include "rules_engine/actions/action_dispatcher.h"
+#include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "service/server.h"
 #include "service/server_flags.h"
 

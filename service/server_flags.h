@@ -15,7 +15,7 @@
 
 #include "absl/time/time.h"
 #include "core/training_job_manager.h"
-#include "rules_engine/notification_sink.h"
+#include "rules_engine/actions/notification_sink.h"
 #include "service/server.h"
 
 namespace debugplane::service {

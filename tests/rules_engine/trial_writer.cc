@@ -10,8 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "rules_engine/smdebug_event.pb.h"
-#include "rules_engine/tfrecord.h"
+#include "rules_engine/smdebug/smdebug_event.pb.h"
+#include "rules_engine/smdebug/tfrecord.h"
 
 namespace debugplane::rules_engine::testing {
 

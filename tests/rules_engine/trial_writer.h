@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "rules_engine/step.h"
+#include "rules_engine/smdebug/step.h"
 
 namespace debugplane::rules_engine::testing {
 

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/test_util.h"
-#include "tests/rules_engine/fake_receivers.h"
+#include "tests/rules_engine/actions/fake_receivers.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"

@@ -1,0 +1,333 @@
+#include "rules_engine/actions/action_dispatcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "core/rule_actions.h"
+#include "spdlog/spdlog.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+using core::JobRecord;
+
+const v1::RuleAction* FindAction(const JobRecord& job, const std::string& action_id) {
+  for (const auto& action : job.rule_actions()) {
+    if (action.action_id() == action_id) return &action;
+  }
+  return nullptr;
+}
+
+std::string RuleDetails(const JobRecord& job, const std::string& rule) {
+  for (const auto& status : job.debug_rule_evaluation_statuses()) {
+    if (status.rule_configuration_name() == rule) return status.status_details();
+  }
+  return "";
+}
+
+}  // namespace
+
+ActionDispatcher::ActionDispatcher(core::TrainingJobManager* manager,
+                                   ActionDispatcherOptions options)
+    : manager_(manager), options_(std::move(options)) {}
+
+ActionDispatcher::~ActionDispatcher() { Shutdown(); }
+
+void ActionDispatcher::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_ || stopping_) return;
+    started_ = true;
+  }
+  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+  core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
+      [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
+        OnCommit(name, job);
+      });
+  observer_id_ = observation.id;
+  absl::MutexLock lock(&mu_);
+  for (const auto& job : observation.jobs) TrackLocked(*job);
+}
+
+void ActionDispatcher::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    const bool was_started = started_ && !stopping_;
+    stopping_ = true;
+    cv_.SignalAll();
+    if (!was_started) return;
+  }
+  manager_->RemoveCommitObserver(observer_id_);
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
+  // The manager calls every completion (committed or refused), and those
+  // touch this object.
+  absl::MutexLock lock(&mu_);
+  while (records_in_flight_ > 0) cv_.Wait(&mu_);
+}
+
+size_t ActionDispatcher::pending_actions() const {
+  absl::MutexLock lock(&mu_);
+  return tracked_.size();
+}
+
+void ActionDispatcher::OnCommit(const std::string& job_name,
+                                const std::shared_ptr<const JobRecord>& job) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  if (job == nullptr) {
+    // Deleted: its undelivered actions go with it.
+    for (auto it = tracked_.begin(); it != tracked_.end();) {
+      if (it->second.job_name == job_name && it->second.state != Tracked::State::kRunning) {
+        it = tracked_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return;
+  }
+  TrackLocked(*job);
+}
+
+void ActionDispatcher::TrackLocked(const JobRecord& job) {
+  bool queued = false;
+  for (const auto& action : job.rule_actions()) {
+    auto it = tracked_.find(action.action_id());
+    if (action.status() != v1::RuleActionStatus::Pending) {
+      // Its outcome is durable: forget it (a running one is dropped by its
+      // thread when it finishes).
+      if (it != tracked_.end() && it->second.state != Tracked::State::kRunning) tracked_.erase(it);
+      continue;
+    }
+    if (it != tracked_.end()) continue;  // Queued, running, or being recorded.
+    Tracked tracked;
+    tracked.job_name = job.training_job_name();
+    tracked.attempts = action.attempts();
+    // A restart picks up where the retries were, without waiting out the
+    // old backoff again: the previous process's timer is gone.
+    tracked.due = absl::Now();
+    tracked_.emplace(action.action_id(), std::move(tracked));
+    queued = true;
+  }
+  if (queued) cv_.SignalAll();
+}
+
+absl::Duration ActionDispatcher::Backoff(int attempts) const {
+  absl::Duration backoff = options_.initial_backoff;
+  for (int i = 1; i < attempts && backoff < options_.max_backoff; ++i) backoff *= 2;
+  return std::min(backoff, options_.max_backoff);
+}
+
+void ActionDispatcher::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    // The queued action due first.
+    auto next = tracked_.end();
+    for (auto it = tracked_.begin(); it != tracked_.end(); ++it) {
+      if (it->second.state != Tracked::State::kQueued) continue;
+      if (next == tracked_.end() || it->second.due < next->second.due) next = it;
+    }
+    if (stopping_) return;
+    const absl::Time now = absl::Now();
+    if (next == tracked_.end()) {
+      cv_.Wait(&mu_);
+      continue;
+    }
+    if (next->second.due > now) {
+      // WaitWithTimeout, not WaitWithDeadline: the TSan shim for Debian's
+      // abseil annotates only the former.
+      cv_.WaitWithTimeout(&mu_, next->second.due - now);
+      continue;
+    }
+    const std::string action_id = next->first;
+    Tracked& tracked = next->second;
+    tracked.state = Tracked::State::kRunning;
+    const std::string job_name = tracked.job_name;
+    std::set<std::string> accepted_by = tracked.accepted_by;
+    const int attempts = tracked.attempts + 1;
+
+    mu_.Unlock();
+    std::shared_ptr<const JobRecord> job = manager_->GetJob(job_name);
+    const v1::RuleAction* action = job == nullptr ? nullptr : FindAction(*job, action_id);
+    const bool still_pending =
+        action != nullptr && action->status() == v1::RuleActionStatus::Pending;
+    Outcome outcome;
+    if (still_pending) outcome = Execute(*job, *action, accepted_by);
+    mu_.Lock();
+
+    auto it = tracked_.find(action_id);
+    if (it == tracked_.end()) continue;
+    if (!still_pending) {
+      tracked_.erase(it);
+      continue;
+    }
+    it->second.accepted_by = accepted_by;
+    v1::RuleActionStatus::Value status = outcome.status;
+    std::string details = outcome.details;
+    if (outcome.retry && attempts >= options_.max_attempts) {
+      status = v1::RuleActionStatus::Failed;
+      details = absl::StrCat("gave up after ", attempts, " attempts; last: ", outcome.details);
+    } else if (outcome.retry) {
+      const absl::Duration backoff = Backoff(attempts);
+      details = absl::StrCat("attempt ", attempts, " failed: ", outcome.details,
+                             "; next attempt in ", absl::FormatDuration(backoff));
+      it->second.due = absl::Now() + backoff;
+    }
+    it->second.attempts = attempts;
+    it->second.state = status == v1::RuleActionStatus::Pending ? Tracked::State::kQueued
+                                                               : Tracked::State::kRecorded;
+    if (status != v1::RuleActionStatus::Pending) {
+      spdlog::info("rule action {} ({} {}) of job '{}': {} - {}", action_id, action->action(),
+                   action->target(), job_name, std::string(core::RuleActionStatusName(status)),
+                   details);
+    }
+    ++records_in_flight_;
+    mu_.Unlock();
+    manager_->SetRuleActionStatus(
+        job_name, action_id, status, details, attempts,
+        [this, action_id, job_name](const absl::Status& recorded) {
+          absl::MutexLock lock(&mu_);
+          --records_in_flight_;
+          cv_.SignalAll();
+          if (recorded.ok()) return;  // The commit observer forgets it.
+          if (recorded.code() == absl::StatusCode::kFailedPrecondition ||
+              recorded.code() == absl::StatusCode::kNotFound) {
+            // Settled otherwise, or the job is gone: nothing to wait for.
+            auto it = tracked_.find(action_id);
+            if (it != tracked_.end() && it->second.state == Tracked::State::kRecorded) {
+              tracked_.erase(it);
+            }
+            return;
+          }
+          // Not durable (storage failed or shutting down): the action is
+          // still Pending on disk; try again later rather than forget it.
+          spdlog::warn("recording rule action {} of job '{}' failed: {}", action_id, job_name,
+                       recorded.ToString());
+          auto it = tracked_.find(action_id);
+          if (it == tracked_.end() || it->second.state != Tracked::State::kRecorded) return;
+          it->second.state = Tracked::State::kQueued;
+          it->second.due = absl::Now() + Backoff(it->second.attempts);
+          cv_.SignalAll();
+        });
+    mu_.Lock();
+  }
+}
+
+ActionDispatcher::Outcome ActionDispatcher::Execute(const JobRecord& job,
+                                                    const v1::RuleAction& action,
+                                                    std::set<std::string>& accepted_by) {
+  if (action.action() == core::RuleActionTypeName(core::RuleActionType::kStopTraining)) {
+    return StopTraining(job, action);
+  }
+  return Notify(job, action, accepted_by);
+}
+
+ActionDispatcher::Outcome ActionDispatcher::StopTraining(const JobRecord& job,
+                                                         const v1::RuleAction& action) {
+  const std::string& prefix = action.target();
+  std::vector<std::string> matches = manager_->ActiveJobNamesWithPrefix(prefix);
+  std::string target;
+  if (prefix == job.training_job_name() &&
+      std::find(matches.begin(), matches.end(), prefix) != matches.end()) {
+    // No prefix given (or the rule's own job name): the rule's own job, even
+    // if other names start with it.
+    target = prefix;
+  } else if (matches.size() == 1) {
+    target = matches.front();
+  } else if (matches.empty()) {
+    return {v1::RuleActionStatus::Skipped,
+            absl::StrCat("no InProgress training job name starts with '", prefix,
+                         "'; nothing to stop")};
+  } else {
+    const size_t shown = std::min<size_t>(matches.size(), 5);
+    return {v1::RuleActionStatus::Skipped,
+            absl::StrCat(matches.size(), " InProgress training jobs start with '", prefix, "' (",
+                         absl::StrJoin(matches.begin(), matches.begin() + shown, ", "),
+                         matches.size() > shown ? ", ..." : "",
+                         "); stopping none: give training_job_prefix that matches one job")};
+  }
+  const std::string reason =
+      absl::StrCat("Stopped by rule ", action.rule_configuration_name(), " of training job ",
+                   job.training_job_name(),
+                   " (StopTraining action): ", RuleDetails(job, action.rule_configuration_name()));
+  absl::Notification stopped;
+  absl::Status result;
+  manager_->StopTrainingJobWithReason(target, reason.substr(0, 1024),
+                                      [&stopped, &result](const absl::Status& status) {
+                                        result = status;
+                                        stopped.Notify();
+                                      });
+  stopped.WaitForNotification();
+  if (result.ok()) {
+    return {v1::RuleActionStatus::Succeeded, absl::StrCat("stopped training job '", target, "'")};
+  }
+  if (result.code() == absl::StatusCode::kNotFound) {
+    return {v1::RuleActionStatus::Skipped,
+            absl::StrCat("training job '", target, "' was deleted before it could be stopped")};
+  }
+  return {v1::RuleActionStatus::Pending,
+          absl::StrCat("stopping training job '", target, "' failed: ", result.message()), true};
+}
+
+ActionDispatcher::Outcome ActionDispatcher::Notify(const JobRecord& job,
+                                                   const v1::RuleAction& action,
+                                                   std::set<std::string>& accepted_by) {
+  const core::RuleActionType channel =
+      action.action() == core::RuleActionTypeName(core::RuleActionType::kSms)
+          ? core::RuleActionType::kSms
+          : core::RuleActionType::kEmail;
+  std::vector<NotificationSink*> sinks;
+  for (const auto& sink : options_.sinks) {
+    if (sink->Handles(channel)) sinks.push_back(sink.get());
+  }
+  if (sinks.empty()) {
+    return {v1::RuleActionStatus::Skipped,
+            absl::StrCat("no notification sink handles ", action.action(),
+                         " on this server; start it with --notify-webhook URL",
+                         channel == core::RuleActionType::kEmail ? " or --smtp-url URL" : "")};
+  }
+  Notification notification;
+  notification.action_id = action.action_id();
+  notification.channel = channel;
+  notification.endpoint = action.target();
+  notification.training_job_name = job.training_job_name();
+  notification.training_job_arn = job.training_job_arn();
+  notification.rule_configuration_name = action.rule_configuration_name();
+  for (const auto& status : job.debug_rule_evaluation_statuses()) {
+    if (status.rule_configuration_name() != action.rule_configuration_name()) continue;
+    notification.rule_evaluation_status =
+        std::string(core::RuleStatusName(status.rule_evaluation_status()));
+    notification.status_details = status.status_details();
+  }
+  notification.time = core::ToAbslTime(action.creation_time());
+
+  std::vector<std::string> failures;
+  bool permanent = false;
+  for (NotificationSink* sink : sinks) {
+    const std::string name = sink->Describe();
+    if (accepted_by.count(name) > 0) continue;
+    absl::Status delivered = sink->Deliver(notification);
+    if (delivered.ok()) {
+      accepted_by.insert(name);
+      continue;
+    }
+    permanent = permanent || delivered.code() == absl::StatusCode::kFailedPrecondition;
+    failures.push_back(std::string(delivered.message()));
+  }
+  if (failures.empty()) {
+    std::vector<std::string> names;
+    for (NotificationSink* sink : sinks) names.push_back(sink->Describe());
+    return {v1::RuleActionStatus::Succeeded,
+            absl::StrCat("delivered to ", absl::StrJoin(names, " and "))};
+  }
+  if (permanent) return {v1::RuleActionStatus::Failed, absl::StrJoin(failures, "; ")};
+  return {v1::RuleActionStatus::Pending, absl::StrJoin(failures, "; "), true};
+}
+
+}  // namespace debugplane::rules_engine

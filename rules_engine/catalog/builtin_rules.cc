@@ -1,0 +1,106 @@
+// The catalog of built-in rules: creation and parameter checks by name.
+
+#include "rules_engine/catalog/builtin_rules.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rules_engine/profiler_rules/profiler_report_rules.h"
+#include "rules_engine/tensor_rules/rule_internal.h"
+
+namespace debugplane::rules_engine {
+
+namespace {
+
+const std::map<std::string, internal::RuleMaker>& Makers() {
+  static const auto* makers = new std::map<std::string, internal::RuleMaker>{
+      {"VanishingGradient", internal::MakeVanishingGradient},
+      {"ExplodingTensor", internal::MakeExplodingTensor},
+      {"WeightUpdateRatio", internal::MakeWeightUpdateRatio},
+      {"PoorWeightInitialization", internal::MakePoorWeightInitialization},
+      {"LossNotDecreasing", internal::MakeLossNotDecreasing},
+      {"Overfit", internal::MakeOverfit},
+      {"Overtraining", internal::MakeOvertraining},
+      {"DeadRelu", internal::MakeDeadRelu},
+      {"SaturatedActivation", internal::MakeSaturatedActivation},
+      {"TensorVariance", internal::MakeTensorVariance},
+      {"UnchangedTensor", internal::MakeUnchangedTensor},
+      {"AllZero", internal::MakeAllZero},
+      {"SimilarAcrossRuns", internal::MakeSimilarAcrossRuns},
+      {"ClassImbalance", internal::MakeClassImbalance},
+      {"CheckInputImages", internal::MakeCheckInputImages},
+      {"NLPSequenceRatio", internal::MakeNLPSequenceRatio},
+      {"Confusion", internal::MakeConfusion},
+      {"FeatureImportanceOverweight", internal::MakeFeatureImportanceOverweight},
+      {"TreeDepth", internal::MakeTreeDepth},
+      {"StalledTrainingRule", internal::MakeStalledTrainingRule},
+  };
+  return *makers;
+}
+
+// Built-in rules of SageMaker that are not tensor rules: profiler rules and
+// report generators, evaluated elsewhere (or not at all).
+bool IsNonTensorBuiltin(const std::string& name) {
+  static const auto* names = new std::set<std::string>{
+      "ProfilerReport",          "BatchSize",          "CPUBottleneck",
+      "GPUMemoryIncrease",       "IOBottleneck",       "LoadBalancing",
+      "LowGPUUtilization",       "OverallSystemUsage", "MaxInitializationTime",
+      "OverallFrameworkMetrics", "StepOutlier",        "CreateXgboostReport",
+      "DLProfilerReport"};
+  return names->count(name) > 0;
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> Create(const std::string& rule_name,
+                                             const RuleParameters& parameters,
+                                             const RuleContext& context) {
+  auto it = Makers().find(rule_name);
+  if (it == Makers().end()) {
+    if (IsNonTensorBuiltin(rule_name)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "built-in rule '", rule_name, "' is not a tensor rule and is not evaluated here"));
+    }
+    return absl::NotFoundError(
+        absl::StrCat("unknown built-in rule '", rule_name,
+                     "'; tensor rules: ", absl::StrJoin(BuiltinTensorRuleNames(), ", ")));
+  }
+  RuleParameterReader reader(rule_name, parameters);
+  return it->second(reader, context);
+}
+
+}  // namespace
+
+std::vector<std::string> BuiltinTensorRuleNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, maker] : Makers()) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
+                                                        const RuleParameters& parameters) {
+  return Create(rule_name, parameters, RuleContext());
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
+                                                        const RuleParameters& parameters,
+                                                        const RuleContext& context) {
+  return Create(rule_name, parameters, context);
+}
+
+absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
+                                           const RuleParameters& parameters) {
+  if (IsProfilerRuleName(rule_name)) {
+    return CreateProfilerRuleSet(rule_name, parameters).status();
+  }
+  // A stand-in lookup so that SimilarAcrossRuns validates its parameters
+  // without access to the other trial; the rule built here is discarded.
+  RuleContext context;
+  context.other_trial = [](const std::string&, int64_t,
+                           const std::string&) -> absl::StatusOr<Tensor> {
+    return absl::NotFoundError("validation only");
+  };
+  return Create(rule_name, parameters, context).status();
+}
+
+}  // namespace debugplane::rules_engine

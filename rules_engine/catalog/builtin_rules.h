@@ -1,0 +1,43 @@
+// The catalog of built-in rules: every rule SageMaker Debugger documents,
+// created and checked by name. It sits above the rule families
+// (tensor_rules/, profiler_rules/) so that callers need not know which
+// family implements a rule.
+
+#ifndef DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_
+#define DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rules_engine/rule/rule.h"
+
+namespace debugplane::rules_engine {
+
+// Creates the built-in rule `rule_name` (rule_to_invoke) with `parameters`
+// (all strings, documented defaults for the missing ones; "rule_to_invoke"
+// and "action_json" are ignored here).
+// Returns INVALID_ARGUMENT naming the parameter and what is allowed for a bad
+// value or an unknown parameter, NOT_FOUND for an unknown rule,
+// UNIMPLEMENTED for a rule that is not a tensor rule.
+absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
+                                                        const RuleParameters& parameters);
+absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
+                                                        const RuleParameters& parameters,
+                                                        const RuleContext& context);
+
+// Checks `parameters` of built-in rule `rule_name` exactly as
+// CreateBuiltinRule does (same errors) without needing a RuleContext, or for
+// a profiler rule (and ProfilerReport's overrides) as CreateProfilerRuleSet
+// does: for CreateTrainingJob- and UpdateTrainingJob-time validation.
+absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
+                                           const RuleParameters& parameters);
+
+// The names of the built-in tensor rules CreateBuiltinRule knows, sorted.
+std::vector<std::string> BuiltinTensorRuleNames();
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_

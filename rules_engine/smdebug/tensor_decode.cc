@@ -1,0 +1,632 @@
+#include "rules_engine/smdebug/tensor_decode.h"
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/optional.h"
+#include "objectstore/message_text.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+using smdebug::TensorProto;
+
+// A tensor name read from a file, as errors show it: quoted, escaped, at
+// most 40 characters (it is data, of any length and any bytes).
+std::string ShownName(absl::string_view name) { return objectstore::QuoteForMessage(name, 40); }
+
+// Little-endian load of a T from unaligned bytes (the hosts we run on are
+// little endian, as is the format).
+template <typename T>
+T Load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Reads element i of a little-endian T array as a double: the iterator
+// lets vector::assign allocate once and convert in one tight loop (no zero
+// fill of a buffer that is overwritten anyway, no capacity check per
+// element as push_back has).
+template <typename T>
+class ConvertingIterator {
+ public:
+  using iterator_category = std::random_access_iterator_tag;
+  using value_type = double;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const double*;
+  using reference = double;
+
+  explicit ConvertingIterator(const char* p) : p_(p) {}
+  double operator*() const { return static_cast<double>(Load<T>(p_)); }
+  double operator[](difference_type i) const { return *(*this + i); }
+  ConvertingIterator& operator++() {
+    p_ += sizeof(T);
+    return *this;
+  }
+  ConvertingIterator operator++(int) {
+    ConvertingIterator old = *this;
+    ++*this;
+    return old;
+  }
+  ConvertingIterator& operator--() {
+    p_ -= sizeof(T);
+    return *this;
+  }
+  ConvertingIterator& operator+=(difference_type n) {
+    p_ += n * static_cast<difference_type>(sizeof(T));
+    return *this;
+  }
+  ConvertingIterator operator+(difference_type n) const { return ConvertingIterator(*this) += n; }
+  difference_type operator-(const ConvertingIterator& o) const {
+    return (p_ - o.p_) / static_cast<difference_type>(sizeof(T));
+  }
+  bool operator==(const ConvertingIterator& o) const { return p_ == o.p_; }
+  bool operator!=(const ConvertingIterator& o) const { return p_ != o.p_; }
+  bool operator<(const ConvertingIterator& o) const { return p_ < o.p_; }
+
+ private:
+  const char* p_;
+};
+
+template <typename T>
+void FromContent(absl::string_view content, std::vector<double>* out) {
+  const size_t n = content.size() / sizeof(T);
+  const char* begin = content.data();
+  out->assign(ConvertingIterator<T>(begin), ConvertingIterator<T>(begin + n * sizeof(T)));
+}
+
+// FLOAT, nearly every tensor smdebug saves: blocks of a fixed size, which the
+// compiler turns into vector conversions. The zero fill of resize costs far
+// less than the per-element work it makes vectorizable.
+template <>
+void FromContent<float>(absl::string_view content, std::vector<double>* out) {
+  constexpr size_t kLanes = 8;
+  const size_t n = content.size() / sizeof(float);
+  out->resize(n);
+  double* dst = out->data();
+  const char* src = content.data();
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    float block[kLanes];
+    std::memcpy(block, src + i * sizeof(float), sizeof(block));
+    for (size_t k = 0; k < kLanes; ++k) dst[i + k] = static_cast<double>(block[k]);
+  }
+  for (; i < n; ++i) dst[i] = static_cast<double>(Load<float>(src + i * sizeof(float)));
+}
+
+// Copies `vals` into `out`, padding to `n` with the last value as TensorFlow
+// does; INVALID_ARGUMENT if there are more than `n`.
+template <typename Repeated, typename Convert>
+absl::Status FromRepeated(const Repeated& vals, int64_t n, absl::string_view name,
+                          absl::string_view field, Convert convert, std::vector<double>* out) {
+  const int64_t have = vals.size();
+  if (have == 0) return absl::OkStatus();  // Saved without values.
+  if (have > n) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": ", have, " ",
+                                                   field, " values for a shape of ", n,
+                                                   " elements"));
+  }
+  if (n > kMaxBroadcastElements) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": shape of ", n,
+                                                   " elements exceeds the broadcast limit"));
+  }
+  out->resize(n);
+  for (int64_t i = 0; i < have; ++i) (*out)[i] = convert(vals.Get(i));
+  for (int64_t i = have; i < n; ++i) (*out)[i] = (*out)[have - 1];
+  return absl::OkStatus();
+}
+
+// Bytes per element of the dtypes whose tensor_content we decode; 0 for
+// dtypes kept without values; -1 for unknown ones.
+int ElementSize(int dtype) {
+  switch (dtype) {
+    case smdebug::DT_FLOAT:
+      return 4;
+    case smdebug::DT_DOUBLE:
+      return 8;
+    case smdebug::DT_INT32:
+      return 4;
+    case smdebug::DT_UINT8:
+      return 1;
+    case smdebug::DT_INT16:
+      return 2;
+    case smdebug::DT_INT8:
+      return 1;
+    case smdebug::DT_INT64:
+      return 8;
+    case smdebug::DT_BOOL:
+      return 1;
+    case smdebug::DT_BFLOAT16:
+      return 2;
+    case smdebug::DT_UINT16:
+      return 2;
+    case smdebug::DT_HALF:
+      return 2;
+    case smdebug::DT_UINT32:
+      return 4;
+    case smdebug::DT_UINT64:
+      return 8;
+    case smdebug::DT_STRING:
+    case smdebug::DT_COMPLEX64:
+    case smdebug::DT_COMPLEX128:
+      return 0;
+    default:
+      return -1;
+  }
+}
+
+void DecodeContent(int dtype, absl::string_view c, std::vector<double>* out) {
+  switch (dtype) {
+    case smdebug::DT_FLOAT:
+      return FromContent<float>(c, out);
+    case smdebug::DT_DOUBLE:
+      return FromContent<double>(c, out);
+    case smdebug::DT_INT32:
+      return FromContent<int32_t>(c, out);
+    case smdebug::DT_UINT8:
+      return FromContent<uint8_t>(c, out);
+    case smdebug::DT_INT16:
+      return FromContent<int16_t>(c, out);
+    case smdebug::DT_INT8:
+      return FromContent<int8_t>(c, out);
+    case smdebug::DT_INT64:
+      return FromContent<int64_t>(c, out);
+    case smdebug::DT_UINT16:
+      return FromContent<uint16_t>(c, out);
+    case smdebug::DT_UINT32:
+      return FromContent<uint32_t>(c, out);
+    case smdebug::DT_UINT64:
+      return FromContent<uint64_t>(c, out);
+    case smdebug::DT_BOOL:
+      out->resize(c.size());
+      for (size_t i = 0; i < c.size(); ++i) (*out)[i] = c[i] != 0 ? 1.0 : 0.0;
+      return;
+    case smdebug::DT_HALF:
+    case smdebug::DT_BFLOAT16: {
+      const size_t n = c.size() / 2;
+      out->resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t bits = Load<uint16_t>(c.data() + 2 * i);
+        (*out)[i] = dtype == smdebug::DT_HALF ? HalfToFloat(bits) : Bfloat16ToFloat(bits);
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+absl::Status DecodeRepeated(const TensorProto& p, int64_t n, absl::string_view name,
+                            std::vector<double>* out) {
+  const auto id = [](auto v) { return static_cast<double>(v); };
+  switch (p.dtype()) {
+    case smdebug::DT_FLOAT:
+      return FromRepeated(p.float_val(), n, name, "float_val", id, out);
+    case smdebug::DT_DOUBLE:
+      return FromRepeated(p.double_val(), n, name, "double_val", id, out);
+    case smdebug::DT_INT32:
+    case smdebug::DT_INT16:
+    case smdebug::DT_INT8:
+      return FromRepeated(p.int_val(), n, name, "int_val", id, out);
+    // TensorFlow stores unsigned small types in int_val too; keep their bits.
+    case smdebug::DT_UINT8:
+      return FromRepeated(
+          p.int_val(), n, name, "int_val",
+          [](int32_t v) { return static_cast<double>(static_cast<uint8_t>(v)); }, out);
+    case smdebug::DT_UINT16:
+      return FromRepeated(
+          p.int_val(), n, name, "int_val",
+          [](int32_t v) { return static_cast<double>(static_cast<uint16_t>(v)); }, out);
+    case smdebug::DT_INT64:
+      return FromRepeated(p.int64_val(), n, name, "int64_val", id, out);
+    case smdebug::DT_BOOL:
+      return FromRepeated(
+          p.bool_val(), n, name, "bool_val", [](bool v) { return v ? 1.0 : 0.0; }, out);
+    case smdebug::DT_HALF:
+      return FromRepeated(
+          p.half_val(), n, name, "half_val",
+          [](int32_t v) { return static_cast<double>(HalfToFloat(static_cast<uint16_t>(v))); },
+          out);
+    case smdebug::DT_BFLOAT16:
+      return FromRepeated(
+          p.half_val(), n, name, "half_val",
+          [](int32_t v) { return static_cast<double>(Bfloat16ToFloat(static_cast<uint16_t>(v))); },
+          out);
+    case smdebug::DT_UINT32:
+      return FromRepeated(p.uint32_val(), n, name, "uint32_val", id, out);
+    case smdebug::DT_UINT64:
+      return FromRepeated(p.uint64_val(), n, name, "uint64_val", id, out);
+    default:
+      return absl::OkStatus();
+  }
+}
+
+absl::optional<int64_t> ParseInt(absl::string_view s) {
+  int64_t v;
+  if (!absl::SimpleAtoi(s, &v)) return absl::nullopt;
+  return v;
+}
+
+}  // namespace
+
+float HalfToFloat(uint16_t h) {
+  const int sign = (h >> 15) & 1;
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  float v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -24);  // Zero or subnormal.
+  } else if (exp == 31) {
+    v = mant == 0 ? std::numeric_limits<float>::infinity()
+                  : std::numeric_limits<float>::quiet_NaN();
+  } else {
+    v = std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
+  }
+  return sign ? -v : v;
+}
+
+float Bfloat16ToFloat(uint16_t bits) {
+  const uint32_t f = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &f, sizeof(v));
+  return v;
+}
+
+namespace {
+
+// The common part of decoding a tensor: `out->shape` holds its dimensions;
+// `repeated` (may be null: no typed values) supplies the fallback fields.
+absl::Status DecodeTensorParts(int dtype, absl::string_view content, const TensorProto* repeated,
+                               absl::string_view name, Tensor* out) {
+  const int element_size = ElementSize(dtype);
+  if (element_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", ShownName(name), ": unknown dtype ", dtype));
+  }
+  out->dtype = dtype;
+  out->values.clear();
+  // Element count, rejecting what cannot be a real shape before anything
+  // is allocated from it.
+  int64_t n = 1;
+  for (const int64_t size : out->shape) {
+    if (size < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", ShownName(name), ": negative dimension ", size));
+    }
+    if (size != 0 && n > std::numeric_limits<int64_t>::max() / size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", ShownName(name), ": shape overflows"));
+    }
+    n *= size;
+  }
+  if (element_size == 0) return absl::OkStatus();  // STRING/COMPLEX: no values.
+
+  if (!content.empty() || n == 0) {
+    const uint64_t expected = static_cast<uint64_t>(n) * static_cast<uint64_t>(element_size);
+    if (static_cast<uint64_t>(n) > std::numeric_limits<uint64_t>::max() / element_size ||
+        content.size() != expected) {
+      if (n == 0 && content.empty()) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", ShownName(name), ": tensor_content has ", content.size(), " bytes, shape [",
+          absl::StrJoin(out->shape, ","), "] of dtype ", dtype, " needs ", n, " x ", element_size));
+    }
+    DecodeContent(dtype, content, &out->values);
+    return absl::OkStatus();
+  }
+  if (repeated == nullptr) return absl::OkStatus();  // Saved without values.
+  return DecodeRepeated(*repeated, n, name, &out->values);
+}
+
+// smdebug's plugin metadata of one value.
+void ApplyPlugin(absl::string_view plugin_name, absl::string_view content, DecodedValue* d) {
+  if (plugin_name == "mode") {
+    const absl::optional<int64_t> m = ParseInt(content);
+    if (m && *m >= 1 && *m <= 4) d->mode = static_cast<Mode>(*m);
+  } else if (plugin_name == "mode_step") {
+    const absl::optional<int64_t> s = ParseInt(content);
+    if (s) d->mode_step = *s;
+  }
+}
+
+// --- Fast path -------------------------------------------------------------------
+// Parsing the Event with the generated protobuf code copies every bytes field
+// (tensor_content included) and allocates each message; that was a fifth of
+// rule evaluation. The fast path reads the wire format in place for the
+// fields smdebug writes, and gives up (the caller then uses protobuf, which
+// stays the reference) on anything else: unknown or repeated singular fields,
+// typed value lists, malformed input. So for every payload the outcome is
+// the protobuf path's.
+
+enum WireType { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+class WireReader {
+ public:
+  explicit WireReader(absl::string_view data) : p_(data.data()), end_(data.data() + data.size()) {}
+
+  bool done() const { return p_ == end_; }
+
+  // Canonical varints of at most 10 bytes (the 10th holding bit 63 only);
+  // anything else is left to protobuf.
+  bool Varint(uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) return false;
+      const uint8_t b = static_cast<uint8_t>(*p_++);
+      if (shift == 63 && b > 1) return false;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) {
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+  // A field key: number >= 1 and wire type.
+  bool Key(uint32_t* field, int* wire_type) {
+    uint64_t key;
+    if (!Varint(&key) || key > std::numeric_limits<uint32_t>::max()) return false;
+    *field = static_cast<uint32_t>(key >> 3);
+    *wire_type = static_cast<int>(key & 7);
+    return *field != 0;
+  }
+  bool Bytes(absl::string_view* out) {
+    uint64_t len;
+    if (!Varint(&len) || len > static_cast<uint64_t>(end_ - p_)) return false;
+    *out = absl::string_view(p_, len);
+    p_ += len;
+    return true;
+  }
+  bool Fixed(size_t size, const char** at) {
+    if (static_cast<size_t>(end_ - p_) < size) return false;
+    *at = p_;
+    p_ += size;
+    return true;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+struct WirePlugin {
+  absl::string_view name, content;
+};
+
+struct WireValue {
+  absl::string_view tag;
+  float simple_value = 0;
+  bool has_tensor = false;
+  int dtype = 0;
+  std::vector<int64_t> shape;
+  absl::string_view content;
+  absl::InlinedVector<WirePlugin, 4> plugins;  // smdebug writes two.
+};
+
+// Reads message `data` field by field: `on_field(field, wire_type, reader)`
+// consumes the field's value and returns false to give up. A singular field
+// seen twice is given up on (protobuf would merge or overwrite).
+template <typename OnField>
+bool ReadMessage(absl::string_view data, OnField on_field) {
+  WireReader r(data);
+  uint64_t seen = 0;  // Bits of the singular fields (numbers < 64) read.
+  while (!r.done()) {
+    uint32_t field;
+    int wire_type;
+    if (!r.Key(&field, &wire_type)) return false;
+    if (!on_field(field, wire_type, r, seen)) return false;
+  }
+  return true;
+}
+
+// Marks singular field `field` read; false if it was already.
+bool FirstTime(uint32_t field, uint64_t& seen) {
+  if (field >= 64) return false;  // Not a field of ours.
+  const uint64_t bit = uint64_t{1} << field;
+  if (seen & bit) return false;
+  seen |= bit;
+  return true;
+}
+
+bool ReadDim(absl::string_view data, int64_t* size) {
+  *size = 0;
+  return ReadMessage(data, [size](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
+    if (!FirstTime(field, seen)) return false;
+    absl::string_view ignored;
+    uint64_t v;
+    if (field == 1 && wt == kVarint && r.Varint(&v)) {
+      *size = static_cast<int64_t>(v);
+      return true;
+    }
+    return field == 2 && wt == kLengthDelimited && r.Bytes(&ignored);
+  });
+}
+
+bool ReadShape(absl::string_view data, std::vector<int64_t>* shape) {
+  return ReadMessage(data, [shape](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
+    absl::string_view bytes;
+    uint64_t v;
+    if (field == 2 && wt == kLengthDelimited) {
+      int64_t size;
+      if (!r.Bytes(&bytes) || !ReadDim(bytes, &size)) return false;
+      shape->push_back(size);
+      return true;
+    }
+    return field == 3 && wt == kVarint && FirstTime(field, seen) && r.Varint(&v);
+  });
+}
+
+bool ReadTensor(absl::string_view data, WireValue* value) {
+  return ReadMessage(data, [value](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
+    if (!FirstTime(field, seen)) return false;
+    absl::string_view bytes;
+    uint64_t v;
+    switch (field) {
+      case 1:  // dtype: an int32 enum, as protobuf truncates it.
+        if (wt != kVarint || !r.Varint(&v)) return false;
+        value->dtype = static_cast<int32_t>(static_cast<uint32_t>(v));
+        return true;
+      case 2:
+        return wt == kLengthDelimited && r.Bytes(&bytes) && ReadShape(bytes, &value->shape);
+      case 4:
+        return wt == kLengthDelimited && r.Bytes(&value->content);
+      default:  // Typed value lists and the rest: protobuf's job.
+        return false;
+    }
+  });
+}
+
+bool ReadPlugin(absl::string_view data, WirePlugin* plugin) {
+  return ReadMessage(data, [plugin](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
+    if (!FirstTime(field, seen) || wt != kLengthDelimited) return false;
+    if (field == 1) return r.Bytes(&plugin->name);
+    if (field == 2) return r.Bytes(&plugin->content);
+    return false;
+  });
+}
+
+bool ReadMetadata(absl::string_view data, WireValue* value) {
+  return ReadMessage(data, [value](uint32_t field, int wt, WireReader& r, uint64_t&) {
+    absl::string_view bytes;
+    WirePlugin plugin;
+    if (field != 1 || wt != kLengthDelimited || !r.Bytes(&bytes) || !ReadPlugin(bytes, &plugin)) {
+      return false;
+    }
+    value->plugins.push_back(plugin);
+    return true;
+  });
+}
+
+bool ReadValue(absl::string_view data, WireValue* value) {
+  return ReadMessage(data, [value](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
+    if (!FirstTime(field, seen)) return false;
+    absl::string_view bytes;
+    const char* at;
+    switch (field) {
+      case 1:
+        return wt == kLengthDelimited && r.Bytes(&value->tag);
+      case 2:
+        if (wt != kFixed32 || !r.Fixed(4, &at)) return false;
+        value->simple_value = Load<float>(at);
+        return true;
+      case 8:
+        value->has_tensor = true;
+        return wt == kLengthDelimited && r.Bytes(&bytes) && ReadTensor(bytes, value);
+      case 9:
+        return wt == kLengthDelimited && r.Bytes(&bytes) && ReadMetadata(bytes, value);
+      default:
+        return false;
+    }
+  });
+}
+
+// The summary values of an Event payload, or false to use protobuf.
+// *has_summary tells an event without a summary (file_version) apart.
+bool ReadEvent(absl::string_view payload, bool* has_summary, std::vector<WireValue>* values) {
+  *has_summary = false;
+  bool has_file_version = false;
+  return ReadMessage(payload, [&](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
+    if (!FirstTime(field, seen)) return false;
+    absl::string_view bytes;
+    const char* at;
+    uint64_t v;
+    switch (field) {
+      case 1:  // wall_time
+        return wt == kFixed64 && r.Fixed(8, &at);
+      case 2:  // step
+        return wt == kVarint && r.Varint(&v);
+      case 3:  // file_version: the other member of the oneof.
+        if (*has_summary || wt != kLengthDelimited) return false;
+        has_file_version = true;
+        return r.Bytes(&bytes);
+      case 5: {
+        if (has_file_version || wt != kLengthDelimited || !r.Bytes(&bytes)) return false;
+        *has_summary = true;
+        return ReadMessage(bytes, [values](uint32_t f, int w, WireReader& sr, uint64_t&) {
+          absl::string_view value_bytes;
+          if (f != 1 || w != kLengthDelimited || !sr.Bytes(&value_bytes)) return false;
+          values->emplace_back();
+          return ReadValue(value_bytes, &values->back());
+        });
+      }
+      default:
+        return false;
+    }
+  });
+}
+
+}  // namespace
+
+absl::Status DecodeTensorProto(const TensorProto& proto, absl::string_view name, Tensor* out) {
+  out->shape.clear();
+  for (const auto& dim : proto.tensor_shape().dim()) out->shape.push_back(dim.size());
+  return DecodeTensorParts(proto.dtype(), proto.tensor_content(), &proto, name, out);
+}
+
+absl::StatusOr<std::vector<DecodedValue>> DecodeEventWithProtobuf(
+    absl::string_view payload, absl::FunctionRef<std::string()> where) {
+  smdebug::Event event;
+  if (!event.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::DataLossError(absl::StrCat(where(), ": record is not a valid Event"));
+  }
+  std::vector<DecodedValue> out;
+  if (!event.has_summary()) return out;
+  for (const auto& value : event.summary().value()) {
+    DecodedValue d;
+    d.tag = value.tag();
+    d.tensor.name = value.tag();
+    for (const auto& plugin : value.metadata().plugin_data()) {
+      ApplyPlugin(plugin.plugin_name(), plugin.content(), &d);
+    }
+    if (value.has_tensor()) {
+      absl::Status s = DecodeTensorProto(value.tensor(), value.tag(), &d.tensor);
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
+    } else {
+      d.tensor.dtype = smdebug::DT_FLOAT;
+      d.tensor.values = {static_cast<double>(value.simple_value())};
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
+                                                      absl::FunctionRef<std::string()> where) {
+  bool has_summary = false;
+  std::vector<WireValue> values;
+  if (!ReadEvent(payload, &has_summary, &values)) return DecodeEventWithProtobuf(payload, where);
+  std::vector<DecodedValue> out;
+  if (!has_summary) return out;
+  out.reserve(values.size());
+  for (WireValue& value : values) {
+    DecodedValue& d = out.emplace_back();
+    d.tag = std::string(value.tag);
+    d.tensor.name = d.tag;
+    for (const WirePlugin& plugin : value.plugins) ApplyPlugin(plugin.name, plugin.content, &d);
+    if (value.has_tensor) {
+      d.tensor.shape = std::move(value.shape);
+      absl::Status s =
+          DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, d.tag, &d.tensor);
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
+    } else {
+      d.tensor.dtype = smdebug::DT_FLOAT;
+      d.tensor.values = {static_cast<double>(value.simple_value)};
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
+                                                      absl::string_view where) {
+  return DecodeEvent(payload, [where] { return std::string(where); });
+}
+
+}  // namespace debugplane::rules_engine

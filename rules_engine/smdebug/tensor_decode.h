@@ -1,0 +1,75 @@
+// Decoding of smdebug Event payloads and their TensorProtos into Tensors.
+
+#ifndef DEBUGPLANE_RULES_ENGINE_SMDEBUG_TENSOR_DECODE_H_
+#define DEBUGPLANE_RULES_ENGINE_SMDEBUG_TENSOR_DECODE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rules_engine/smdebug/smdebug_event.pb.h"
+#include "rules_engine/smdebug/step.h"
+
+namespace debugplane::rules_engine {
+
+// Broadcasting a short fallback list (e.g. one float_val for a [N] shape)
+// allocates N values: refuse shapes beyond this (they never come from a
+// real hook, only from corrupt or hostile data).
+inline constexpr int64_t kMaxBroadcastElements = int64_t{1} << 24;
+
+// Decodes `proto` into `out` (dtype, shape, values; name and worker are
+// left alone). `name` is used in error messages only.
+//  - tensor_content: the raw little-endian C-order array, for FLOAT, DOUBLE,
+//    INT32, UINT8, INT16, INT8, INT64, BOOL, BFLOAT16, UINT16, HALF, UINT32,
+//    UINT64; its size must be exactly elements * element size.
+//  - else the typed repeated field (float_val, double_val, int_val for the
+//    small integer types, int64_val, bool_val, half_val for HALF/BFLOAT16,
+//    uint32_val, uint64_val). As in TensorFlow, fewer values than elements
+//    are padded with the last one (a single value broadcasts); more is an
+//    error. Neither content nor values: a tensor saved without values
+//    (values empty).
+//  - STRING, COMPLEX64, COMPLEX128: kept with dtype and shape, no values
+//    (no rule computes on them).
+// INVALID_ARGUMENT naming the tensor for an unknown dtype (and its number),
+// a negative or overflowing dimension, or a size that does not match.
+absl::Status DecodeTensorProto(const smdebug::TensorProto& proto, absl::string_view name,
+                               Tensor* out);
+
+// One Summary.Value of an event: a tensor with smdebug's metadata.
+struct DecodedValue {
+  std::string tag;                   // The tensor name.
+  std::optional<Mode> mode;          // Plugin "mode" ("1".."4"), if present and valid.
+  std::optional<int64_t> mode_step;  // Plugin "mode_step", if present and valid.
+  Tensor tensor;                     // name = tag; worker left empty.
+};
+
+// Parses an Event payload and decodes the tensors of its summary values
+// (values without a tensor, such as simple_value scalars, are returned as a
+// FLOAT scalar). An event without a summary (e.g. file_version) gives an
+// empty vector. DATA_LOSS if the payload does not parse; decode errors as
+// above. `where` (e.g. "events/.../x.tfevents offset 2203") prefixes errors.
+absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
+                                                      absl::string_view where);
+// The same, with `where` built only when there is an error (the reader
+// decodes thousands of records per second and names each in errors).
+absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
+                                                      absl::FunctionRef<std::string()> where);
+
+// DecodeEvent reads the fields smdebug writes straight from the wire and
+// falls back to the generated protobuf parser for anything else; this is
+// that reference path alone, exposed so tests can check both agree.
+absl::StatusOr<std::vector<DecodedValue>> DecodeEventWithProtobuf(
+    absl::string_view payload, absl::FunctionRef<std::string()> where);
+
+// Widening conversions, exposed for tests.
+float HalfToFloat(uint16_t bits);
+float Bfloat16ToFloat(uint16_t bits);
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_SMDEBUG_TENSOR_DECODE_H_

@@ -1,0 +1,406 @@
+#include "rules_engine/smdebug/trial_reader.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "objectstore/message_text.h"
+#include "rules_engine/smdebug/smdebug_json.h"
+#include "rules_engine/smdebug/tensor_decode.h"
+#include "rules_engine/smdebug/tfrecord.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+constexpr size_t kMaxTensorNamesSeen = 200;
+// smdebug puts at most this many steps' index files in one index/<prefix>/.
+constexpr int64_t kStepsPerIndexDir = 1000;
+// Index file names start with the step in this many digits.
+constexpr int kStepDigits = 12;
+constexpr int64_t kMaxFixedWidthStep = 999999999999;
+
+// A tensor name from an index file or a record, as errors show it.
+std::string ShownTensor(absl::string_view name) { return objectstore::QuoteForMessage(name, 40); }
+
+// Lists the "directory" `prefix` (ending in '/') one level deep, every page.
+absl::StatusOr<objectstore::ListResult> ListDirectory(const objectstore::ObjectStore& store,
+                                                      std::string prefix,
+                                                      std::string start_after = "") {
+  return store.ListAll(objectstore::ListOptions{
+      .prefix = std::move(prefix), .start_after = std::move(start_after), .delimiter = "/"});
+}
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "<step:012d>_<worker>.json" -> (step, worker).
+std::optional<std::pair<int64_t, std::string>> ParseIndexFileName(absl::string_view name) {
+  if (!absl::ConsumeSuffix(&name, ".json")) return std::nullopt;
+  const size_t underscore = name.find('_');
+  if (underscore == absl::string_view::npos || underscore + 1 >= name.size()) return std::nullopt;
+  const absl::string_view digits = name.substr(0, underscore);
+  int64_t step;
+  if (!AllDigits(digits) || !absl::SimpleAtoi(digits, &step)) return std::nullopt;
+  const absl::string_view worker = name.substr(underscore + 1);
+  // The worker becomes part of a key and of messages: a plain file name
+  // component of printable ASCII (smdebug's "worker_0", "algo-1_3").
+  if (worker == "." || worker == "..") return std::nullopt;
+  for (const char c : worker) {
+    if (c < 0x20 || c > 0x7e || c == '/') return std::nullopt;
+  }
+  return std::make_pair(step, std::string(worker));
+}
+
+}  // namespace
+
+struct TrialReader::State {
+  TrialInfo info;
+  TrialSummary summary;
+  bool collections_loaded = false;
+  bool ended_by_job = false;  // SetTrainingEnded was called.
+  bool finished = false;
+  int64_t last_returned = -1;  // Highest global step returned (or given up on).
+  int64_t last_full = -1;      // Highest step seen with every worker's files.
+
+  struct Worker {
+    std::string index_key;
+    std::optional<StepIndex> index;  // Once it parsed.
+    absl::Status index_error;        // Last parse failure (maybe still being written).
+    bool event_exists = false;
+  };
+  // Steps seen in index/ and not returned yet, by global step; then worker.
+  std::map<int64_t, std::map<std::string, Worker>> pending;
+  std::set<std::string> tensor_names_seen;
+  std::set<std::string> workers_seen;
+
+  std::string EventFile(int64_t step, const std::string& worker) const {
+    return absl::StrFormat("events/%012d/%012d_%s.tfevents", step, step, worker);
+  }
+};
+
+TrialReader::TrialReader(objectstore::StoreLocation trial)
+    : trial_(std::move(trial)), state_(std::make_shared<State>()) {
+  state_->summary.path = trial_.Describe();
+}
+
+absl::Status TrialReader::LoadCollections(bool must_parse) {
+  State& st = *state_;
+  const std::string dir = trial_.DirectoryPrefix("collections/000000000");
+  absl::StatusOr<objectstore::ListResult> listed = ListDirectory(*trial_.store, dir);
+  if (absl::IsNotFound(listed.status())) return absl::OkStatus();
+  if (!listed.ok()) return listed.status();
+  // Every worker writes its own file with the same content: the first one
+  // that parses will do (another may still be being written).
+  absl::Status first_error;
+  for (const objectstore::ObjectEntry& object : listed->objects) {
+    if (!absl::EndsWith(object.key, "_collections.json")) continue;
+    absl::StatusOr<std::string> text = trial_.store->Read(object.key);
+    if (!text.ok()) return text.status();
+    // Named relative to the trial directory in errors.
+    const std::string file = absl::StrCat("collections/000000000/", object.key.substr(dir.size()));
+    absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
+    if (!parsed.ok()) {
+      if (first_error.ok()) first_error = parsed.status();
+      continue;
+    }
+    st.info.collections = std::move(parsed->collections);
+    st.info.num_workers = parsed->num_workers;
+    st.collections_loaded = true;
+    st.summary.has_collections = true;
+    return absl::OkStatus();
+  }
+  // None parses: probably still being written, unless nothing will be written any more.
+  return must_parse ? first_error : absl::OkStatus();
+}
+
+bool TrialReader::finished() const { return state_->finished; }
+void TrialReader::SetTrainingEnded() { state_->ended_by_job = true; }
+const TrialInfo& TrialReader::info() const { return state_->info; }
+const TrialSummary& TrialReader::summary() const { return state_->summary; }
+
+namespace {
+
+// Outcome of reading one step's records.
+enum class StepRead { kDone, kWait };
+
+}  // namespace
+
+absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted) {
+  return ReadNewSteps(wanted, std::numeric_limits<size_t>::max());
+}
+
+absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted,
+                                                            size_t max_steps) {
+  State& st = *state_;
+  std::vector<Step> out;
+  if (st.finished) return out;
+
+  // The trial's top level: whether it is there, and training_job_end.ts.
+  // Listed before anything else: if the marker is there (and means the
+  // end), the listings below see every file training wrote.
+  const std::string top_prefix = trial_.DirectoryPrefix();
+  absl::StatusOr<objectstore::ListResult> top = ListDirectory(*trial_.store, top_prefix);
+  if (!top.ok() && !absl::IsNotFound(top.status())) return top.status();
+  st.summary.exists = top.ok();
+  if (!st.summary.exists) {
+    // Training may not have started; if it has ended, nothing will come.
+    st.summary.training_ended = st.ended_by_job;
+    st.finished = st.ended_by_job;
+    return out;
+  }
+  const std::string marker_key = trial_.Key("training_job_end.ts");
+  bool marker = false;
+  for (const objectstore::ObjectEntry& object : top->objects) marker |= object.key == marker_key;
+  st.summary.end_marker_seen = marker;
+
+  // Collections: read once, when first parsable. smdebug writes it before
+  // the first step; without it num_workers is unknown, so wait for it
+  // unless training has ended.
+  if (!st.collections_loaded) {
+    absl::Status loaded = LoadCollections(/*must_parse=*/st.ended_by_job || marker);
+    if (!loaded.ok()) return loaded;
+    if (!st.collections_loaded && !st.ended_by_job && !marker) return out;
+  }
+  // With several workers the marker says only that one of them ended.
+  const bool ended = st.ended_by_job || (marker && st.info.num_workers <= 1);
+  st.summary.training_ended = ended;
+
+  // Discover new index files. Only index/<prefix>/ directories that can hold
+  // steps after the last returned one are listed, and in them only the names
+  // after that step's (index file names start with the step, zero-padded).
+  {
+    const std::string index_prefix = trial_.DirectoryPrefix("index");
+    absl::StatusOr<objectstore::ListResult> prefixes = ListDirectory(*trial_.store, index_prefix);
+    if (!prefixes.ok() && !absl::IsNotFound(prefixes.status())) return prefixes.status();
+    const int64_t min_prefix = std::max<int64_t>(0, st.last_returned) / kStepsPerIndexDir;
+    const std::vector<std::string> no_prefixes;
+    for (const std::string& dir : prefixes.ok() ? prefixes->common_prefixes : no_prefixes) {
+      const absl::string_view prefix =
+          absl::string_view(dir).substr(index_prefix.size(), dir.size() - index_prefix.size() - 1);
+      int64_t p;
+      if (!AllDigits(prefix) || !absl::SimpleAtoi(prefix, &p) || p < min_prefix) continue;
+      // "<dir><next step, 12 digits>" sorts before every name of that step
+      // and after every name of the steps before it.
+      std::string start_after;
+      if (st.last_returned >= 0 && st.last_returned < kMaxFixedWidthStep) {
+        start_after = absl::StrCat(dir, absl::StrFormat("%0*d", kStepDigits, st.last_returned + 1));
+      }
+      absl::StatusOr<objectstore::ListResult> files =
+          ListDirectory(*trial_.store, dir, std::move(start_after));
+      if (!files.ok()) {
+        if (absl::IsNotFound(files.status())) continue;
+        return files.status();
+      }
+      for (objectstore::ObjectEntry& object : files->objects) {
+        auto parsed = ParseIndexFileName(absl::string_view(object.key).substr(dir.size()));
+        if (!parsed || parsed->first <= st.last_returned) continue;
+        auto& workers = st.pending[parsed->first];
+        if (workers.count(parsed->second)) continue;
+        workers[parsed->second].index_key = std::move(object.key);
+      }
+    }
+  }
+
+  // Parse index files not parsed yet and look for event files.
+  for (auto& [step, workers] : st.pending) {
+    for (auto& [worker, w] : workers) {
+      if (!w.index) {
+        absl::StatusOr<std::string> text = trial_.store->Read(w.index_key);
+        if (!text.ok()) return text.status();
+        // Named relative to the trial directory in errors.
+        absl::StatusOr<StepIndex> index =
+            ParseIndexJson(*text, absl::string_view(w.index_key).substr(top_prefix.size()));
+        if (!index.ok()) {
+          w.index_error = index.status();
+          continue;
+        }
+        w.index = std::move(*index);
+        w.index_error = absl::OkStatus();
+        for (const IndexEntry& e : w.index->tensors) {
+          if (st.tensor_names_seen.size() < kMaxTensorNamesSeen ||
+              st.tensor_names_seen.count(e.tensor_name)) {
+            st.tensor_names_seen.insert(e.tensor_name);
+          }
+        }
+        if (st.workers_seen.insert(worker).second) {
+          st.info.workers.assign(st.workers_seen.begin(), st.workers_seen.end());
+        }
+      }
+      if (!w.event_exists) {
+        absl::StatusOr<objectstore::ObjectEntry> event =
+            trial_.store->Stat(trial_.Key(st.EventFile(step, worker)));
+        if (!event.ok() && !absl::IsNotFound(event.status())) return event.status();
+        w.event_exists = event.ok();
+      }
+    }
+  }
+  st.summary.tensor_names_seen.assign(st.tensor_names_seen.begin(), st.tensor_names_seen.end());
+
+  const auto fully_present = [&](const std::map<std::string, State::Worker>& workers) {
+    if (static_cast<int>(workers.size()) < st.info.num_workers) return false;
+    for (const auto& [name, w] : workers) {
+      if (!w.index || !w.event_exists) return false;
+    }
+    return true;
+  };
+  // A step is "superseded" when a later step was fully present at the
+  // previous call: a worker that skipped this step will not come back to it,
+  // as smdebug writes each worker's steps in order. Not at this call: a
+  // listing that runs while files are created may show a worker's step 5
+  // and miss its step 4 created just before; a listing that starts after
+  // step 5 was seen shows step 4 too.
+  const int64_t superseded_below = st.last_full;
+  for (const auto& [step, workers] : st.pending) {
+    if (fully_present(workers)) st.last_full = std::max(st.last_full, step);
+  }
+
+  absl::Status error;
+  while (!st.pending.empty() && out.size() < max_steps) {
+    auto it = st.pending.begin();
+    const int64_t step = it->first;
+    auto& workers = it->second;
+    const bool settled = ended || step < superseded_below;
+    if (!fully_present(workers) && !settled) break;
+
+    Step result;
+    result.global_step = step;
+    bool wait = false;
+    bool have_mode = false;
+    for (auto& [worker, w] : workers) {
+      if (!w.index) {
+        // Unparsable index of a step that will not change any more.
+        error = w.index_error;
+        break;
+      }
+      if (!have_mode && w.index->mode) {
+        result.mode = *w.index->mode;
+        result.mode_step = w.index->mode_step.value_or(0);
+        have_mode = true;
+      }
+      const std::string event_rel = st.EventFile(step, worker);
+      const std::string event_file = trial_.Key(event_rel);
+      // The wanted records, and whether to read the event file whole: one
+      // read instead of one per tensor, unless only a small part is wanted.
+      std::vector<const IndexEntry*> entries;
+      uint64_t wanted_bytes = 0;
+      uint64_t file_end = 0;
+      for (const IndexEntry& e : w.index->tensors) {
+        file_end = std::max(file_end, e.start_idx + e.length);
+        if (!wanted(e.tensor_name, st.info)) continue;
+        entries.push_back(&e);
+        wanted_bytes += e.length;
+      }
+      if (!entries.empty() && !w.event_exists) {
+        st.summary.records_skipped += entries.size();  // settled: the file will never come.
+        entries.clear();
+      }
+      std::string whole;
+      const bool read_whole = !entries.empty() && wanted_bytes * 4 >= file_end;
+      if (read_whole) {
+        absl::StatusOr<std::string> content = trial_.store->Read(event_file);
+        if (!content.ok()) {
+          error = content.status();
+          break;
+        }
+        whole = *std::move(content);
+      }
+      for (const IndexEntry* entry : entries) {
+        const IndexEntry& e = *entry;
+        std::string ranged;
+        absl::string_view bytes;
+        if (read_whole) {
+          bytes = e.start_idx < whole.size()
+                      ? absl::string_view(whole).substr(e.start_idx, e.length)
+                      : absl::string_view();
+        } else {
+          absl::StatusOr<std::string> range =
+              trial_.store->ReadRange(event_file, e.start_idx, e.length);
+          if (!range.ok()) {
+            error = range.status();
+            break;
+          }
+          ranged = *std::move(range);
+          bytes = ranged;
+        }
+        TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
+        if (record.kind == TfRecordParse::Kind::kIncomplete) {
+          if (ended) {
+            ++st.summary.records_skipped;  // Cut short when training stopped.
+            continue;
+          }
+          wait = true;
+          break;
+        }
+        if (record.kind == TfRecordParse::Kind::kCorrupt) {
+          error = absl::DataLossError(
+              absl::StrCat(record.error, " (tensor ", ShownTensor(e.tensor_name), ")"));
+          break;
+        }
+        // Built only for an error message: most records have none.
+        const auto where = [&event_rel, &e] {
+          return absl::StrCat(event_rel, " offset ", e.start_idx, " (tensor ",
+                              ShownTensor(e.tensor_name), ")");
+        };
+        absl::StatusOr<std::vector<DecodedValue>> values = DecodeEvent(record.payload, where);
+        if (!values.ok()) {
+          error = values.status();
+          break;
+        }
+        // smdebug writes one value per event; prefer the one the index names.
+        DecodedValue* chosen = nullptr;
+        for (DecodedValue& v : *values) {
+          if (v.tag == e.tensor_name) {
+            chosen = &v;
+            break;
+          }
+        }
+        if (chosen == nullptr && !values->empty()) chosen = &values->front();
+        if (chosen == nullptr) {
+          error = absl::DataLossError(absl::StrCat(where(), ": record holds no tensor"));
+          break;
+        }
+        if (!have_mode && chosen->mode) {
+          result.mode = *chosen->mode;
+          result.mode_step = chosen->mode_step.value_or(0);
+          have_mode = true;
+        }
+        Tensor t = std::move(chosen->tensor);
+        t.name = e.tensor_name;
+        t.worker = worker;
+        result.tensors.push_back(std::move(t));
+      }
+      if (wait || !error.ok()) break;
+    }
+    if (!error.ok() || wait) break;
+    std::sort(result.tensors.begin(), result.tensors.end(), [](const Tensor& a, const Tensor& b) {
+      return std::tie(a.name, a.worker) < std::tie(b.name, b.worker);
+    });
+    st.last_returned = step;
+    ++st.summary.steps_seen;
+    st.summary.last_global_step = step;
+    st.pending.erase(it);
+    out.push_back(std::move(result));
+  }
+
+  if (!error.ok()) {
+    // Steps read before the error are returned now (each step is returned
+    // once); the error recurs on the next call since the step stays pending.
+    if (out.empty()) return error;
+    return out;
+  }
+  st.finished = ended && st.pending.empty();
+  return out;
+}
+
+}  // namespace debugplane::rules_engine

@@ -1,0 +1,109 @@
+// Reads an smdebug trial directory (docs/smdebug-format.md)
+// incrementally while training writes it, through an ObjectStore
+// (objectstore/object_store.h): listings under a prefix, whole and ranged
+// reads. It never opens a file itself.
+
+#ifndef DEBUGPLANE_RULES_ENGINE_SMDEBUG_TRIAL_READER_H_
+#define DEBUGPLANE_RULES_ENGINE_SMDEBUG_TRIAL_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "objectstore/object_store.h"
+#include "rules_engine/smdebug/step.h"
+
+namespace debugplane::rules_engine {
+
+// Which tensors to decode; the others are skipped using the index files
+// without reading their records. Called with the tensor name and the trial
+// info as known when the step is read.
+using TensorFilter = std::function<bool(const std::string& tensor, const TrialInfo& info)>;
+
+// What the reader has seen, for error messages a person can act on
+// ("No debugging data" with the cause).
+struct TrialSummary {
+  std::string path;              // The trial location read, as a person finds it.
+  bool exists = false;           // The directory is there.
+  bool has_collections = false;  // collections/ file parsed.
+  int64_t steps_seen = 0;        // Complete steps found.
+  int64_t last_global_step = -1;
+  std::vector<std::string> tensor_names_seen;  // Sorted, at most 200.
+  int64_t records_skipped = 0;                 // Corrupt records skipped (see ReadNewSteps).
+  bool end_marker_seen = false;                // training_job_end.ts present.
+  // Training ended as far as the reader is concerned (see finished()).
+  bool training_ended = false;
+};
+
+// Not thread-safe: one reader per rule evaluation (or one shared under the
+// caller's lock).
+class TrialReader {
+ public:
+  // A reader of the trial under `trial` (a store and the trial's key
+  // prefix). Does no I/O: a missing directory is not an error (training may
+  // not have started).
+  explicit TrialReader(objectstore::StoreLocation trial);
+
+  // Returns the steps completed since the last call, in ascending global
+  // step order, each read once: a step is complete when its index and event
+  // files are there for all `num_workers` workers and every record it needs
+  // is whole. A step some worker skipped is returned once a later step is
+  // complete (smdebug writes each worker's steps in order), and every step
+  // once training has ended (see finished()), with what is there. A
+  // half-written last record is not an error: the step is returned by a
+  // later call (or, once training has ended, without that record, counted in
+  // records_skipped).
+  //
+  // Errors (the trial is unusable; the message names the file relative to
+  // the trial directory, the byte offset and the tensor, and quotes no file
+  // content beyond a short escaped excerpt): DATA_LOSS for a CRC mismatch or
+  // a record that does not parse, INVALID_ARGUMENT for an unknown dtype or a
+  // size that does not match the shape, and the store's errors other than
+  // NOT_FOUND (e.g. PERMISSION_DENIED naming a symbolic link in the trial,
+  // which is never followed). After an error the reader may be called
+  // again; the same error recurs.
+  absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted);
+  // The same, returning at most `max_steps` steps (the next call goes on
+  // from there): bounds the memory a caller that keeps what it reads needs.
+  absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted, size_t max_steps);
+
+  // Tells the reader that training has ended: every training process has
+  // exited (the job says so: the agent reported the command's exit, or the
+  // job was stopped), so no file will be written any more. The next call is
+  // the last complete read. Needed with several workers, where
+  // training_job_end.ts only says that some worker ended. Sticky.
+  // REQUIRES: the caller learned of the end before this call (so the
+  // listings of the next read see every file training wrote).
+  void SetTrainingEnded();
+
+  // True once training has ended and every step was returned. Training has
+  // ended when SetTrainingEnded was called, or when training_job_end.ts
+  // appeared in a trial of one worker (`num_workers` 1, or no collections
+  // file). With several workers every one of them writes the same
+  // training_job_end.ts when it exits and smdebug writes no per-worker end,
+  // so there the marker does not end the trial: steps missing a worker are
+  // still waited for, until SetTrainingEnded.
+  bool finished() const;
+
+  const TrialInfo& info() const;
+  const TrialSummary& summary() const;
+
+ private:
+  struct State;
+  // Loads the collections file of some worker if one parses (num_workers).
+  // Returns its parse error if none parses and `must_parse`, the storage's
+  // errors; OK otherwise (loaded or not yet there).
+  absl::Status LoadCollections(bool must_parse);
+
+  const objectstore::StoreLocation trial_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_SMDEBUG_TRIAL_READER_H_

@@ -1,0 +1,446 @@
+// What the built-in tensor rules share (rule_internal.h): labels, number
+// formatting, statistics and the tensor selection.
+
+#include "rules_engine/tensor_rules/rule_internal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "objectstore/message_text.h"
+
+namespace debugplane::rules_engine::internal {
+
+std::string StepLabel(const Step& step) {
+  return absl::StrCat("step ", step.global_step, " (", ModeName(step.mode), " step ",
+                      step.mode_step, ")");
+}
+
+std::string TensorLabel(const Tensor& tensor, const TrialInfo& info) {
+  if (info.num_workers > 1 && !tensor.worker.empty()) {
+    return absl::StrCat(tensor.name, " of ", tensor.worker);
+  }
+  return tensor.name;
+}
+
+std::string Num(double v) {
+  // printf's %g keeps a NaN's sign bit ("-nan" for the 0/0 of x86), which
+  // means nothing for a NaN and reads like a different value.
+  if (std::isnan(v)) return "nan";
+  return absl::StrFormat("%.6g", v);
+}
+
+std::string Clip(std::string details) {
+  constexpr size_t kMax = 1024;
+  if (details.size() > kMax) {
+    details.resize(kMax - 3);
+    details += "...";
+  }
+  return details;
+}
+
+double MeanAbs(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (double x : v) sum += std::fabs(x);
+  return sum / static_cast<double>(v.size());
+}
+
+double Mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+double Variance(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const double m = Mean(v);
+  double sum = 0;
+  for (double x : v) sum += (x - m) * (x - m);
+  return sum / static_cast<double>(v.size());
+}
+
+double Percentile(std::vector<double> v, double percent) {
+  if (v.empty()) return 0;
+  const double pos = percent / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  // Selection, not a full sort: the same two order statistics in O(n).
+  std::nth_element(v.begin(), v.begin() + lo, v.end());
+  const double low = v[lo];
+  const double high = hi == lo ? low : *std::min_element(v.begin() + lo + 1, v.end());
+  return low + (high - low) * (pos - static_cast<double>(lo));
+}
+
+BatchView ViewAsBatch(const Tensor& t) {
+  BatchView view;
+  const int64_t n = static_cast<int64_t>(t.values.size());
+  if (t.shape.size() >= 2 && t.shape[0] > 0 && n % t.shape[0] == 0) {
+    view.batch = t.shape[0];
+    view.units = n / t.shape[0];
+  } else {
+    view.batch = 1;
+    view.units = n;
+  }
+  return view;
+}
+
+RuleVerdict EvaluatingRule::OnTrainingEnd(const TrialInfo& info) {
+  if (evaluations_ > 0) return RuleVerdict::NoIssues(Clip(Summary()));
+  return RuleVerdict::Error(
+      Clip(absl::StrCat(MissingData(info), "; ", DescribeTrial(info, steps_read_))));
+}
+
+std::string EvaluatingRule::Summary() const {
+  return absl::StrCat("no issue in ", evaluations_, " evaluations over ", steps_evaluated_,
+                      " steps");
+}
+
+TensorSelector TensorSelector::FromParameters(RuleParameterReader& p, const Parameters& how) {
+  TensorSelector selector;
+  if (how.collection_names) selector.collections = p.List("collection_names");
+  selector.regexes = p.RegexList("tensor_regex", how.default_regex);
+  selector.all_when_empty = how.all_when_empty;
+  return selector;
+}
+
+bool TensorSelector::Matches(const std::string& tensor, const TrialInfo& info) const {
+  if (empty()) return all_when_empty;
+  if (memo_instance_ != info.instance() || memo_collections_ != info.collections.size()) {
+    memo_.clear();
+    memo_index_.clear();
+    memo_next_ = 0;
+    memo_instance_ = info.instance();
+    memo_collections_ = info.collections.size();
+  }
+  if (memo_next_ < memo_.size() && memo_[memo_next_].first == tensor) {
+    return memo_[memo_next_++].second;
+  }
+  auto it = memo_index_.find(tensor);
+  if (it == memo_index_.end()) {
+    it = memo_index_.emplace(tensor, memo_.size()).first;
+    memo_.emplace_back(tensor, Compute(tensor, info));
+  }
+  memo_next_ = it->second + 1;
+  return memo_[it->second].second;
+}
+
+bool TensorSelector::Compute(const std::string& tensor, const TrialInfo& info) const {
+  for (const std::string& n : names) {
+    if (n == tensor) return true;
+  }
+  for (const std::string& c : collections) {
+    if (info.InCollection(c, tensor)) return true;
+  }
+  for (const std::string& r : regexes) {
+    if (RegexMatchPrefix(r, tensor)) return true;
+  }
+  return false;
+}
+
+bool TensorSelector::Selects(const Step& step) const {
+  return modes.empty() || std::find(modes.begin(), modes.end(), step.mode) != modes.end();
+}
+
+std::string TensorSelector::Describe() const {
+  if (empty()) return all_when_empty ? "any tensor" : "no tensor";
+  std::vector<std::string> parts;
+  for (const std::string& n : names) parts.push_back(absl::StrCat("tensor '", n, "'"));
+  for (const std::string& r : regexes) parts.push_back(absl::StrCat("tensor_regex '", r, "'"));
+  for (const std::string& c : collections) parts.push_back(absl::StrCat("collection '", c, "'"));
+  return absl::StrJoin(parts, " or ");
+}
+
+namespace {
+
+// Two doubles (two 64-bit integers) per operation: GCC and Clang vector
+// extensions, which compile to SSE2 / NEON without target-specific code.
+// Four independent accumulators keep the adds out of one dependency chain.
+typedef double Double2 __attribute__((vector_size(16)));
+typedef int64_t Int2 __attribute__((vector_size(16)));
+
+Double2 Load2(const double* p) {
+  Double2 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+int64_t CountZeros(const std::vector<double>& values) {
+  const double* v = values.data();
+  const size_t n = values.size();
+  const Double2 zero = {0, 0};
+  Int2 c0 = {0, 0}, c1 = c0, c2 = c0, c3 = c0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // A comparison gives -1 (all bits set) per equal lane.
+    c0 -= Load2(v + i) == zero;
+    c1 -= Load2(v + i + 2) == zero;
+    c2 -= Load2(v + i + 4) == zero;
+    c3 -= Load2(v + i + 6) == zero;
+  }
+  const Int2 c = c0 + c1 + c2 + c3;
+  int64_t zeros = c[0] + c[1];
+  for (; i < n; ++i) zeros += v[i] == 0 ? 1 : 0;
+  return zeros;
+}
+
+bool AllFinite(const std::vector<double>& values) {
+  // x - x is 0 for a finite x and NaN for NaN and +-inf; NaN sticks in a sum.
+  const double* v = values.data();
+  const size_t n = values.size();
+  Double2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const Double2 x0 = Load2(v + i), x1 = Load2(v + i + 2), x2 = Load2(v + i + 4),
+                  x3 = Load2(v + i + 6);
+    a0 += x0 - x0;
+    a1 += x1 - x1;
+    a2 += x2 - x2;
+    a3 += x3 - x3;
+  }
+  const Double2 a = a0 + a1 + a2 + a3;
+  double sum = a[0] + a[1];
+  for (; i < n; ++i) sum += v[i] - v[i];
+  return sum == 0;
+}
+
+RuleVerdict SelectingRule::CheckSelected(const Step& step, const TrialInfo& info,
+                                         TensorCheck check) {
+  const bool mode_selected = selector_.Selects(step);
+  bool any = false;
+  for (const Tensor& t : step.tensors) {
+    if (!selector_.Matches(t.name, info)) continue;
+    seen_.Note(step, t);
+    if (!mode_selected || t.values.empty()) continue;
+    absl::optional<std::string> issue = check(t);
+    if (!issue.has_value()) continue;  // Not evaluated.
+    any = true;
+    ++evaluations_;
+    if (!issue->empty()) {
+      return RuleVerdict::Issues(
+          Clip(absl::StrCat(StepLabel(step), ": ", TensorLabel(t, info), " ", *issue)));
+    }
+  }
+  if (any) ++steps_evaluated_;
+  return RuleVerdict::Continue();
+}
+
+void SelectingRule::NoteSelected(const Step& step, const TrialInfo& info) {
+  for (const Tensor& t : step.tensors) {
+    if (selector_.Matches(t.name, info)) seen_.Note(step, t);
+  }
+}
+
+std::string SelectingRule::WhyUnusedSelection(const TrialInfo& info, absl::string_view what) const {
+  return WhyUnused(what.empty() ? "tensor" : what, selector_.empty() ? "" : selector_.Describe(),
+                   seen_, steps_read(), selector_.modes, info, selector_.collections);
+}
+
+// --- What a rule was given ---------------------------------------------------------
+
+std::string QuoteName(absl::string_view name) {
+  return absl::StrCat("'", objectstore::EscapeForMessage(name, 40), "'");
+}
+
+std::string Times(int64_t n) { return n == 1 ? "once" : absl::StrCat(n, " times"); }
+
+std::string ListNames(const std::vector<std::string>& names, size_t total, size_t max) {
+  const size_t shown = std::min(names.size(), max);
+  std::string out;
+  for (size_t i = 0; i < shown; ++i) absl::StrAppend(&out, i > 0 ? ", " : "", QuoteName(names[i]));
+  if (total > shown) absl::StrAppend(&out, " and ", total - shown, " more");
+  return out;
+}
+
+int64_t ModeCounts::Of(const std::vector<Mode>& modes) const {
+  if (modes.empty()) return Total();
+  int64_t n = 0;
+  for (Mode m : modes) n += Of(m);
+  return n;
+}
+
+int64_t ModeCounts::Total() const { return counts_[0] + counts_[1] + counts_[2] + counts_[3]; }
+
+namespace {
+
+constexpr Mode kModes[] = {Mode::kTrain, Mode::kEval, Mode::kPredict, Mode::kGlobal};
+
+// "60 TRAIN steps", "1 EVAL step".
+std::string CountOf(int64_t n, absl::string_view mode) {
+  return absl::StrCat(n, " ", mode, n == 1 ? " step" : " steps");
+}
+
+// "a", "a and b", "a, b and c".
+std::string JoinAnd(const std::vector<std::string>& parts) {
+  if (parts.size() <= 1) return parts.empty() ? "" : parts[0];
+  return absl::StrCat(absl::StrJoin(std::vector<std::string>(parts.begin(), parts.end() - 1), ", "),
+                      " and ", parts.back());
+}
+
+}  // namespace
+
+std::string ModeCounts::Describe() const {
+  std::vector<std::string> parts;
+  for (Mode m : kModes) {
+    if (Of(m) > 0) parts.push_back(CountOf(Of(m), ModeName(m)));
+  }
+  return parts.empty() ? "no step" : JoinAnd(parts);
+}
+
+std::string ModeCounts::DescribeAgainst(const std::vector<Mode>& modes) const {
+  if (modes.empty()) return Describe();
+  std::vector<std::string> parts;
+  for (Mode m : kModes) {
+    if (Of(m) > 0 && std::find(modes.begin(), modes.end(), m) == modes.end()) {
+      parts.push_back(CountOf(Of(m), ModeName(m)));
+    }
+  }
+  parts.push_back(CountOf(Of(modes), ModesName(modes)));
+  return JoinAnd(parts);
+}
+
+std::string ModesName(const std::vector<Mode>& modes) {
+  std::vector<absl::string_view> names;
+  for (Mode m : modes) names.push_back(ModeName(m));
+  return absl::StrJoin(names, "/");
+}
+
+void SelectionSeen::Note(const Step& step, const Tensor& tensor) {
+  if (tensor.values.empty()) {
+    ++without_values_;
+  } else if (!counted_any_ || step.global_step != last_counted_step_) {
+    steps_.Add(step.mode);
+    last_counted_step_ = step.global_step;
+    counted_any_ = true;
+  }
+  if (more_names_) return;
+  if (std::find(names_.begin(), names_.end(), tensor.name) != names_.end()) return;
+  if (names_.size() < kMaxListedNames) {
+    names_.push_back(tensor.name);
+  } else {
+    more_names_ = true;
+  }
+}
+
+std::string SelectionSeen::Names() const {
+  std::string out = ListNames(names_, names_.size());
+  if (more_names_) absl::StrAppend(&out, " and more");
+  return out;
+}
+
+std::string SelectionSeen::NamesWere() const {
+  return absl::StrCat(Names(), names_.size() == 1 && !more_names_ ? " was" : " were");
+}
+
+std::string TrialTensors(const TrialInfo& info) {
+  if (info.collections.empty()) return "the trial has no collections file";
+  std::set<std::string> names;
+  for (const auto& [name, c] : info.collections)
+    names.insert(c.tensor_names.begin(), c.tensor_names.end());
+  if (names.empty()) return "the trial's collections file lists no tensor names";
+  std::vector<std::string> first;
+  for (const std::string& n : names) {
+    if (first.size() == kMaxListedNames) break;
+    first.push_back(n);
+  }
+  return absl::StrCat("the trial has ", names.size(), names.size() == 1 ? " tensor" : " tensors",
+                      " (by its collections file): ", ListNames(first, names.size()));
+}
+
+std::string CollectionNotes(const std::vector<std::string>& collections, const TrialInfo& info) {
+  if (info.collections.empty()) return "";
+  // smdebug records the tensors it saved in their collections: when the file
+  // lists some, a collection listing none saved nothing.
+  bool file_lists_names = false;
+  for (const auto& [name, c] : info.collections) {
+    file_lists_names = file_lists_names || !c.tensor_names.empty();
+  }
+  std::vector<std::string> notes;
+  std::vector<std::string> pattern_errors;
+  bool patterns_listed = false;
+  for (const std::string& name : collections) {
+    auto it = info.collections.find(name);
+    if (it == info.collections.end()) {
+      notes.push_back(absl::StrCat("collection ", QuoteName(name), " is not saved by the hook"));
+      continue;
+    }
+    if (it->second.include_regex.empty() && it->second.tensor_names.empty()) {
+      notes.push_back(absl::StrCat("collection ", QuoteName(name),
+                                   " has neither include_regex nor tensor names"));
+    } else if (file_lists_names && it->second.tensor_names.empty()) {
+      notes.push_back(absl::StrCat("collection ", QuoteName(name),
+                                   " lists no tensor: the hook saved none of it"));
+    }
+    if (!patterns_listed) {
+      pattern_errors = info.CollectionPatternErrors();
+      patterns_listed = true;
+    }
+    const std::string prefix = absl::StrCat("collection ", QuoteName(name), ":");
+    for (const std::string& e : pattern_errors) {
+      if (absl::StartsWith(e, prefix)) notes.push_back(e);
+    }
+  }
+  if (notes.empty()) return "";
+  return absl::StrCat(" (", absl::StrJoin(notes, "; "), ")");
+}
+
+std::string WhyUnused(absl::string_view what, absl::string_view selection,
+                      const SelectionSeen& seen, const ModeCounts& steps,
+                      const std::vector<Mode>& modes, const TrialInfo& info,
+                      const std::vector<std::string>& collections) {
+  const std::string selected =
+      selection.empty() ? std::string() : absl::StrCat(" (", selection, ")");
+  if (steps.Total() == 0) {
+    return absl::StrCat("no step was read (the rule needs a ", what, selected, ")");
+  }
+  if (!seen.any()) {
+    std::string out = absl::StrCat("no ", what, " was saved", selected, "; ", TrialTensors(info),
+                                   CollectionNotes(collections, info));
+    if (!modes.empty() && steps.Of(modes) == 0) {
+      absl::StrAppend(&out, "; besides, the rule reads ", ModesName(modes),
+                      " steps and the trial has ", steps.DescribeAgainst(modes));
+    }
+    return out;
+  }
+  if (!modes.empty() && seen.steps().Total() > 0 && seen.steps().Of(modes) == 0) {
+    return absl::StrCat("no ", what, selected, " at a ", ModesName(modes),
+                        " step, the steps the rule reads: ", seen.NamesWere(), " saved at ",
+                        seen.steps().Describe(), " only; the trial has ",
+                        steps.DescribeAgainst(modes));
+  }
+  if (seen.steps().Total() == 0) {
+    return absl::StrCat("every ", what, selected, " was saved without values (",
+                        Times(seen.without_values()),
+                        ": a string dtype or an empty shape): ", seen.Names());
+  }
+  return "";
+}
+
+std::string DescribeTrial(const TrialInfo& info, const ModeCounts& steps) {
+  std::string out = absl::StrCat("read ", steps.Describe(), "; ");
+  if (info.collections.empty()) {
+    absl::StrAppend(&out, "the trial has no collections file");
+    return out;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [name, c] : info.collections) {
+    if (parts.size() == kMaxListedNames) break;
+    parts.push_back(
+        absl::StrCat(objectstore::EscapeForMessage(name, 40), " (", c.tensor_names.size(), ")"));
+  }
+  absl::StrAppend(&out, "collections saved (tensor count): ", absl::StrJoin(parts, ", "));
+  if (info.collections.size() > parts.size()) {
+    absl::StrAppend(&out, " and ", info.collections.size() - parts.size(), " more");
+  }
+  return out;
+}
+
+}  // namespace debugplane::rules_engine::internal
