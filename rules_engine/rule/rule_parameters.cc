@@ -188,25 +188,73 @@ absl::optional<std::string> RuleParameterReader::OptionalString(absl::string_vie
 
 std::vector<std::string> RuleParameterReader::List(absl::string_view name,
                                                    std::vector<std::string> default_value) {
-  absl::optional<std::string> raw = Raw(name);
-  if (!raw) return default_value;
-  absl::string_view v = *raw;
-  // A Python list literal, as str(list) writes it.
-  if (absl::ConsumePrefix(&v, "[")) {
-    if (!absl::ConsumeSuffix(&v, "]")) {
-      Fail(name, absl::StrCat("has an unterminated list, got ", Quote(*raw)));
-      return default_value;
-    }
-  }
-  std::vector<std::string> out;
-  for (absl::string_view item : absl::StrSplit(v, ',')) {
+  return SplitList(name, /*regex_items=*/false, std::move(default_value));
+}
+
+namespace {
+
+// The items of a list value (without the brackets of a Python list literal):
+// split at commas outside quotes and, for regular expressions, outside
+// (), [] and {} and not escaped, so that "a{1,3}, [x,y]z" is two patterns.
+// Items are stripped of whitespace and of one pair of enclosing quotes;
+// empty items are dropped.
+std::vector<std::string> SplitListItems(absl::string_view value, bool regex_items) {
+  std::vector<std::string> items;
+  auto add = [&items](absl::string_view item) {
     item = absl::StripAsciiWhitespace(item);
     if (item.size() >= 2 && (item.front() == '\'' || item.front() == '"') &&
         item.back() == item.front()) {
       item = item.substr(1, item.size() - 2);
     }
-    if (!item.empty()) out.emplace_back(item);
+    if (!item.empty()) items.emplace_back(item);
+  };
+  char quote = 0;  // The quote character of the item being read, if any.
+  int depth = 0;   // Open (, [ and { of a regular expression.
+  size_t start = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (regex_items && c == '\\') {
+      ++i;  // An escaped character never splits or nests.
+    } else if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if ((c == '\'' || c == '"') &&
+               absl::StripAsciiWhitespace(value.substr(start, i - start)).empty()) {
+      quote = c;
+    } else if (regex_items && (c == '(' || c == '[' || c == '{')) {
+      ++depth;
+    } else if (regex_items && (c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      add(value.substr(start, i - start));
+      start = i + 1;
+    }
   }
+  add(value.substr(std::min(start, value.size())));
+  return items;
+}
+
+}  // namespace
+
+std::vector<std::string> RuleParameterReader::SplitList(absl::string_view name, bool regex_items,
+                                                        std::vector<std::string> default_value) {
+  absl::optional<std::string> raw = Raw(name);
+  if (!raw) return default_value;
+  absl::string_view v = *raw;
+  // A Python list literal, as str(list) writes it. A regular expression may
+  // start with a character class ("[ab]c"), so for regular expressions only
+  // a bracket followed by a quote ("['a', 'b']") opens a list.
+  const bool literal =
+      absl::StartsWith(v, "[") &&
+      (!regex_items || absl::StartsWith(absl::StripLeadingAsciiWhitespace(v.substr(1)), "'") ||
+       absl::StartsWith(absl::StripLeadingAsciiWhitespace(v.substr(1)), "\""));
+  if (literal) {
+    v.remove_prefix(1);
+    if (!absl::ConsumeSuffix(&v, "]")) {
+      Fail(name, absl::StrCat("has an unterminated list, got ", Quote(*raw)));
+      return default_value;
+    }
+  }
+  std::vector<std::string> out = SplitListItems(v, regex_items);
   if (out.empty()) return default_value;
   return out;
 }
@@ -222,7 +270,8 @@ std::string RuleParameterReader::Regex(absl::string_view name, std::string defau
 
 std::vector<std::string> RuleParameterReader::RegexList(absl::string_view name,
                                                         std::vector<std::string> default_value) {
-  std::vector<std::string> patterns = List(name, std::move(default_value));
+  std::vector<std::string> patterns =
+      SplitList(name, /*regex_items=*/true, std::move(default_value));
   for (const std::string& p : patterns) {
     std::string err = RegexError(p);
     if (!err.empty()) {

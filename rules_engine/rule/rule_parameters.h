@@ -50,15 +50,19 @@ class RuleParameterReader {
   std::string String(absl::string_view name, std::string default_value,
                      const std::vector<std::string>& allowed = {});
   absl::optional<std::string> OptionalString(absl::string_view name);
-  // A list: "a, b", "a" or a Python list literal "['a', 'b']". Empty items
-  // are dropped; absent, "" or "None" -> `default_value`.
+  // A list: "a, b", "a" or a Python list literal "['a', 'b']". Items are
+  // split at commas outside quotes; empty items are dropped; absent, "" or
+  // "None" -> `default_value`.
   std::vector<std::string> List(absl::string_view name,
                                 std::vector<std::string> default_value = {});
   // One regular expression, checked to compile (RegexError); the error
   // quotes an excerpt of the pattern and RE2's reason.
   std::string Regex(absl::string_view name, std::string default_value);
   // A list of regular expressions, each checked to compile (RegexError);
-  // the error quotes an excerpt of the pattern and RE2's reason.
+  // the error quotes an excerpt of the pattern and RE2's reason. As List,
+  // but a comma inside (), [] or {} or escaped does not split
+  // ("a{1,3}, [x,y]z" is two patterns), and a leading '[' opens a Python
+  // list literal only when a quote follows it ("[ab]c" is one pattern).
   std::vector<std::string> RegexList(absl::string_view name,
                                      std::vector<std::string> default_value = {});
   // A list of numbers ("3, 0").
@@ -85,6 +89,9 @@ class RuleParameterReader {
                           const std::vector<std::string>& allowed);
   // The raw value, or nullopt when absent/"None"; declares `name` known.
   absl::optional<std::string> Raw(absl::string_view name);
+  // List and RegexList: `regex_items` splits as RegexList documents.
+  std::vector<std::string> SplitList(absl::string_view name, bool regex_items,
+                                     std::vector<std::string> default_value);
 
   std::string rule_name_;
   const RuleParameters parameters_;  // A copy: callers pass temporaries.

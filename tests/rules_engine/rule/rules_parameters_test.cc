@@ -33,6 +33,27 @@ TEST(RuleParameterReaderTest, TypedValuesAndDefaults) {
   EXPECT_TRUE(p.status().ok()) << p.status();
 }
 
+TEST(RuleParameterReaderTest, RegexListsSplitOnlyBetweenPatterns) {
+  RuleParameters params = {{"counted", "a{1,3}, [x,y]z, (p|q,r)"},
+                           {"escaped", "a\\,b, c"},
+                           {"class_first", "[ab]c,d"},
+                           {"literal", "['a{1,3}', \"b,c\"]"},
+                           {"plain", "x,y"}};
+  RuleParameterReader p("X", params);
+  EXPECT_EQ(p.RegexList("counted"), (std::vector<std::string>{"a{1,3}", "[x,y]z", "(p|q,r)"}));
+  EXPECT_EQ(p.RegexList("escaped"), (std::vector<std::string>{"a\\,b", "c"}));
+  EXPECT_EQ(p.RegexList("class_first"), (std::vector<std::string>{"[ab]c", "d"}));
+  EXPECT_EQ(p.RegexList("literal"), (std::vector<std::string>{"a{1,3}", "b,c"}));
+  EXPECT_EQ(p.RegexList("plain"), (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(p.status().ok()) << p.status();
+}
+
+TEST(RuleParameterReaderTest, QuotedListItemsKeepTheirCommas) {
+  RuleParameterReader p("X", {{"l", "['a,b', 'c']"}});
+  EXPECT_EQ(p.List("l"), (std::vector<std::string>{"a,b", "c"}));
+  EXPECT_TRUE(p.status().ok()) << p.status();
+}
+
 TEST(RuleParameterReaderTest, BadValuesNameTheParameter) {
   struct Case {
     std::string value;
