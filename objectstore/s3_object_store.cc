@@ -1,0 +1,572 @@
+#include "objectstore/s3_object_store.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/base/call_once.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "objectstore/message_text.h"
+
+namespace debugplane::objectstore {
+namespace {
+
+// SHA-256 of an empty payload: every request here (GET, HEAD) has none. S3
+// needs x-amz-content-sha256 on every request.
+constexpr char kEmptyPayloadSha256[] =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+// At most this much of an error reply is kept (its code and message are
+// near the start).
+constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+// S3's cap on keys per ListObjectsV2 page.
+constexpr size_t kMaxKeysPerPage = 1000;
+
+absl::once_flag curl_global_once;
+
+void InitCurlOnce() {
+  // curl_global_init is not thread-safe in every libcurl build: once.
+  absl::call_once(curl_global_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+bool IsUnreserved(unsigned char c) {
+  return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
+}
+
+// Whether a failure to talk to the endpoint may pass (try again) or is the
+// configuration's (a bad URL, a TLS certificate that does not verify).
+bool RetryableCurlError(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WEIRD_SERVER_REPLY:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsBucketNameChar(char c) {
+  return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '.' || c == '-';
+}
+
+absl::Status ValidateBucketName(absl::string_view bucket) {
+  const bool valid = bucket.size() >= 3 && bucket.size() <= 63 &&
+                     std::all_of(bucket.begin(), bucket.end(), IsBucketNameChar) &&
+                     absl::ascii_isalnum(bucket.front()) && absl::ascii_isalnum(bucket.back());
+  if (valid) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid S3 bucket name ", SingleQuoteForMessage(bucket, 80),
+                   ": 3 to 63 lower-case letters, digits, '.' and '-', starting and ending with "
+                   "a letter or digit"));
+}
+
+// "Tue, 24 Nov 2026 10:09:05 GMT" (an HTTP date, as Last-Modified is).
+absl::Time ParseHttpDate(absl::string_view text) {
+  absl::Time time;
+  std::string error;
+  if (absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", std::string(text), absl::UTCTimeZone(), &time,
+                      &error)) {
+    return time;
+  }
+  return absl::InfinitePast();
+}
+
+// The first byte of a "bytes FIRST-LAST/TOTAL" Content-Range.
+std::optional<uint64_t> ContentRangeStart(absl::string_view content_range) {
+  if (!absl::ConsumePrefix(&content_range, "bytes ")) return std::nullopt;
+  const size_t dash = content_range.find('-');
+  uint64_t start = 0;
+  if (dash == absl::string_view::npos || !absl::SimpleAtoi(content_range.substr(0, dash), &start)) {
+    return std::nullopt;
+  }
+  return start;
+}
+
+}  // namespace
+
+std::string S3UriEncode(absl::string_view text, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string encoded;
+  encoded.reserve(text.size() * 3);
+  for (unsigned char c : text) {
+    if (IsUnreserved(c) || (keep_slash && c == '/')) {
+      encoded.push_back(static_cast<char>(c));
+    } else {
+      encoded.push_back('%');
+      encoded.push_back(kHex[c >> 4]);
+      encoded.push_back(kHex[c & 0xF]);
+    }
+  }
+  return encoded;
+}
+
+// A curl easy handle; curl_easy_cleanup closes its connection.
+class S3ObjectStore::CurlHandle {
+ public:
+  CurlHandle() : curl_(curl_easy_init()) {}
+  ~CurlHandle() {
+    if (curl_ != nullptr) curl_easy_cleanup(curl_);
+  }
+  CurlHandle(const CurlHandle&) = delete;
+  CurlHandle& operator=(const CurlHandle&) = delete;
+  CURL* get() const { return curl_; }
+
+ private:
+  CURL* const curl_;
+};
+
+struct S3ObjectStore::Request {
+  bool head = false;                // HEAD (no body) instead of GET
+  std::string key;                  // "" for the bucket itself
+  std::string query;                // canonical: sorted, S3UriEncode'd; "" if none
+  std::string range;                // "bytes=FIRST-[LAST]", "" for the whole object
+  std::string* body_out = nullptr;  // where a successful body goes (else Response::body)
+};
+
+struct S3ObjectStore::Response {
+  CURLcode curl_code = CURLE_OK;
+  std::string curl_error;  // curl's reason, when curl_code is not CURLE_OK
+  long http_status = 0;
+  std::string body;  // the error body, or the body when Request::body_out is null
+  // Where the body being received goes: success_target for a 2xx reply,
+  // `body` otherwise (ReadHeader decides at the status line).
+  std::string* body_target = nullptr;
+  std::string* success_target = nullptr;
+  std::optional<uint64_t> content_length;
+  std::string last_modified;
+  std::string content_range;
+  std::string url;
+  int attempts = 0;
+
+  bool network_failure() const { return curl_code != CURLE_OK; }
+  bool success() const { return !network_failure() && http_status >= 200 && http_status < 300; }
+  bool retryable() const {
+    if (network_failure()) return RetryableCurlError(curl_code);
+    return http_status >= 500 || http_status == 429;
+  }
+};
+
+namespace {
+
+size_t WriteBody(char* data, size_t size, size_t count, void* user) {
+  auto* response = static_cast<S3ObjectStore::Response*>(user);
+  const size_t bytes = size * count;
+  std::string* target = response->body_target;
+  // An error body is kept only as far as its code and message need.
+  if (target == &response->body && response->body.size() >= kMaxErrorBodyBytes) return bytes;
+  target->append(data, bytes);
+  return bytes;
+}
+
+size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
+  auto* response = static_cast<S3ObjectStore::Response*>(user);
+  const size_t bytes = size * count;
+  absl::string_view line(data, bytes);
+  if (absl::StartsWith(line, "HTTP/")) {
+    // A status line: "HTTP/1.1 206 Partial Content". Headers start over (an
+    // interim 100 Continue); a success body goes to the caller's buffer,
+    // anything else to Response::body.
+    response->content_length.reset();
+    response->last_modified.clear();
+    response->content_range.clear();
+    const size_t space = line.find(' ');
+    int status = 0;
+    const bool success = space != absl::string_view::npos &&
+                         absl::SimpleAtoi(line.substr(space + 1, 3), &status) && status >= 200 &&
+                         status < 300;
+    response->body_target = success ? response->success_target : &response->body;
+    return bytes;
+  }
+  const size_t colon = line.find(':');
+  if (colon == absl::string_view::npos) return bytes;
+  const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+  const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+  if (name == "content-length") {
+    uint64_t length = 0;
+    if (absl::SimpleAtoi(value, &length)) response->content_length = length;
+  } else if (name == "last-modified") {
+    response->last_modified = std::string(value);
+  } else if (name == "content-range") {
+    response->content_range = std::string(value);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<S3ObjectStore>> S3ObjectStore::Create(Options options) {
+  if (absl::Status status = ValidateBucketName(options.bucket); !status.ok()) return status;
+  absl::StatusOr<std::string> endpoint = NormalizeEndpoint(options.config.endpoint, "S3 endpoint");
+  if (!endpoint.ok()) return endpoint.status();
+  options.config.endpoint = *std::move(endpoint);
+  if (options.config.access_key_id.empty() || options.config.secret_access_key.empty()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("S3 at ", options.config.endpoint,
+                     ": an access key id and a secret access key are needed"));
+  }
+  if (!options.sleep_for) options.sleep_for = [](absl::Duration d) { absl::SleepFor(d); };
+  InitCurlOnce();
+  return std::shared_ptr<S3ObjectStore>(new S3ObjectStore(std::move(options)));
+}
+
+S3ObjectStore::S3ObjectStore(Options options)
+    : config_(std::move(options.config)),
+      bucket_(std::move(options.bucket)),
+      // Virtual-hosted names with a '.' do not match AWS's TLS certificate.
+      path_style_(config_.path_style || absl::StrContains(bucket_, '.')),
+      sleep_for_(std::move(options.sleep_for)),
+      sigv4_provider_(absl::StrCat("aws:amz:", config_.region, ":s3")) {}
+
+S3ObjectStore::~S3ObjectStore() = default;
+
+std::string S3ObjectStore::Describe(absl::string_view key) const {
+  if (key.empty()) return absl::StrCat("s3://", bucket_);
+  return absl::StrCat("s3://", bucket_, "/", key);
+}
+
+std::string S3ObjectStore::Url(absl::string_view key, absl::string_view query) const {
+  std::string url;
+  if (path_style_) {
+    url = absl::StrCat(config_.endpoint, "/", bucket_);
+    if (!key.empty()) absl::StrAppend(&url, "/", S3UriEncode(key, /*keep_slash=*/true));
+  } else {
+    const size_t host = config_.endpoint.find("://") + 3;
+    url = absl::StrCat(config_.endpoint.substr(0, host), bucket_, ".",
+                       config_.endpoint.substr(host), "/", S3UriEncode(key, true));
+  }
+  if (!query.empty()) absl::StrAppend(&url, "?", query);
+  return url;
+}
+
+std::unique_ptr<S3ObjectStore::CurlHandle> S3ObjectStore::AcquireHandle() const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_handles_.empty()) {
+      std::unique_ptr<CurlHandle> handle = std::move(idle_handles_.back());
+      idle_handles_.pop_back();
+      return handle;
+    }
+  }
+  auto handle = std::make_unique<CurlHandle>();
+  if (handle->get() == nullptr) return nullptr;
+  return handle;
+}
+
+void S3ObjectStore::ReleaseHandle(std::unique_ptr<CurlHandle> handle) const {
+  absl::MutexLock lock(&mu_);
+  if (idle_handles_.size() < static_cast<size_t>(std::max(0, config_.max_idle_connections))) {
+    idle_handles_.push_back(std::move(handle));
+  }
+}
+
+S3ObjectStore::Response S3ObjectStore::SendOnce(const Request& request) const {
+  Response response;
+  response.url = Url(request.key, request.query);
+  response.body_target = &response.body;
+  std::unique_ptr<CurlHandle> handle = AcquireHandle();
+  if (handle == nullptr) {
+    response.curl_code = CURLE_FAILED_INIT;
+    response.curl_error = "curl_easy_init failed";
+    return response;
+  }
+  CURL* curl = handle->get();
+  // Reset keeps the handle's open connection (reuse) and DNS cache.
+  curl_easy_reset(curl);
+  char error_buffer[CURL_ERROR_SIZE] = {0};
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers,
+                              absl::StrCat("x-amz-content-sha256: ", kEmptyPayloadSha256).c_str());
+  if (!config_.session_token.empty()) {
+    headers = curl_slist_append(
+        headers, absl::StrCat("x-amz-security-token: ", config_.session_token).c_str());
+  }
+  if (!request.range.empty()) {
+    headers = curl_slist_append(headers, absl::StrCat("Range: ", request.range).c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_URL, response.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4_provider_.c_str());
+  curl_easy_setopt(curl, CURLOPT_USERNAME, config_.access_key_id.c_str());
+  curl_easy_setopt(curl, CURLOPT_PASSWORD, config_.secret_access_key.c_str());
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config_.request_timeout)));
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  if (!config_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
+  if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, ReadHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+  // Success bodies go straight into the caller's buffer (its capacity
+  // reused), error bodies into response.body.
+  response.success_target = &response.body;
+  if (request.body_out != nullptr) {
+    request.body_out->clear();
+    response.success_target = request.body_out;
+  }
+  response.curl_code = curl_easy_perform(curl);
+  curl_slist_free_all(headers);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.http_status);
+  if (response.network_failure()) {
+    response.curl_error =
+        error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(response.curl_code);
+  }
+  if (request.body_out != nullptr && !response.success()) request.body_out->clear();
+  ReleaseHandle(std::move(handle));
+  return response;
+}
+
+absl::Duration S3ObjectStore::Backoff(int attempt) const {
+  absl::Duration bound = config_.initial_backoff;
+  for (int i = 1; i < attempt && bound < config_.max_backoff; ++i) bound *= 2;
+  bound = std::min(bound, config_.max_backoff);
+  // Half fixed, half random ("equal jitter"): growing waits that do not
+  // line up across clients retrying at once.
+  absl::MutexLock lock(&mu_);
+  const double fraction = absl::Uniform(random_, 0.0, 1.0);
+  return bound / 2 + (bound / 2) * fraction;
+}
+
+S3ObjectStore::Response S3ObjectStore::Send(const Request& request) const {
+  const int max_attempts = std::max(1, config_.max_attempts);
+  for (int attempt = 1;; ++attempt) {
+    Response response = SendOnce(request);
+    response.attempts = attempt;
+    if (response.success() || !response.retryable() || attempt >= max_attempts) return response;
+    sleep_for_(Backoff(attempt));
+  }
+}
+
+bool S3ObjectStore::BucketMissing() const {
+  Request request;
+  request.head = true;
+  const Response response = Send(request);
+  return !response.network_failure() && response.http_status == 404;
+}
+
+absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::string& what,
+                                        const Request& request) const {
+  const std::string tries =
+      response.attempts > 1 ? absl::StrCat(" (", response.attempts, " tries)") : "";
+  if (response.network_failure()) {
+    const std::string reason = absl::StrCat(curl_easy_strerror(response.curl_code), ": ",
+                                            EscapeForMessage(response.curl_error, 200));
+    if (response.curl_code == CURLE_PEER_FAILED_VERIFICATION ||
+        response.curl_code == CURLE_SSL_CACERT_BADFILE) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("TLS with the S3 endpoint ", config_.endpoint, " failed (", reason,
+                       "); give the CA bundle that signed its certificate (AWS_CA_BUNDLE)"));
+    }
+    return absl::UnavailableError(absl::StrCat("cannot reach the S3 endpoint ", config_.endpoint,
+                                               " for ", what, " (", reason, ")", tries));
+  }
+  const S3ErrorReply reply = ParseS3Error(response.body);
+  std::string detail = reply.code.empty() ? absl::StrCat("HTTP ", response.http_status)
+                                          : absl::StrCat(EscapeForMessage(reply.code, 60),
+                                                         ", HTTP ", response.http_status);
+  if (!reply.message.empty()) absl::StrAppend(&detail, ": ", EscapeForMessage(reply.message, 200));
+  const std::string key_id = absl::StrCat(
+      "access key id ", SingleQuoteForMessage(config_.access_key_id, 40), " (from ",
+      config_.credentials_source.empty() ? "the configuration" : config_.credentials_source, ")");
+  const int status = static_cast<int>(response.http_status);
+  if (status == 404) {
+    if (reply.code == "NoSuchBucket" ||
+        (reply.code.empty() && !request.key.empty() && BucketMissing())) {
+      return absl::NotFoundError(
+          absl::StrCat("bucket '", bucket_, "' does not exist at ", config_.endpoint));
+    }
+    if (reply.code.empty() || reply.code == "NoSuchKey") {
+      return absl::NotFoundError(absl::StrCat(what, ": no such object"));
+    }
+    return absl::NotFoundError(absl::StrCat(what, ": ", detail));
+  }
+  if (status == 401 || status == 403) {
+    if (reply.code == "InvalidAccessKeyId") {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "S3 at ", config_.endpoint, " does not know the ", key_id, " (", detail, ")"));
+    }
+    if (reply.code == "SignatureDoesNotMatch") {
+      return absl::PermissionDeniedError(
+          absl::StrCat("S3 at ", config_.endpoint, " refused the signature of ", key_id,
+                       ": the secret access key is not the one of that key id (", detail, ")"));
+    }
+    if (reply.code == "ExpiredToken" || reply.code == "InvalidToken" ||
+        reply.code == "TokenRefreshRequired") {
+      return absl::PermissionDeniedError(
+          absl::StrCat("the session token of ", key_id, " is expired or invalid (", detail, ")"));
+    }
+    return absl::PermissionDeniedError(
+        absl::StrCat("access to ", what, " denied for ", key_id, " (", detail, ")"));
+  }
+  if (response.retryable()) {
+    return absl::UnavailableError(absl::StrCat("S3 at ", config_.endpoint, " could not serve ",
+                                               what, " (", detail, ")", tries));
+  }
+  std::string hint;
+  if (reply.code == "PermanentRedirect" || reply.code == "AuthorizationHeaderMalformed" ||
+      reply.code == "IllegalLocationConstraintException") {
+    hint = absl::StrCat("; is the region '", config_.region, "' (AWS_REGION) the bucket's region?");
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("S3 at ", config_.endpoint, " refused ", what, " (", detail, ")", hint));
+}
+
+absl::StatusOr<ListObjectsV2Page> S3ObjectStore::ListPage(const ListOptions& options,
+                                                          const std::string& continuation_token,
+                                                          size_t max_keys) const {
+  // Parameters in canonical (byte) order, so that the URL is what SigV4
+  // signs.
+  std::vector<std::string> query;
+  if (!continuation_token.empty()) {
+    query.push_back(absl::StrCat("continuation-token=", S3UriEncode(continuation_token, false)));
+  }
+  if (!options.delimiter.empty()) {
+    query.push_back(absl::StrCat("delimiter=", S3UriEncode(options.delimiter, false)));
+  }
+  query.push_back("list-type=2");
+  query.push_back(absl::StrCat("max-keys=", max_keys));
+  query.push_back(absl::StrCat("prefix=", S3UriEncode(options.prefix, false)));
+  if (continuation_token.empty() && !options.start_after.empty()) {
+    query.push_back(absl::StrCat("start-after=", S3UriEncode(options.start_after, false)));
+  }
+  Request request;
+  request.query = absl::StrJoin(query, "&");
+  const Response response = Send(request);
+  const std::string what = absl::StrCat("the listing of ", Describe(options.prefix));
+  if (!response.success()) return ErrorStatus(response, what, request);
+  absl::StatusOr<ListObjectsV2Page> page = ParseListObjectsV2(response.body);
+  if (!page.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(what, " at ", config_.endpoint, ": ", page.status().message()));
+  }
+  return page;
+}
+
+absl::StatusOr<ListResult> S3ObjectStore::List(const ListOptions& options) const {
+  if (absl::Status status = ValidatePrefix(options.prefix); !status.ok()) return status;
+  if (!options.delimiter.empty() && options.delimiter != "/") {
+    return absl::InvalidArgumentError(absl::StrCat("list delimiter ",
+                                                   SingleQuoteForMessage(options.delimiter, 20),
+                                                   ": only '/' (or none) is supported"));
+  }
+  ListResult result;
+  const size_t wanted = std::max<size_t>(1, options.max_keys);
+  size_t gathered = 0;
+  std::string token;
+  while (true) {
+    // A common prefix equal to start_after comes back (S3 rolls the keys
+    // after it up into it) and is dropped below: ask for one more.
+    const size_t ask = std::min(kMaxKeysPerPage, wanted - gathered + 1);
+    absl::StatusOr<ListObjectsV2Page> page = ListPage(options, token, ask);
+    if (!page.ok()) return page.status();
+    // Objects and common prefixes merged in key order, both after
+    // start_after, until `wanted` of them are taken.
+    size_t object = 0, common = 0;
+    const auto& objects = page->objects;
+    const auto& prefixes = page->common_prefixes;
+    while (object < objects.size() || common < prefixes.size()) {
+      const bool take_object = common >= prefixes.size() ||
+                               (object < objects.size() && objects[object].key < prefixes[common]);
+      const std::string& name = take_object ? objects[object].key : prefixes[common];
+      if (!options.start_after.empty() && name <= options.start_after) {
+        take_object ? ++object : ++common;
+        continue;
+      }
+      if (gathered == wanted) {
+        result.truncated = true;
+        return result;
+      }
+      if (take_object) {
+        result.objects.push_back(objects[object++]);
+      } else {
+        result.common_prefixes.push_back(prefixes[common++]);
+      }
+      result.next_start_after = name;
+      ++gathered;
+    }
+    if (!page->truncated) return result;
+    if (gathered == wanted) {
+      result.truncated = true;
+      return result;
+    }
+    token = page->next_continuation_token;
+  }
+}
+
+absl::Status S3ObjectStore::ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
+                                          std::string* out) const {
+  out->clear();
+  if (absl::Status status = ValidateKey(key); !status.ok()) return status;
+  if (length == 0) return Stat(key).status();
+  Request request;
+  request.key = std::string(key);
+  request.body_out = out;
+  const bool to_end = length == kToEnd || length > kToEnd - offset;
+  if (offset > 0 || !to_end) {
+    request.range = absl::StrCat("bytes=", offset, "-");
+    if (!to_end) absl::StrAppend(&request.range, offset + length - 1);
+  }
+  const Response response = Send(request);
+  if (!response.network_failure() && response.http_status == 416) {
+    out->clear();  // The range starts at or after the object's end.
+    return absl::OkStatus();
+  }
+  if (!response.success()) return ErrorStatus(response, Describe(key), request);
+  if (response.http_status == 206) {
+    if (ContentRangeStart(response.content_range) != offset) {
+      out->clear();
+      return absl::DataLossError(absl::StrCat(
+          Describe(key), ": S3 at ", config_.endpoint, " answered a read from byte ", offset,
+          " with other bytes (Content-Range ", QuoteForMessage(response.content_range, 60), ")"));
+    }
+    return absl::OkStatus();
+  }
+  // A whole object (a server that ignores Range): keep the range of it.
+  if (offset >= out->size()) {
+    out->clear();
+  } else {
+    out->erase(0, offset);
+    if (!to_end && out->size() > length) out->resize(length);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ObjectEntry> S3ObjectStore::Stat(absl::string_view key) const {
+  if (absl::Status status = ValidateKey(key); !status.ok()) return status;
+  Request request;
+  request.head = true;
+  request.key = std::string(key);
+  const Response response = Send(request);
+  if (!response.success()) return ErrorStatus(response, Describe(key), request);
+  if (!response.content_length.has_value()) {
+    return absl::DataLossError(absl::StrCat(Describe(key), ": S3 at ", config_.endpoint,
+                                            " answered HEAD without a Content-Length"));
+  }
+  ObjectEntry entry;
+  entry.key = std::string(key);
+  entry.size = *response.content_length;
+  entry.modified = ParseHttpDate(response.last_modified);
+  return entry;
+}
+
+}  // namespace debugplane::objectstore

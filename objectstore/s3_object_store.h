@@ -1,0 +1,144 @@
+// S3ObjectStore: an ObjectStore over one bucket of an S3-compatible store
+// (AWS S3, MinIO, Ceph RGW, moto...), read with libcurl.
+//
+// Requests: ListObjectsV2 (GET ?list-type=2 with prefix, start-after,
+// delimiter, max-keys and continuation-token), ranged GET for reads, HEAD
+// for Stat; each signed with AWS Signature Version 4 by libcurl
+// (CURLOPT_AWS_SIGV4), with the session token as x-amz-security-token. Keys
+// are URI-encoded as SigV4 canonicalizes them (every byte but A-Z a-z 0-9
+// - _ . ~ and the '/' between components as %XX) and the query is built in
+// canonical (sorted) order, so the URL curl signs is already canonical.
+//
+// Every request has a connect and a total timeout (S3Config). Network
+// errors, HTTP 5xx and throttling (429, 503 SlowDown) are retried with
+// exponential backoff and jitter, up to S3Config::max_attempts tries; other
+// 4xx replies are not retried. Connections are reused: a small pool of curl
+// handles, each keeping its connection alive between requests.
+//
+// Errors (object_store.h), with messages a user can act on (never a secret):
+//   NOT_FOUND          no such object; no such bucket ("bucket 'x' does not
+//                      exist at http://127.0.0.1:9000")
+//   PERMISSION_DENIED  AccessDenied, InvalidAccessKeyId,
+//                      SignatureDoesNotMatch, an expired or invalid session
+//                      token: naming the access key id and where it came from
+//   UNAVAILABLE        the endpoint cannot be reached (naming the URL and
+//                      curl's reason), timeouts, 5xx and throttling still
+//                      failing after the last try
+//   DATA_LOSS          a reply that is not what S3 sends (a listing that is
+//                      not ListObjectsV2 XML, a ranged reply for other bytes)
+//   FAILED_PRECONDITION  any other refusal (400, a redirect to another
+//                      region, ...): the configuration is wrong, retrying
+//                      will not help; the message has S3's code and text
+//   INVALID_ARGUMENT   an invalid key (ValidateKey)
+// S3 has no directories: listing under a prefix with no keys is an empty
+// result, never NOT_FOUND.
+//
+// Thread-safe: any number of threads may call at once; each request uses
+// its own curl handle.
+
+#ifndef DEBUGPLANE_OBJECTSTORE_S3_OBJECT_STORE_H_
+#define DEBUGPLANE_OBJECTSTORE_S3_OBJECT_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "objectstore/aws_config.h"
+#include "objectstore/object_store.h"
+#include "objectstore/s3_xml.h"
+
+namespace debugplane::objectstore {
+
+// The URI encoding of SigV4 (and S3): bytes other than A-Z a-z 0-9 - _ . ~
+// as %XX (upper-case hex); '/' kept when `keep_slash` (key paths).
+std::string S3UriEncode(absl::string_view text, bool keep_slash);
+
+class S3ObjectStore final : public ObjectStore {
+ public:
+  struct Options {
+    S3Config config;
+    std::string bucket;
+    // Waits between tries; absl::SleepFor by default. Tests record them.
+    std::function<void(absl::Duration)> sleep_for;
+  };
+
+  // A store over `options.bucket`. No request is made (the bucket is
+  // checked by the first request). INVALID_ARGUMENT if the bucket name is
+  // not a valid S3 bucket name (3-63 of a-z 0-9 . -, starting and ending
+  // with a letter or digit) or the endpoint is not http(s)://host[:port];
+  // UNAUTHENTICATED if the access key id or secret is empty.
+  static absl::StatusOr<std::shared_ptr<S3ObjectStore>> Create(Options options);
+
+  ~S3ObjectStore() override;
+
+  absl::StatusOr<ListResult> List(const ListOptions& options) const override;
+  absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
+                             std::string* out) const override;
+  absl::StatusOr<ObjectEntry> Stat(absl::string_view key) const override;
+  // "s3://bucket/key" ("s3://bucket" for "").
+  std::string Describe(absl::string_view key) const override;
+
+  const std::string& bucket() const { return bucket_; }
+  const S3Config& config() const { return config_; }
+
+  // Internal: one HTTP exchange and its outcome (s3_object_store.cc).
+  struct Request;
+  struct Response;
+
+ private:
+  explicit S3ObjectStore(Options options);
+
+  // The URL of `key` ("" for the bucket) with `query` (already canonical).
+  std::string Url(absl::string_view key, absl::string_view query) const;
+  // Sends `request` with retries as the file comment says; the last
+  // response (or network failure) once it is final.
+  Response Send(const Request& request) const;
+  // One try of `request` on a pooled handle.
+  Response SendOnce(const Request& request) const;
+  // The wait before try `attempt` + 1 (attempt >= 1).
+  absl::Duration Backoff(int attempt) const;
+  // The status for a response that is not a success, for `what` (the
+  // object or listing, as Describe names it).
+  absl::Status ErrorStatus(const Response& response, const std::string& what,
+                           const Request& request) const;
+  // A HEAD of the bucket: whether a 404 on a key means the bucket is gone.
+  bool BucketMissing() const;
+
+  // A curl easy handle and the connection it keeps open.
+  class CurlHandle;
+  // An idle pooled handle, or a new one (nullptr if curl cannot make one).
+  std::unique_ptr<CurlHandle> AcquireHandle() const;
+  // Back into the pool for reuse (dropped when the pool is full).
+  void ReleaseHandle(std::unique_ptr<CurlHandle> handle) const;
+
+  // One ListObjectsV2 request: options.start_after on the first page
+  // (`continuation_token` empty), the token on later ones.
+  absl::StatusOr<ListObjectsV2Page> ListPage(const ListOptions& options,
+                                             const std::string& continuation_token,
+                                             size_t max_keys) const;
+
+  const S3Config config_;
+  const std::string bucket_;
+  // Whether requests name the bucket in the path (else in the host name).
+  const bool path_style_;
+  const std::function<void(absl::Duration)> sleep_for_;
+  // "aws:amz:<region>:s3", for CURLOPT_AWS_SIGV4.
+  const std::string sigv4_provider_;
+
+  mutable absl::Mutex mu_;
+  mutable std::vector<std::unique_ptr<CurlHandle>> idle_handles_ ABSL_GUARDED_BY(mu_);
+  mutable absl::BitGen random_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace debugplane::objectstore
+
+#endif  // DEBUGPLANE_OBJECTSTORE_S3_OBJECT_STORE_H_

@@ -1,0 +1,99 @@
+#include "objectstore/s3_xml.h"
+
+#include <tinyxml2.h>
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "objectstore/message_text.h"
+
+namespace debugplane::objectstore {
+namespace {
+
+absl::Status Malformed(absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("malformed ListObjectsV2 reply from S3: ", why));
+}
+
+// The text of the child element `name` of `parent`; nullptr if there is no
+// such child. An element without text is "".
+const char* ChildText(const tinyxml2::XMLElement* parent, const char* name) {
+  const tinyxml2::XMLElement* child = parent->FirstChildElement(name);
+  if (child == nullptr) return nullptr;
+  const char* text = child->GetText();
+  return text == nullptr ? "" : text;
+}
+
+absl::StatusOr<ObjectEntry> ParseContents(const tinyxml2::XMLElement* contents) {
+  ObjectEntry entry;
+  const char* key = ChildText(contents, "Key");
+  if (key == nullptr || *key == '\0') return Malformed("an entry (<Contents>) has no <Key>");
+  entry.key = key;
+  const char* size = ChildText(contents, "Size");
+  if (size == nullptr || !absl::SimpleAtoi(size, &entry.size) || size[0] == '-' || size[0] == '+') {
+    return Malformed(absl::StrCat("the <Size> of ", QuoteForMessage(entry.key, 128),
+                                  " is not a number of bytes"));
+  }
+  const char* modified = ChildText(contents, "LastModified");
+  if (modified != nullptr) {
+    std::string error;
+    if (!absl::ParseTime(absl::RFC3339_full, modified, &entry.modified, &error)) {
+      return Malformed(absl::StrCat("the <LastModified> of ", QuoteForMessage(entry.key, 128),
+                                    " is not an ISO 8601 time: ", QuoteForMessage(modified, 40)));
+    }
+  }
+  return entry;
+}
+
+}  // namespace
+
+absl::StatusOr<ListObjectsV2Page> ParseListObjectsV2(absl::string_view xml) {
+  tinyxml2::XMLDocument document;
+  if (document.Parse(xml.data(), xml.size()) != tinyxml2::XML_SUCCESS) {
+    return Malformed(absl::StrCat("not well-formed XML (", document.ErrorName(), " at line ",
+                                  document.ErrorLineNum(), ")"));
+  }
+  const tinyxml2::XMLElement* root = document.RootElement();
+  if (root == nullptr || std::strcmp(root->Name(), "ListBucketResult") != 0) {
+    return Malformed(absl::StrCat("the root element is ",
+                                  root == nullptr ? "missing" : QuoteForMessage(root->Name(), 40),
+                                  ", not ListBucketResult"));
+  }
+  ListObjectsV2Page page;
+  for (const tinyxml2::XMLElement* contents = root->FirstChildElement("Contents");
+       contents != nullptr; contents = contents->NextSiblingElement("Contents")) {
+    absl::StatusOr<ObjectEntry> entry = ParseContents(contents);
+    if (!entry.ok()) return entry.status();
+    page.objects.push_back(*std::move(entry));
+  }
+  for (const tinyxml2::XMLElement* common = root->FirstChildElement("CommonPrefixes");
+       common != nullptr; common = common->NextSiblingElement("CommonPrefixes")) {
+    const char* prefix = ChildText(common, "Prefix");
+    if (prefix == nullptr || *prefix == '\0') {
+      return Malformed("a <CommonPrefixes> has no <Prefix>");
+    }
+    page.common_prefixes.emplace_back(prefix);
+  }
+  const char* truncated = ChildText(root, "IsTruncated");
+  page.truncated = truncated != nullptr && std::strcmp(truncated, "true") == 0;
+  const char* token = ChildText(root, "NextContinuationToken");
+  if (token != nullptr) page.next_continuation_token = token;
+  if (page.truncated && page.next_continuation_token.empty()) {
+    return Malformed("a truncated page has no <NextContinuationToken>");
+  }
+  return page;
+}
+
+S3ErrorReply ParseS3Error(absl::string_view xml) {
+  S3ErrorReply reply;
+  tinyxml2::XMLDocument document;
+  if (xml.empty() || document.Parse(xml.data(), xml.size()) != tinyxml2::XML_SUCCESS) return reply;
+  const tinyxml2::XMLElement* root = document.RootElement();
+  if (root == nullptr || std::strcmp(root->Name(), "Error") != 0) return reply;
+  if (const char* code = ChildText(root, "Code")) reply.code = code;
+  if (const char* message = ChildText(root, "Message")) reply.message = message;
+  return reply;
+}
+
+}  // namespace debugplane::objectstore
