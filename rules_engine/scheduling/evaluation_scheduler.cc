@@ -1,130 +1,23 @@
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstdint>
-#include <cstring>
-#include <fstream>
-#include <optional>
-#include <set>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/output_path.h"
-#include "core/profiler_report_files.h"
 #include "core/rule_catalog.h"
-#include "objectstore/message_text.h"
 #include "rules_engine/catalog/builtin_rules.h"
-#include "rules_engine/profiler/framework_timeline_reader.h"
-#include "rules_engine/profiler/system_metrics_reader.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
-#include "rules_engine/report/profiler_report.h"
-#include "rules_engine/rule/rule.h"
-#include "rules_engine/scheduling/custom_evaluator.h"
-#include "rules_engine/smdebug/trial_reader.h"
-#include "spdlog/spdlog.h"
+#include "rules_engine/scheduling/rule_verdicts.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using core::JobRecord;
 
-constexpr size_t kMaxDetails = 1024;
-
-// Describes what the reader found, for a rule that saw no usable data.
-std::string DescribeTrial(const TrialSummary& summary) {
-  if (!summary.exists) {
-    return absl::StrCat("the directory ", summary.path,
-                        " does not exist: the training script saved nothing there (is the smdebug "
-                        "hook registered and its LocalPath/S3OutputPath this one?)");
-  }
-  if (summary.steps_seen == 0) {
-    return absl::StrCat(summary.path, " has no complete step",
-                        summary.has_collections ? "" : " and no collections file");
-  }
-  const size_t shown = std::min<size_t>(summary.tensor_names_seen.size(), 12);
-  // Tensor names are data from the trial's files: escaped, at most 40
-  // characters each.
-  return absl::StrCat(summary.path, " has ", summary.steps_seen, " steps (last global step ",
-                      summary.last_global_step, ") with tensors [",
-                      absl::StrJoin(summary.tensor_names_seen.begin(),
-                                    summary.tensor_names_seen.begin() + shown, ", ",
-                                    [](std::string* out, const std::string& name) {
-                                      out->append(objectstore::EscapeForMessage(name, 40));
-                                    }),
-                      summary.tensor_names_seen.size() > shown ? ", ..." : "", "]");
-}
-
-std::string Truncate(std::string text) {
-  if (text.size() > kMaxDetails) {
-    text.resize(kMaxDetails - 3);
-    text += "...";
-  }
-  return text;
-}
-
-// The terminal status a rule's verdict records.
-v1::RuleEvaluationStatus::Value StatusOf(RuleVerdict::Kind kind) {
-  switch (kind) {
-    case RuleVerdict::Kind::kIssuesFound:
-      return v1::RuleEvaluationStatus::IssuesFound;
-    case RuleVerdict::Kind::kNoIssuesFound:
-      return v1::RuleEvaluationStatus::NoIssuesFound;
-    default:
-      return v1::RuleEvaluationStatus::Error;
-  }
-}
-
-bool JobIsStopping(const JobRecord& job) {
-  return job.training_job_status() == v1::TrainingJobStatus::Stopping ||
-         job.training_job_status() == v1::TrainingJobStatus::Stopped;
-}
-
-// The job says training has ended: the agent reported the command's exit
-// (Completed, Failed) or the job was stopped (Stopped, once the process is
-// gone). Every training process has exited: no file will be written any more.
-bool JobSaysTrainingEnded(const JobRecord& job) {
-  return core::IsTerminal(job.training_job_status());
-}
-
-// Whether training has ended: the one notion on which debugging rules and
-// profiler rules conclude. The job says so, or the tensor trial ended and
-// was read to its end (TrialReader::finished: with one worker its
-// training_job_end.ts; with several, every worker writes that same file when
-// it exits, so only the job's status tells that all of them did).
-// REQUIRES: `reader` (if any) was told of the job's end (SetTrainingEnded)
-// before its last read, as Evaluate does.
-bool TrainingHasEnded(const JobRecord& job, const TrialReader* reader) {
-  return JobSaysTrainingEnded(job) || (reader != nullptr && reader->finished());
-}
-
 std::string RuleToInvoke(const google::protobuf::Map<std::string, std::string>& parameters) {
   const auto it = parameters.find("rule_to_invoke");
   return it == parameters.end() ? "" : it->second;
-}
-
-// The newest subdirectory of `dir` by name (hour directories, YYYYMMDDHH),
-// if it has one (and can be listed).
-std::optional<objectstore::StoreLocation> NewestSubdirectory(
-    const objectstore::StoreLocation& dir) {
-  absl::StatusOr<objectstore::ListResult> listed =
-      dir.store->ListAll({.prefix = dir.DirectoryPrefix(), .delimiter = "/"});
-  if (!listed.ok() || listed->common_prefixes.empty()) return std::nullopt;
-  const std::string& newest = listed->common_prefixes.back();  // Sorted.
-  return objectstore::StoreLocation{dir.store, newest.substr(0, newest.size() - 1)};
-}
-
-// The parent "directory" of `location` in its store; nullopt for the
-// store's root.
-std::optional<objectstore::StoreLocation> Parent(const objectstore::StoreLocation& location) {
-  if (location.prefix.empty()) return std::nullopt;
-  const size_t slash = location.prefix.rfind('/');
-  return objectstore::StoreLocation{
-      location.store, slash == std::string::npos ? "" : location.prefix.substr(0, slash)};
 }
 
 // The one place the scheduler turns a job's output path into where it reads
@@ -144,107 +37,7 @@ absl::StatusOr<objectstore::StoreLocation> ResolveForReading(const core::DataRoo
                       absl::StrCat(field, " cannot be read: ", location.status().message()));
 }
 
-// Writes `content` to `path` through a temporary file and a rename, so a
-// reader sees the old report or the new one, never half of one.
-absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
-  std::error_code error;
-  std::filesystem::create_directories(path.parent_path(), error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot create ", path.parent_path().string(), ": ", error.message()));
-  }
-  // A temporary of its own per write: two writers never rename each other's.
-  static std::atomic<uint64_t> writes{0};
-  const std::filesystem::path temporary =
-      absl::StrCat(path.string(), ".tmp.", getpid(), ".", writes.fetch_add(1));
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.close();
-    if (!out) {
-      return absl::InternalError(
-          absl::StrCat("cannot write ", temporary.string(), ": ", std::strerror(errno)));
-    }
-  }
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat("cannot rename ", temporary.string(), " to ",
-                                            path.string(), ": ", error.message()));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-struct EvaluationScheduler::JobEvaluation {
-  struct RuleRun {
-    std::string configuration_name;
-    std::unique_ptr<Rule> rule;
-    bool done = false;
-    int64_t last_step = -1;      // The last global step the rule evaluated.
-    int64_t recorded_step = -1;  // The last one recorded durably (or asked to be).
-  };
-
-  // One ProfilerRuleConfiguration: its one rule, or every rule for
-  // ProfilerReport.
-  struct ProfilerRun {
-    std::string configuration_name;
-    // What the rules were made from, to make them again for a replay.
-    std::string rule_to_invoke;
-    RuleParameters parameters;
-    std::vector<std::unique_ptr<ProfilerRule>> rules;
-    bool report = false;         // ProfilerReport: also writes the report.
-    bool status_done = false;    // Its terminal status is recorded (or was durable).
-    bool final_written = false;  // The report after training ended is written.
-    // The job status the final report was last written with.
-    v1::TrainingJobStatus::Value final_job_status =
-        v1::TrainingJobStatus::TRAINING_JOB_STATUS_UNSPECIFIED;
-    absl::Time report_written = absl::InfinitePast();
-    bool report_stale = true;  // Data or findings changed since it was written.
-    bool active() const { return !status_done || (report && !final_written); }
-  };
-
-  std::string job_name;
-  int64_t record_time_us = -1;
-  // Why the trial cannot be read at all (reported as every rule's Error).
-  std::string trial_problem;
-  std::optional<objectstore::StoreLocation> trial;
-  std::unique_ptr<TrialReader> reader;
-  std::vector<RuleRun> rules;
-  // Profiler rules: readers of ProfilerConfig.S3OutputPath (or why it cannot
-  // be read), the runs, and the data a report draws.
-  std::optional<objectstore::StoreLocation> profiler;
-  std::string profiler_problem;
-  std::unique_ptr<SystemMetricsReader> system_reader;
-  std::unique_ptr<FrameworkTimelineReader> framework_reader;
-  std::unique_ptr<ProfilerReportData> report_data;
-  std::vector<ProfilerRun> profiler_runs;
-  std::atomic<bool> cancelled{false};
-  // When progress was last recorded: recording at most once per
-  // progress_interval keeps a fast writer from costing a write per step.
-  absl::Time progress_recorded = absl::InfinitePast();
-  // Whether some active rule wants a tensor, by name: rules match names with
-  // regexes, so decide once per name, again when rules finish or the
-  // trial's collections change.
-  std::unordered_map<std::string, bool> wanted;
-  std::pair<size_t, size_t> wanted_key{SIZE_MAX, SIZE_MAX};  // (active rules, collections)
-  // Guarded by the scheduler's mu_.
-  std::shared_ptr<const JobRecord> latest_job;     // The newest record seen.
-  std::vector<ProfilerRun> pending_profiler_runs;  // Added by updates; moved in by Evaluate.
-  std::set<std::string> profiler_run_names;        // Every run added, pending or not.
-  bool has_report = false;                         // One of them is a ProfilerReport.
-  // Only final reports are owed (the job was stopped, or its rules concluded
-  // before the job reached its final status): passes only (re)write them,
-  // with the job's status, until it is final (see FinalReportsSettled).
-  // Such an evaluation is in finishing_, no longer in jobs_.
-  bool finishing = false;
-  // The job's end (JobSaysTrainingEnded) was seen by Apply: a pass is owed.
-  bool job_end_seen = false;
-  bool queued = false;
-  bool running = false;
-  bool rerun = false;
-  std::vector<objectstore::ChangeNotifier::WatchId> watches;
-};
 
 EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
                                          EvaluationSchedulerOptions options)
@@ -283,15 +76,14 @@ void EvaluationScheduler::Start() {
     if (started_) return;
     started_ = true;
   }
-  notifier_ = std::make_unique<objectstore::ChangeNotifier>(
-      [this](objectstore::ChangeNotifier::WatchId id) { OnChange(id); },
-      objectstore::ChangeNotifier::Options{.poll_interval = options_.poll_interval});
+  watcher_ = std::make_unique<TrialWatcher>(
+      TrialWatcherOptions{.poll_interval = options_.poll_interval, .clock = options_.clock},
+      [this](const std::string& job_name) { OnChange(job_name); }, [this] { OnPoll(); });
   custom_runner_ = std::make_unique<CustomEvaluatorRunner>(
       CustomEvaluatorRunner::Options{.max_concurrent = options_.custom_evaluator_concurrency});
   for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
-  poller_ = std::thread([this] { PollLoop(); });
 
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
@@ -312,7 +104,6 @@ void EvaluationScheduler::Shutdown() {
     stopping_ = true;
     for (auto& [name, evaluation] : jobs_) evaluation->cancelled = true;
     work_cv_.SignalAll();
-    stop_cv_.SignalAll();
   }
   manager_->RemoveCommitObserver(observer_id_);
   // Evaluators still running are stopped; their rules stay InProgress and
@@ -322,9 +113,8 @@ void EvaluationScheduler::Shutdown() {
   // Statuses still refused by the storage are dropped: those rules stay
   // InProgress and are evaluated again at the next start.
   status_recorder_.Shutdown();
-  if (poller_.joinable()) poller_.join();
-  // Its threads stop here; OnChange sees stopping_ meanwhile.
-  notifier_.reset();
+  // Its threads stop here; OnChange and OnPoll see stopping_ meanwhile.
+  watcher_->Shutdown();
 }
 
 size_t EvaluationScheduler::active_jobs() const {
@@ -353,9 +143,9 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     }
     if (it != jobs_.end()) {
       std::shared_ptr<JobEvaluation> evaluation = it->second;
-      DropWatchesLocked(*evaluation);
+      watcher_->Drop(job_name);
       jobs_.erase(it);
-      if (job != nullptr && evaluation->has_report && !options_.report_dir.empty()) {
+      if (job != nullptr && evaluation->has_report && report_writer_.enabled()) {
         // Stopped: a last pass writes its reports, final, with the job's
         // status, and again once the job is Stopped (the stop takes until
         // the training process has exited).
@@ -385,10 +175,17 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     }
     return;
   }
+  std::shared_ptr<JobEvaluation> evaluation = NewEvaluationLocked(job_name, std::move(job));
+  if (evaluation == nullptr) return;
+  jobs_[job_name] = evaluation;
+  EnqueueLocked(evaluation);
+}
 
+std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
+    const std::string& job_name, std::shared_ptr<const JobRecord> job) {
   auto evaluation = std::make_shared<JobEvaluation>();
   evaluation->job_name = job_name;
-  evaluation->record_time_us = version;
+  evaluation->record_time_us = core::ToUnixMicros(job->last_modified_time());
   evaluation->latest_job = job;
   std::vector<std::pair<std::string, std::string>> errors;
   std::vector<const v1::DebugRuleConfiguration*> custom;
@@ -404,10 +201,10 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       continue;
     }
     RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
-    const auto rule_to_invoke = config.rule_parameters().find("rule_to_invoke");
+    const std::shared_ptr<core::Clock> clock = options_.clock;
     absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(
-        rule_to_invoke == config.rule_parameters().end() ? "" : rule_to_invoke->second, parameters,
-        RuleContext{.now = [] { return absl::Now(); }, .other_trial = other_trial_lookup_});
+        RuleToInvoke(config.rule_parameters()), parameters,
+        RuleContext{.now = [clock] { return clock->Now(); }, .other_trial = other_trial_lookup_});
     if (!rule.ok()) {
       errors.emplace_back(config.rule_configuration_name(), std::string(rule.status().message()));
       continue;
@@ -415,7 +212,8 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     evaluation->rules.push_back({config.rule_configuration_name(), *std::move(rule), false});
   }
   for (auto& [rule_name, message] : errors) {
-    RecordStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error, std::move(message));
+    evaluator_.RecordStatus(job_name, rule_name, v1::RuleEvaluationStatus::Error,
+                            std::move(message));
   }
   if (!custom.empty()) StartCustomLocked(*job, custom);
   AddProfilerRunsLocked(*evaluation, *job, /*pending=*/false);
@@ -429,7 +227,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
                        [](const JobEvaluation::ProfilerRun& run) { return run.status_done; }),
         runs.end());
   }
-  if (evaluation->rules.empty() && evaluation->profiler_runs.empty()) return;
+  if (evaluation->rules.empty() && evaluation->profiler_runs.empty()) return nullptr;
 
   if (evaluation->rules.empty()) {
     // Profiler rules only: no tensor trial to read.
@@ -448,8 +246,7 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
       evaluation->reader = std::make_unique<TrialReader>(*std::move(location));
     }
   }
-  jobs_[job_name] = evaluation;
-  EnqueueLocked(evaluation);
+  return evaluation;
 }
 
 void EvaluationScheduler::StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
@@ -483,19 +280,6 @@ void EvaluationScheduler::StopFinishingLocked(const std::shared_ptr<JobEvaluatio
   if (list.empty()) finishing_.erase(found);
 }
 
-bool EvaluationScheduler::FinalReportsSettled(const JobEvaluation& evaluation,
-                                              const JobRecord& job) const {
-  if (options_.report_dir.empty()) return true;
-  const bool terminal = core::IsTerminal(job.training_job_status());
-  for (const auto& run : evaluation.profiler_runs) {
-    if (!run.report) continue;
-    if (!run.final_written || !terminal || run.final_job_status != job.training_job_status()) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const JobRecord& job,
                                                 const bool pending) {
   const std::string& job_name = job.training_job_name();
@@ -517,18 +301,19 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
     if (!in_progress && !live_report) continue;
     evaluation.profiler_run_names.insert(name);
     if (!core::IsBuiltinRuleEvaluatorImage(config.rule_evaluator_image())) {
-      RecordStatus(job_name, name, v1::RuleEvaluationStatus::Error,
-                   absl::StrCat("profiler rule evaluator '", config.rule_evaluator_image(),
-                                "' is not built in; custom evaluators run debugging rules only "
-                                "(DebugRuleConfigurations)"));
+      evaluator_.RecordStatus(
+          job_name, name, v1::RuleEvaluationStatus::Error,
+          absl::StrCat("profiler rule evaluator '", config.rule_evaluator_image(),
+                       "' is not built in; custom evaluators run debugging rules only "
+                       "(DebugRuleConfigurations)"));
       continue;
     }
     RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
     absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
         CreateProfilerRuleSet(rule_to_invoke, parameters);
     if (!rules.ok()) {
-      RecordStatus(job_name, name, v1::RuleEvaluationStatus::Error,
-                   std::string(rules.status().message()));
+      evaluator_.RecordStatus(job_name, name, v1::RuleEvaluationStatus::Error,
+                              std::string(rules.status().message()));
       continue;
     }
     JobEvaluation::ProfilerRun run;
@@ -577,9 +362,10 @@ void EvaluationScheduler::StartCustomLocked(
     if (runs.count(rule) > 0) continue;
     auto command = options_.custom_evaluators.find(config->rule_evaluator_image());
     if (command == options_.custom_evaluators.end() || command->second.empty()) {
-      RecordStatus(job_name, rule, v1::RuleEvaluationStatus::Error,
-                   absl::StrCat("custom rule evaluator '", config->rule_evaluator_image(),
-                                "' is not configured on this server (--allow-evaluator)"));
+      evaluator_.RecordStatus(
+          job_name, rule, v1::RuleEvaluationStatus::Error,
+          absl::StrCat("custom rule evaluator '", config->rule_evaluator_image(),
+                       "' is not configured on this server (--allow-evaluator)"));
       continue;
     }
     CustomEvaluation evaluation;
@@ -589,32 +375,26 @@ void EvaluationScheduler::StartCustomLocked(
         RuleParameters(config->rule_parameters().begin(), config->rule_parameters().end()));
     evaluation.time_limit = options_.custom_evaluator_time_limit;
     evaluation.description = absl::StrCat("rule '", rule, "' of job '", job_name, "'");
-    runs[rule] = custom_runner_->Start(std::move(evaluation),
-                                       [this, job_name, rule](CustomEvaluationResult result) {
-                                         {
-                                           absl::MutexLock lock(&mu_);
-                                           auto job_runs = custom_runs_.find(job_name);
-                                           if (job_runs != custom_runs_.end()) {
-                                             auto run = job_runs->second.find(rule);
-                                             if (run != job_runs->second.end()) {
-                                               run->second = 0;  // Finished.
-                                             }
-                                           }
-                                         }
-                                         // Stopped (the manager records Stopped) or shutting down
-                                         // (the rule stays InProgress and runs again after the
-                                         // restart).
-                                         if (result.cancelled) return;
-                                         RecordStatus(job_name, rule, StatusOf(result.verdict.kind),
-                                                      std::move(result.verdict.details));
-                                       });
+    runs[rule] = custom_runner_->Start(
+        std::move(evaluation), [this, job_name, rule](CustomEvaluationResult result) {
+          {
+            absl::MutexLock lock(&mu_);
+            auto job_runs = custom_runs_.find(job_name);
+            if (job_runs != custom_runs_.end()) {
+              auto run = job_runs->second.find(rule);
+              if (run != job_runs->second.end()) {
+                run->second = 0;  // Finished.
+              }
+            }
+          }
+          // Stopped (the manager records Stopped) or shutting down
+          // (the rule stays InProgress and runs again after the
+          // restart).
+          if (result.cancelled) return;
+          evaluator_.RecordStatus(job_name, rule, StatusOf(result.verdict.kind),
+                                  std::move(result.verdict.details));
+        });
   }
-}
-
-void EvaluationScheduler::RecordStatus(const std::string& job, const std::string& rule, int status,
-                                       std::string details, int64_t last_evaluated_step) {
-  status_recorder_.Record(job, rule, last_evaluated_step, static_cast<core::RuleStatus>(status),
-                          Truncate(std::move(details)));
 }
 
 void EvaluationScheduler::EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
@@ -640,67 +420,13 @@ void EvaluationScheduler::WorkerLoop() {
       evaluation->queued = false;
       evaluation->running = true;
     }
-    Evaluate(*evaluation);
+    const TurnResult turn = RunTurn(*evaluation);
     absl::MutexLock lock(&mu_);
-    evaluation->running = false;
-    if (evaluation->finishing) {
-      // Owes its final reports until they show the job's final status
-      // (Apply enqueues it when that status is committed).
-      if (evaluation->cancelled || FinalReportsSettled(*evaluation, *evaluation->latest_job)) {
-        StopFinishingLocked(evaluation);
-      } else if (evaluation->rerun) {
-        evaluation->rerun = false;
-        EnqueueLocked(evaluation);
-      }
-      continue;
-    }
-    bool active = !evaluation->pending_profiler_runs.empty();
-    for (const auto& run : evaluation->rules) active = active || !run.done;
-    for (const auto& run : evaluation->profiler_runs) active = active || run.active();
-    if (!active || evaluation->cancelled) {
-      auto it = jobs_.find(evaluation->job_name);
-      if (it != jobs_.end() && it->second == evaluation) {
-        DropWatchesLocked(*evaluation);
-        jobs_.erase(it);
-        // Concluded before the job's final status was known (e.g. on
-        // training_job_end.ts): the reports are written again with it.
-        if (!evaluation->cancelled && !FinalReportsSettled(*evaluation, *evaluation->latest_job)) {
-          evaluation->rerun = false;
-          StartFinishingLocked(evaluation);
-          if (core::IsTerminal(evaluation->latest_job->training_job_status())) {
-            EnqueueLocked(evaluation);
-          }
-        }
-      }
-      continue;
-    }
-    // A watch added now misses what landed since this evaluation listed the
-    // trial: evaluate once more.
-    if (EnsureWatchesLocked(*evaluation)) evaluation->rerun = true;
-    if (evaluation->rerun) {
-      evaluation->rerun = false;
-      EnqueueLocked(evaluation);
-    }
+    AfterTurnLocked(evaluation, turn);
   }
 }
 
-void EvaluationScheduler::Report(JobEvaluation& evaluation, size_t rule_index, int status,
-                                 std::string details) {
-  auto& run = evaluation.rules[rule_index];
-  run.done = true;
-  // The step the verdict was reached at is recorded with it (progress of a
-  // terminal rule is left as it is, so it goes first). Durable ahead of the
-  // verdict at worst, which is safe: a rule still InProgress after a restart
-  // replays its steps from the start, so the verdict is reached again.
-  int64_t last_step = -1;
-  if (run.last_step > run.recorded_step) {
-    last_step = run.last_step;
-    run.recorded_step = run.last_step;
-  }
-  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step);
-}
-
-void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
+TurnResult EvaluationScheduler::RunTurn(JobEvaluation& evaluation) {
   std::shared_ptr<const JobRecord> job;
   bool finishing = false;
   std::vector<JobEvaluation::ProfilerRun> added;
@@ -710,484 +436,72 @@ void EvaluationScheduler::Evaluate(JobEvaluation& evaluation) {
     finishing = evaluation.finishing;
     added.swap(evaluation.pending_profiler_runs);
   }
-  if (!added.empty()) {
-    // Rules added by an update: if the readers are past data they have not
-    // seen (nor a new report), every profiler rule replays it.
-    const bool data_read =
-        evaluation.system_reader != nullptr || evaluation.framework_reader != nullptr;
-    for (auto& run : added) evaluation.profiler_runs.push_back(std::move(run));
-    if (data_read) ReplayProfilerRules(evaluation);
-  }
-  if (finishing) {
-    // No more evaluation (the rules concluded, or the job was stopped and
-    // the manager settles their statuses): only the final reports, from the
-    // data already read (what the rules' statuses say), with the job's
-    // current status. The tensor trial is not read any more: its reader and
-    // rules are let go (the job may stay InProgress for long).
-    evaluation.reader.reset();
-    evaluation.rules.clear();
-    for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
-      const JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[i];
-      if (run.report &&
-          (!run.final_written || run.final_job_status != job->training_job_status())) {
-        WriteReport(evaluation, i, *job, /*final=*/true);
-      }
-    }
-    return;
-  }
-  // The job's end is told to the reader before it reads: its listings then
-  // see every file training wrote (the last complete read).
-  if (evaluation.reader != nullptr && JobSaysTrainingEnded(*job)) {
-    evaluation.reader->SetTrainingEnded();
-  }
-  bool debug_active = false;
-  for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
-  if (debug_active) EvaluateDebugRules(evaluation, *job);
-  if (!evaluation.profiler_runs.empty() && !evaluation.cancelled) {
-    EvaluateProfilerRules(evaluation, *job);
-  }
+  return evaluator_.Turn(evaluation, *job, finishing, std::move(added));
 }
 
-void EvaluationScheduler::EvaluateDebugRules(JobEvaluation& evaluation, const JobRecord& job) {
-  if (!evaluation.trial_problem.empty()) {
-    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-      if (!evaluation.rules[i].done) {
-        Report(evaluation, i, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
-      }
+void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& evaluation,
+                                          const TurnResult& turn) {
+  evaluation->running = false;
+  if (evaluation->finishing) {
+    // Owes its final reports until they show the job's final status
+    // (Apply enqueues it when that status is committed).
+    if (evaluation->cancelled ||
+        evaluator_.FinalReportsSettled(*evaluation, *evaluation->latest_job)) {
+      StopFinishingLocked(evaluation);
+    } else if (evaluation->rerun) {
+      evaluation->rerun = false;
+      EnqueueLocked(evaluation);
     }
     return;
   }
-  auto wanted = [&evaluation](const std::string& tensor, const TrialInfo& info) {
-    size_t active = 0;
-    for (const auto& run : evaluation.rules) active += run.done ? 0 : 1;
-    const std::pair<size_t, size_t> key{active, info.collections.size()};
-    if (key != evaluation.wanted_key) {
-      evaluation.wanted.clear();
-      evaluation.wanted_key = key;
-    }
-    auto [it, inserted] = evaluation.wanted.try_emplace(tensor, false);
-    if (inserted) {
-      for (const auto& run : evaluation.rules) {
-        if (!run.done && run.rule->Wants(tensor, info)) {
-          it->second = true;
-          break;
+  const bool active = !evaluation->pending_profiler_runs.empty() ||
+                      evaluation->DebugRulesActive() || evaluation->ProfilerRunsActive();
+  if (!active || evaluation->cancelled) {
+    auto it = jobs_.find(evaluation->job_name);
+    if (it != jobs_.end() && it->second == evaluation) {
+      watcher_->Drop(evaluation->job_name);
+      jobs_.erase(it);
+      // Concluded before the job's final status was known (e.g. on
+      // training_job_end.ts): the reports are written again with it.
+      if (!evaluation->cancelled &&
+          !evaluator_.FinalReportsSettled(*evaluation, *evaluation->latest_job)) {
+        evaluation->rerun = false;
+        StartFinishingLocked(evaluation);
+        if (core::IsTerminal(evaluation->latest_job->training_job_status())) {
+          EnqueueLocked(evaluation);
         }
       }
     }
-    return it->second;
-  };
-  absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted);
-  if (!steps.ok()) {
-    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-      if (!evaluation.rules[i].done) {
-        Report(evaluation, i, v1::RuleEvaluationStatus::Error,
-               absl::StrCat("cannot read the training data in ", evaluation.reader->summary().path,
-                            ": ", steps.status().message()));
-      }
-    }
     return;
   }
-  const TrialInfo& info = evaluation.reader->info();
-  for (const Step& step : *steps) {
-    if (evaluation.cancelled) return;
-    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-      auto& run = evaluation.rules[i];
-      if (run.done) continue;
-      run.last_step = step.global_step;
-      RuleVerdict verdict = run.rule->OnStep(step, info);
-      if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
-        Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
-      } else if (verdict.kind == RuleVerdict::Kind::kError) {
-        Report(evaluation, i, v1::RuleEvaluationStatus::Error, std::move(verdict.details));
-      }
-    }
-  }
-  // Wall-clock rules (StalledTrainingRule): the poll pass brings every job
-  // here at least once per poll interval, which bounds how late a tick is.
-  const absl::Time now = absl::Now();
-  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-    auto& run = evaluation.rules[i];
-    if (run.done) continue;
-    const absl::optional<absl::Time> deadline = run.rule->NextDeadline();
-    if (!deadline.has_value() || *deadline > now) continue;
-    RuleVerdict verdict = run.rule->OnTick(now);
-    if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
-      Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
-    } else if (verdict.kind == RuleVerdict::Kind::kError) {
-      Report(evaluation, i, v1::RuleEvaluationStatus::Error, std::move(verdict.details));
-    }
-  }
-  // Conclude only after the read that saw the end (finished: no step left).
-  const bool ended =
-      TrainingHasEnded(job, evaluation.reader.get()) && evaluation.reader->finished();
-  RecordProgress(evaluation, /*force=*/ended);
-  if (!ended || evaluation.cancelled) return;
-  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-    auto& run = evaluation.rules[i];
-    if (run.done) continue;
-    RuleVerdict verdict = run.rule->OnTrainingEnd(info);
-    switch (verdict.kind) {
-      case RuleVerdict::Kind::kIssuesFound:
-        Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
-        break;
-      case RuleVerdict::Kind::kError:
-        Report(
-            evaluation, i, v1::RuleEvaluationStatus::Error,
-            absl::StrCat(verdict.details, ". Read: ", DescribeTrial(evaluation.reader->summary())));
-        break;
-      default:
-        Report(evaluation, i, v1::RuleEvaluationStatus::NoIssuesFound,
-               verdict.details.empty()
-                   ? absl::StrCat("evaluated ", evaluation.reader->summary().steps_seen,
-                                  " steps; no issues found")
-                   : std::move(verdict.details));
-    }
+  // A watch added now misses what landed since this evaluation listed the
+  // trial: evaluate once more. A turn that stopped at its budget goes to the
+  // back of the queue, behind the jobs that waited meanwhile.
+  if (UpdateWatchesLocked(*evaluation)) evaluation->rerun = true;
+  if (evaluation->rerun || turn.more_data) {
+    evaluation->rerun = false;
+    EnqueueLocked(evaluation);
   }
 }
 
-void EvaluationScheduler::ReplayProfilerRules(JobEvaluation& evaluation) {
-  // Start over, as after a restart: fresh readers, fresh rules (they are
-  // deterministic, so the ones already running reach the same state again),
-  // the recorded statuses kept, so nothing is reported twice.
-  evaluation.system_reader.reset();
-  evaluation.framework_reader.reset();
-  evaluation.report_data.reset();
-  for (auto& run : evaluation.profiler_runs) {
-    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
-        CreateProfilerRuleSet(run.rule_to_invoke, run.parameters);
-    if (rules.ok()) run.rules = *std::move(rules);  // Made once already: cannot fail.
-    run.report_stale = true;
-  }
+bool EvaluationScheduler::UpdateWatchesLocked(const JobEvaluation& evaluation) {
+  WatchedOutputs outputs;
+  if (evaluation.DebugRulesActive()) outputs.trial = evaluation.trial;
+  if (evaluation.ProfilerRunsActive()) outputs.profiler = evaluation.profiler;
+  return watcher_->Update(evaluation.job_name, outputs);
 }
 
-void EvaluationScheduler::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRecord& job) {
-  using ProfilerRun = JobEvaluation::ProfilerRun;
-  auto report_status = [&](ProfilerRun& run, int status, std::string details) {
-    run.status_done = true;
-    run.report_stale = true;
-    RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
-  };
-  if (!evaluation.profiler_problem.empty()) {
-    for (ProfilerRun& run : evaluation.profiler_runs) {
-      if (!run.status_done) {
-        report_status(run, v1::RuleEvaluationStatus::Error, evaluation.profiler_problem);
-      }
-      run.final_written = true;  // Nothing to draw a report from.
-    }
-    return;
-  }
-  // The same notion as the debugging rules': rules conclude, and reports
-  // are final, on the read made once training ended, so a status's details
-  // and the final report come from the same complete read.
-  const bool ended = TrainingHasEnded(job, evaluation.reader.get());
-
-  // Read only what some active rule (or report) wants.
-  bool want_system = false;
-  bool want_framework = false;
-  bool want_report = false;
-  for (const ProfilerRun& run : evaluation.profiler_runs) {
-    if (!run.active()) continue;
-    want_report = want_report || run.report;
-    for (const auto& rule : run.rules) {
-      want_system = want_system || rule->WantsSystemMetrics();
-      want_framework = want_framework || rule->WantsFrameworkEvents();
-    }
-  }
-  if (want_report) {
-    want_system = want_framework = true;
-    if (evaluation.report_data == nullptr) {
-      evaluation.report_data = std::make_unique<ProfilerReportData>();
-    }
-  }
-  std::vector<SystemMetricPoint> points;
-  std::vector<FrameworkEvent> events;
-  if (want_system) {
-    if (evaluation.system_reader == nullptr) {
-      evaluation.system_reader = std::make_unique<SystemMetricsReader>(*evaluation.profiler);
-    }
-    points = evaluation.system_reader->ReadNew();
-  }
-  if (want_framework) {
-    if (evaluation.framework_reader == nullptr) {
-      evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(*evaluation.profiler);
-    }
-    events = evaluation.framework_reader->ReadNew();
-  }
-  const bool new_data = !points.empty() || !events.empty();
-  if (want_report && new_data) {
-    evaluation.report_data->AddMetrics(points);
-    evaluation.report_data->AddFrameworkEvents(events);
-  }
-  if (evaluation.cancelled) return;
-
-  const absl::Time now = absl::Now();
-  for (ProfilerRun& run : evaluation.profiler_runs) {
-    if (!run.active()) continue;
-    if (new_data) run.report_stale = true;
-    for (const auto& rule : run.rules) {
-      RuleVerdict verdict;
-      if (rule->WantsSystemMetrics() && !points.empty()) verdict = rule->OnMetrics(points);
-      if (verdict.kind == RuleVerdict::Kind::kContinue && rule->WantsFrameworkEvents() &&
-          !events.empty()) {
-        verdict = rule->OnFrameworkEvents(events);
-      }
-      if (verdict.kind == RuleVerdict::Kind::kContinue) verdict = rule->OnTick(now);
-      if (verdict.kind != RuleVerdict::Kind::kIssuesFound || run.status_done) continue;
-      if (run.report) {
-        const core::ProfilerReportFiles files = core::ProfilerReportFilesFor(
-            options_.report_dir, evaluation.job_name, run.configuration_name);
-        report_status(run, v1::RuleEvaluationStatus::IssuesFound,
-                      absl::StrCat(rule->name(), ": ", verdict.details,
-                                   options_.report_dir.empty()
-                                       ? ""
-                                       : absl::StrCat(" (report: ", files.html.string(), ")")));
-      } else {
-        report_status(run, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
-      }
-    }
-  }
-
-  if (ended) {
-    std::string read;  // What was read, for verdicts that saw too little.
-    if (evaluation.system_reader != nullptr) read = evaluation.system_reader->Summary();
-    if (evaluation.framework_reader != nullptr) {
-      absl::StrAppend(&read, read.empty() ? "" : "; ", evaluation.framework_reader->Summary());
-    }
-    if (job.profiler_config().disable_profiler()) {
-      absl::StrAppend(&read, "; profiling is disabled (ProfilerConfig.DisableProfiler)");
-    }
-    for (ProfilerRun& run : evaluation.profiler_runs) {
-      if (!run.active()) continue;
-      run.report_stale = true;
-      std::vector<std::string> errors;
-      for (const auto& rule : run.rules) {
-        RuleVerdict verdict = rule->OnEnd();
-        if (run.status_done) continue;
-        if (!run.report) {
-          if (verdict.kind == RuleVerdict::Kind::kError) {
-            absl::StrAppend(&verdict.details, ". Read: ", read);
-          }
-          report_status(run, StatusOf(verdict.kind), std::move(verdict.details));
-        } else if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
-          report_status(run, v1::RuleEvaluationStatus::IssuesFound,
-                        absl::StrCat(rule->name(), ": ", verdict.details));
-        } else if (verdict.kind == RuleVerdict::Kind::kError) {
-          errors.push_back(rule->name());
-        }
-      }
-      if (run.status_done) continue;
-      if (errors.size() == run.rules.size()) {
-        report_status(run, v1::RuleEvaluationStatus::Error,
-                      absl::StrCat("no profiling data to evaluate: ", read));
-      } else {
-        report_status(run, v1::RuleEvaluationStatus::NoIssuesFound,
-                      absl::StrCat(run.rules.size(), " rules evaluated, no issues found",
-                                   errors.empty() ? ""
-                                                  : absl::StrCat(" (", absl::StrJoin(errors, ", "),
-                                                                 " had no data to evaluate)"),
-                                   ". Read: ", read));
-      }
-    }
-  }
-
-  for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
-    ProfilerRun& run = evaluation.profiler_runs[i];
-    if (!run.report || run.final_written || options_.report_dir.empty()) {
-      if (ended) run.final_written = true;
-      continue;
-    }
-    // Regenerated at most once per report_interval while data arrives, and
-    // at once the first time and at the end.
-    if (ended || (run.report_stale && now - run.report_written >= options_.report_interval)) {
-      WriteReport(evaluation, i, job, ended);
-      run.report_written = now;
-      run.report_stale = false;
-      if (ended) run.final_written = true;
-    }
-  }
-}
-
-void EvaluationScheduler::WriteReport(JobEvaluation& evaluation, size_t run_index,
-                                      const JobRecord& job, bool final) {
-  JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
-  if (final) {
-    run.final_written = true;
-    run.final_job_status = job.training_job_status();
-  }
-  std::vector<ProfilerRuleFinding> findings;
-  findings.reserve(run.rules.size());
-  for (const auto& rule : run.rules) findings.push_back(rule->Finding());
-  ProfilerReportContext context;
-  context.training_job_name = evaluation.job_name;
-  context.rule_configuration_name = run.configuration_name;
-  context.training_job_status = std::string(core::JobStatusName(job.training_job_status()));
-  if (final && !JobSaysTrainingEnded(job) && !JobIsStopping(job)) {
-    // The tensor trial was closed before anyone reported the job's end.
-    absl::StrAppend(&context.training_job_status,
-                    "; training data complete (training_job_end.ts written)");
-  }
-  context.generated_at = absl::Now();
-  context.final = final;
-  if (evaluation.system_reader != nullptr) {
-    context.data_summary = evaluation.system_reader->Summary();
-  }
-  if (evaluation.framework_reader != nullptr) {
-    absl::StrAppend(&context.data_summary, context.data_summary.empty() ? "" : "; ",
-                    evaluation.framework_reader->Summary());
-  }
-  static const ProfilerReportData* const kEmpty = new ProfilerReportData();
-  const ProfilerReportData& data =
-      evaluation.report_data != nullptr ? *evaluation.report_data : *kEmpty;
-  const core::ProfilerReportFiles files = core::ProfilerReportFilesFor(
-      options_.report_dir, evaluation.job_name, run.configuration_name);
-  // The JSON first: a reader that sees the new page finds its summary too.
-  absl::Status written =
-      WriteFileAtomically(files.json, RenderProfilerReportJson(data, findings, context));
-  if (written.ok()) {
-    written = WriteFileAtomically(files.html, RenderProfilerReportHtml(data, findings, context));
-  }
-  if (!written.ok()) {
-    spdlog::warn("writing the profiling report of rule '{}' of job '{}' failed: {}",
-                 run.configuration_name, evaluation.job_name, written.ToString());
-  }
-}
-
-void EvaluationScheduler::RecordProgress(JobEvaluation& evaluation, bool force) {
-  const absl::Time now = absl::Now();
-  if (!force && now - evaluation.progress_recorded < options_.progress_interval) return;
-  std::vector<std::pair<std::string, int64_t>> progress;
-  for (auto& run : evaluation.rules) {
-    if (run.done || run.last_step <= run.recorded_step) continue;
-    progress.emplace_back(run.configuration_name, run.last_step);
-    run.recorded_step = run.last_step;
-  }
-  if (progress.empty()) return;
-  evaluation.progress_recorded = now;
-  const std::string job = evaluation.job_name;
-  // Queued behind this batch's verdicts, so a recorded step never runs
-  // ahead of a verdict reached at or before it.
-  manager_->RecordRuleProgress(job, std::move(progress), [job](const absl::Status& result) {
-    if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
-      spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
-    }
-  });
-}
-
-bool EvaluationScheduler::EnsureWatchesLocked(JobEvaluation& evaluation) {
-  using objectstore::StoreLocation;
-  if (notifier_ == nullptr) return false;
-  constexpr uint32_t kEntries = objectstore::kEntryChanged;
-  std::set<objectstore::ChangeNotifier::WatchId> keep;
-  bool added = false;
-  const auto watch = [&](const StoreLocation& dir, uint32_t events) {
-    absl::StatusOr<objectstore::ChangeNotifier::WatchId> id = notifier_->Watch(dir, events);
-    if (!id.ok()) return id.status();
-    keep.insert(*id);
-    if (watch_owners_[*id].insert(evaluation.job_name).second) {
-      evaluation.watches.push_back(*id);
-      added = true;
-    }
-    return absl::OkStatus();
-  };
-  // The directories of a tree the job needs now, `root` first. When `root`
-  // does not exist yet, its nearest existing ancestor in the store instead,
-  // to hear of its creation. Directories the store refuses (a symbolic link)
-  // are not watched: the reader reports them.
-  const auto tree = [&](const StoreLocation& root,
-                        const std::vector<std::pair<StoreLocation, uint32_t>>& below) {
-    absl::Status rooted = watch(root, kEntries);
-    if (rooted.ok()) {
-      for (const auto& [dir, events] : below) (void)watch(dir, events);
-      return;
-    }
-    for (std::optional<StoreLocation> ancestor = Parent(root);
-         absl::IsNotFound(rooted) && ancestor.has_value(); ancestor = Parent(*ancestor)) {
-      rooted = watch(*ancestor, kEntries);
-    }
-  };
-  bool debug_active = false;
-  for (const auto& run : evaluation.rules) debug_active = debug_active || !run.done;
-  if (debug_active && evaluation.trial.has_value()) {
-    // The trial directory (training_job_end.ts, new subdirectories), index/
-    // (its 000000000 subdirectory appears after it) and the index directory:
-    // smdebug writes a step's index file after its event file, so a new index
-    // file means a new step to read.
-    const StoreLocation& trial = *evaluation.trial;
-    tree(trial, {{trial.Below("index"), kEntries}, {trial.Below("index/000000000"), kEntries}});
-  }
-  bool profiler_active = false;
-  for (const auto& run : evaluation.profiler_runs) {
-    profiler_active = profiler_active || run.active();
-  }
-  if (profiler_active && evaluation.profiler.has_value()) {
-    // The profiler appends to open files (system metrics every interval,
-    // timelines as events come): appends in the newest hour directories,
-    // new entries above them for the next hour.
-    const StoreLocation& profiler = *evaluation.profiler;
-    const StoreLocation system = profiler.Below("system/incremental");
-    const StoreLocation framework = profiler.Below("framework/pevents");
-    std::vector<std::pair<StoreLocation, uint32_t>> dirs = {
-        {profiler.Below("system"), kEntries},
-        {system, kEntries},
-        {profiler.Below("framework"), kEntries},
-        {framework, kEntries},
-    };
-    for (const StoreLocation& parent : {system, framework}) {
-      if (std::optional<StoreLocation> hour = NewestSubdirectory(parent); hour.has_value()) {
-        dirs.emplace_back(*std::move(hour), kEntries | objectstore::kObjectAppended);
-      }
-    }
-    tree(profiler, dirs);
-  }
-
-  // Drop what is no longer needed: an ancestor (often the data root, shared
-  // by every job) would otherwise wake this job for every other job's files,
-  // and an old hour directory no longer grows.
-  const std::vector<objectstore::ChangeNotifier::WatchId> current = evaluation.watches;
-  for (const objectstore::ChangeNotifier::WatchId id : current) {
-    if (keep.count(id) == 0) DropWatchLocked(evaluation, id);
-  }
-  return added;
-}
-
-void EvaluationScheduler::DropWatchLocked(JobEvaluation& evaluation,
-                                          objectstore::ChangeNotifier::WatchId id) {
-  evaluation.watches.erase(std::remove(evaluation.watches.begin(), evaluation.watches.end(), id),
-                           evaluation.watches.end());
-  auto owners = watch_owners_.find(id);
-  if (owners == watch_owners_.end()) return;
-  owners->second.erase(evaluation.job_name);
-  if (owners->second.empty()) {
-    if (notifier_ != nullptr) notifier_->Unwatch(id);
-    watch_owners_.erase(owners);
-  }
-}
-
-void EvaluationScheduler::DropWatchesLocked(JobEvaluation& evaluation) {
-  while (!evaluation.watches.empty()) DropWatchLocked(evaluation, evaluation.watches.back());
-}
-
-void EvaluationScheduler::OnChange(objectstore::ChangeNotifier::WatchId id) {
+void EvaluationScheduler::OnChange(const std::string& job_name) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  auto owners = watch_owners_.find(id);
-  if (owners == watch_owners_.end()) return;
-  for (const std::string& name : owners->second) {
-    auto job = jobs_.find(name);
-    if (job != jobs_.end()) EnqueueLocked(job->second);
-  }
+  auto job = jobs_.find(job_name);
+  if (job != jobs_.end()) EnqueueLocked(job->second);
 }
 
-void EvaluationScheduler::PollLoop() {
+void EvaluationScheduler::OnPoll() {
   absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    const absl::Time deadline = absl::Now() + options_.poll_interval;
-    while (!stopping_ && absl::Now() < deadline) {
-      stop_cv_.WaitWithTimeout(&mu_, deadline - absl::Now());
-    }
-    if (stopping_) return;
-    for (auto& [name, evaluation] : jobs_) EnqueueLocked(evaluation);
-  }
+  if (stopping_) return;
+  for (auto& [name, evaluation] : jobs_) EnqueueLocked(evaluation);
 }
 
 }  // namespace debugplane::rules_engine

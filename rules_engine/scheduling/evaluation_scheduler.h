@@ -4,14 +4,26 @@
 // lands, and records each rule's status through the job manager (durable,
 // pushed to watchers). ProfilerReport rules also (re)write their report.
 //
-// Work is per job, not per rule: one TrialReader per job reads each new step
-// once, decoding only the tensors some rule of the job wants, and feeds it to
-// all the job's rules. Jobs with new data are queued for a fixed pool of
-// worker threads; a job is never on two workers at once. New data is noticed
-// through a ChangeNotifier (objectstore/change_notifier.h: inotify on the
-// trial's directories, milliseconds), with a slow polling pass as the
-// fallback for directories that do not exist yet or stores without
-// notification.
+// The scheduler composes parts with one job each:
+// - TrialWatcher (trial_watcher.h): which jobs may have new data (inotify on
+//   their directories, milliseconds; a polling pass by the clock as the
+//   fallback for directories that do not exist yet, stores without
+//   notification, and time-driven rules);
+// - JobEvaluation / JobEvaluator (job_evaluation.h): one job's state and one
+//   bounded turn of it (read, evaluate, record, conclude);
+// - ReportWriter (report_writer.h): ProfilerReport files and their throttle;
+// - rule_verdicts.h: verdict -> RuleEvaluationStatus and the details text;
+// - RuleStatusRecorder: statuses until durable; CustomEvaluatorRunner:
+//   custom rules' processes.
+// The scheduler itself follows the job manager's commits (which jobs have
+// which rules InProgress) and runs the worker pool: jobs with new data are
+// queued for a fixed pool of worker threads, first in first out; a job is
+// never on two workers at once, and a job whose turn ended at its budget
+// with data left goes to the back of the queue (fairness: a replay of a
+// large trial does not delay the others' new steps).
+//
+// Every time read (polling, progress and report throttling, time-driven
+// rules, the turn's time slice) comes from options.clock.
 //
 // Every read goes through the ObjectStore of the data root the job's output
 // path lies in (core::DataRootStores): confined to that root, never following
@@ -61,14 +73,17 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/output_path.h"
 #include "core/training_job_manager.h"
-#include "objectstore/change_notifier.h"
 #include "objectstore/local_object_store.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/rule/rule.h"
 #include "rules_engine/scheduling/custom_evaluator.h"
+#include "rules_engine/scheduling/job_evaluation.h"
+#include "rules_engine/scheduling/report_writer.h"
 #include "rules_engine/scheduling/rule_status_recorder.h"
+#include "rules_engine/scheduling/trial_watcher.h"
 #include "rules_engine/tensor_rules/other_trial_lookup.h"
 
 namespace debugplane::rules_engine {
@@ -103,6 +118,13 @@ struct EvaluationSchedulerOptions {
   // How rule statuses the storage refuses (a full disk) are retried until
   // durable, and by which clock.
   RuleStatusRecorderOptions status_retries;
+  // The clock of every other time read (a FakeClock in tests).
+  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  // Fairness: one turn of a job on a worker reads at most this many steps,
+  // and stops reading after this much time, then the job queues again
+  // behind the others.
+  size_t max_steps_per_turn = 256;
+  absl::Duration turn_time_slice = absl::Milliseconds(5);
 };
 
 class EvaluationScheduler {
@@ -116,43 +138,42 @@ class EvaluationScheduler {
   EvaluationScheduler& operator=(const EvaluationScheduler&) = delete;
 
   // Subscribes to the manager's commits and starts evaluating every job that
-  // has rules InProgress.
+  // has rules InProgress (in the order the manager lists them).
   void Start();
 
-  // Stops the threads; evaluations in progress finish their current step
-  // batch. Idempotent.
+  // Stops the threads; evaluations in progress finish their current turn.
+  // Idempotent.
   void Shutdown();
 
   // Jobs currently evaluated (with at least one rule InProgress).
   size_t active_jobs() const;
 
  private:
-  struct JobEvaluation;
-
   void OnCommit(const std::string& job_name, std::shared_ptr<const core::JobRecord> job);
   void Apply(const std::string& job_name, std::shared_ptr<const core::JobRecord> job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the evaluation of a job not evaluated yet; nullptr if it has no
+  // rule to evaluate here (errors and custom rules are started/recorded).
+  std::shared_ptr<JobEvaluation> NewEvaluationLocked(const std::string& job_name,
+                                                     std::shared_ptr<const core::JobRecord> job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `evaluation` at the back (or marks it for a rerun when a worker
+  // runs it now).
   void EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
-  void PollLoop();
-  void Evaluate(JobEvaluation& evaluation);
-  void EvaluateDebugRules(JobEvaluation& evaluation, const core::JobRecord& job);
-  void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job);
-  // Makes every profiler rule of `evaluation` again and its readers read
-  // from the start (after rules were added to a job whose data was read).
-  // REQUIRES: the evaluation runs on this thread (a worker owns it).
-  void ReplayProfilerRules(JobEvaluation& evaluation);
+  // One turn of `evaluation` on this worker.
+  // REQUIRES: this worker took it from ready_ (running is set).
+  TurnResult RunTurn(JobEvaluation& evaluation);
+  // After a turn: drops a concluded evaluation, or queues it again.
+  void AfterTurnLocked(const std::shared_ptr<JobEvaluation>& evaluation, const TurnResult& turn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds the job's profiler rules that are InProgress (or a ProfilerReport
   // whose report is still live) and not evaluated yet to `evaluation`
   // (its pending list when `pending`, as a worker may own the evaluation).
   // True if it added a run.
   bool AddProfilerRunsLocked(JobEvaluation& evaluation, const core::JobRecord& job, bool pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the report of profiler run `run_index` (a ProfilerReport) with
-  // the status of `job`; `final`: training ended, the data is complete.
-  void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,
-                   bool final);
   // Moves `evaluation` (out of jobs_) to finishing_: it only owes its final
   // reports, written again when the job reaches its final status.
   void StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation)
@@ -164,52 +185,41 @@ class EvaluationScheduler {
   void FollowFinishingLocked(const std::string& job_name,
                              const std::shared_ptr<const core::JobRecord>& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True if every report of `evaluation` was written final with the final
-  // (terminal) status `job` has (or reports are not written at all).
-  bool FinalReportsSettled(const JobEvaluation& evaluation, const core::JobRecord& job) const;
-  void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details);
   // Starts the custom evaluators of `configs` (rules of `job` InProgress
   // whose image is not built-in), once per rule and process.
   void StartCustomLocked(const core::JobRecord& job,
                          const std::vector<const v1::DebugRuleConfiguration*>& configs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records `status` (a RuleEvaluationStatus) of a rule, after its
-  // LastEvaluatedStep `last_evaluated_step` if >= 0: durable and watched,
-  // retried while the storage refuses it (RuleStatusRecorder). Returns at
-  // once.
-  void RecordStatus(const std::string& job, const std::string& rule, int status,
-                    std::string details, int64_t last_evaluated_step = -1);
-  // Records the rules' last evaluated steps, at most once per
-  // progress_interval unless `force`.
-  void RecordProgress(JobEvaluation& evaluation, bool force);
-  // Adds the watches the job's trial and profiler output need now; true if
-  // one is new.
-  bool EnsureWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropWatchesLocked(JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropWatchLocked(JobEvaluation& evaluation, objectstore::ChangeNotifier::WatchId id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The notifier's listener: wakes the jobs watch `id` serves.
-  void OnChange(objectstore::ChangeNotifier::WatchId id);
+  // Watches what `evaluation` still reads; true if a watch is new.
+  bool UpdateWatchesLocked(const JobEvaluation& evaluation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The watcher's listeners.
+  void OnChange(const std::string& job_name);
+  void OnPoll();
 
   core::TrainingJobManager* const manager_;
   const EvaluationSchedulerOptions options_;
   RuleStatusRecorder status_recorder_{manager_, options_.status_retries};
+  const ReportWriter report_writer_{ReportWriterOptions{.report_dir = options_.report_dir,
+                                                        .report_interval = options_.report_interval,
+                                                        .clock = options_.clock}};
+  const JobEvaluator evaluator_{manager_, &status_recorder_, &report_writer_,
+                                JobEvaluatorOptions{
+                                    .clock = options_.clock,
+                                    .progress_interval = options_.progress_interval,
+                                    .max_steps_per_turn = options_.max_steps_per_turn,
+                                    .turn_time_slice = options_.turn_time_slice,
+                                }};
 
   mutable absl::Mutex mu_;
   // Signalled when ready_ gains work or stopping_ is set. A CondVar, not
   // Mutex::Await: absl evaluates Await conditions inside other threads'
   // Unlock, which the TSan shim for Debian's abseil cannot annotate.
   absl::CondVar work_cv_;
-  absl::CondVar stop_cv_;  // Signalled when stopping_ is set.
   std::map<std::string, std::shared_ptr<JobEvaluation>> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<JobEvaluation>> ready_ ABSL_GUARDED_BY(mu_);
   // Evaluations that only owe final reports (JobEvaluation::finishing), by
   // job: until the job's final status is in them.
   std::map<std::string, std::vector<std::shared_ptr<JobEvaluation>>> finishing_
-      ABSL_GUARDED_BY(mu_);
-  // Watch -> the jobs it wakes (one directory may serve several jobs: the
-  // notifier gives the same id for the same directory).
-  std::map<objectstore::ChangeNotifier::WatchId, std::set<std::string>> watch_owners_
       ABSL_GUARDED_BY(mu_);
   // Custom evaluator runs by job and rule: the runner's id, 0 once finished
   // (kept so that a run is started once per process).
@@ -231,10 +241,10 @@ class EvaluationScheduler {
 
   int64_t observer_id_ = 0;                               // Set by Start.
   std::unique_ptr<CustomEvaluatorRunner> custom_runner_;  // Set by Start.
-  // Set by Start, reset by Shutdown (not under mu_: its listener takes mu_).
-  std::unique_ptr<objectstore::ChangeNotifier> notifier_;
+  // Set by Start, shut down (not reset) by Shutdown outside mu_: its
+  // listeners take mu_.
+  std::unique_ptr<TrialWatcher> watcher_;
   std::vector<std::thread> workers_;
-  std::thread poller_;
 };
 
 }  // namespace debugplane::rules_engine

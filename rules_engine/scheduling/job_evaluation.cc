@@ -1,0 +1,463 @@
+#include "rules_engine/scheduling/job_evaluation.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/output_path.h"
+#include "core/rule_catalog.h"
+#include "rules_engine/profiler_rules/profiler_report_rules.h"
+#include "rules_engine/scheduling/rule_verdicts.h"
+#include "spdlog/spdlog.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+using core::JobRecord;
+
+// Whether training has ended: the one notion on which debugging rules and
+// profiler rules conclude. The job says so, or the tensor trial ended and
+// was read to its end (TrialReader::finished: with one worker its
+// training_job_end.ts; with several, every worker writes that same file when
+// it exits, so only the job's status tells that all of them did).
+// REQUIRES: `reader` (if any) was told of the job's end (SetTrainingEnded)
+// before its last read, as Turn does.
+bool TrainingHasEnded(const JobRecord& job, const TrialReader* reader) {
+  return JobSaysTrainingEnded(job) || (reader != nullptr && reader->finished());
+}
+
+}  // namespace
+
+bool JobIsStopping(const JobRecord& job) {
+  return job.training_job_status() == v1::TrainingJobStatus::Stopping ||
+         job.training_job_status() == v1::TrainingJobStatus::Stopped;
+}
+
+// Every training process has exited: no file will be written any more.
+bool JobSaysTrainingEnded(const JobRecord& job) {
+  return core::IsTerminal(job.training_job_status());
+}
+
+bool JobEvaluation::DebugRulesActive() const {
+  return std::any_of(rules.begin(), rules.end(), [](const RuleRun& run) { return !run.done; });
+}
+
+bool JobEvaluation::ProfilerRunsActive() const {
+  return std::any_of(profiler_runs.begin(), profiler_runs.end(),
+                     [](const ProfilerRun& run) { return run.active(); });
+}
+
+JobEvaluator::JobEvaluator(core::TrainingJobManager* manager, RuleStatusRecorder* recorder,
+                           const ReportWriter* reports, JobEvaluatorOptions options)
+    : manager_(manager), recorder_(recorder), reports_(reports), options_(std::move(options)) {}
+
+void JobEvaluator::RecordStatus(const std::string& job, const std::string& rule, int status,
+                                std::string details, int64_t last_evaluated_step) const {
+  recorder_->Record(job, rule, last_evaluated_step, static_cast<core::RuleStatus>(status),
+                    SanitizeStatusDetails(std::move(details)));
+}
+
+bool JobEvaluator::FinalReportsSettled(const JobEvaluation& evaluation,
+                                       const JobRecord& job) const {
+  if (!reports_->enabled()) return true;
+  const bool terminal = core::IsTerminal(job.training_job_status());
+  for (const auto& run : evaluation.profiler_runs) {
+    if (!run.report) continue;
+    if (!run.report_schedule.final_written || !terminal ||
+        run.report_schedule.final_job_status != job.training_job_status()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TurnResult JobEvaluator::Turn(JobEvaluation& evaluation, const JobRecord& job, bool finishing,
+                              std::vector<JobEvaluation::ProfilerRun> added) const {
+  if (!added.empty()) {
+    // Rules added by an update: if the readers are past data they have not
+    // seen (nor a new report), every profiler rule replays it.
+    const bool data_read =
+        evaluation.system_reader != nullptr || evaluation.framework_reader != nullptr;
+    for (auto& run : added) evaluation.profiler_runs.push_back(std::move(run));
+    if (data_read) ReplayProfilerRules(evaluation);
+  }
+  if (finishing) {
+    // No more evaluation (the rules concluded, or the job was stopped and
+    // the manager settles their statuses): only the final reports, from the
+    // data already read (what the rules' statuses say), with the job's
+    // current status. The tensor trial is not read any more: its reader and
+    // rules are let go (the job may stay InProgress for long).
+    evaluation.reader.reset();
+    evaluation.rules.clear();
+    for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
+      const ReportSchedule& schedule = evaluation.profiler_runs[i].report_schedule;
+      if (evaluation.profiler_runs[i].report && reports_->enabled() &&
+          (!schedule.final_written || schedule.final_job_status != job.training_job_status())) {
+        WriteReport(evaluation, i, job, /*final=*/true);
+      }
+    }
+    return {};
+  }
+  // The job's end is told to the reader before it reads: its listings then
+  // see every file training wrote (the last complete read).
+  if (evaluation.reader != nullptr && JobSaysTrainingEnded(job)) {
+    evaluation.reader->SetTrainingEnded();
+  }
+  TurnResult result;
+  if (evaluation.DebugRulesActive()) result = EvaluateDebugRules(evaluation, job);
+  if (!evaluation.profiler_runs.empty() && !evaluation.cancelled) {
+    EvaluateProfilerRules(evaluation, job);
+  }
+  return result;
+}
+
+void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int status,
+                          std::string details) const {
+  auto& run = evaluation.rules[rule_index];
+  run.done = true;
+  // The step the verdict was reached at is recorded with it (progress of a
+  // terminal rule is left as it is, so it goes first). Durable ahead of the
+  // verdict at worst, which is safe: a rule still InProgress after a restart
+  // replays its steps from the start, so the verdict is reached again.
+  int64_t last_step = -1;
+  if (run.last_step > run.recorded_step) {
+    last_step = run.last_step;
+    run.recorded_step = run.last_step;
+  }
+  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step);
+}
+
+void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index,
+                                 RuleVerdict verdict) const {
+  if (verdict.kind == RuleVerdict::Kind::kIssuesFound ||
+      verdict.kind == RuleVerdict::Kind::kError) {
+    Report(evaluation, rule_index, StatusOf(verdict.kind), std::move(verdict.details));
+  }
+}
+
+TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const JobRecord& job) const {
+  if (!evaluation.trial_problem.empty()) {
+    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+      if (!evaluation.rules[i].done) {
+        Report(evaluation, i, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
+      }
+    }
+    return {};
+  }
+  auto wanted = [&evaluation](const std::string& tensor, const TrialInfo& info) {
+    size_t active = 0;
+    for (const auto& run : evaluation.rules) active += run.done ? 0 : 1;
+    const std::pair<size_t, size_t> key{active, info.collections.size()};
+    if (key != evaluation.wanted_key) {
+      evaluation.wanted.clear();
+      evaluation.wanted_key = key;
+    }
+    auto [it, inserted] = evaluation.wanted.try_emplace(tensor, false);
+    if (inserted) {
+      for (const auto& run : evaluation.rules) {
+        if (!run.done && run.rule->Wants(tensor, info)) {
+          it->second = true;
+          break;
+        }
+      }
+    }
+    return it->second;
+  };
+  // Read in small batches until nothing is new or the turn's budget is
+  // spent: a job replaying a large trial then yields its worker to the
+  // others every turn_time_slice (or max_steps_per_turn steps).
+  const absl::Time turn_start = options_.clock->Now();
+  const size_t per_read = std::max<size_t>(1, options_.steps_per_read);
+  const size_t max_steps = std::max<size_t>(1, options_.max_steps_per_turn);
+  size_t steps_read = 0;
+  bool more_data = false;
+  while (true) {
+    const size_t ask = std::min(per_read, max_steps - steps_read);
+    absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted, ask);
+    if (!steps.ok()) {
+      for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+        if (!evaluation.rules[i].done) {
+          Report(evaluation, i, v1::RuleEvaluationStatus::Error,
+                 absl::StrCat("cannot read the training data in ",
+                              evaluation.reader->summary().path, ": ", steps.status().message()));
+        }
+      }
+      return {};
+    }
+    const TrialInfo& info = evaluation.reader->info();
+    for (const Step& step : *steps) {
+      if (evaluation.cancelled) return {};
+      for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+        auto& run = evaluation.rules[i];
+        if (run.done) continue;
+        run.last_step = step.global_step;
+        ReportVerdict(evaluation, i, run.rule->OnStep(step, info));
+      }
+    }
+    steps_read += steps->size();
+    if (steps->size() < ask || !evaluation.DebugRulesActive()) break;  // Nothing more now.
+    if (steps_read >= max_steps || options_.clock->Now() - turn_start >= options_.turn_time_slice) {
+      more_data = true;
+      break;
+    }
+  }
+  if (more_data) {
+    // Ticks and the conclusion wait for the turn that reads the rest.
+    RecordProgress(evaluation, /*force=*/false);
+    return {.more_data = true};
+  }
+  // Time-driven rules (StalledTrainingRule): the poll pass brings every job
+  // here at least once per poll interval, which bounds how late a tick is.
+  const absl::Time now = options_.clock->Now();
+  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+    auto& run = evaluation.rules[i];
+    if (run.done) continue;
+    const absl::optional<absl::Time> deadline = run.rule->NextDeadline();
+    if (!deadline.has_value() || *deadline > now) continue;
+    ReportVerdict(evaluation, i, run.rule->OnTick(now));
+  }
+  // Conclude only after the read that saw the end (finished: no step left).
+  const bool ended =
+      TrainingHasEnded(job, evaluation.reader.get()) && evaluation.reader->finished();
+  RecordProgress(evaluation, /*force=*/ended);
+  if (!ended || evaluation.cancelled) return {};
+  const TrialInfo& info = evaluation.reader->info();
+  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+    auto& run = evaluation.rules[i];
+    if (run.done) continue;
+    RuleVerdict verdict = run.rule->OnTrainingEnd(info);
+    switch (verdict.kind) {
+      case RuleVerdict::Kind::kIssuesFound:
+        Report(evaluation, i, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+        break;
+      case RuleVerdict::Kind::kError:
+        Report(evaluation, i, v1::RuleEvaluationStatus::Error,
+               ErrorWithTrialDescription(std::move(verdict.details), evaluation.reader->summary()));
+        break;
+      default:
+        Report(evaluation, i, v1::RuleEvaluationStatus::NoIssuesFound,
+               verdict.details.empty()
+                   ? absl::StrCat("evaluated ", evaluation.reader->summary().steps_seen,
+                                  " steps; no issues found")
+                   : std::move(verdict.details));
+    }
+  }
+  return {};
+}
+
+void JobEvaluator::ReplayProfilerRules(JobEvaluation& evaluation) const {
+  // Start over, as after a restart: fresh readers, fresh rules (they are
+  // deterministic, so the ones already running reach the same state again),
+  // the recorded statuses kept, so nothing is reported twice.
+  evaluation.system_reader.reset();
+  evaluation.framework_reader.reset();
+  evaluation.report_data.reset();
+  for (auto& run : evaluation.profiler_runs) {
+    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
+        CreateProfilerRuleSet(run.rule_to_invoke, run.parameters);
+    if (rules.ok()) run.rules = *std::move(rules);  // Made once already: cannot fail.
+    run.report_schedule.stale = true;
+  }
+}
+
+void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRecord& job) const {
+  using ProfilerRun = JobEvaluation::ProfilerRun;
+  auto report_status = [&](ProfilerRun& run, int status, std::string details) {
+    run.status_done = true;
+    run.report_schedule.stale = true;
+    RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
+  };
+  if (!evaluation.profiler_problem.empty()) {
+    for (ProfilerRun& run : evaluation.profiler_runs) {
+      if (!run.status_done) {
+        report_status(run, v1::RuleEvaluationStatus::Error, evaluation.profiler_problem);
+      }
+      run.report_schedule.final_written = true;  // Nothing to draw a report from.
+    }
+    return;
+  }
+  // The same notion as the debugging rules': rules conclude, and reports
+  // are final, on the read made once training ended, so a status's details
+  // and the final report come from the same complete read.
+  const bool ended = TrainingHasEnded(job, evaluation.reader.get());
+
+  // Read only what some active rule (or report) wants.
+  bool want_system = false;
+  bool want_framework = false;
+  bool want_report = false;
+  for (const ProfilerRun& run : evaluation.profiler_runs) {
+    if (!run.active()) continue;
+    want_report = want_report || run.report;
+    for (const auto& rule : run.rules) {
+      want_system = want_system || rule->WantsSystemMetrics();
+      want_framework = want_framework || rule->WantsFrameworkEvents();
+    }
+  }
+  if (want_report) {
+    want_system = want_framework = true;
+    if (evaluation.report_data == nullptr) {
+      evaluation.report_data = std::make_unique<ProfilerReportData>();
+    }
+  }
+  std::vector<SystemMetricPoint> points;
+  std::vector<FrameworkEvent> events;
+  if (want_system) {
+    if (evaluation.system_reader == nullptr) {
+      evaluation.system_reader = std::make_unique<SystemMetricsReader>(*evaluation.profiler);
+    }
+    points = evaluation.system_reader->ReadNew();
+  }
+  if (want_framework) {
+    if (evaluation.framework_reader == nullptr) {
+      evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(*evaluation.profiler);
+    }
+    events = evaluation.framework_reader->ReadNew();
+  }
+  const bool new_data = !points.empty() || !events.empty();
+  if (want_report && new_data) {
+    evaluation.report_data->AddMetrics(points);
+    evaluation.report_data->AddFrameworkEvents(events);
+  }
+  if (evaluation.cancelled) return;
+
+  const absl::Time now = options_.clock->Now();
+  for (ProfilerRun& run : evaluation.profiler_runs) {
+    if (!run.active()) continue;
+    if (new_data) run.report_schedule.stale = true;
+    for (const auto& rule : run.rules) {
+      RuleVerdict verdict;
+      if (rule->WantsSystemMetrics() && !points.empty()) verdict = rule->OnMetrics(points);
+      if (verdict.kind == RuleVerdict::Kind::kContinue && rule->WantsFrameworkEvents() &&
+          !events.empty()) {
+        verdict = rule->OnFrameworkEvents(events);
+      }
+      if (verdict.kind == RuleVerdict::Kind::kContinue) verdict = rule->OnTick(now);
+      if (verdict.kind != RuleVerdict::Kind::kIssuesFound || run.status_done) continue;
+      if (run.report) {
+        report_status(
+            run, v1::RuleEvaluationStatus::IssuesFound,
+            absl::StrCat(
+                rule->name(), ": ", verdict.details,
+                reports_->enabled()
+                    ? absl::StrCat(" (report: ",
+                                   reports_->FilesFor(evaluation.job_name, run.configuration_name)
+                                       .html.string(),
+                                   ")")
+                    : ""));
+      } else {
+        report_status(run, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+      }
+    }
+  }
+
+  if (ended) {
+    std::string read;  // What was read, for verdicts that saw too little.
+    if (evaluation.system_reader != nullptr) read = evaluation.system_reader->Summary();
+    if (evaluation.framework_reader != nullptr) {
+      absl::StrAppend(&read, read.empty() ? "" : "; ", evaluation.framework_reader->Summary());
+    }
+    if (job.profiler_config().disable_profiler()) {
+      absl::StrAppend(&read, "; profiling is disabled (ProfilerConfig.DisableProfiler)");
+    }
+    for (ProfilerRun& run : evaluation.profiler_runs) {
+      if (!run.active()) continue;
+      run.report_schedule.stale = true;
+      std::vector<std::string> errors;
+      for (const auto& rule : run.rules) {
+        RuleVerdict verdict = rule->OnEnd();
+        if (run.status_done) continue;
+        if (!run.report) {
+          if (verdict.kind == RuleVerdict::Kind::kError) {
+            absl::StrAppend(&verdict.details, ". Read: ", read);
+          }
+          report_status(run, StatusOf(verdict.kind), std::move(verdict.details));
+        } else if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
+          report_status(run, v1::RuleEvaluationStatus::IssuesFound,
+                        absl::StrCat(rule->name(), ": ", verdict.details));
+        } else if (verdict.kind == RuleVerdict::Kind::kError) {
+          errors.push_back(rule->name());
+        }
+      }
+      if (run.status_done) continue;
+      if (errors.size() == run.rules.size()) {
+        report_status(run, v1::RuleEvaluationStatus::Error,
+                      absl::StrCat("no profiling data to evaluate: ", read));
+      } else {
+        report_status(run, v1::RuleEvaluationStatus::NoIssuesFound,
+                      absl::StrCat(run.rules.size(), " rules evaluated, no issues found",
+                                   errors.empty() ? ""
+                                                  : absl::StrCat(" (", absl::StrJoin(errors, ", "),
+                                                                 " had no data to evaluate)"),
+                                   ". Read: ", read));
+      }
+    }
+  }
+
+  for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
+    ProfilerRun& run = evaluation.profiler_runs[i];
+    if (!run.report || run.report_schedule.final_written || !reports_->enabled()) {
+      if (ended) run.report_schedule.final_written = true;
+      continue;
+    }
+    // Regenerated at most once per report_interval while data arrives, and
+    // at once the first time and at the end.
+    if (ended || reports_->Due(run.report_schedule)) WriteReport(evaluation, i, job, ended);
+  }
+}
+
+void JobEvaluator::WriteReport(JobEvaluation& evaluation, size_t run_index, const JobRecord& job,
+                               bool final) const {
+  JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
+  ReportContent content;
+  content.findings.reserve(run.rules.size());
+  for (const auto& rule : run.rules) content.findings.push_back(rule->Finding());
+  ProfilerReportContext& context = content.context;
+  context.training_job_name = evaluation.job_name;
+  context.rule_configuration_name = run.configuration_name;
+  context.training_job_status = std::string(core::JobStatusName(job.training_job_status()));
+  if (final && !JobSaysTrainingEnded(job) && !JobIsStopping(job)) {
+    // The tensor trial was closed before anyone reported the job's end.
+    absl::StrAppend(&context.training_job_status,
+                    "; training data complete (training_job_end.ts written)");
+  }
+  if (evaluation.system_reader != nullptr) {
+    context.data_summary = evaluation.system_reader->Summary();
+  }
+  if (evaluation.framework_reader != nullptr) {
+    absl::StrAppend(&context.data_summary, context.data_summary.empty() ? "" : "; ",
+                    evaluation.framework_reader->Summary());
+  }
+  static const ProfilerReportData* const kEmpty = new ProfilerReportData();
+  content.data = evaluation.report_data != nullptr ? evaluation.report_data.get() : kEmpty;
+  const absl::Status written =
+      reports_->Write(evaluation.job_name, run.configuration_name, std::move(content), final,
+                      job.training_job_status(), run.report_schedule);
+  if (!written.ok()) {
+    spdlog::warn("writing the profiling report of rule '{}' of job '{}' failed: {}",
+                 run.configuration_name, evaluation.job_name, written.ToString());
+  }
+}
+
+void JobEvaluator::RecordProgress(JobEvaluation& evaluation, bool force) const {
+  const absl::Time now = options_.clock->Now();
+  if (!force && now - evaluation.progress_recorded < options_.progress_interval) return;
+  std::vector<std::pair<std::string, int64_t>> progress;
+  for (auto& run : evaluation.rules) {
+    if (run.done || run.last_step <= run.recorded_step) continue;
+    progress.emplace_back(run.configuration_name, run.last_step);
+    run.recorded_step = run.last_step;
+  }
+  if (progress.empty()) return;
+  evaluation.progress_recorded = now;
+  const std::string job = evaluation.job_name;
+  // Queued behind this batch's verdicts, so a recorded step never runs
+  // ahead of a verdict reached at or before it.
+  manager_->RecordRuleProgress(job, std::move(progress), [job](const absl::Status& result) {
+    if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
+      spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
+    }
+  });
+}
+
+}  // namespace debugplane::rules_engine

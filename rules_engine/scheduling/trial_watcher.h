@@ -1,0 +1,140 @@
+// TrialWatcher: says "job J may have new data, look again". It knows where
+// each job's output lies (its tensor trial, its profiler output) and nothing
+// of rules or evaluations.
+//
+// Two sources, one listener each:
+// - changes: a ChangeNotifier (objectstore/change_notifier.h: inotify on the
+//   directories a job's data lands in, milliseconds; listing for stores
+//   without notification) calls `on_change(job)` for every job a changed
+//   directory serves (one directory may serve several jobs);
+// - the polling pass: every poll_interval of the watcher's Clock,
+//   `on_poll()` is called, so that the caller looks at every job again (the
+//   fallback for directories that do not exist yet and for time-driven
+//   rules). Tests advance a FakeClock instead of sleeping.
+//
+// Directories that do not exist yet are not watched; their nearest existing
+// ancestor in the store is, to hear of their creation (Update is called
+// again after a look, and then watches the directory itself and drops the
+// ancestor, which would otherwise wake the job for every other job's files).
+//
+// Thread-safe. The listeners run on the watcher's threads (the notifier's,
+// the poll timer's), never with the watcher's lock held, so they may take the
+// caller's locks, under which the caller may call Update and Drop (lock
+// order: the caller's lock, then the watcher's). They must not block for
+// long and must not call Shutdown.
+
+#ifndef DEBUGPLANE_RULES_ENGINE_SCHEDULING_TRIAL_WATCHER_H_
+#define DEBUGPLANE_RULES_ENGINE_SCHEDULING_TRIAL_WATCHER_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/clock.h"
+#include "core/deadline_timer.h"
+#include "objectstore/change_notifier.h"
+#include "objectstore/object_store.h"
+
+namespace debugplane::rules_engine {
+
+// What a job needs watched now; absent: nothing of that kind (no rule reads
+// it any more, or it cannot be read).
+struct WatchedOutputs {
+  // The smdebug trial: its directory, index/ and index/000000000 (smdebug
+  // writes a step's index file after its event file, so a new index file
+  // means a new step).
+  std::optional<objectstore::StoreLocation> trial;
+  // The profiler output: system/incremental and framework/pevents, and
+  // appends in their newest hour directories.
+  std::optional<objectstore::StoreLocation> profiler;
+};
+
+struct TrialWatcherOptions {
+  // How often on_poll is called, and how often the notifier lists the
+  // directories of stores without change notification.
+  // InfiniteDuration: never (tests that drive everything by hand).
+  absl::Duration poll_interval = absl::Seconds(1);
+  // The clock the polling pass follows.
+  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  // False: every directory is listed by polling, as without inotify (tests).
+  bool use_inotify = true;
+};
+
+class TrialWatcher {
+ public:
+  using ChangeListener = std::function<void(const std::string& job)>;
+  using PollListener = std::function<void()>;
+
+  // Starts the notifier and the poll timer (the first pass comes one
+  // poll_interval from now).
+  TrialWatcher(TrialWatcherOptions options, ChangeListener on_change, PollListener on_poll);
+  // Shuts down.
+  ~TrialWatcher();
+
+  TrialWatcher(const TrialWatcher&) = delete;
+  TrialWatcher& operator=(const TrialWatcher&) = delete;
+
+  // Watches what `outputs` names for job `job` from now on, and drops the
+  // job's watches it no longer needs. Returns true if a watch is new for the
+  // job: changes made before it was added were not heard, so the caller
+  // should look once more. Directories the store refuses (a symbolic link)
+  // are not watched: the readers report them. No-op (false) after Shutdown.
+  bool Update(const std::string& job, const WatchedOutputs& outputs);
+
+  // Drops every watch of `job`. No-op for an unknown job.
+  void Drop(const std::string& job);
+
+  // When the next polling pass is due by the clock (none: poll_interval is
+  // infinite, or shut down). For diagnostics and tests. Thread-safe.
+  std::optional<absl::Time> next_poll() const;
+
+  // Stops the notifier and the timer: when it returns no listener is
+  // running or will run. Idempotent.
+  // REQUIRES: not called from a listener, nor with a lock a listener takes.
+  void Shutdown();
+
+ private:
+  using WatchId = objectstore::ChangeNotifier::WatchId;
+
+  void OnNotifierChange(WatchId id);
+  void OnPollDeadline();
+  // Watches `dir` for `job`, recording it in `keep`; sets `added` when the
+  // job did not have it. Returns the notifier's error (NOT_FOUND: missing).
+  absl::Status WatchLocked(const std::string& job, const objectstore::StoreLocation& dir,
+                           uint32_t events, std::set<WatchId>& keep, bool& added)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Watches `root` and `below` for `job`, or when `root` does not exist its
+  // nearest existing ancestor.
+  void WatchTreeLocked(const std::string& job, const objectstore::StoreLocation& root,
+                       const std::vector<std::pair<objectstore::StoreLocation, uint32_t>>& below,
+                       std::set<WatchId>& keep, bool& added) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropWatchLocked(const std::string& job, WatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TrialWatcherOptions options_;
+  const ChangeListener on_change_;
+  const PollListener on_poll_;
+
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Watch -> the jobs it wakes (the notifier gives one id per directory).
+  std::map<WatchId, std::set<std::string>> owners_ ABSL_GUARDED_BY(mu_);
+  // Job -> its watches.
+  std::map<std::string, std::set<WatchId>> watches_ ABSL_GUARDED_BY(mu_);
+
+  // Null after Shutdown (moved out under mu_ and destroyed outside it, as
+  // its listener takes mu_).
+  std::unique_ptr<objectstore::ChangeNotifier> notifier_ ABSL_GUARDED_BY(mu_);
+  // Set by the constructor, shut down (not reset) by Shutdown.
+  std::unique_ptr<core::DeadlineTimer> poll_timer_;
+};
+
+}  // namespace debugplane::rules_engine
+
+#endif  // DEBUGPLANE_RULES_ENGINE_SCHEDULING_TRIAL_WATCHER_H_
