@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/validation_text.h"
 
 namespace debugplane::core {
@@ -253,8 +254,9 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
 }
 
 DataRootStores::DataRootStores(std::vector<fs::path> data_roots,
-                               objectstore::LocalObjectStore::Options options)
-    : data_roots_(std::move(data_roots)) {
+                               objectstore::LocalObjectStore::Options options,
+                               BucketStoreFactory bucket_stores)
+    : data_roots_(std::move(data_roots)), bucket_store_factory_(std::move(bucket_stores)) {
   for (const fs::path& path : NormalRoots(data_roots_)) {
     Root root;
     root.path = path;
@@ -273,10 +275,7 @@ absl::StatusOr<objectstore::StoreLocation> DataRootStores::Resolve(absl::string_
   if (absl::Status text = CheckUriText(uri); !text.ok()) return text;
   absl::StatusOr<UriForm> form = ClassifyUri(uri);
   if (!form.ok()) return form.status();
-  if (form->object_store) {
-    return absl::UnimplementedError(
-        absl::StrCat(Quote(uri), " is in object storage, which this server does not read yet"));
-  }
+  if (form->object_store) return ResolveObjectStore(uri);
   std::vector<fs::path> paths;
   paths.reserve(roots_.size());
   for (const Root& root : roots_) paths.push_back(root.path);
@@ -297,6 +296,52 @@ absl::StatusOr<objectstore::StoreLocation> DataRootStores::Resolve(absl::string_
     }
   }
   return objectstore::StoreLocation{root.store, std::move(prefix)};
+}
+
+}  // namespace debugplane::core
+
+namespace debugplane::core {
+
+absl::StatusOr<objectstore::StoreLocation> DataRootStores::ResolveObjectStore(
+    absl::string_view uri) const {
+  absl::string_view rest = uri;
+  if (!absl::ConsumePrefix(&rest, "s3://")) {
+    return absl::UnimplementedError(absl::StrCat(
+        Quote(uri), " is an https:// URL; this server reads object storage as s3://bucket/prefix"));
+  }
+  if (bucket_store_factory_ == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        Quote(uri), " is in object storage, which this server is not configured to read"));
+  }
+  const size_t slash = rest.find('/');
+  const absl::string_view bucket = rest.substr(0, slash);
+  absl::string_view prefix = slash == absl::string_view::npos ? "" : rest.substr(slash + 1);
+  while (absl::ConsumeSuffix(&prefix, "/")) {
+  }
+  if (!prefix.empty()) {
+    if (absl::Status key = objectstore::ValidateKey(prefix); !key.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Quote(uri), " has a prefix that is not a valid key: ", key.message()));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>> store = BucketStore(bucket);
+  if (!store.ok()) return store.status();
+  return objectstore::StoreLocation{*std::move(store), std::string(prefix)};
+}
+
+absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>> DataRootStores::BucketStore(
+    absl::string_view bucket) const {
+  {
+    absl::MutexLock lock(&buckets_mutex_);
+    if (auto found = buckets_.find(bucket); found != buckets_.end()) return found->second;
+  }
+  // Made outside the lock: the factory may read configuration files.
+  absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>> made =
+      bucket_store_factory_(bucket);
+  if (!made.ok()) return made.status();
+  absl::MutexLock lock(&buckets_mutex_);
+  // Another thread may have made one meanwhile: every caller gets the first.
+  return buckets_.emplace(std::string(bucket), *std::move(made)).first->second;
 }
 
 }  // namespace debugplane::core

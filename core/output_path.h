@@ -4,13 +4,17 @@
 #define DEBUGPLANE_CORE_OUTPUT_PATH_H_
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "objectstore/local_object_store.h"
 #include "objectstore/object_store.h"
 
@@ -53,14 +57,29 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(
 // followed below it), however the directories change after the path was
 // checked at CreateTrainingJob.
 //
-// Thread-safe (immutable after construction).
+// s3:// paths resolve to the store of their bucket, made by a
+// BucketStoreFactory (the server's S3 configuration) once per bucket.
+//
+// Thread-safe.
 class DataRootStores {
  public:
+  // The store of object-storage bucket `bucket` (the host part of
+  // "s3://bucket/prefix"), or why there is none (the message names the
+  // bucket and the cause: no credentials, a bad endpoint). Called at most
+  // once per bucket while it succeeds; a failure is not kept, so a fixed
+  // configuration (credentials file written later) takes effect. Must not
+  // block on the network: reads report the store's reachability.
+  using BucketStoreFactory =
+      std::function<absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>>(
+          absl::string_view bucket)>;
+
   // Opens a store for each of `data_roots` (absolute directories, as the
   // server canonicalized them). A root that cannot be opened is kept with
-  // its error, which paths into it resolve to.
+  // its error, which paths into it resolve to. Without `bucket_stores`,
+  // s3:// paths resolve to UNIMPLEMENTED.
   explicit DataRootStores(std::vector<std::filesystem::path> data_roots,
-                          objectstore::LocalObjectStore::Options options = {});
+                          objectstore::LocalObjectStore::Options options = {},
+                          BucketStoreFactory bucket_stores = nullptr);
 
   const std::vector<std::filesystem::path>& data_roots() const { return data_roots_; }
 
@@ -71,14 +90,22 @@ class DataRootStores {
   // examined, with ResolveOutputPath's rules (no file system access: the
   // store confines every read instead).
   //
+  // "s3://bucket/a/b/" resolves to the bucket's store and the prefix "a/b"
+  // ("" for the bucket itself).
+  //
   // Errors (messages say what is wrong without naming the field; callers add
   // it): INVALID_ARGUMENT as ResolveOutputPath's (a relative path, "..",
-  // outside the data roots, a bad URI); UNIMPLEMENTED for s3:// and https://
-  // ("... is in object storage, which this server does not read yet"); the
-  // root store's open error.
+  // outside the data roots, a bad URI) or for an s3:// prefix that is not a
+  // valid key; UNIMPLEMENTED for https:// and, without a bucket factory,
+  // s3:// ("... is in object storage, which this server is not configured to
+  // read"); the root store's open error; the bucket factory's error.
   absl::StatusOr<objectstore::StoreLocation> Resolve(absl::string_view uri) const;
 
  private:
+  absl::StatusOr<objectstore::StoreLocation> ResolveObjectStore(absl::string_view uri) const;
+  absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>> BucketStore(
+      absl::string_view bucket) const;
+
   struct Root {
     std::filesystem::path path;  // Lexically normal, no trailing separator.
     std::shared_ptr<objectstore::LocalObjectStore> store;
@@ -86,6 +113,10 @@ class DataRootStores {
   };
   std::vector<std::filesystem::path> data_roots_;
   std::vector<Root> roots_;
+  const BucketStoreFactory bucket_store_factory_;
+  mutable absl::Mutex buckets_mutex_;
+  mutable std::map<std::string, std::shared_ptr<const objectstore::ObjectStore>, std::less<>>
+      buckets_ ABSL_GUARDED_BY(buckets_mutex_);
 };
 
 }  // namespace debugplane::core

@@ -69,7 +69,8 @@ TEST_F(DataRootStoresTest, RefusalsSayWhy) {
   };
   absl::Status s3 = refusal("s3://bucket/job/debug-output");
   EXPECT_TRUE(absl::IsUnimplemented(s3)) << s3;
-  EXPECT_THAT(s3.message(), HasSubstr("is in object storage, which this server does not read yet"));
+  EXPECT_THAT(s3.message(),
+              HasSubstr("is in object storage, which this server is not configured to read"));
   absl::Status outside = refusal(Root("other").string() + "/job");
   EXPECT_TRUE(absl::IsInvalidArgument(outside)) << outside;
   EXPECT_THAT(outside.message(), HasSubstr("outside the server's data roots"));
@@ -77,6 +78,67 @@ TEST_F(DataRootStoresTest, RefusalsSayWhy) {
   EXPECT_THAT(refusal("relative/path").message(), HasSubstr("relative"));
   EXPECT_THAT(refusal("gs://bucket/x").message(), HasSubstr("unsupported scheme"));
   EXPECT_TRUE(absl::IsInvalidArgument(refusal(std::string("/data\0x", 7))));
+}
+
+// A bucket factory that serves each bucket from a local directory: a real
+// store, so that the resolver's part (which bucket, which prefix, made once)
+// is what is tested.
+class BucketStoresTest : public DataRootStoresTest {
+ protected:
+  DataRootStores::BucketStoreFactory Factory() {
+    return [this](absl::string_view bucket)
+               -> absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>> {
+      ++made_;
+      if (bucket == "broken") return absl::FailedPreconditionError("no credentials for 'broken'");
+      fs::create_directories(Root("buckets") / std::string(bucket));
+      absl::StatusOr<std::shared_ptr<objectstore::LocalObjectStore>> store =
+          objectstore::LocalObjectStore::Open((Root("buckets") / std::string(bucket)).string());
+      if (!store.ok()) return store.status();
+      return std::shared_ptr<const objectstore::ObjectStore>(*std::move(store));
+    };
+  }
+  int made_ = 0;
+};
+
+TEST_F(BucketStoresTest, S3PathsResolveToTheirBucketsStoreAndPrefix) {
+  DataRootStores stores({Root("data")}, {}, Factory());
+  absl::StatusOr<objectstore::StoreLocation> job = stores.Resolve("s3://bucket/job/debug-output/");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->prefix, "job/debug-output");
+  EXPECT_EQ(job->Describe(), (Root("buckets") / "bucket" / "job/debug-output").string());
+  absl::StatusOr<objectstore::StoreLocation> whole = stores.Resolve("s3://bucket");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->prefix, "");
+  EXPECT_EQ(whole->store, job->store) << "one store per bucket";
+  absl::StatusOr<objectstore::StoreLocation> other = stores.Resolve("s3://other/x");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->store, job->store);
+  EXPECT_EQ(made_, 2);
+  // Local paths are unaffected.
+  absl::StatusOr<objectstore::StoreLocation> local = stores.Resolve(Root("data").string() + "/j");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->prefix, "j");
+}
+
+TEST_F(BucketStoresTest, AFactoryFailureIsReturnedAndTriedAgainNextTime) {
+  DataRootStores stores({Root("data")}, {}, Factory());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::Status status = stores.Resolve("s3://broken/job").status();
+    EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+    EXPECT_THAT(status.message(), HasSubstr("no credentials for 'broken'"));
+  }
+  EXPECT_EQ(made_, 2);
+}
+
+TEST_F(BucketStoresTest, BadObjectStorePathsAreRefused) {
+  DataRootStores stores({Root("data")}, {}, Factory());
+  absl::Status dots = stores.Resolve("s3://bucket/job/../x").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(dots)) << dots;
+  EXPECT_THAT(dots.message(), HasSubstr("not a valid key"));
+  absl::Status https = stores.Resolve("https://host/bucket/x").status();
+  EXPECT_TRUE(absl::IsUnimplemented(https)) << https;
+  EXPECT_THAT(https.message(), HasSubstr("s3://bucket/prefix"));
+  EXPECT_EQ(made_, 0);
 }
 
 TEST_F(DataRootStoresTest, ARootThatCannotBeOpenedIsNamed) {
