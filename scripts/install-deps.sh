@@ -7,10 +7,11 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libre2-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
-  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libtinyxml2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev openssl
   chromium fonts-dejavu-core
+  python3 python3-venv
 )
 
 missing=()
@@ -19,11 +20,26 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The S3 tests run against moto's S3 server (tests/objectstore/s3_test_server.py).
+# Debian does not package moto, so unless the python3 on PATH already has it,
+# it goes into a virtual environment under build/tools that the tests look
+# for (tests/objectstore/s3_test_server.cc), installed from PyPI with pip.
+moto_venv="$(cd "$(dirname "$0")/.." && pwd)/build/tools/moto-venv"
+moto_requirement='moto[server]==5.2.1'
+if python3 -c 'import moto.server, boto3' 2> /dev/null; then
+  echo "install-deps: moto's server present ($(command -v python3))"
+elif [ -x "$moto_venv/bin/python3" ] && "$moto_venv/bin/python3" -c 'import moto.server, boto3' 2> /dev/null; then
+  echo "install-deps: moto's server present ($moto_venv)"
+else
+  echo "install-deps: installing $moto_requirement into $moto_venv"
+  python3 -m venv "$moto_venv"
+  "$moto_venv/bin/python3" -m pip install --quiet "$moto_requirement"
+fi

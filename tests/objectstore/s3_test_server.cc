@@ -24,7 +24,7 @@ namespace {
 
 constexpr char kInstallHint[] =
     "moto's S3 server is needed by the S3 tests: run scripts/install-deps.sh, or "
-    "`python3 -m pip install 'moto[server]'`";
+    "`python3 -m pip install 'moto[server]==5.2.1'`";
 
 // Reads one line from `fd` within `timeout`; false on EOF or timeout.
 bool ReadLine(int fd, absl::Duration timeout, std::string* line) {
@@ -55,8 +55,12 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
+  // scripts/install-deps.sh puts moto into this virtual environment when
+  // the python3 on PATH does not have it.
+  const std::string venv_python = absl::StrCat(DP_SOURCE_DIR, "/build/tools/moto-venv/bin/python3");
+  const std::string python = access(venv_python.c_str(), X_OK) == 0 ? venv_python : "python3";
   std::vector<std::string> args = {
-      "python3", absl::StrCat(DP_SOURCE_DIR, "/tests/objectstore/s3_test_server.py")};
+      python, absl::StrCat(DP_SOURCE_DIR, "/tests/objectstore/s3_test_server.py")};
   if (options.check_signatures) args.push_back("--check-signatures");
   for (const std::string& bucket : options.buckets) args.push_back(bucket);
   std::vector<char*> argv;
@@ -69,7 +73,7 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
   posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
   auto server = std::unique_ptr<S3TestServer>(new S3TestServer());
   const int spawned =
-      posix_spawnp(&server->pid_, "python3", &actions, nullptr, argv.data(), environ);
+      posix_spawnp(&server->pid_, python.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(to_child[0]);
   close(from_child[1]);
@@ -78,14 +82,21 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
     close(from_child[0]);
     server->pid_ = -1;
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot run python3 (", std::strerror(spawned), "); ", kInstallHint));
+        absl::StrCat("cannot run ", python, " (", std::strerror(spawned), "); ", kInstallHint));
   }
   std::string line;
   const bool ready = ReadLine(from_child[0], absl::Minutes(1), &line);
   close(from_child[0]);
   if (!ready) {
+    // It closed its output: give it a moment to exit and report why.
+    close(server->stdin_fd_);
+    server->stdin_fd_ = -1;
     int status = 0;
-    const bool exited = waitpid(server->pid_, &status, WNOHANG) == server->pid_;
+    bool exited = false;
+    for (int i = 0; i < 100 && !exited; ++i) {
+      exited = waitpid(server->pid_, &status, WNOHANG) == server->pid_;
+      if (!exited) absl::SleepFor(absl::Milliseconds(20));
+    }
     if (exited) server->pid_ = -1;
     return absl::FailedPreconditionError(absl::StrCat(
         "the S3 test server did not start",

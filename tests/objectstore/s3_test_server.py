@@ -41,7 +41,7 @@ try:
 except ImportError as error:
     sys.stderr.write(
         "s3_test_server.py: moto's server is not installed (%s); install it with "
-        "scripts/install-deps.sh, or: python3 -m pip install 'moto[server]'\n" % error)
+        "scripts/install-deps.sh, or: python3 -m pip install 'moto[server]==5.2.1'\n" % error)
     sys.exit(3)
 
 _POLICY = json.dumps({
