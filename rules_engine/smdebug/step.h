@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,18 @@ struct Tensor {
   // The elements in C order, converted to double (bool -> 0/1; half and
   // bfloat16 widened). Empty for a tensor saved without values.
   std::vector<double> values;
+
+  // Facts about `values` that several rules need, found by the decoder in
+  // the pass that converts them (the rules then skip a pass of their own
+  // over every tensor). Exact: the same answers as scanning `values`.
+  struct ValueFacts {
+    bool all_finite = true;  // No NaN and no infinity.
+    int64_t zeros = 0;       // Values equal to 0 (either sign).
+  };
+  // Set by the decoder (for the dtypes whose conversion finds them) and
+  // unset for a Tensor built otherwise. Whoever changes `values` of a
+  // decoded Tensor must reset it.
+  std::optional<ValueFacts> facts;
 };
 
 // Everything saved at one global step, by all workers, with only the

@@ -86,21 +86,44 @@ void FromContent(absl::string_view content, std::vector<double>* out) {
 
 // FLOAT, nearly every tensor smdebug saves: blocks of a fixed size, which the
 // compiler turns into vector conversions. The zero fill of resize costs far
-// less than the per-element work it makes vectorizable.
-template <>
-void FromContent<float>(absl::string_view content, std::vector<double>* out) {
+// less than the per-element work it makes vectorizable. The same pass finds
+// the Tensor::ValueFacts on the floats (a float is finite, or zero, exactly
+// when its double is), so that the rules need no pass of their own.
+void FromFloatContent(absl::string_view content, std::vector<double>* out,
+                      Tensor::ValueFacts* facts) {
   constexpr size_t kLanes = 8;
   const size_t n = content.size() / sizeof(float);
   out->resize(n);
   double* dst = out->data();
   const char* src = content.data();
+  // x - x is 0 for a finite x and NaN for NaN and +-inf; NaN sticks in a sum.
+  float not_finite[kLanes] = {};
+  // At most 2^29 floats fit a record (kTfRecordMaxPayload): no overflow.
+  uint32_t zeros[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     float block[kLanes];
     std::memcpy(block, src + i * sizeof(float), sizeof(block));
-    for (size_t k = 0; k < kLanes; ++k) dst[i + k] = static_cast<double>(block[k]);
+    for (size_t k = 0; k < kLanes; ++k) {
+      dst[i + k] = static_cast<double>(block[k]);
+      not_finite[k] += block[k] - block[k];
+      zeros[k] += block[k] == 0.0f ? 1 : 0;
+    }
   }
-  for (; i < n; ++i) dst[i] = static_cast<double>(Load<float>(src + i * sizeof(float)));
+  float tail_not_finite = 0;
+  int64_t zero_count = 0;
+  for (; i < n; ++i) {
+    const float x = Load<float>(src + i * sizeof(float));
+    dst[i] = static_cast<double>(x);
+    tail_not_finite += x - x;
+    zero_count += x == 0.0f ? 1 : 0;
+  }
+  for (size_t k = 0; k < kLanes; ++k) {
+    tail_not_finite += not_finite[k];
+    zero_count += zeros[k];
+  }
+  facts->all_finite = tail_not_finite == 0;
+  facts->zeros = zero_count;
 }
 
 // Copies `vals` into `out`, padding to `n` with the last value as TensorFlow
@@ -164,10 +187,14 @@ int ElementSize(int dtype) {
   }
 }
 
-void DecodeContent(int dtype, absl::string_view c, std::vector<double>* out) {
+// Converts the content into tensor->values (and tensor->facts where the
+// conversion finds them).
+void DecodeContent(int dtype, absl::string_view c, Tensor* tensor) {
+  std::vector<double>* out = &tensor->values;
   switch (dtype) {
     case smdebug::DT_FLOAT:
-      return FromContent<float>(c, out);
+      FromFloatContent(c, out, &tensor->facts.emplace());
+      return;
     case smdebug::DT_DOUBLE:
       return FromContent<double>(c, out);
     case smdebug::DT_INT32:
@@ -294,6 +321,7 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
   }
   out->dtype = dtype;
   out->values.clear();
+  out->facts.reset();
   // Element count, rejecting what cannot be a real shape before anything
   // is allocated from it.
   int64_t n = 1;
@@ -319,7 +347,7 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
           "tensor ", ShownName(name), ": tensor_content has ", content.size(), " bytes, shape [",
           absl::StrJoin(out->shape, ","), "] of dtype ", dtype, " needs ", n, " x ", element_size));
     }
-    DecodeContent(dtype, content, &out->values);
+    DecodeContent(dtype, content, out);
     return absl::OkStatus();
   }
   if (repeated == nullptr) return absl::OkStatus();  // Saved without values.
@@ -530,7 +558,9 @@ bool ReadValue(absl::string_view data, WireValue* value) {
 
 // The summary values of an Event payload, or false to use protobuf.
 // *has_summary tells an event without a summary (file_version) apart.
-bool ReadEvent(absl::string_view payload, bool* has_summary, std::vector<WireValue>* values) {
+// `Values`: a vector-like container of WireValue.
+template <typename Values>
+bool ReadEvent(absl::string_view payload, bool* has_summary, Values* values) {
   *has_summary = false;
   bool has_file_version = false;
   return ReadMessage(payload, [&](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
@@ -622,6 +652,56 @@ absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
     }
   }
   return out;
+}
+
+absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
+                               absl::FunctionRef<std::string()> where, Tensor* out,
+                               ValueMetadata* metadata) {
+  bool has_summary = false;
+  // smdebug writes one value per event: that one is decoded in place. Any
+  // other shape goes through DecodeEvent, whose outcome this is by contract.
+  absl::InlinedVector<WireValue, 1> values;
+  if (!ReadEvent(payload, &has_summary, &values) || values.size() > 1) {
+    absl::StatusOr<std::vector<DecodedValue>> decoded = DecodeEvent(payload, where);
+    if (!decoded.ok()) return decoded.status();
+    DecodedValue* chosen = nullptr;
+    for (DecodedValue& v : *decoded) {
+      if (v.tag == tag) {
+        chosen = &v;
+        break;
+      }
+    }
+    if (chosen == nullptr && !decoded->empty()) chosen = &decoded->front();
+    if (chosen == nullptr)
+      return absl::DataLossError(absl::StrCat(where(), ": record holds no tensor"));
+    metadata->mode = chosen->mode;
+    metadata->mode_step = chosen->mode_step;
+    out->dtype = chosen->tensor.dtype;
+    out->shape = std::move(chosen->tensor.shape);
+    out->values = std::move(chosen->tensor.values);
+    out->facts = chosen->tensor.facts;
+    return absl::OkStatus();
+  }
+  if (values.empty()) {
+    return absl::DataLossError(absl::StrCat(where(), ": record holds no tensor"));
+  }
+  WireValue& value = values.front();
+  DecodedValue plugins;  // Only its mode and mode_step are used.
+  for (const WirePlugin& plugin : value.plugins) ApplyPlugin(plugin.name, plugin.content, &plugins);
+  metadata->mode = plugins.mode;
+  metadata->mode_step = plugins.mode_step;
+  if (!value.has_tensor) {
+    out->dtype = smdebug::DT_FLOAT;
+    out->shape.clear();
+    out->values.assign(1, static_cast<double>(value.simple_value));
+    out->facts.reset();
+    return absl::OkStatus();
+  }
+  out->shape = std::move(value.shape);
+  absl::Status s =
+      DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, value.tag, out);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,

@@ -60,6 +60,23 @@ absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
 absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
                                                       absl::FunctionRef<std::string()> where);
 
+// smdebug's plugin metadata of the value DecodeEventTensor decoded.
+struct ValueMetadata {
+  std::optional<Mode> mode;          // Plugin "mode" ("1".."4"), if present and valid.
+  std::optional<int64_t> mode_step;  // Plugin "mode_step", if present and valid.
+};
+
+// What DecodeEvent followed by picking one value gives, without building the
+// DecodedValues (the trial reader decodes every wanted tensor of every step
+// this way): the value tagged `tag`, else the first value, is decoded into
+// `out` (dtype, shape, values, facts; name and worker left alone) and its
+// metadata into `metadata`. Errors: DecodeEvent's, and DATA_LOSS
+// "<where>: record holds no tensor" for an event without a value. On error
+// `out` and `metadata` are unspecified.
+absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
+                               absl::FunctionRef<std::string()> where, Tensor* out,
+                               ValueMetadata* metadata);
+
 // DecodeEvent reads the fields smdebug writes straight from the wire and
 // falls back to the generated protobuf parser for anything else; this is
 // that reference path alone, exposed so tests can check both agree.

@@ -305,6 +305,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         st.summary.records_skipped += entries.size();  // settled: the file will never come.
         entries.clear();
       }
+      result.tensors.reserve(result.tensors.size() + entries.size());
       std::string whole;
       const bool read_whole = !entries.empty() && wanted_bytes * 4 >= file_end;
       if (read_whole) {
@@ -352,33 +353,24 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           return absl::StrCat(event_rel, " offset ", e.start_idx, " (tensor ",
                               ShownTensor(e.tensor_name), ")");
         };
-        absl::StatusOr<std::vector<DecodedValue>> values = DecodeEvent(record.payload, where);
-        if (!values.ok()) {
-          error = values.status();
+        // smdebug writes one value per event; the one the index names is
+        // preferred. Decoded straight into its place in the step.
+        Tensor& t = result.tensors.emplace_back();
+        ValueMetadata metadata;
+        absl::Status decoded =
+            DecodeEventTensor(record.payload, e.tensor_name, where, &t, &metadata);
+        if (!decoded.ok()) {
+          result.tensors.pop_back();
+          error = std::move(decoded);
           break;
         }
-        // smdebug writes one value per event; prefer the one the index names.
-        DecodedValue* chosen = nullptr;
-        for (DecodedValue& v : *values) {
-          if (v.tag == e.tensor_name) {
-            chosen = &v;
-            break;
-          }
-        }
-        if (chosen == nullptr && !values->empty()) chosen = &values->front();
-        if (chosen == nullptr) {
-          error = absl::DataLossError(absl::StrCat(where(), ": record holds no tensor"));
-          break;
-        }
-        if (!have_mode && chosen->mode) {
-          result.mode = *chosen->mode;
-          result.mode_step = chosen->mode_step.value_or(0);
+        if (!have_mode && metadata.mode) {
+          result.mode = *metadata.mode;
+          result.mode_step = metadata.mode_step.value_or(0);
           have_mode = true;
         }
-        Tensor t = std::move(chosen->tensor);
         t.name = e.tensor_name;
         t.worker = worker;
-        result.tensors.push_back(std::move(t));
       }
       if (wait || !error.ok()) break;
     }

@@ -212,6 +212,10 @@ bool AllFinite(const std::vector<double>& values) {
   return sum == 0;
 }
 
+int64_t CountZeros(const Tensor& t) { return t.facts ? t.facts->zeros : CountZeros(t.values); }
+
+bool AllFinite(const Tensor& t) { return t.facts ? t.facts->all_finite : AllFinite(t.values); }
+
 RuleVerdict SelectingRule::CheckSelected(const Step& step, const TrialInfo& info,
                                          TensorCheck check) {
   const bool mode_selected = selector_.Selects(step);

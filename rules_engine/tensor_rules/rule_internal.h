@@ -218,6 +218,10 @@ double Variance(const std::vector<double>& v);  // Population variance (numpy's 
 // infinite.
 int64_t CountZeros(const std::vector<double>& v);
 bool AllFinite(const std::vector<double>& v);
+// The same for a tensor's values, from the facts its decoder found when it
+// has them (Tensor::facts), else by scanning.
+int64_t CountZeros(const Tensor& t);
+bool AllFinite(const Tensor& t);
 // numpy.percentile's default (linear interpolation); `v` is copied.
 double Percentile(std::vector<double> v, double percent);
 // The batch dimension and the per-sample size of a tensor: shape[0] and the

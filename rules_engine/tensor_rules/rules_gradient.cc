@@ -67,7 +67,7 @@ class ExplodingTensor : public SelectingRule {
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
-      if (AllFinite(t.values)) return "";
+      if (AllFinite(t)) return "";
       for (size_t i = 0; i < t.values.size(); ++i) {
         const double v = t.values[i];
         if (std::isnan(v) || (!only_nan_ && std::isinf(v))) {

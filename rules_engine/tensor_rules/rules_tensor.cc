@@ -146,7 +146,7 @@ class AllZero : public SelectingRule {
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
-      const int64_t zeros = CountZeros(t.values);
+      const int64_t zeros = CountZeros(t);
       const double pct = 100.0 * static_cast<double>(zeros) / static_cast<double>(t.values.size());
       if (pct >= threshold_) {
         return absl::StrCat("has ", zeros, " of ", t.values.size(), " values zero (", Num(pct),
