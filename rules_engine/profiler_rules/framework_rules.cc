@@ -15,15 +15,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "rules_engine/profiler_rules/profiler_rule_base.h"
 #include "rules_engine/rule/rule_parameters.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
-constexpr size_t kMaxDetails = 1024;
-constexpr char kNoFrameworkEvents[] =
-    "no framework events were read (the profiler's framework/pevents directory is missing or "
-    "holds no complete event: is framework profiling enabled?)";
+using profiler_rules_internal::CommonParameters;
+using profiler_rules_internal::Issues;
+using profiler_rules_internal::kMaxDetails;
+using profiler_rules_internal::MakeProfilerRule;
+using profiler_rules_internal::NoIssues;
+using profiler_rules_internal::ProfilerRuleBase;
 
 // A duration for people: "6.2 ms", "3.41 s", "21.5 min".
 std::string Duration(double us) {
@@ -47,111 +50,41 @@ std::string Ts(int64_t us) {
   return absl::StrFormat("%s.%03dZ", absl::string_view(buffer, length), millis);
 }
 
-RuleVerdict Issues(std::string details) {
-  if (details.size() > kMaxDetails) details.resize(kMaxDetails);
-  return RuleVerdict::Issues(std::move(details));
-}
-RuleVerdict NoIssues(std::string details) {
-  if (details.size() > kMaxDetails) details.resize(kMaxDetails);
-  return RuleVerdict::NoIssues(std::move(details));
-}
-
-// Declares the parameters every profiler rule takes.
-void CommonParameters(RuleParameterReader& p) { p.Int("scan_interval_us", 60000000, 1); }
-
-// Base of the framework rules: sticky terminal verdict, Error at the end
-// when no framework event at all was seen. Like the system rules, verdicts
-// depend only on the data and its order, never on how it is split into
-// calls.
-class FrameworkRuleBase : public ProfilerRule {
+// The framework rules' input hooks: events (and, for a rule that wants
+// them, system metrics) one at a time through virtual calls (a few
+// thousand events per step at most), and the wall clock through Tick().
+class FrameworkRule : public ProfilerRuleBase {
  public:
-  bool WantsSystemMetrics() const override { return false; }
-  bool WantsFrameworkEvents() const override { return true; }
+  FrameworkRule() : ProfilerRuleBase(Input::kFrameworkEvents) {}
 
   RuleVerdict OnMetrics(absl::Span<const SystemMetricPoint> points) final {
-    if (done_) return final_;
-    if (!WantsSystemMetrics()) return RuleVerdict::Continue();
-    points_seen_ += static_cast<int64_t>(points.size());
-    for (const SystemMetricPoint& point : points) {
-      RuleVerdict v = OnPoint(point);
-      if (v.kind == RuleVerdict::Kind::kIssuesFound) return Conclude(std::move(v));
-    }
-    return RuleVerdict::Continue();
+    if (!WantsSystemMetrics()) return done() ? final_verdict() : RuleVerdict::Continue();
+    return FeedPoints(points,
+                      [this](const SystemMetricPoint& point) { return Fire(OnPoint(point)); });
   }
   RuleVerdict OnFrameworkEvents(absl::Span<const FrameworkEvent> events) final {
-    if (done_) return final_;
-    events_seen_ += static_cast<int64_t>(events.size());
-    for (const FrameworkEvent& event : events) {
-      RuleVerdict v = OnEvent(event);
-      if (v.kind == RuleVerdict::Kind::kIssuesFound) return Conclude(std::move(v));
-    }
-    return RuleVerdict::Continue();
+    return FeedEvents(events, [this](const FrameworkEvent& event) { return Fire(OnEvent(event)); });
   }
   RuleVerdict OnTick(absl::Time now) final {
-    if (done_) return final_;
+    if (done()) return final_verdict();
     RuleVerdict v = Tick(now);
     if (v.kind == RuleVerdict::Kind::kIssuesFound) return Conclude(std::move(v));
     return RuleVerdict::Continue();
   }
-  RuleVerdict OnEnd() final {
-    if (done_) return final_;
-    if (events_seen_ == 0) return Conclude(RuleVerdict::Error(kNoFrameworkEvents));
-    return Conclude(End());
-  }
-  ProfilerRuleFinding Finding() const final {
-    ProfilerRuleFinding finding;
-    finding.rule = name();
-    finding.parameters = parameters_;
-    finding.datapoints = events_seen_ + points_seen_;
-    if (done_) {
-      finding.status = final_.kind;
-      finding.details = final_.details;
-    } else {
-      finding.details = Progress();
-    }
-    Fill(finding);
-    return finding;
-  }
-  // The parameters as the rule uses them (RuleParameterReader::resolved).
-  void set_parameters(std::map<std::string, std::string> parameters) {
-    parameters_ = std::move(parameters);
-  }
-  // Parameters the reader's getters do not record (lists), for Finding().
-  virtual void AddResolved(std::map<std::string, std::string>& resolved) const { (void)resolved; }
 
  protected:
+  // kContinue or kIssuesFound.
   virtual RuleVerdict OnEvent(const FrameworkEvent& event) = 0;
-  // Only called when WantsSystemMetrics().
+  // Only called when WantsSystemMetrics(). kContinue or kIssuesFound.
   virtual RuleVerdict OnPoint(const SystemMetricPoint& point) {
     (void)point;
     return RuleVerdict::Continue();
   }
+  // kContinue or kIssuesFound.
   virtual RuleVerdict Tick(absl::Time now) {
     (void)now;
     return RuleVerdict::Continue();
   }
-  // OnEnd with at least one framework event seen.
-  virtual RuleVerdict End() = 0;
-  // Finding().details while undecided.
-  virtual std::string Progress() const = 0;
-  // Finding()'s violations and flagged_steps.
-  virtual void Fill(ProfilerRuleFinding& finding) const { (void)finding; }
-  bool concluded_with_issues() const {
-    return done_ && final_.kind == RuleVerdict::Kind::kIssuesFound;
-  }
-  int64_t events_seen() const { return events_seen_; }
-
- private:
-  RuleVerdict Conclude(RuleVerdict v) {
-    done_ = true;
-    final_ = v;
-    return v;
-  }
-  bool done_ = false;
-  RuleVerdict final_;
-  int64_t events_seen_ = 0;
-  int64_t points_seen_ = 0;
-  std::map<std::string, std::string> parameters_;
 };
 
 // ---------------------------------------------------------------------------
@@ -172,7 +105,7 @@ class FrameworkRuleBase : public ProfilerRule {
 // durations, outliers included (as the docs' "sigmas of the entire step
 // durations"). The outliers reported (details, flagged_steps, violations)
 // are those of each series' last evaluation.
-class StepOutlier : public FrameworkRuleBase {
+class StepOutlier : public FrameworkRule {
  public:
   explicit StepOutlier(RuleParameterReader& p)
       : stddev_(p.Float("stddev", 5, 0)), n_outliers_(p.Int("n_outliers", 10, 0)) {
@@ -245,17 +178,20 @@ class StepOutlier : public FrameworkRuleBase {
     for (const auto& [key, s] : series_) {
       if (s.evaluated > 0) absl::StrAppend(&details, "; ", Describe(key, s));
     }
-    if (details.size() > kMaxDetails) details.resize(kMaxDetails);
     return details;
   }
 
-  void Fill(ProfilerRuleFinding& finding) const override {
+  int64_t Violations() const override {
+    int64_t outliers = 0;
+    for (const auto& [key, s] : series_) outliers += static_cast<int64_t>(s.outliers.size());
+    return outliers;
+  }
+  std::vector<int64_t> FlaggedSteps() const override {
     std::set<int64_t> steps;
     for (const auto& [key, s] : series_) {
-      finding.violations += static_cast<int64_t>(s.outliers.size());
       for (size_t i : s.outliers) steps.insert(s.steps[i].first);
     }
-    finding.flagged_steps.assign(steps.begin(), steps.end());
+    return std::vector<int64_t>(steps.begin(), steps.end());
   }
 
  private:
@@ -332,7 +268,7 @@ class StepOutlier : public FrameworkRuleBase {
 // two inputs interleave, only the figures in its details may.
 // The training start is the earliest of the system metrics' timestamps, the
 // timelines' start_time_since_epoch_in_micros and the events' starts.
-class MaxInitializationTime : public FrameworkRuleBase {
+class MaxInitializationTime : public FrameworkRule {
  public:
   explicit MaxInitializationTime(RuleParameterReader& p)
       : threshold_min_(p.Float("threshold", 20, 0)),
@@ -397,11 +333,9 @@ class MaxInitializationTime : public FrameworkRuleBase {
                         start_source_, " timestamp), threshold ", Threshold());
   }
 
-  void Fill(ProfilerRuleFinding& finding) const override {
-    // No flagged_steps: the first step is not an anomaly of a step (the
-    // report's step histogram marks those).
-    finding.violations = concluded_with_issues() ? 1 : 0;
-  }
+  // No FlaggedSteps(): the first step is not an anomaly of a step (the
+  // report's step histogram marks those).
+  int64_t Violations() const override { return concluded_with_issues() ? 1 : 0; }
 
  private:
   void SeeStart(int64_t us, const char* source) {
@@ -468,7 +402,7 @@ class MaxInitializationTime : public FrameworkRuleBase {
 // - the categories with the most time, each with its total and count.
 // Nested events are each counted in full in their category's total, so
 // category totals do not add up to wall time.
-class OverallFrameworkMetrics : public FrameworkRuleBase {
+class OverallFrameworkMetrics : public FrameworkRule {
  public:
   explicit OverallFrameworkMetrics(RuleParameterReader& p) { CommonParameters(p); }
   std::string name() const override { return "OverallFrameworkMetrics"; }
@@ -653,18 +587,6 @@ class OverallFrameworkMetrics : public FrameworkRuleBase {
   int64_t forward_us_ = 0, backward_us_ = 0, data_us_ = 0;
 };
 
-template <typename T>
-absl::StatusOr<std::unique_ptr<ProfilerRule>> Make(const std::string& name,
-                                                   const RuleParameters& parameters) {
-  RuleParameterReader p(name, parameters);
-  auto rule = std::make_unique<T>(p);
-  if (absl::Status s = p.status(); !s.ok()) return s;
-  std::map<std::string, std::string> resolved = p.resolved();
-  rule->AddResolved(resolved);
-  rule->set_parameters(std::move(resolved));
-  return std::unique_ptr<ProfilerRule>(std::move(rule));
-}
-
 }  // namespace
 
 std::vector<std::string> FrameworkProfilerRuleNames() {
@@ -673,9 +595,11 @@ std::vector<std::string> FrameworkProfilerRuleNames() {
 
 absl::StatusOr<std::unique_ptr<ProfilerRule>> CreateFrameworkProfilerRule(
     const std::string& name, const RuleParameters& parameters) {
-  if (name == "StepOutlier") return Make<StepOutlier>(name, parameters);
-  if (name == "MaxInitializationTime") return Make<MaxInitializationTime>(name, parameters);
-  if (name == "OverallFrameworkMetrics") return Make<OverallFrameworkMetrics>(name, parameters);
+  if (name == "StepOutlier") return MakeProfilerRule<StepOutlier>(name, parameters);
+  if (name == "MaxInitializationTime")
+    return MakeProfilerRule<MaxInitializationTime>(name, parameters);
+  if (name == "OverallFrameworkMetrics")
+    return MakeProfilerRule<OverallFrameworkMetrics>(name, parameters);
   return absl::NotFoundError(absl::StrCat("unknown framework profiler rule '", name, "'"));
 }
 

@@ -14,12 +14,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "rules_engine/profiler_rules/framework_rules.h"
+#include "rules_engine/profiler_rules/profiler_rule_base.h"
 #include "rules_engine/rule/rule_parameters.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
-constexpr size_t kMaxDetails = 1024;
+using profiler_rules_internal::CommonParameters;
+using profiler_rules_internal::Issues;
+using profiler_rules_internal::kMaxDetails;
+using profiler_rules_internal::MakeProfilerRule;
+using profiler_rules_internal::NoIssues;
+using profiler_rules_internal::ProfilerRuleBase;
 
 // `seconds` since the epoch as UTC, to the tenth: 2026-11-21T22:35:00.0Z.
 // gmtime_r rather than absl's time zones: absl loads zones lazily behind a
@@ -40,15 +46,6 @@ std::string Ts(double seconds) {
 
 std::string Pct(double v) { return absl::StrFormat("%.1f%%", v); }
 
-RuleVerdict Issues(std::string details) {
-  if (details.size() > kMaxDetails) details.resize(kMaxDetails);
-  return RuleVerdict::Issues(std::move(details));
-}
-RuleVerdict NoIssues(std::string details) {
-  if (details.size() > kMaxDetails) details.resize(kMaxDetails);
-  return RuleVerdict::NoIssues(std::move(details));
-}
-
 // numpy.percentile's default (linear interpolation); reorders `v`. The two
 // order statistics are selected, not sorted for (a window sort per check was
 // a visible share of the bench).
@@ -63,9 +60,6 @@ double Percentile(std::vector<double>& v, double q) {
       hi == lo ? low : *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(hi), v.end());
   return low + (high - low) * (pos - static_cast<double>(lo));
 }
-
-// Declares the parameters every profiler rule takes.
-void CommonParameters(RuleParameterReader& p) { p.Int("scan_interval_us", 60000000, 1); }
 
 double Percent(RuleParameterReader& p, absl::string_view name, double default_value) {
   return p.Float(name, default_value, 0, 100);
@@ -104,85 +98,20 @@ void AppendPart(std::string* out, absl::string_view part) {
   absl::StrAppend(out, out->empty() ? "" : "; ", part);
 }
 
-// Base: sticky terminal verdict, "no data at all" at the end.
-class ProfilerRuleBase : public ProfilerRule {
- public:
-  RuleVerdict OnEnd() final {
-    if (done_) return final_;
-    if (points_seen_ == 0) {
-      return Conclude(RuleVerdict::Error(
-          "no system metrics were read (the profiler's system/incremental directory is missing "
-          "or empty)"));
-    }
-    return Conclude(End());
-  }
-  ProfilerRuleFinding Finding() const override {
-    ProfilerRuleFinding finding;
-    finding.rule = name();
-    finding.parameters = parameters_;
-    finding.datapoints = points_seen_;
-    finding.violations = Violations();
-    if (done_) {
-      finding.status = final_.kind;
-      finding.details = final_.details;
-    } else if (points_seen_ == 0) {
-      finding.details = "no system metrics yet";
-    } else {
-      finding.details = Progress();
-      if (finding.details.size() > kMaxDetails) finding.details.resize(kMaxDetails);
-    }
-    return finding;
-  }
-  // The parameters as the rule uses them (RuleParameterReader::resolved).
-  void set_parameters(std::map<std::string, std::string> parameters) {
-    parameters_ = std::move(parameters);
-  }
-
- protected:
-  virtual RuleVerdict End() = 0;
-  // For Finding(): how often the rule's condition held so far (what a
-  // report's "triggered" column counts), and, while undecided, what the
-  // rule has seen so far (at least one point was seen).
-  virtual int64_t Violations() const = 0;
-  virtual std::string Progress() const = 0;
-
-  RuleVerdict Conclude(RuleVerdict v) {
-    done_ = true;
-    final_ = v;
-    return v;
-  }
-  bool done_ = false;
-  RuleVerdict final_;
-  int64_t points_seen_ = 0;
-
- private:
-  std::map<std::string, std::string> parameters_;
-};
-
-// The per-point loop, with Derived::OnPoint called directly (not virtual:
-// inlined, and the dimension filter most rules start with costs a compare;
-// a virtual call per point and rule was a noticeable share of the bench).
+// The system-metric rules' per-point loop, with Derived::OnPoint called
+// directly (not virtual: inlined, and the dimension filter most rules start
+// with costs a compare). OnPoint(point) returns whether the rule fired, its
+// verdict given to Fire().
 template <typename Derived>
 class SystemRule : public ProfilerRuleBase {
  public:
-  RuleVerdict OnMetrics(absl::Span<const SystemMetricPoint> points) final {
-    if (done_) return final_;
-    points_seen_ += static_cast<int64_t>(points.size());
-    Derived& self = static_cast<Derived&>(*this);
-    for (const SystemMetricPoint& point : points) {
-      if (self.OnPoint(point)) return Conclude(std::move(self.verdict_));
-    }
-    return RuleVerdict::Continue();
-  }
+  SystemRule() : ProfilerRuleBase(Input::kSystemMetrics) {}
 
- protected:
-  // OnPoint(point) returns whether the rule fired, the verdict in verdict_
-  // (a std::string per point and rule, even empty, showed in the profile).
-  bool Fire(RuleVerdict v) {
-    verdict_ = std::move(v);
-    return verdict_.kind == RuleVerdict::Kind::kIssuesFound;
+  RuleVerdict OnMetrics(absl::Span<const SystemMetricPoint> points) final {
+    Derived& self = static_cast<Derived&>(*this);
+    return FeedPoints(points,
+                      [&self](const SystemMetricPoint& point) { return self.OnPoint(point); });
   }
-  RuleVerdict verdict_;
 };
 
 // A fixed-size window over one device's series, after `patience` points.
@@ -432,7 +361,7 @@ class BottleneckRule : public SystemRule<BottleneckRule> {
   int64_t patience_;
 
  private:
-  // Whether the check the closed sample triggered fired (into verdict_).
+  // Whether the check the closed sample triggered fired (its verdict given to Fire()).
   bool Close(absl::string_view id, Node& node) {
     ++node.samples;
     const Sample& s = node.current;
@@ -1020,27 +949,17 @@ class BatchSize : public SystemRule<BatchSize> {
   int64_t violations_ = 0;
 };
 
-template <typename T>
-absl::StatusOr<std::unique_ptr<ProfilerRule>> Make(const std::string& name,
-                                                   const RuleParameters& parameters) {
-  RuleParameterReader p(name, parameters);
-  auto rule = std::make_unique<T>(p);
-  if (absl::Status s = p.status(); !s.ok()) return s;
-  rule->set_parameters(p.resolved());
-  return std::unique_ptr<ProfilerRule>(std::move(rule));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProfilerRule>> CreateProfilerRule(const std::string& name,
                                                                  const RuleParameters& parameters) {
-  if (name == "LowGPUUtilization") return Make<LowGpuUtilization>(name, parameters);
-  if (name == "CPUBottleneck") return Make<CpuBottleneck>(name, parameters);
-  if (name == "IOBottleneck") return Make<IoBottleneck>(name, parameters);
-  if (name == "GPUMemoryIncrease") return Make<GpuMemoryIncrease>(name, parameters);
-  if (name == "OverallSystemUsage") return Make<OverallSystemUsage>(name, parameters);
-  if (name == "LoadBalancing") return Make<LoadBalancing>(name, parameters);
-  if (name == "BatchSize") return Make<BatchSize>(name, parameters);
+  if (name == "LowGPUUtilization") return MakeProfilerRule<LowGpuUtilization>(name, parameters);
+  if (name == "CPUBottleneck") return MakeProfilerRule<CpuBottleneck>(name, parameters);
+  if (name == "IOBottleneck") return MakeProfilerRule<IoBottleneck>(name, parameters);
+  if (name == "GPUMemoryIncrease") return MakeProfilerRule<GpuMemoryIncrease>(name, parameters);
+  if (name == "OverallSystemUsage") return MakeProfilerRule<OverallSystemUsage>(name, parameters);
+  if (name == "LoadBalancing") return MakeProfilerRule<LoadBalancing>(name, parameters);
+  if (name == "BatchSize") return MakeProfilerRule<BatchSize>(name, parameters);
   for (const std::string& framework_rule : FrameworkProfilerRuleNames()) {
     if (name == framework_rule) return CreateFrameworkProfilerRule(name, parameters);
   }

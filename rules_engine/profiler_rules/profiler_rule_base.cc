@@ -1,0 +1,59 @@
+#include "rules_engine/profiler_rules/profiler_rule_base.h"
+
+namespace debugplane::rules_engine::profiler_rules_internal {
+namespace {
+
+// OnEnd()'s Error when none of the primary input was read.
+const char* NothingReadError(ProfilerRuleBase::Input input) {
+  switch (input) {
+    case ProfilerRuleBase::Input::kSystemMetrics:
+      return "no system metrics were read (the profiler's system/incremental directory is "
+             "missing or empty)";
+    case ProfilerRuleBase::Input::kFrameworkEvents:
+      return "no framework events were read (the profiler's framework/pevents directory is "
+             "missing or holds no complete event: is framework profiling enabled?)";
+  }
+  return "";
+}
+
+std::string Cut(std::string details) {
+  if (details.size() > kMaxDetails) details.resize(kMaxDetails);
+  return details;
+}
+
+}  // namespace
+
+RuleVerdict Issues(std::string details) { return RuleVerdict::Issues(Cut(std::move(details))); }
+RuleVerdict NoIssues(std::string details) { return RuleVerdict::NoIssues(Cut(std::move(details))); }
+
+void CommonParameters(RuleParameterReader& p) { p.Int("scan_interval_us", 60000000, 1); }
+
+RuleVerdict ProfilerRuleBase::OnEnd() {
+  if (done_) return final_;
+  const int64_t primary_seen = primary_ == Input::kSystemMetrics ? points_seen_ : events_seen_;
+  if (primary_seen == 0) return Conclude(RuleVerdict::Error(NothingReadError(primary_)));
+  return Conclude(End());
+}
+
+ProfilerRuleFinding ProfilerRuleBase::Finding() const {
+  ProfilerRuleFinding finding;
+  finding.rule = name();
+  finding.parameters = parameters_;
+  finding.datapoints = points_seen_ + events_seen_;
+  finding.violations = Violations();
+  finding.flagged_steps = FlaggedSteps();
+  if (done_) {
+    finding.status = final_.kind;
+    finding.details = final_.details;
+  } else if (primary_ == Input::kSystemMetrics && points_seen_ == 0) {
+    // The system rules' Progress() describes series seen; the framework
+    // rules' says what they wait for (MaxInitializationTime may know the
+    // training start from system metrics before any event).
+    finding.details = "no system metrics yet";
+  } else {
+    finding.details = Cut(Progress());
+  }
+  return finding;
+}
+
+}  // namespace debugplane::rules_engine::profiler_rules_internal
