@@ -33,7 +33,9 @@ std::string RuleDetails(const JobRecord& job, const std::string& rule) {
 
 ActionDispatcher::ActionDispatcher(core::TrainingJobManager* manager,
                                    ActionDispatcherOptions options)
-    : manager_(manager), options_(std::move(options)) {}
+    : manager_(manager),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : core::SystemClock()) {}
 
 ActionDispatcher::~ActionDispatcher() { Shutdown(); }
 
@@ -43,6 +45,11 @@ void ActionDispatcher::Start() {
     if (started_ || stopping_) return;
     started_ = true;
   }
+  // A clock moved by hand wakes the threads waiting for a retry to be due.
+  jump_listener_id_ = clock_->AddJumpListener([this] {
+    absl::MutexLock lock(&mu_);
+    cv_.SignalAll();
+  });
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] { WorkerLoop(); });
   }
@@ -64,6 +71,7 @@ void ActionDispatcher::Shutdown() {
     if (!was_started) return;
   }
   manager_->RemoveCommitObserver(observer_id_);
+  clock_->RemoveJumpListener(jump_listener_id_);
   for (auto& thread : threads_) thread.join();
   threads_.clear();
   // The manager calls every completion (committed or refused), and those
@@ -111,7 +119,7 @@ void ActionDispatcher::TrackLocked(const JobRecord& job) {
     tracked.attempts = action.attempts();
     // A restart picks up where the retries were, without waiting out the
     // old backoff again: the previous process's timer is gone.
-    tracked.due = absl::Now();
+    tracked.due = clock_->Now();
     tracked_.emplace(action.action_id(), std::move(tracked));
     queued = true;
   }
@@ -134,15 +142,15 @@ void ActionDispatcher::WorkerLoop() {
       if (next == tracked_.end() || it->second.due < next->second.due) next = it;
     }
     if (stopping_) return;
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     if (next == tracked_.end()) {
       cv_.Wait(&mu_);
       continue;
     }
     if (next->second.due > now) {
       // WaitWithTimeout, not WaitWithDeadline: the TSan shim for Debian's
-      // abseil annotates only the former.
-      cv_.WaitWithTimeout(&mu_, next->second.due - now);
+      // abseil annotates only the former. A FakeClock's jump signals cv_.
+      cv_.WaitWithTimeout(&mu_, clock_->RealTimeUntil(next->second.due));
       continue;
     }
     const std::string action_id = next->first;
@@ -177,7 +185,7 @@ void ActionDispatcher::WorkerLoop() {
       const absl::Duration backoff = Backoff(attempts);
       details = absl::StrCat("attempt ", attempts, " failed: ", outcome.details,
                              "; next attempt in ", absl::FormatDuration(backoff));
-      it->second.due = absl::Now() + backoff;
+      it->second.due = clock_->Now() + backoff;
     }
     it->second.attempts = attempts;
     it->second.state = status == v1::RuleActionStatus::Pending ? Tracked::State::kQueued
@@ -212,7 +220,7 @@ void ActionDispatcher::WorkerLoop() {
           auto it = tracked_.find(action_id);
           if (it == tracked_.end() || it->second.state != Tracked::State::kRecorded) return;
           it->second.state = Tracked::State::kQueued;
-          it->second.due = absl::Now() + Backoff(it->second.attempts);
+          it->second.due = clock_->Now() + Backoff(it->second.attempts);
           cv_.SignalAll();
         });
     mu_.Lock();

@@ -33,6 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/clock.h"
 #include "core/training_job_manager.h"
 #include "rules_engine/actions/notification_sink.h"
 
@@ -48,6 +49,9 @@ struct ActionDispatcherOptions {
   // max_backoff.
   absl::Duration initial_backoff = absl::Seconds(1);
   absl::Duration max_backoff = absl::Minutes(5);
+  // When retries are due; the system clock when null (tests move a
+  // FakeClock, and waiting threads wake when it jumps).
+  std::shared_ptr<core::Clock> clock;
 };
 
 class ActionDispatcher {
@@ -107,6 +111,8 @@ class ActionDispatcher {
 
   core::TrainingJobManager* const manager_;
   const ActionDispatcherOptions options_;
+  const std::shared_ptr<core::Clock> clock_;
+  int64_t jump_listener_id_ = 0;  // Set by Start.
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // Signalled when an action is queued or on shutdown.

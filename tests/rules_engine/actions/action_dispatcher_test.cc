@@ -1,6 +1,7 @@
 #include "rules_engine/actions/action_dispatcher.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -32,12 +33,14 @@ class ActionDispatcherTest : public ::testing::Test {
     manager_ = *std::move(manager);
   }
 
-  void StartDispatcher(std::vector<std::shared_ptr<NotificationSink>> sinks, int max_attempts = 5) {
+  void StartDispatcher(std::vector<std::shared_ptr<NotificationSink>> sinks, int max_attempts = 5,
+                       std::shared_ptr<core::Clock> clock = nullptr) {
     ActionDispatcherOptions options;
     options.sinks = std::move(sinks);
     options.max_attempts = max_attempts;
-    options.initial_backoff = absl::Milliseconds(20);
-    options.max_backoff = absl::Milliseconds(100);
+    options.initial_backoff = clock ? absl::Minutes(1) : absl::Milliseconds(20);
+    options.max_backoff = clock ? absl::Minutes(10) : absl::Milliseconds(100);
+    options.clock = std::move(clock);
     dispatcher_ = std::make_unique<ActionDispatcher>(manager_.get(), options);
     dispatcher_->Start();
   }
@@ -132,6 +135,32 @@ TEST_F(ActionDispatcherTest, RetriesServerErrorsAndRecordsTheAttempts) {
   EXPECT_EQ(actions[0].status(), v1::RuleActionStatus::Succeeded);
   EXPECT_EQ(actions[0].attempts(), 3);
   EXPECT_EQ(receiver.requests().size(), 3u);
+}
+
+TEST_F(ActionDispatcherTest, ARetryWaitsForItsBackoffOnTheClock) {
+  auto clock = std::make_shared<core::FakeClock>();
+  FakeHttpReceiver receiver;
+  receiver.Script({503});
+  StartDispatcher({MakeWebhookSink({.url = receiver.url()})}, 5, clock);
+  CreateJob("job-clock", R"({"name": "email", "endpoint": "ml@example.com"})");
+  FindIssues("job-clock");
+  // The first attempt fails and is recorded with its backoff (1 minute).
+  for (int i = 0; i < 1000 && manager_->GetJob("job-clock")->rule_actions(0).attempts() < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_THAT(manager_->GetJob("job-clock")->rule_actions(0).details(),
+              HasSubstr("next attempt in 1m"));
+  // Not due before the minute is up on the clock, however long it really is.
+  clock->Advance(absl::Seconds(59));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(receiver.requests().size(), 1u);
+  // Due once it is: delivered without waiting a real minute.
+  clock->Advance(absl::Seconds(1));
+  std::vector<v1::RuleAction> actions = WaitForActions("job-clock");
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].status(), v1::RuleActionStatus::Succeeded);
+  EXPECT_EQ(actions[0].attempts(), 2);
+  EXPECT_EQ(receiver.requests().size(), 2u);
 }
 
 TEST_F(ActionDispatcherTest, AClientErrorFailsAtOnceNamingTheAnswer) {
