@@ -228,8 +228,8 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         w.index = std::move(*index);
         w.index_error = absl::OkStatus();
         for (const IndexEntry& e : w.index->tensors) {
-          if (st.tensor_names_seen.size() < kMaxTensorNamesSeen ||
-              st.tensor_names_seen.count(e.tensor_name)) {
+          // A name already there is left as it is; a full set takes no more.
+          if (st.tensor_names_seen.size() < kMaxTensorNamesSeen) {
             st.tensor_names_seen.insert(e.tensor_name);
           }
         }
@@ -275,6 +275,10 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
 
     Step result;
     result.global_step = step;
+    // The index entry of each tensor of `result`, in order: the names are
+    // moved from the entries once the step is whole (the entries go with
+    // it; until then a step that must wait is read again from them).
+    std::vector<IndexEntry*> named;
     bool wait = false;
     bool have_mode = false;
     for (auto& [worker, w] : workers) {
@@ -292,10 +296,10 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       const std::string event_file = trial_.Key(event_rel);
       // The wanted records, and whether to read the event file whole: one
       // read instead of one per tensor, unless only a small part is wanted.
-      std::vector<const IndexEntry*> entries;
+      std::vector<IndexEntry*> entries;
       uint64_t wanted_bytes = 0;
       uint64_t file_end = 0;
-      for (const IndexEntry& e : w.index->tensors) {
+      for (IndexEntry& e : w.index->tensors) {
         file_end = std::max(file_end, e.start_idx + e.length);
         if (!wanted(e.tensor_name, st.info)) continue;
         entries.push_back(&e);
@@ -316,7 +320,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         }
         whole = *std::move(content);
       }
-      for (const IndexEntry* entry : entries) {
+      for (IndexEntry* entry : entries) {
         const IndexEntry& e = *entry;
         std::string ranged;
         absl::string_view bytes;
@@ -369,12 +373,15 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           result.mode_step = metadata.mode_step.value_or(0);
           have_mode = true;
         }
-        t.name = e.tensor_name;
         t.worker = worker;
+        named.push_back(entry);
       }
       if (wait || !error.ok()) break;
     }
     if (!error.ok() || wait) break;
+    for (size_t i = 0; i < named.size(); ++i) {
+      result.tensors[i].name = std::move(named[i]->tensor_name);
+    }
     std::sort(result.tensors.begin(), result.tensors.end(), [](const Tensor& a, const Tensor& b) {
       return std::tie(a.name, a.worker) < std::tie(b.name, b.worker);
     });

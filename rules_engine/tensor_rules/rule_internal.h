@@ -102,6 +102,9 @@ class SelectionSeen {
   bool counted_any_ = false;
   int64_t without_values_ = 0;
   std::vector<std::string> names_;  // At most kMaxListedNames.
+  // Where the next name is expected in names_: steps hold the same tensors
+  // in the same order, so one comparison usually finds a name noted before.
+  size_t next_name_ = 0;
   bool more_names_ = false;
 };
 
@@ -224,6 +227,9 @@ int64_t CountZeros(const Tensor& t);
 bool AllFinite(const Tensor& t);
 // numpy.percentile's default (linear interpolation); `v` is copied.
 double Percentile(std::vector<double> v, double percent);
+// Percentile(v, low) and Percentile(v, high), low <= high, with one
+// selection pass shared by both and no copy: `v` is reordered.
+std::pair<double, double> Percentiles(std::vector<double>* v, double low, double high);
 // The batch dimension and the per-sample size of a tensor: shape[0] and the
 // product of the other dimensions (a 1-D tensor is one sample of n units;
 // a scalar or shapeless tensor is one sample of its values).

@@ -15,19 +15,23 @@ namespace {
 // For each unit (the elements of one sample: shape[1:], shape[0] being the
 // batch), the percentage of samples in which `active` holds; returns the
 // percentage of units whose activity is below `threshold_inactivity`.
+// `counts` is scratch (kept by the rule to reuse its allocation): the
+// samples are read row by row, in memory order.
 template <typename Active>
 double PercentInactiveUnits(const Tensor& t, double threshold_inactivity, Active active,
-                            int64_t* units_out) {
+                            int64_t* units_out, std::vector<int64_t>* counts) {
   const BatchView view = ViewAsBatch(t);
   *units_out = view.units;
   if (view.units == 0) return 0;
+  counts->assign(static_cast<size_t>(view.units), 0);
+  int64_t* n = counts->data();
+  const double* row = t.values.data();
+  for (int64_t b = 0; b < view.batch; ++b, row += view.units) {
+    for (int64_t u = 0; u < view.units; ++u) n[u] += active(row[u]) ? 1 : 0;
+  }
   int64_t inactive = 0;
   for (int64_t u = 0; u < view.units; ++u) {
-    int64_t n = 0;
-    for (int64_t b = 0; b < view.batch; ++b) {
-      if (active(t.values[b * view.units + u])) ++n;
-    }
-    const double activity = 100.0 * static_cast<double>(n) / static_cast<double>(view.batch);
+    const double activity = 100.0 * static_cast<double>(n[u]) / static_cast<double>(view.batch);
     if (activity < threshold_inactivity) ++inactive;
   }
   return 100.0 * static_cast<double>(inactive) / static_cast<double>(view.units);
@@ -55,7 +59,7 @@ class DeadRelu : public SelectingRule {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
       int64_t units = 0;
       const double dead = PercentInactiveUnits(
-          t, threshold_inactivity_, [](double v) { return v > 0; }, &units);
+          t, threshold_inactivity_, [](double v) { return v > 0; }, &units, &counts_);
       if (dead > threshold_layer_) {
         return absl::StrCat(Num(dead), "% of ", units, " ReLUs are dead (active in < ",
                             Num(threshold_inactivity_), "% of samples) > threshold_layer ",
@@ -72,6 +76,7 @@ class DeadRelu : public SelectingRule {
 
  private:
   double threshold_inactivity_, threshold_layer_;
+  std::vector<int64_t> counts_;  // PercentInactiveUnits' scratch.
 };
 
 // --- SaturatedActivation --------------------------------------------------------
@@ -110,7 +115,7 @@ class SaturatedActivation : public SelectingRule {
       }
       int64_t units = 0;
       const double saturated = PercentInactiveUnits(
-          t, th_.inactivity, [lo, hi](double v) { return v > lo && v < hi; }, &units);
+          t, th_.inactivity, [lo, hi](double v) { return v > lo && v < hi; }, &units, &counts_);
       if (saturated > th_.layer) {
         return absl::StrCat(Num(saturated), "% of ", units, " ", kind,
                             " units are saturated (input outside (", Num(lo), ", ", Num(hi),
@@ -134,6 +139,7 @@ class SaturatedActivation : public SelectingRule {
 
  private:
   Thresholds th_;
+  std::vector<int64_t> counts_;             // PercentInactiveUnits' scratch.
   int64_t skipped_ = 0;                     // Matched tensors naming neither activation.
   std::vector<std::string> skipped_names_;  // The first of them.
 };

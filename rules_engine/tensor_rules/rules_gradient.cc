@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,7 +107,7 @@ class WeightUpdateRatio : public SelectingRule {
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [&](const Tensor& t) -> absl::optional<std::string> {
-      Previous& prev = previous_[{t.name, t.worker}];
+      Previous& prev = PreviousOf(t);
       const bool resized = prev.step >= 0 && prev.values.size() != t.values.size();
       const bool comparable = prev.step >= 0 && !resized &&
                               (!num_steps_ || step.global_step - prev.step <= *num_steps_);
@@ -159,9 +160,25 @@ class WeightUpdateRatio : public SelectingRule {
     int64_t step = -1;
     std::vector<double> values;
   };
+  // Orders (name, worker) keys against string_view pairs too: a lookup of
+  // a tensor seen before copies no string.
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::tie(a.first, a.second) < std::tie(b.first, b.second);
+    }
+  };
+  Previous& PreviousOf(const Tensor& t) {
+    using View = std::pair<absl::string_view, absl::string_view>;
+    auto it = previous_.find(View(t.name, t.worker));
+    if (it == previous_.end()) it = previous_.try_emplace({t.name, t.worker}).first;
+    return it->second;
+  }
+
   absl::optional<int64_t> num_steps_;
   double large_, small_, epsilon_;
-  std::map<std::pair<std::string, std::string>, Previous> previous_;
+  std::map<std::pair<std::string, std::string>, Previous, KeyLess> previous_;
   int64_t resized_ = 0;  // Saves not compared: another size than the previous one.
 };
 
@@ -209,7 +226,8 @@ class PoorWeightInitialization : public EvaluatingRule {
     const Tensor* min_t = nullptr;
     const Tensor* max_t = nullptr;
     double min_v = std::numeric_limits<double>::infinity(), max_v = -1;
-    std::vector<double> gradient_values;
+    std::vector<double>& gradient_values = gradient_values_;
+    gradient_values.clear();
     bool gradient_saved = false;
     double loss_sum = 0;
     int loss_count = 0;
@@ -244,7 +262,7 @@ class PoorWeightInitialization : public EvaluatingRule {
     if (gradient_values.size() >= 2) {
       any = true;
       ++evaluations_;
-      const double p5 = Percentile(gradient_values, 5), p95 = Percentile(gradient_values, 95);
+      const auto [p5, p95] = Percentiles(&gradient_values, 5, 95);
       if (p95 - p5 < distribution_range_) {
         return RuleVerdict::Issues(Clip(absl::StrCat(
             StepLabel(step), ": gradients' 95th - 5th percentile ", Num(p95 - p5), " (",
@@ -325,6 +343,8 @@ class PoorWeightInitialization : public EvaluatingRule {
     }
   }
 
+  // A step's gradient values pooled (kept to reuse its allocation).
+  std::vector<double> gradient_values_;
   // Each at TRAIN (and GLOBAL) steps: weight initialization shows in training.
   TensorSelector activations_;
   TensorSelector gradients_ = Gradients();
