@@ -1,9 +1,9 @@
 #include "rules_engine/profiler/framework_timeline_reader.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
@@ -12,9 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "nlohmann/json.hpp"
 #include "objectstore/message_text.h"
-#include "rules_engine/smdebug/smdebug_json.h"
+#include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -37,8 +36,8 @@ absl::string_view Trim(absl::string_view s) {
   return s;
 }
 
-// The members of one trace event the reader uses. Views point into the
-// parsed text (fast path) or into SlowStrings (nlohmann path).
+// The members of one trace event the reader uses, typed. Views point into
+// the element's text or into its ScannedEvent's scratch strings.
 struct RawEvent {
   absl::string_view name, ph, process_name;  // process_name: args.name.
   double pid = 0, ts = 0, dur = 0, process = 0, start = 0, step_number = 0;
@@ -84,242 +83,146 @@ inline Key ClassifyArgsKey(absl::string_view k) {
   }
 }
 
-inline const char* SkipSpace(const char* p, const char* end) {
-  while (p < end && IsSpace(*p)) ++p;
-  return p;
-}
-
-// A string without escapes or control characters at *p (the opening
-// quote); advances *p past the closing quote. One pass over the bytes: the
-// strings of a timeline are short, so this beats memchr plus a check.
-inline bool ReadPlainString(const char** p, const char* end, absl::string_view* out) {
-  const char* q = *p;
-  if (q >= end || *q != '"') return false;
-  const char* const begin = ++q;
-  while (q < end) {
-    const unsigned char c = static_cast<unsigned char>(*q);
-    if (c == '"') {
-      *out = absl::string_view(begin, q - begin);
-      *p = q + 1;
-      return true;
-    }
-    if (c == '\\' || c < 0x20) return false;
-    ++q;
-  }
-  return false;
-}
-
-// A JSON number at *p; advances *p past it. Plain integers (all of
-// smdebug's) are read digit by digit; anything else by std::from_chars.
-inline bool ReadNumber(const char** p, const char* end, double* out) {
-  const char* q = *p;
-  const bool negative = q < end && *q == '-';
-  if (negative) ++q;
-  const char* const digits = q;
-  uint64_t v = 0;
-  while (q < end && *q >= '0' && *q <= '9' && q - digits < 18) v = v * 10 + (*q++ - '0');
-  if (q > digits && (q == end || (*q != '.' && *q != 'e' && *q != 'E' && (*q < '0' || *q > '9')))) {
-    *out = negative ? -static_cast<double>(v) : static_cast<double>(v);
-    *p = q;
-    return true;
-  }
-  auto r = std::from_chars(*p, end, *out);
-  if (r.ec != std::errc()) return false;
-  *p = r.ptr;
-  return true;
-}
-
-// The fast path: an object of plain string, number, true/false/null members
-// whose only nested value is an "args" object of the same kind. Returns
-// false when the text is not of that shape (the caller then asks nlohmann,
-// which also words any error). `args`: parsing the nested object.
-bool FastObject(const char** pp, const char* end, RawEvent* e, bool args) {
-  const char* p = SkipSpace(*pp, end);
-  if (p >= end || *p != '{') return false;
-  p = SkipSpace(p + 1, end);
-  if (p < end && *p == '}') {
-    *pp = p + 1;
-    return true;
-  }
-  while (true) {
-    absl::string_view key;
-    if (!ReadPlainString(&p, end, &key)) return false;
-    p = SkipSpace(p, end);
-    if (p >= end || *p != ':') return false;
-    p = SkipSpace(p + 1, end);
-    if (p >= end) return false;
-    const Key k = args ? ClassifyArgsKey(key) : ClassifyTopKey(key);
-    const char c = *p;
-    if (c == '"') {
-      absl::string_view v;
-      if (!ReadPlainString(&p, end, &v)) return false;
-      switch (k) {
-        case Key::kName:
-          if (args) {
-            e->process_name = v, e->has_process_name = true;
-          } else {
-            e->name = v, e->has_name = true;
-          }
-          break;
-        case Key::kPh:
-          e->ph = v, e->has_ph = true;
-          break;
-        case Key::kStepNum:
-          e->step_text = v, e->step = RawEvent::Step::kString;
-          break;
-        case Key::kOther:
-          break;
-        default:
-          return false;  // A string where a number belongs: nlohmann words it.
-      }
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      double d = 0;
-      if (!ReadNumber(&p, end, &d)) return false;
-      switch (k) {
-        case Key::kPid:
-          if (args) {
-            e->process = d, e->has_process = true;
-          } else {
-            e->pid = d, e->has_pid = true;
-          }
-          break;
-        case Key::kTs:
-          e->ts = d, e->has_ts = true;
-          break;
-        case Key::kDur:
-          e->dur = d, e->has_dur = true;
-          break;
-        case Key::kStartTime:
-          e->start = d, e->has_start = true;
-          break;
-        case Key::kStepNum:
-          e->step_number = d, e->step = RawEvent::Step::kNumber;
-          break;
-        case Key::kOther:
-          break;
-        default:
-          return false;
-      }
-    } else if (c == '{' && !args && k == Key::kArgs) {
-      if (!FastObject(&p, end, e, /*args=*/true)) return false;
-    } else if (k == Key::kOther && (c == 't' || c == 'f' || c == 'n')) {
-      const absl::string_view rest(p, end - p);
-      if (absl::StartsWith(rest, "true") || absl::StartsWith(rest, "null")) {
-        p += 4;
-      } else if (absl::StartsWith(rest, "false")) {
-        p += 5;
-      } else {
-        return false;
-      }
-    } else {
-      return false;  // Arrays, other nesting, a literal for a used key.
-    }
-    p = SkipSpace(p, end);
-    if (p < end && *p == ',') {
-      p = SkipSpace(p + 1, end);
-      continue;
-    }
-    if (p < end && *p == '}') {
-      *pp = p + 1;
-      return true;
-    }
-    return false;
-  }
-}
-
-// Owned strings of an event read through nlohmann.
-struct SlowStrings {
-  std::string name, ph, process_name, step_text;
+// One member's value as scanned: its kind (kInvalid: absent) and, for a
+// string or a number, the value.
+struct Member {
+  JsonKind kind = JsonKind::kInvalid;
+  absl::string_view text;
+  double number = 0;
 };
 
-bool Number(const nlohmann::json& j, const char* what, double* out, std::string* error) {
-  if (!j.is_number()) {
-    *error = absl::StrCat(what, " is not a number");
-    return false;
+// An element as scanned: the members the reader uses, each the last of its
+// key. Types are checked afterwards (CheckedEvent), in the order nlohmann's
+// sorted DOM gave, which the errors keep.
+struct ScannedEvent {
+  JsonKind kind = JsonKind::kInvalid;  // Of the element itself.
+  Member name, ph, pid, ts, dur;
+  JsonKind args = JsonKind::kInvalid;
+  Member args_name, args_pid, args_start, args_step;
+  // Decoded strings with escapes, for name, ph, args.name, args.step_num.
+  std::string scratch[4];
+};
+
+// Reads a member's value; strings are kept (decoded into *scratch where
+// needed) only when `scratch` is given, numbers always.
+bool ScanMember(JsonScanner& s, Member& m, std::string* scratch) {
+  m.kind = s.NextKind();
+  if (m.kind == JsonKind::kString && scratch != nullptr) return s.String(&m.text, scratch);
+  if (m.kind == JsonKind::kNumber) {
+    JsonNumber n;
+    if (!s.Number(&n)) return false;
+    m.number = n.value;
+    return true;
   }
-  *out = j.get<double>();
-  return true;
+  return s.SkipValue();
 }
 
-bool String(const nlohmann::json& j, const char* what, std::string* out, std::string* error) {
-  if (!j.is_string()) {
+bool ScanArgs(JsonScanner& s, ScannedEvent& e) {
+  e.args = s.NextKind();
+  e.args_name = e.args_pid = e.args_start = e.args_step = Member();
+  if (e.args != JsonKind::kObject) return s.SkipValue();
+  return s.Object([&](absl::string_view key) {
+    switch (ClassifyArgsKey(key)) {
+      case Key::kName:
+        return ScanMember(s, e.args_name, &e.scratch[2]);
+      case Key::kPid:
+        return ScanMember(s, e.args_pid, nullptr);
+      case Key::kStartTime:
+        return ScanMember(s, e.args_start, nullptr);
+      case Key::kStepNum:
+        return ScanMember(s, e.args_step, &e.scratch[3]);
+      default:
+        return s.SkipValue();
+    }
+  });
+}
+
+// Reads one element (any JSON value; an object's members are kept).
+bool ScanEvent(JsonScanner& s, ScannedEvent& e) {
+  e.kind = s.NextKind();
+  if (e.kind != JsonKind::kObject) return s.SkipValue();
+  return s.Object([&](absl::string_view key) {
+    switch (ClassifyTopKey(key)) {
+      case Key::kName:
+        return ScanMember(s, e.name, &e.scratch[0]);
+      case Key::kPh:
+        return ScanMember(s, e.ph, &e.scratch[1]);
+      case Key::kPid:
+        return ScanMember(s, e.pid, nullptr);
+      case Key::kTs:
+        return ScanMember(s, e.ts, nullptr);
+      case Key::kDur:
+        return ScanMember(s, e.dur, nullptr);
+      case Key::kArgs:
+        return ScanArgs(s, e);
+      default:
+        return s.SkipValue();
+    }
+  });
+}
+
+// A member that must be a string (or absent): *has says whether it is there.
+bool TextOf(const Member& m, const char* what, absl::string_view* out, bool* has,
+            std::string* error) {
+  *has = m.kind != JsonKind::kInvalid;
+  if (!*has) return true;
+  if (m.kind != JsonKind::kString) {
     *error = absl::StrCat(what, " is not a string");
     return false;
   }
-  *out = j.get<std::string>();
+  *out = m.text;
+  return true;
+}
+// A member that must be a number (or absent).
+bool NumberOf(const Member& m, const char* what, double* out, bool* has, std::string* error) {
+  *has = m.kind != JsonKind::kInvalid;
+  if (!*has) return true;
+  if (m.kind != JsonKind::kNumber) {
+    *error = absl::StrCat(what, " is not a number");
+    return false;
+  }
+  *out = m.number;
   return true;
 }
 
-bool FromJson(const nlohmann::json& j, RawEvent* e, SlowStrings* s, std::string* error) {
-  if (!j.is_object()) {
-    *error = absl::StrCat("expected an event object, got ", std::string(j.type_name()));
+// The typed event of a scanned element; false with `*error` for a member of
+// the wrong type, checked in key order (args' members, dur, name, ph, pid,
+// ts: the order of nlohmann's sorted DOM, whose errors these were).
+bool CheckedEvent(const ScannedEvent& s, RawEvent* e, std::string* error) {
+  if (s.kind != JsonKind::kObject) {
+    *error = absl::StrCat("expected an event object, got ", JsonKindName(s.kind));
     return false;
   }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    switch (ClassifyTopKey(it.key())) {
-      case Key::kName:
-        if (!String(*it, "\"name\"", &s->name, error)) return false;
-        e->name = s->name, e->has_name = true;
+  if (s.args != JsonKind::kInvalid) {
+    if (s.args != JsonKind::kObject) {
+      *error = "\"args\" is not an object";
+      return false;
+    }
+    if (!TextOf(s.args_name, "args.name", &e->process_name, &e->has_process_name, error) ||
+        !NumberOf(s.args_pid, "args.pid", &e->process, &e->has_process, error) ||
+        !NumberOf(s.args_start, "args.start_time_since_epoch_in_micros", &e->start, &e->has_start,
+                  error)) {
+      return false;
+    }
+    switch (s.args_step.kind) {
+      case JsonKind::kInvalid:
         break;
-      case Key::kPh:
-        if (!String(*it, "\"ph\"", &s->ph, error)) return false;
-        e->ph = s->ph, e->has_ph = true;
+      case JsonKind::kString:
+        e->step_text = s.args_step.text, e->step = RawEvent::Step::kString;
         break;
-      case Key::kPid:
-        if (!Number(*it, "\"pid\"", &e->pid, error)) return false;
-        e->has_pid = true;
+      case JsonKind::kNumber:
+        e->step_number = s.args_step.number, e->step = RawEvent::Step::kNumber;
         break;
-      case Key::kTs:
-        if (!Number(*it, "\"ts\"", &e->ts, error)) return false;
-        e->has_ts = true;
-        break;
-      case Key::kDur:
-        if (!Number(*it, "\"dur\"", &e->dur, error)) return false;
-        e->has_dur = true;
-        break;
-      case Key::kArgs: {
-        if (!it->is_object()) {
-          *error = "\"args\" is not an object";
-          return false;
-        }
-        for (auto a = it->begin(); a != it->end(); ++a) {
-          switch (ClassifyArgsKey(a.key())) {
-            case Key::kPid:
-              if (!Number(*a, "args.pid", &e->process, error)) return false;
-              e->has_process = true;
-              break;
-            case Key::kName:
-              if (!String(*a, "args.name", &s->process_name, error)) return false;
-              e->process_name = s->process_name, e->has_process_name = true;
-              break;
-            case Key::kStartTime:
-              if (!Number(*a, "args.start_time_since_epoch_in_micros", &e->start, error)) {
-                return false;
-              }
-              e->has_start = true;
-              break;
-            case Key::kStepNum:
-              if (a->is_string()) {
-                s->step_text = a->get<std::string>();
-                e->step_text = s->step_text, e->step = RawEvent::Step::kString;
-              } else if (a->is_number()) {
-                e->step_number = a->get<double>(), e->step = RawEvent::Step::kNumber;
-              } else {
-                *error = "args.step_num is neither a string nor a number";
-                return false;
-              }
-              break;
-            default:
-              break;
-          }
-        }
-        break;
-      }
       default:
-        break;
+        *error = "args.step_num is neither a string nor a number";
+        return false;
     }
   }
-  return true;
+  return NumberOf(s.dur, "\"dur\"", &e->dur, &e->has_dur, error) &&
+         TextOf(s.name, "\"name\"", &e->name, &e->has_name, error) &&
+         TextOf(s.ph, "\"ph\"", &e->ph, &e->has_ph, error) &&
+         NumberOf(s.pid, "\"pid\"", &e->pid, &e->has_pid, error) &&
+         NumberOf(s.ts, "\"ts\"", &e->ts, &e->has_ts, error);
 }
 
 // `v` as an exact integer of at most 2^53 in magnitude.
@@ -473,34 +376,30 @@ Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, Pars
                                 objectstore::QuoteForMessage(t, kMaxExcerptChars)));
     return Outcome::kDone;
   }
+  // The elements of the text ("{...}" or, on one line, "{...}, {...}"),
+  // all read before any is applied: a text that is not JSON applies none.
+  JsonScanner s(t);
+  ScannedEvent first;
+  std::vector<std::unique_ptr<ScannedEvent>> more;  // Rare: no allocation otherwise.
+  bool scanned = ScanEvent(s, first);
+  while (scanned && s.Consume(',')) {
+    more.push_back(std::make_unique<ScannedEvent>());
+    scanned = ScanEvent(s, *more.back());
+  }
+  if (!scanned || !s.AtEnd()) {
+    if (may_continue && BraceDelta(t) > 0) return Outcome::kNeedsMore;
+    on_error(line, s.DescribeError());
+    return Outcome::kDone;
+  }
   std::string error;
-  {
+  auto apply = [&](const ScannedEvent& scanned_event) {
     RawEvent e;
-    const char* p = t.data();
-    const char* const end = p + t.size();
-    if (FastObject(&p, end, &e, /*args=*/false) && SkipSpace(p, end) == end) {
-      if (!Apply(e, st, out, &error)) on_error(line, error);
-      return Outcome::kDone;
+    if (!CheckedEvent(scanned_event, &e, &error) || !Apply(e, st, out, &error)) {
+      on_error(line, error);
     }
-  }
-  if (may_continue && BraceDelta(t) > 0) return Outcome::kNeedsMore;
-  nlohmann::json j = nlohmann::json::parse(t.begin(), t.end(), nullptr, false);
-  if (j.is_discarded()) {
-    // Several elements on one line ("{...}, {...}") form an array.
-    std::string wrapped = absl::StrCat("[", t, "]");
-    j = nlohmann::json::parse(wrapped, nullptr, false);
-    if (j.is_discarded() || !j.is_array()) {
-      on_error(line, DescribeJsonError(t));
-      return Outcome::kDone;
-    }
-  } else {
-    j = nlohmann::json::array({std::move(j)});
-  }
-  for (const nlohmann::json& element : j) {
-    RawEvent e;
-    SlowStrings s;
-    if (!FromJson(element, &e, &s, &error) || !Apply(e, st, out, &error)) on_error(line, error);
-  }
+  };
+  apply(first);
+  for (const std::unique_ptr<ScannedEvent>& element : more) apply(*element);
   return Outcome::kDone;
 }
 

@@ -1,7 +1,6 @@
 #include "rules_engine/profiler/system_metrics_reader.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -9,14 +8,12 @@
 #include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/numeric/bits.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "nlohmann/json.hpp"
 #include "objectstore/message_text.h"
 #include "rules_engine/profiler/hour_directories.h"
-#include "rules_engine/smdebug/smdebug_json.h"
+#include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -82,130 +79,18 @@ inline bool SameText(absl::string_view a, absl::string_view b) {
   return true;
 }
 
-// Exact powers of ten as doubles (10^22 is the largest one).
-constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-// A JSON number at p (which is '-' or a digit). The plain decimals smdebug
-// writes ("34.23", "1795300000.0") take Clinger's fast path: a mantissa of
-// at most 2^53 and at most 22 fraction digits are both exact doubles, so one
-// division is correctly rounded, the same double std::from_chars gives.
-// Anything else (exponents, long mantissas, "1.") goes to std::from_chars,
-// as before. Returns the end of the number or nullptr.
-inline const char* ParseNumber(const char* p, const char* end, double* out) {
-  const char* q = p;
-  const bool negative = q < end && *q == '-';
-  if (negative) ++q;
-  uint64_t mantissa = 0;
-  int digits = 0, fraction = 0;
-  while (q < end && *q >= '0' && *q <= '9' && digits < 19) {
-    mantissa = mantissa * 10 + static_cast<uint64_t>(*q - '0');
-    ++q, ++digits;
-  }
-  bool fast = digits > 0 && (q >= end || *q < '0' || *q > '9');
-  if (fast && q < end && *q == '.') {
-    ++q;
-    while (q < end && *q >= '0' && *q <= '9' && digits < 19) {
-      mantissa = mantissa * 10 + static_cast<uint64_t>(*q - '0');
-      ++q, ++digits, ++fraction;
-    }
-    fast = fraction > 0 && (q >= end || *q < '0' || *q > '9');
-  }
-  if (fast && q < end && (*q == 'e' || *q == 'E')) fast = false;
-  if (fast && mantissa <= (uint64_t{1} << 53) && fraction <= 22) {
-    double d = static_cast<double>(mantissa) / kPow10[fraction];
-    *out = negative ? -d : d;
-    return q;
-  }
-  auto r = std::from_chars(p, end, *out);
-  return r.ec == std::errc() ? r.ptr : nullptr;
-}
-
-// The fast path: an object of string and number members, no escapes, no
-// nesting. Returns false when the line is not of that shape (the caller
-// then asks nlohmann, which also words the error).
-struct FastFields {
-  absl::string_view type, name, dimension, node_id;
-  double value = 0, timestamp = 0;
-  bool has_type = false, has_name = false, has_dimension = false, has_node = false,
-       has_value = false, has_timestamp = false;
-};
-
-// Which member a key names (by length, then bytes: no string compares in
-// the common case).
-enum class Key { kType, kName, kDimension, kNodeId, kValue, kTimestamp, kOther };
-inline Key ClassifyKey(const char* k, size_t len) {
-  switch (len) {
-    case 4:
-      if (std::memcmp(k, "Type", 4) == 0) return Key::kType;
-      if (std::memcmp(k, "Name", 4) == 0) return Key::kName;
-      return Key::kOther;
-    case 5:
-      return std::memcmp(k, "Value", 5) == 0 ? Key::kValue : Key::kOther;
-    case 6:
-      return std::memcmp(k, "NodeId", 6) == 0 ? Key::kNodeId : Key::kOther;
-    case 9:
-      if (std::memcmp(k, "Dimension", 9) == 0) return Key::kDimension;
-      if (std::memcmp(k, "Timestamp", 9) == 0) return Key::kTimestamp;
-      return Key::kOther;
-    default:
-      return Key::kOther;
-  }
+// The number at p (which is '-' or a digit), read as std::from_chars reads
+// it (as this reader always did: "1." and "007" too): its end, or nullptr.
+inline const char* NumberAt(const char* p, const char* end, double* out) {
+  JsonNumber n;
+  const char* q = ParseFromCharsNumber(p, end, &n);
+  if (q != nullptr) *out = n.value;
+  return q;
 }
 
 inline const char* SkipSpace(const char* p, const char* end) {
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
   return p;
-}
-
-// A string without escapes or control characters starting at *p (at the
-// opening quote); advances *p past the closing quote.
-inline bool ReadPlainString(const char** p, const char* end, absl::string_view* out) {
-  const char* q = *p;
-  if (q >= end || *q != '"') return false;
-  const char* const start = ++q;
-  // One pass (the strings are a few bytes: a memchr call per string and a
-  // second pass for escapes cost more).
-  for (; q < end; ++q) {
-    const unsigned char c = static_cast<unsigned char>(*q);
-    if (c == '"') {
-      *out = absl::string_view(start, q - start);
-      *p = q + 1;
-      return true;
-    }
-    if (c == '\\' || c < 0x20) return false;
-  }
-  return false;
-}
-
-// The end of a plain string whose bytes start at q: the closing quote, or
-// nullptr at an escape, a control character or the end (those lines take
-// the general path). Eight bytes at a time where the line allows: the
-// lowest flagged byte of the three tests is a true match (the classic
-// "has zero byte" trick only flags false bytes above a true one).
-inline const char* FindClosingQuote(const char* q, const char* end) {
-#if defined(ABSL_IS_LITTLE_ENDIAN)
-  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
-  while (end - q >= 8) {
-    uint64_t w;
-    std::memcpy(&w, q, 8);
-    const uint64_t quote = w ^ (kOnes * '"'), backslash = w ^ (kOnes * '\\');
-    const uint64_t hits = ((quote - kOnes) & ~quote & kHigh) |
-                          ((backslash - kOnes) & ~backslash & kHigh) |
-                          ((w - kOnes * 0x20) & ~w & kHigh);
-    if (hits != 0) {
-      const char* at = q + (absl::countr_zero(hits) >> 3);
-      return *at == '"' ? at : nullptr;
-    }
-    q += 8;
-  }
-#endif
-  for (; q < end; ++q) {
-    const unsigned char c = static_cast<unsigned char>(*q);
-    if (c == '"') return q;
-    if (c == '\\' || c < 0x20) return nullptr;
-  }
-  return nullptr;
 }
 
 // Whether the bytes at *p are `text` (a literal: the compare compiles to a
@@ -221,17 +106,14 @@ inline bool Literal(const char** p, const char* end, const char (&text)[N]) {
 template <size_t N>
 inline bool StringThen(const char** p, const char* end, absl::string_view* out,
                        const char (&then)[N]) {
-  const char* close = FindClosingQuote(*p, end);
-  if (close == nullptr) return false;
+  // Escapes, control characters and non-ASCII bytes are left to ScanLine.
+  const char* close = PlainStringEnd(*p, end);
+  if (close == end || *close != '"') return false;
   *out = absl::string_view(*p, close - *p);
   *p = close;
   return Literal(p, end, then);
 }
 
-// The line exactly as smdebug writes it (Python's json.dumps of its dict:
-// this key order, ", " and ": "), the shape of nearly every line. Anything
-// else (other order or spacing, extra members, escapes) returns false for
-// the general parser below, which gives the same point for these lines.
 // Whether `c` can continue a JSON number (or what std::from_chars reads).
 inline bool NumberByte(char c) {
   return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
@@ -247,7 +129,7 @@ inline const char* ParseNumberMemo(const char* p, const char* end,
     *out = memo->value;
     return p + n;
   }
-  const char* q = ParseNumber(p, end, out);
+  const char* q = NumberAt(p, end, out);
   if (q != nullptr && static_cast<size_t>(q - p) <= system_metrics_internal::NumberMemo::kMaxText) {
     std::memcpy(memo->text, p, q - p);
     memo->length = static_cast<size_t>(q - p);
@@ -325,7 +207,7 @@ bool SmdebugLine(absl::string_view line, ParseCache& cache, SystemMetricPoint* p
     }
   }
   if (p >= end || (*p != '-' && (*p < '0' || *p > '9'))) return false;
-  p = ParseNumber(p, end, &point->value);
+  p = NumberAt(p, end, &point->value);
   if (p == nullptr) return false;
   system_metrics_internal::SuffixMemo& suffix = cache.suffix;
   const size_t known = suffix.bytes.size();
@@ -353,157 +235,120 @@ bool SmdebugLine(absl::string_view line, ParseCache& cache, SystemMetricPoint* p
   return std::isfinite(point->value) && std::isfinite(point->timestamp);
 }
 
-bool FastParse(absl::string_view s, FastFields* f) {
-  const char* p = s.data();
-  const char* const end = p + s.size();
-  p = SkipSpace(p, end);
-  if (p >= end || *p != '{') return false;
-  p = SkipSpace(p + 1, end);
-  if (p < end && *p == '}') {
-    ++p;
-  } else {
-    while (true) {
-      absl::string_view key;
-      if (!ReadPlainString(&p, end, &key)) return false;
-      p = SkipSpace(p, end);
-      if (p >= end || *p != ':') return false;
-      p = SkipSpace(p + 1, end);
-      if (p >= end) return false;
-      const Key k = ClassifyKey(key.data(), key.size());
-      if (*p == '"') {
-        absl::string_view v;
-        if (!ReadPlainString(&p, end, &v)) return false;
-        switch (k) {
-          case Key::kType:
-            f->type = v, f->has_type = true;
-            break;
-          case Key::kName:
-            f->name = v, f->has_name = true;
-            break;
-          case Key::kDimension:
-            f->dimension = v, f->has_dimension = true;
-            break;
-          case Key::kNodeId:
-            f->node_id = v, f->has_node = true;
-            break;
-          case Key::kValue:
-          case Key::kTimestamp:
-            return false;  // A string where a number belongs: nlohmann words it.
-          case Key::kOther:
-            break;
-        }
-      } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-        double d = 0;
-        p = ParseNumber(p, end, &d);
-        if (p == nullptr) return false;
-        switch (k) {
-          case Key::kValue:
-            f->value = d, f->has_value = true;
-            break;
-          case Key::kTimestamp:
-            f->timestamp = d, f->has_timestamp = true;
-            break;
-          case Key::kOther:
-            break;
-          default:
-            return false;  // A number where a string belongs.
-        }
-      } else {
-        return false;  // true/false/null/nested: the slow path.
-      }
-      p = SkipSpace(p, end);
-      if (p < end && *p == ',') {
-        p = SkipSpace(p + 1, end);
-        continue;
-      }
-      if (p < end && *p == '}') {
-        ++p;
-        break;
-      }
+// The members of a line the reader uses, as scanned: for each, the kind of
+// its value (kInvalid: absent) and the value when of the right kind. The
+// last of repeated keys counts.
+struct LineMembers {
+  static constexpr int kTexts = 4, kNumbers = 2;
+  static constexpr const char* kTextNames[kTexts] = {"Type", "Name", "Dimension", "NodeId"};
+  static constexpr const char* kNumberNames[kNumbers] = {"Value", "Timestamp"};
+  struct Text {
+    JsonKind kind = JsonKind::kInvalid;
+    absl::string_view view;  // Into the line or `scratch`.
+    std::string scratch;     // A string with escapes, decoded.
+  };
+  struct Number {
+    JsonKind kind = JsonKind::kInvalid;
+    double value = 0;
+  };
+  Text texts[kTexts];
+  Number numbers[kNumbers];
+};
+
+// Which member `key` is: 0-3 a text (kTextNames), 4-5 a number
+// (kNumberNames), -1 another.
+int MemberIndex(absl::string_view key) {
+  for (int i = 0; i < LineMembers::kTexts; ++i) {
+    if (key == LineMembers::kTextNames[i]) return i;
+  }
+  for (int i = 0; i < LineMembers::kNumbers; ++i) {
+    if (key == LineMembers::kNumberNames[i]) return LineMembers::kTexts + i;
+  }
+  return -1;
+}
+
+bool ScanMember(JsonScanner& s, absl::string_view key, LineMembers& m) {
+  const int index = MemberIndex(key);
+  if (index < 0) return s.SkipValue();
+  const JsonKind kind = s.NextKind();
+  if (index < LineMembers::kTexts) {
+    LineMembers::Text& text = m.texts[index];
+    text.kind = kind;
+    return kind == JsonKind::kString ? s.String(&text.view, &text.scratch) : s.SkipValue();
+  }
+  LineMembers::Number& number = m.numbers[index - LineMembers::kTexts];
+  number.kind = kind;
+  if (kind != JsonKind::kNumber) return s.SkipValue();
+  JsonNumber n;
+  if (!s.Number(&n)) return false;
+  number.value = n.value;
+  return true;
+}
+
+// Any line: a JSON object with the six members (others ignored), read with
+// JsonScanner (numbers as std::from_chars reads them, like the layout
+// matcher above); the errors name the member or the JSON error.
+bool ScanLine(absl::string_view line, ParseCache& cache, SystemMetricPoint* p, std::string* error) {
+  JsonScanner s(line, JsonNumbers::kFromChars);
+  const JsonKind kind = s.NextKind();
+  if (kind != JsonKind::kObject) {
+    *error = s.SkipValue() && s.AtEnd() ? absl::StrCat("not a JSON object: ", JsonKindName(kind))
+                                        : s.DescribeError();
+    return false;
+  }
+  LineMembers m;
+  if (!s.Object([&](absl::string_view key) { return ScanMember(s, key, m); }) || !s.AtEnd()) {
+    *error = s.DescribeError();
+    return false;
+  }
+  for (int i = 0; i < LineMembers::kTexts; ++i) {
+    const JsonKind k = m.texts[i].kind;
+    if (k != JsonKind::kInvalid && k != JsonKind::kString) {
+      *error = absl::StrCat("\"", LineMembers::kTextNames[i], "\" is not a string");
       return false;
     }
   }
-  p = SkipSpace(p, end);
-  return p == end;
-}
-
-bool Finish(const FastFields& f, ParseCache& cache, SystemMetricPoint* p, std::string* error) {
-  const char* missing = !f.has_type        ? "Type"
-                        : !f.has_name      ? "Name"
-                        : !f.has_dimension ? "Dimension"
-                        : !f.has_value     ? "Value"
-                        : !f.has_node      ? "NodeId"
-                        : !f.has_timestamp ? "Timestamp"
-                                           : nullptr;
+  for (int i = 0; i < LineMembers::kNumbers; ++i) {
+    const JsonKind k = m.numbers[i].kind;
+    if (k != JsonKind::kInvalid && k != JsonKind::kNumber) {
+      *error = absl::StrCat("\"", LineMembers::kNumberNames[i], "\" is not a number");
+      return false;
+    }
+  }
+  auto has = [](JsonKind k) { return k != JsonKind::kInvalid; };
+  const LineMembers::Text &type = m.texts[0], &name = m.texts[1], &dimension = m.texts[2],
+                          &node = m.texts[3];
+  const LineMembers::Number &value = m.numbers[0], &timestamp = m.numbers[1];
+  const char* missing = !has(type.kind)        ? "Type"
+                        : !has(name.kind)      ? "Name"
+                        : !has(dimension.kind) ? "Dimension"
+                        : !has(value.kind)     ? "Value"
+                        : !has(node.kind)      ? "NodeId"
+                        : !has(timestamp.kind) ? "Timestamp"
+                                               : nullptr;
   if (missing != nullptr) {
     *error = absl::StrCat("missing \"", missing, "\"");
     return false;
   }
-  if (!std::isfinite(f.value) || !std::isfinite(f.timestamp)) {
+  if (!std::isfinite(value.value) || !std::isfinite(timestamp.value)) {
     *error = "Value or Timestamp is not finite";
     return false;
   }
-  if (!cache.type.Get(f.type, &p->type) || !cache.name.Get(f.name, &p->name) ||
-      !cache.dimension.Get(f.dimension, &p->dimension, &p->dim) ||
-      !cache.node_id.Get(f.node_id, &p->node_id)) {
+  if (!cache.type.Get(type.view, &p->type) || !cache.name.Get(name.view, &p->name) ||
+      !cache.dimension.Get(dimension.view, &p->dimension, &p->dim) ||
+      !cache.node_id.Get(node.view, &p->node_id)) {
     *error = absl::StrCat("more than ", MetricString::kMaxInterned,
                           " distinct names, dimensions and node ids in this process");
     return false;
   }
-  p->value = f.value;
-  p->timestamp = f.timestamp;
+  p->value = value.value;
+  p->timestamp = timestamp.value;
   return true;
-}
-
-bool SlowParse(absl::string_view line, ParseCache& cache, SystemMetricPoint* p,
-               std::string* error) {
-  nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-  if (j.is_discarded()) {
-    *error = DescribeJsonError(line);
-    return false;
-  }
-  if (!j.is_object()) {
-    *error = absl::StrCat("not a JSON object: ", std::string(j.type_name()));
-    return false;
-  }
-  FastFields f;
-  std::string storage[4];
-  const char* string_keys[4] = {"Type", "Name", "Dimension", "NodeId"};
-  for (int k = 0; k < 4; ++k) {
-    auto it = j.find(string_keys[k]);
-    if (it == j.end()) continue;
-    if (!it->is_string()) {
-      *error = absl::StrCat("\"", string_keys[k], "\" is not a string");
-      return false;
-    }
-    storage[k] = it->get<std::string>();
-  }
-  f.has_type = j.contains("Type"), f.type = storage[0];
-  f.has_name = j.contains("Name"), f.name = storage[1];
-  f.has_dimension = j.contains("Dimension"), f.dimension = storage[2];
-  f.has_node = j.contains("NodeId"), f.node_id = storage[3];
-  for (const char* key : {"Value", "Timestamp"}) {
-    auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (!it->is_number()) {
-      *error = absl::StrCat("\"", key, "\" is not a number");
-      return false;
-    }
-    if (std::string(key) == "Value") {
-      f.value = it->get<double>(), f.has_value = true;
-    } else {
-      f.timestamp = it->get<double>(), f.has_timestamp = true;
-    }
-  }
-  return Finish(f, cache, p, error);
 }
 
 bool ParseLine(absl::string_view line, ParseCache& cache, SystemMetricPoint* point,
                std::string* error) {
-  if (SmdebugLine(line, cache, point)) return true;
-  FastFields f;
-  if (FastParse(line, &f)) return Finish(f, cache, point, error);
-  return SlowParse(line, cache, point, error);
+  return SmdebugLine(line, cache, point) || ScanLine(line, cache, point, error);
 }
 
 // Parses the complete lines of `data` (each ending in '\n'; plus the tail

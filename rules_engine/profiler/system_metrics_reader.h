@@ -131,8 +131,10 @@ struct SystemMetricPoint {
 // "more than 100000 distinct names, ..." when the MetricString pool is full)
 // for a malformed line; the error quotes at most a short escaped excerpt of
 // the line.
-// Lines of the plain shape smdebug writes are parsed without a DOM; anything
-// else goes through nlohmann::json.
+// Lines of the exact layout smdebug writes are matched byte for byte (with
+// memos of the layouts seen); any other JSON object goes through JsonScanner
+// (smdebug/json_scanner.h): other member orders, spacing, escapes, members
+// the reader does not use. Repeated keys: the last one counts.
 bool ParseSystemMetricLine(absl::string_view line, SystemMetricPoint* point, std::string* error);
 
 // What reading a whole file gave (for single files such as the upstream

@@ -7,6 +7,7 @@
 #include "absl/types/optional.h"
 #include "nlohmann/json.hpp"
 #include "objectstore/message_text.h"
+#include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -37,18 +38,9 @@ const json* Member(const json& obj, const char* key) {
   return it == obj.end() ? nullptr : &*it;
 }
 
-std::vector<std::string> StringList(const json* v) {
-  std::vector<std::string> out;
-  if (v == nullptr || !v->is_array()) return out;
-  for (const json& e : *v) {
-    if (e.is_string()) out.push_back(e.get<std::string>());
-  }
-  return out;
-}
-
 // Non-negative integer (index offsets); JSON doubles with integral values
 // are accepted since Python may write 12.0.
-bool GetUint(const json* v, uint64_t* out) {
+bool GetUintMember(const json* v, uint64_t* out) {
   if (v == nullptr) return false;
   if (v->is_number_unsigned()) {
     *out = v->get<uint64_t>();
@@ -63,206 +55,142 @@ bool GetUint(const json* v, uint64_t* out) {
   return false;
 }
 
-// --- Fast path for index files ----------------------------------------------------
-// Building nlohmann's DOM (a std::map per object, a string per key) was a
-// sixth of rule evaluation: every step has an index file per worker. The
-// scanner below reads the plain JSON smdebug writes in place and gives up
-// (nullopt: the caller then parses with nlohmann, which stays the reference)
-// on anything else: escapes, non-ASCII bytes, numbers that are not plain
-// non-negative integers, a key that matters appearing twice, deep nesting,
-// and every malformed or error case. So the outcome is always nlohmann's.
-class IndexScanner {
- public:
-  explicit IndexScanner(absl::string_view text)
-      : p_(text.data()), end_(text.data() + text.size()) {}
+// GetUintMember's rule for a number JsonScanner read: an integer literal
+// that is non-negative ("-0" included: nlohmann reads it as the integer 0),
+// at most 2^64 - 1.
+bool GetUint(const JsonNumber& n, uint64_t* out) {
+  if (!n.integer || !n.fits || (n.negative && n.magnitude != 0)) return false;
+  *out = n.magnitude;
+  return true;
+}
 
-  std::optional<StepIndex> Scan() {
-    StepIndex index;
-    bool have_meta = false, have_payload = false;
-    const bool ok = Object([&](absl::string_view key) {
-      if (key == "meta") {
-        if (!First(have_meta)) return false;
-        return Peek() == '{' ? Meta(&index) : SkipValue(0);
-      }
-      if (key == "tensor_payload") {
-        if (!First(have_payload)) return false;
-        return Payload(&index);
-      }
-      return SkipValue(0);
-    });
-    SkipWs();
-    if (!ok || p_ != end_ || !have_payload) return std::nullopt;
-    return index;
-  }
+absl::Status DataLoss(absl::string_view file, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(ShownFile(file), ": ", what));
+}
 
- private:
-  static constexpr int kMaxDepth = 32;
+// Reads `text` as one JSON object, `on_member(scanner, key)` consuming each
+// member's value (it must read any JSON value: the scan is also the
+// validation). DATA_LOSS naming `file` when the text is not a JSON object.
+template <typename OnMember>
+absl::Status ScanObject(absl::string_view text, absl::string_view file, OnMember on_member) {
+  JsonScanner s(text);
+  const JsonKind kind = s.NextKind();
+  if (kind != JsonKind::kObject) {
+    if (s.SkipValue() && s.AtEnd()) {
+      return DataLoss(file, absl::StrCat("not a JSON object (a JSON ", JsonKindName(kind), ")"));
+    }
+    return DataLoss(file, absl::StrCat("not a JSON object: ", s.DescribeError()));
+  }
+  if (!s.Object([&](absl::string_view key) { return on_member(s, key); }) || !s.AtEnd()) {
+    return DataLoss(file, absl::StrCat("not a JSON object: ", s.DescribeError()));
+  }
+  return absl::OkStatus();
+}
 
-  void SkipWs() {
-    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-  }
-  char Peek() {
-    SkipWs();
-    return p_ == end_ ? '\0' : *p_;
-  }
-  bool Consume(char c) {
-    if (Peek() != c) return false;
-    ++p_;
-    return true;
-  }
-  // A string of printable ASCII without escapes.
-  bool String(absl::string_view* out) {
-    if (!Consume('"')) return false;
-    const char* start = p_;
-    while (p_ != end_ && *p_ != '"') {
-      const unsigned char c = static_cast<unsigned char>(*p_);
-      if (c < 0x20 || c >= 0x80 || c == '\\') return false;
-      ++p_;
-    }
-    if (p_ == end_) return false;
-    *out = absl::string_view(start, p_ - start);
-    ++p_;
-    return true;
-  }
-  // A non-negative integer without fraction or exponent, at most INT64_MAX.
-  bool Uint(uint64_t* out) {
-    SkipWs();
-    const char* start = p_;
-    uint64_t v = 0;
-    while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
-      if (v > (uint64_t{1} << 63) / 10) return false;
-      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
-      ++p_;
-    }
-    const size_t digits = p_ - start;
-    if (digits == 0 || (digits > 1 && *start == '0') ||
-        v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return false;
-    }
-    if (p_ != end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
-    *out = v;
-    return true;
-  }
-  bool Literal(absl::string_view word) {
-    SkipWs();
-    if (static_cast<size_t>(end_ - p_) < word.size() ||
-        absl::string_view(p_, word.size()) != word) {
-      return false;
-    }
-    p_ += word.size();
-    return true;
-  }
-  // {"key": value, ...}: `member(key)` consumes each value.
-  template <typename Member>
-  bool Object(Member member) {
-    if (!Consume('{')) return false;
-    if (Consume('}')) return true;
-    do {
-      absl::string_view key;
-      if (!String(&key) || !Consume(':') || !member(key)) return false;
-    } while (Consume(','));
-    return Consume('}');
-  }
-  // Marks a member that matters as read; false if it already was (nlohmann
-  // keeps the last of repeated keys: that case is left to it).
-  static bool First(bool& seen) {
-    if (seen) return false;
-    seen = true;
-    return true;
-  }
-  // A member that counts only as a string: *out is set when it is one, any
-  // other value is skipped (meta's members are ignored when of another type).
-  bool StringOrSkip(absl::optional<absl::string_view>* out) {
-    if (Peek() != '"') return SkipValue(1);
-    absl::string_view s;
-    if (!String(&s)) return false;
-    *out = s;
-    return true;
-  }
-  bool SkipValue(int depth) {
-    if (depth > kMaxDepth) return false;
-    absl::string_view s;
-    uint64_t n;
-    switch (Peek()) {
-      case '{':
-        return Object([this, depth](absl::string_view) { return SkipValue(depth + 1); });
-      case '[':
-        ++p_;
-        if (Consume(']')) return true;
-        do {
-          if (!SkipValue(depth + 1)) return false;
-        } while (Consume(','));
-        return Consume(']');
-      case '"':
-        return String(&s);
-      case 't':
-        return Literal("true");
-      case 'f':
-        return Literal("false");
-      case 'n':
-        return Literal("null");
-      default:
-        return Uint(&n);
-    }
-  }
-  bool Meta(StepIndex* index) {
-    bool have_mode = false, have_mode_step = false, have_file = false;
-    return Object([&](absl::string_view key) {
-      absl::optional<absl::string_view> s;
-      uint64_t n;
-      if (key == "mode") {
-        if (!First(have_mode) || !StringOrSkip(&s)) return false;
-        if (s) index->mode = ParseModeName(*s);
-        return true;
-      }
-      if (key == "mode_step") {
-        if (!First(have_mode_step)) return false;
-        const char c = Peek();
-        if (c < '0' || c > '9') return c != '-' && SkipValue(1);
-        if (!Uint(&n)) return false;
-        index->mode_step = static_cast<int64_t>(n);
-        return true;
-      }
-      if (key == "event_file_name") {
-        if (!First(have_file) || !StringOrSkip(&s)) return false;
-        if (s) index->event_file_name = std::string(*s);
-        return true;
-      }
-      return SkipValue(1);
-    });
-  }
-  bool Payload(StepIndex* index) {
-    if (!Consume('[')) return false;
-    if (Consume(']')) return true;
-    do {
-      IndexEntry entry;
-      absl::string_view name;
-      bool have_name = false, have_start = false, have_length = false;
-      const bool ok = Object([&](absl::string_view key) {
-        if (key == "tensorname") {
-          if (!First(have_name)) return false;
-          return String(&name);
-        }
-        if (key == "start_idx") {
-          if (!First(have_start)) return false;
-          return Uint(&entry.start_idx);
-        }
-        if (key == "length") {
-          if (!First(have_length)) return false;
-          return Uint(&entry.length);
-        }
-        return SkipValue(2);
-      });
-      if (!ok || !have_name || !have_start || !have_length) return false;
-      entry.tensor_name = std::string(name);
-      index->tensors.push_back(std::move(entry));
-    } while (Consume(','));
-    return Consume(']');
-  }
+// A member whose value counts only as a string: *out is set when it is one
+// (else cleared); any other value is read and ignored.
+bool StringOrSkip(JsonScanner& s, std::string* out) {
+  out->clear();
+  if (s.NextKind() != JsonKind::kString) return s.SkipValue();
+  absl::string_view view;
+  std::string scratch;
+  if (!s.String(&view, &scratch)) return false;
+  out->assign(view.data(), view.size());
+  return true;
+}
 
-  const char* p_;
-  const char* end_;
+// A list of strings: the strings of an array (other elements ignored);
+// empty for any other value.
+bool StringListOrSkip(JsonScanner& s, std::vector<std::string>* out) {
+  out->clear();
+  if (s.NextKind() != JsonKind::kArray) return s.SkipValue();
+  return s.Array([&] {
+    if (s.NextKind() != JsonKind::kString) return s.SkipValue();
+    std::string item;
+    if (!StringOrSkip(s, &item)) return false;
+    out->push_back(std::move(item));
+    return true;
+  });
+}
+
+// A number member GetUint accepts: *ok says whether it was one.
+bool UintOrSkip(JsonScanner& s, uint64_t* out, bool* ok) {
+  *ok = false;
+  if (s.NextKind() != JsonKind::kNumber) return s.SkipValue();
+  JsonNumber n;
+  if (!s.Number(&n)) return false;
+  *ok = GetUint(n, out);
+  return true;
+}
+
+// index/ meta: the members the reader uses, each of the expected type or
+// absent. Repeated keys: the last one counts (as in nlohmann's DOM).
+bool ScanMeta(JsonScanner& s, StepIndex* index) {
+  index->mode.reset();
+  index->mode_step.reset();
+  index->event_file_name.clear();
+  if (s.NextKind() != JsonKind::kObject) return s.SkipValue();
+  return s.Object([&](absl::string_view key) {
+    if (key == "mode") {
+      index->mode.reset();
+      if (s.NextKind() != JsonKind::kString) return s.SkipValue();
+      absl::string_view mode;
+      std::string scratch;
+      if (!s.String(&mode, &scratch)) return false;
+      index->mode = ParseModeName(mode);
+      return true;
+    }
+    if (key == "mode_step") {
+      index->mode_step.reset();
+      if (s.NextKind() != JsonKind::kNumber) return s.SkipValue();
+      JsonNumber n;
+      if (!s.Number(&n)) return false;
+      // nlohmann's integers: int64 when negative, uint64 otherwise (read
+      // back as int64 the way its get<int64_t>() casts).
+      int64_t step = 0;
+      if (n.negative ? n.ToInt64(&step) : (n.integer && n.fits)) {
+        index->mode_step = n.negative ? step : static_cast<int64_t>(n.magnitude);
+      }
+      return true;
+    }
+    if (key == "event_file_name") return StringOrSkip(s, &index->event_file_name);
+    return s.SkipValue();
+  });
+}
+
+// index/ tensor_payload as read: whether it is an array, the index of its
+// first element without tensorname, start_idx or length (an element that is
+// no object has none), and the entries before that one.
+struct Payload {
+  bool is_array = false;
+  std::optional<size_t> first_bad;
+  std::vector<IndexEntry> entries;
 };
+bool ScanPayload(JsonScanner& s, Payload* payload) {
+  *payload = Payload();
+  if (s.NextKind() != JsonKind::kArray) return s.SkipValue();
+  payload->is_array = true;
+  size_t i = 0;
+  return s.Array([&] {
+    IndexEntry entry;
+    bool has_name = false, has_start = false, has_length = false;
+    const bool read =
+        s.NextKind() != JsonKind::kObject ? s.SkipValue() : s.Object([&](absl::string_view key) {
+          if (key == "tensorname") {
+            has_name = s.NextKind() == JsonKind::kString;
+            return StringOrSkip(s, &entry.tensor_name);
+          }
+          if (key == "start_idx") return UintOrSkip(s, &entry.start_idx, &has_start);
+          if (key == "length") return UintOrSkip(s, &entry.length, &has_length);
+          return s.SkipValue();
+        });
+    if (!read) return false;
+    if (!(has_name && has_start && has_length) && !payload->first_bad) payload->first_bad = i;
+    if (!payload->first_bad) payload->entries.push_back(std::move(entry));
+    ++i;
+    return true;
+  });
+}
 
 }  // namespace
 
@@ -275,8 +203,21 @@ std::optional<Mode> ParseModeName(absl::string_view name) {
 }
 
 absl::StatusOr<StepIndex> ParseIndexJson(absl::string_view text, absl::string_view file) {
-  if (std::optional<StepIndex> fast = IndexScanner(text).Scan()) return *std::move(fast);
-  return ParseIndexJsonWithNlohmann(text, file);
+  StepIndex index;
+  Payload payload;
+  absl::Status scanned = ScanObject(text, file, [&](JsonScanner& s, absl::string_view key) {
+    if (key == "meta") return ScanMeta(s, &index);
+    if (key == "tensor_payload") return ScanPayload(s, &payload);
+    return s.SkipValue();
+  });
+  if (!scanned.ok()) return scanned;
+  if (!payload.is_array) return DataLoss(file, "no tensor_payload list");
+  if (payload.first_bad) {
+    return DataLoss(file, absl::StrCat("tensor_payload[", *payload.first_bad,
+                                       "] lacks tensorname/start_idx/length"));
+  }
+  index.tensors = std::move(payload.entries);
+  return index;
 }
 
 absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view text,
@@ -304,8 +245,8 @@ absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view text,
     const json* name = Member(e, "tensorname");
     IndexEntry entry;
     if (name == nullptr || !name->is_string() ||
-        !GetUint(Member(e, "start_idx"), &entry.start_idx) ||
-        !GetUint(Member(e, "length"), &entry.length)) {
+        !GetUintMember(Member(e, "start_idx"), &entry.start_idx) ||
+        !GetUintMember(Member(e, "length"), &entry.length)) {
       return absl::DataLossError(absl::StrCat(ShownFile(file), ": tensor_payload[", i,
                                               "] lacks tensorname/start_idx/length"));
     }
@@ -317,58 +258,61 @@ absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view text,
 
 absl::StatusOr<CollectionsFile> ParseCollectionsJson(absl::string_view text,
                                                      absl::string_view file) {
-  absl::StatusOr<json> j = ParseObject(text, file);
-  if (!j.ok()) return j.status();
   CollectionsFile out;
-  const json* collections = Member(*j, "collections");
-  if (collections == nullptr || !collections->is_object()) {
-    return absl::DataLossError(absl::StrCat(ShownFile(file), ": no collections object"));
-  }
-  for (const auto& [key, value] : collections->items()) {
-    Collection c;
-    c.name = key;
-    if (const json* n = Member(value, "name"); n != nullptr && n->is_string()) {
-      c.name = n->get<std::string>();
+  bool has_collections = false;
+  absl::Status scanned = ScanObject(text, file, [&](JsonScanner& s, absl::string_view key) {
+    if (key == "collections") {
+      out.collections.clear();
+      has_collections = s.NextKind() == JsonKind::kObject;
+      if (!has_collections) return s.SkipValue();
+      return s.Object([&](absl::string_view collection_key) {
+        Collection c;
+        c.name = std::string(collection_key);
+        const bool read = s.NextKind() != JsonKind::kObject
+                              ? s.SkipValue()
+                              : s.Object([&](absl::string_view member) {
+                                  if (member == "name") {
+                                    if (s.NextKind() != JsonKind::kString) {
+                                      c.name = std::string(collection_key);
+                                      return s.SkipValue();
+                                    }
+                                    return StringOrSkip(s, &c.name);
+                                  }
+                                  if (member == "include_regex") {
+                                    return StringListOrSkip(s, &c.include_regex);
+                                  }
+                                  if (member == "tensor_names") {
+                                    return StringListOrSkip(s, &c.tensor_names);
+                                  }
+                                  return s.SkipValue();
+                                });
+        out.collections[std::string(collection_key)] = std::move(c);
+        return read;
+      });
     }
-    c.include_regex = StringList(Member(value, "include_regex"));
-    c.tensor_names = StringList(Member(value, "tensor_names"));
-    out.collections[key] = std::move(c);
-  }
-  if (const json* meta = Member(*j, "_meta")) {
-    uint64_t n = 0;
-    if (GetUint(Member(*meta, "num_workers"), &n) && n >= 1) {
-      out.num_workers = static_cast<int>(std::min<uint64_t>(n, 1 << 20));
+    if (key == "_meta") {
+      out.num_workers = 1;
+      if (s.NextKind() != JsonKind::kObject) return s.SkipValue();
+      return s.Object([&](absl::string_view member) {
+        if (member != "num_workers") return s.SkipValue();
+        uint64_t n = 0;
+        bool ok = false;
+        if (!UintOrSkip(s, &n, &ok)) return false;
+        out.num_workers = ok && n >= 1 ? static_cast<int>(std::min<uint64_t>(n, 1 << 20)) : 1;
+        return true;
+      });
     }
-  }
+    return s.SkipValue();
+  });
+  if (!scanned.ok()) return scanned;
+  if (!has_collections) return DataLoss(file, "no collections object");
   return out;
 }
 
 std::string DescribeJsonError(absl::string_view text) {
-  try {
-    json again = json::parse(text.begin(), text.end());
-    (void)again;
-    return "not JSON";
-  } catch (const json::parse_error& e) {
-    // e.what(): "[json.exception.parse_error.101] parse error at line 1,
-    // column 5: <reason>[; last read: '<the text read>'][; expected ...]".
-    const absl::string_view what = e.what();
-    const size_t colon = what.find(": ");
-    absl::string_view reason = colon == absl::string_view::npos ? "" : what.substr(colon + 2);
-    if (const size_t quoted = reason.find("; last read: '"); quoted != absl::string_view::npos) {
-      reason = reason.substr(0, quoted);
-    }
-    const size_t at = std::min<size_t>(e.byte, text.size());
-    const size_t from = at > kMaxExcerptChars ? at - kMaxExcerptChars : 0;
-    std::string out = absl::StrCat("JSON parse error at byte ", e.byte);
-    if (!reason.empty()) absl::StrAppend(&out, " (", reason, ")");
-    if (at > 0) {
-      absl::StrAppend(&out, " after ",
-                      objectstore::QuoteForMessage(text.substr(from, at - from), kMaxExcerptChars));
-    }
-    return out;
-  } catch (const json::exception&) {
-    return "not JSON";
-  }
+  JsonScanner s(text);
+  if (s.SkipValue() && s.AtEnd()) return "not JSON";
+  return s.DescribeError();
 }
 
 }  // namespace debugplane::rules_engine

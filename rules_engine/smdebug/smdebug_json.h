@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rules_engine/smdebug/json_scanner.h"
 #include "rules_engine/smdebug/step.h"
 
 namespace debugplane::rules_engine {
@@ -33,11 +34,12 @@ struct StepIndex {
 
 // DATA_LOSS naming `file` (escaped) if the text is not a JSON object of that
 // shape (the caller decides whether that means "still being written"); the
-// message quotes at most a short escaped excerpt of the text.
+// message quotes at most a short escaped excerpt of the text. Read in place
+// with JsonScanner (json_scanner.h); repeated keys: the last one counts.
 absl::StatusOr<StepIndex> ParseIndexJson(absl::string_view json, absl::string_view file);
-// ParseIndexJson scans the plain JSON smdebug writes in place and falls back
-// to a full JSON parser for anything else; this is that reference path alone,
-// exposed so tests can check both agree.
+// The same with nlohmann::json's DOM, the reference ParseIndexJson was
+// written against: exposed so tests can check both agree (errors are worded
+// by DescribeJsonError in both).
 absl::StatusOr<StepIndex> ParseIndexJsonWithNlohmann(absl::string_view json,
                                                      absl::string_view file);
 
@@ -53,13 +55,10 @@ absl::StatusOr<CollectionsFile> ParseCollectionsJson(absl::string_view json,
 std::optional<Mode> ParseModeName(absl::string_view name);
 
 // Why `text` (which failed to parse) is not valid JSON, saying where and
-// what without quoting the text:
-//   JSON parse error at byte 12 (syntax error while parsing value - invalid
-//   literal) after "{\"Type\": cpu"
-// with at most kMaxExcerptChars characters, escaped, of what came before the
-// error. (nlohmann's own message quotes the token it read, of any length:
-// that is never passed on.) "not JSON" if it does parse.
-inline constexpr size_t kMaxExcerptChars = 20;
+// what without quoting the text beyond an excerpt (JsonScanner::DescribeError):
+//   JSON parse error at byte 12 (invalid literal) after "{\"Type\": cpu"
+// with at most kMaxExcerptChars characters, escaped, up to the error. "not
+// JSON" if it does parse.
 std::string DescribeJsonError(absl::string_view text);
 
 }  // namespace debugplane::rules_engine
