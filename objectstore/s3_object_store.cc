@@ -443,6 +443,8 @@ absl::StatusOr<ListObjectsV2Page> S3ObjectStore::ListPage(const ListOptions& opt
   if (!options.delimiter.empty()) {
     query.push_back(absl::StrCat("delimiter=", S3UriEncode(options.delimiter, false)));
   }
+  // Keys come URL-encoded: XML 1.0 cannot carry every byte a key may hold.
+  query.push_back("encoding-type=url");
   query.push_back("list-type=2");
   query.push_back(absl::StrCat("max-keys=", max_keys));
   query.push_back(absl::StrCat("prefix=", S3UriEncode(options.prefix, false)));
@@ -567,6 +569,26 @@ absl::StatusOr<ObjectEntry> S3ObjectStore::Stat(absl::string_view key) const {
   entry.size = *response.content_length;
   entry.modified = ParseHttpDate(response.last_modified);
   return entry;
+}
+
+S3BucketStoreFactory MakeS3BucketStoreFactory(S3ConfigOverrides overrides,
+                                              EnvironmentLookup environment) {
+  return [overrides = std::move(overrides), environment = std::move(environment)](
+             absl::string_view bucket) -> absl::StatusOr<std::shared_ptr<const ObjectStore>> {
+    auto explain = [bucket](const absl::Status& status) {
+      return absl::Status(status.code(),
+                          absl::StrCat("cannot read s3://", bucket, ": ", status.message()));
+    };
+    absl::StatusOr<S3Config> config = LoadS3Config(overrides, environment);
+    if (!config.ok()) return explain(config.status());
+    S3ObjectStore::Options options;
+    options.config = *std::move(config);
+    options.bucket = std::string(bucket);
+    absl::StatusOr<std::shared_ptr<S3ObjectStore>> store =
+        S3ObjectStore::Create(std::move(options));
+    if (!store.ok()) return explain(store.status());
+    return std::shared_ptr<const ObjectStore>(*std::move(store));
+  };
 }
 
 }  // namespace debugplane::objectstore

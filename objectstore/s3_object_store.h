@@ -2,7 +2,8 @@
 // (AWS S3, MinIO, Ceph RGW, moto...), read with libcurl.
 //
 // Requests: ListObjectsV2 (GET ?list-type=2 with prefix, start-after,
-// delimiter, max-keys and continuation-token), ranged GET for reads, HEAD
+// delimiter, max-keys and continuation-token; encoding-type=url, so that
+// keys with any bytes list), ranged GET for reads, HEAD
 // for Stat; each signed with AWS Signature Version 4 by libcurl
 // (CURLOPT_AWS_SIGV4), with the session token as x-amz-security-token. Keys
 // are URI-encoded as SigV4 canonicalizes them (every byte but A-Z a-z 0-9
@@ -138,6 +139,18 @@ class S3ObjectStore final : public ObjectStore {
   mutable std::vector<std::unique_ptr<CurlHandle>> idle_handles_ ABSL_GUARDED_BY(mu_);
   mutable absl::BitGen random_ ABSL_GUARDED_BY(mu_);
 };
+
+// Makes the store of a bucket: what DataRootStores (core/output_path.h)
+// takes to read s3:// output paths. Each call loads the configuration
+// afresh (LoadS3Config(overrides, environment)), so credentials or a
+// profile written after a failure take effect on the next call; the store
+// takes the timeouts and retries of S3Config's defaults. Makes no request.
+// Errors keep LoadS3Config's and Create's codes, the message prefixed with
+// "cannot read s3://bucket: ". Thread-safe.
+using S3BucketStoreFactory =
+    std::function<absl::StatusOr<std::shared_ptr<const ObjectStore>>(absl::string_view bucket)>;
+S3BucketStoreFactory MakeS3BucketStoreFactory(S3ConfigOverrides overrides,
+                                              EnvironmentLookup environment);
 
 }  // namespace debugplane::objectstore
 

@@ -3,7 +3,10 @@
 #include <tinyxml2.h>
 
 #include <cstring>
+#include <optional>
+#include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -46,6 +49,53 @@ absl::StatusOr<ObjectEntry> ParseContents(const tinyxml2::XMLElement* contents) 
   return entry;
 }
 
+// A name S3 sent URL-encoded (EncodingType "url": '+' for a space, %XX
+// for other bytes), decoded; nullopt if a '%' is not followed by two hex
+// digits.
+std::optional<std::string> UrlDecode(absl::string_view encoded) {
+  std::string decoded;
+  decoded.reserve(encoded.size());
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    const char c = encoded[i];
+    if (c == '+') {
+      decoded.push_back(' ');
+    } else if (c != '%') {
+      decoded.push_back(c);
+    } else {
+      if (i + 2 >= encoded.size() || !absl::ascii_isxdigit(encoded[i + 1]) ||
+          !absl::ascii_isxdigit(encoded[i + 2])) {
+        return std::nullopt;
+      }
+      auto hex = [](char h) {
+        return absl::ascii_isdigit(h) ? h - '0' : absl::ascii_tolower(h) - 'a' + 10;
+      };
+      decoded.push_back(static_cast<char>(hex(encoded[i + 1]) * 16 + hex(encoded[i + 2])));
+      i += 2;
+    }
+  }
+  return decoded;
+}
+
+absl::Status DecodeNames(ListObjectsV2Page* page) {
+  for (ObjectEntry& object : page->objects) {
+    std::optional<std::string> key = UrlDecode(object.key);
+    if (!key.has_value() || key->empty()) {
+      return Malformed(absl::StrCat("the URL-encoded key ", QuoteForMessage(object.key, 128),
+                                    " does not decode"));
+    }
+    object.key = *std::move(key);
+  }
+  for (std::string& prefix : page->common_prefixes) {
+    std::optional<std::string> decoded = UrlDecode(prefix);
+    if (!decoded.has_value() || decoded->empty()) {
+      return Malformed(absl::StrCat("the URL-encoded common prefix ", QuoteForMessage(prefix, 128),
+                                    " does not decode"));
+    }
+    prefix = *std::move(decoded);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ListObjectsV2Page> ParseListObjectsV2(absl::string_view xml) {
@@ -81,6 +131,10 @@ absl::StatusOr<ListObjectsV2Page> ParseListObjectsV2(absl::string_view xml) {
   if (token != nullptr) page.next_continuation_token = token;
   if (page.truncated && page.next_continuation_token.empty()) {
     return Malformed("a truncated page has no <NextContinuationToken>");
+  }
+  const char* encoding = ChildText(root, "EncodingType");
+  if (encoding != nullptr && std::strcmp(encoding, "url") == 0) {
+    if (absl::Status status = DecodeNames(&page); !status.ok()) return status;
   }
   return page;
 }

@@ -23,7 +23,10 @@ struct ListObjectsV2Page {
   std::string next_continuation_token;       // <NextContinuationToken>
 };
 
-// The page in `xml`. DATA_LOSS if it is not well-formed XML, its root is not
+// The page in `xml`. Keys and common prefixes are decoded when the reply
+// says <EncodingType>url</EncodingType> (S3 then sends them URL-encoded, so
+// that any key, control characters included, fits in XML 1.0; '+' is a
+// space). DATA_LOSS if it is not well-formed XML, its root is not
 // ListBucketResult, or an entry lacks its Key / Prefix, has a Size that is
 // not a decimal number, or a LastModified that is not an ISO 8601 time (an
 // absent LastModified is InfinitePast). A truncated page without a

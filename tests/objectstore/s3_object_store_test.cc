@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/scoped_temp_dir.h"
 #include "tests/objectstore/s3_test_server.h"
 #include "tests/objectstore/scripted_http_server.h"
 
@@ -204,10 +208,11 @@ TEST_F(S3ObjectStoreTest, StatsWithHead) {
 
 TEST_F(S3ObjectStoreTest, KeysWithSpacesUnicodeAndReservedCharactersRoundTrip) {
   const std::vector<std::string> keys = {
-      "enc/a b.json",    "enc/\xC3\xA9t\xC3\xA9/\xE6\x97\xA5.json",
-      "enc/x+y=z.json",  "enc/100%.json",
-      "enc/q?&#;,.json", "enc/~tilde_-.json",
-      "enc/(paren)*!'"};
+      "enc/a b.json",          "enc/\xC3\xA9t\xC3\xA9/\xE6\x97\xA5.json",
+      "enc/x+y=z.json",        "enc/100%.json",
+      "enc/q?&#;,.json",       "enc/~tilde_-.json",
+      "enc/(paren)*!'",        "enc/control\x01\x1f\x7f.json",
+      "enc/&lt;<>\"&amp;.json"};
   for (size_t i = 0; i < keys.size(); ++i) Put(keys[i], absl::StrCat("content ", i));
   ListOptions options;
   options.prefix = "enc/";
@@ -274,6 +279,35 @@ TEST_F(S3ObjectStoreTest, ManyThreadsReadAtOnce) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_THAT(failures, ::testing::IsEmpty());
+}
+
+TEST_F(S3ObjectStoreTest, BucketStoreFactoryConfiguresFromTheEnvironmentEachCall) {
+  Put("factory/x.json", "factory");
+  debugplane::testing::ScopedTempDir home;
+  std::map<std::string, std::string> environment = {
+      {"HOME", home.path().string()},
+      {"AWS_ENDPOINT_URL_S3", server_->endpoint()},
+      {"AWS_REGION", "us-east-1"},
+  };
+  // No credentials yet: refused, naming the bucket and what was looked at.
+  S3BucketStoreFactory factory = MakeS3BucketStoreFactory({}, MapEnvironment(environment));
+  absl::StatusOr<std::shared_ptr<const ObjectStore>> store = factory(kBucket);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(store.status().message(),
+              AllOf(HasSubstr("cannot read s3://dp-data: "), HasSubstr("AWS_ACCESS_KEY_ID"),
+                    HasSubstr(".aws/credentials")));
+
+  // A credentials file written later is read by the next call.
+  std::filesystem::create_directories(home.path() / ".aws");
+  std::ofstream(home.path() / ".aws" / "credentials")
+      << "[default]\naws_access_key_id = " << server_->access_key_id()
+      << "\naws_secret_access_key = " << server_->secret_access_key() << "\n";
+  store = factory(kBucket);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->Read("factory/x.json").value_or("error"), "factory");
+  EXPECT_EQ((*store)->Describe("factory/x.json"), "s3://dp-data/factory/x.json");
+
+  EXPECT_EQ(factory("Not_A_Bucket").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // --- Against moto with every signature checked ---------------------------
@@ -434,7 +468,7 @@ TEST(S3ObjectStoreRetryTest, RetriesSlowDownAndServerErrorsWithGrowingJitteredBa
   for (const std::string& request : server.requests()) {
     EXPECT_THAT(
         request,
-        AllOf(HasSubstr("GET /dp-data?list-type=2&max-keys="),
+        AllOf(HasSubstr("GET /dp-data?encoding-type=url&list-type=2&max-keys="),
               HasSubstr("Authorization: AWS4-HMAC-SHA256 Credential=AKIASCRIPTED/"),
               HasSubstr("/us-east-1/s3/aws4_request"), HasSubstr("x-amz-content-sha256: e3b0c442"),
               Not(HasSubstr("scripted-secret"))));

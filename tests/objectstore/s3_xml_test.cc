@@ -3,6 +3,7 @@
 
 #include "objectstore/s3_xml.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -37,6 +38,33 @@ TEST(ParseListObjectsV2Test, ReadsObjectsCommonPrefixesAndContinuation) {
   EXPECT_THAT(page->common_prefixes, ElementsAre("job/index/"));
   EXPECT_TRUE(page->truncated);
   EXPECT_EQ(page->next_continuation_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
+}
+
+TEST(ParseListObjectsV2Test, DecodesUrlEncodedNames) {
+  absl::StatusOr<ListObjectsV2Page> page = ParseListObjectsV2(
+      "<ListBucketResult><EncodingType>url</EncodingType>"
+      "<Contents><Key>job/a+b%2Bc%01%C3%A9%2f</Key><Size>1</Size></Contents>"
+      "<CommonPrefixes><Prefix>job/x%20y/</Prefix></CommonPrefixes></ListBucketResult>");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].key, "job/a b+c\x01\xC3\xA9/");
+  EXPECT_THAT(page->common_prefixes, ElementsAre("job/x y/"));
+
+  // Without EncodingType the names are as sent.
+  page = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>a+b%20</Key><Size>1</Size></Contents>"
+      "</ListBucketResult>");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->objects[0].key, "a+b%20");
+
+  for (const char* bad : {"<Contents><Key>a%2</Key><Size>1</Size></Contents>",
+                          "<Contents><Key>a%zz</Key><Size>1</Size></Contents>",
+                          "<CommonPrefixes><Prefix>%</Prefix></CommonPrefixes>"}) {
+    page = ParseListObjectsV2(absl::StrCat("<ListBucketResult><EncodingType>url</EncodingType>",
+                                           bad, "</ListBucketResult>"));
+    EXPECT_EQ(page.status().code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_THAT(page.status().message(), HasSubstr("does not decode")) << bad;
+  }
 }
 
 TEST(ParseListObjectsV2Test, EmptyListingIsEmpty) {
