@@ -1,0 +1,101 @@
+// ReportWriter: the report throttle by a FakeClock (no sleeping), the files,
+// and write errors naming the file.
+
+#include "rules_engine/scheduling/report_writer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/core/scoped_temp_dir.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
+using ::testing::HasSubstr;
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class ReportWriterTest : public ::testing::Test {
+ protected:
+  ReportContent Content() {
+    ReportContent content;
+    content.data = &data_;
+    content.context.training_job_name = "job";
+    content.context.rule_configuration_name = "ProfilerReport";
+    content.context.training_job_status = "InProgress";
+    return content;
+  }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  ReportWriter writer_{ReportWriterOptions{
+      .report_dir = dir_.path() / "reports", .report_interval = absl::Seconds(2), .clock = clock_}};
+  ProfilerReportData data_;
+};
+
+TEST_F(ReportWriterTest, RegeneratedAtMostOncePerInterval) {
+  ReportSchedule schedule;
+  ASSERT_TRUE(writer_.Due(schedule));  // Never written: at once.
+  ASSERT_TRUE(writer_
+                  .Write("job", "ProfilerReport", Content(), /*final=*/false,
+                         v1::TrainingJobStatus::InProgress, schedule)
+                  .ok());
+  EXPECT_EQ(schedule.written, clock_->Now());
+  EXPECT_FALSE(writer_.Due(schedule));  // Up to date.
+
+  schedule.stale = true;  // New data.
+  clock_->Advance(absl::Seconds(2) - absl::Milliseconds(1));
+  EXPECT_FALSE(writer_.Due(schedule));
+  clock_->Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(writer_.Due(schedule));
+}
+
+TEST_F(ReportWriterTest, WritesJsonAndPageWithTheClocksTime) {
+  ReportSchedule schedule;
+  ASSERT_TRUE(writer_
+                  .Write("job", "ProfilerReport", Content(), /*final=*/true,
+                         v1::TrainingJobStatus::Completed, schedule)
+                  .ok());
+  EXPECT_TRUE(schedule.final_written);
+  EXPECT_EQ(schedule.final_job_status, v1::TrainingJobStatus::Completed);
+  const core::ProfilerReportFiles files = writer_.FilesFor("job", "ProfilerReport");
+  const nlohmann::json json = nlohmann::json::parse(ReadAll(files.json));
+  EXPECT_NE(json.dump().find("2023-11-14"), std::string::npos) << json.dump();  // FakeClock's date.
+  EXPECT_THAT(ReadAll(files.html), HasSubstr("<html"));
+  // No temporary is left behind.
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(files.json.parent_path())) {
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2u);
+}
+
+TEST_F(ReportWriterTest, WriteErrorNamesTheDirectory) {
+  // The report directory is a file: nothing can be created under it.
+  std::ofstream(dir_.path() / "reports") << "not a directory";
+  ReportSchedule schedule;
+  const absl::Status written = writer_.Write("job", "ProfilerReport", Content(), false,
+                                             v1::TrainingJobStatus::InProgress, schedule);
+  EXPECT_EQ(written.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(written.message(), HasSubstr((dir_.path() / "reports").string()));
+}
+
+TEST(ReportWriterDisabledTest, NothingIsDueWithoutAReportDirectory) {
+  ReportWriter writer(ReportWriterOptions{});
+  EXPECT_FALSE(writer.enabled());
+  EXPECT_FALSE(writer.Due(ReportSchedule{}));
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine

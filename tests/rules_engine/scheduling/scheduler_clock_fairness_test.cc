@@ -1,0 +1,179 @@
+// The scheduler's time comes from its clock (a FakeClock here: stall and
+// polling behaviour without sleeping), and a job with many pending steps
+// yields its worker to another job's new step (fairness, issue 10).
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rules_engine/scheduling/evaluation_scheduler.h"
+#include "tests/core/test_util.h"
+#include "tests/rules_engine/trial_writer.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+using ::debugplane::testing::CallSync;
+using ::debugplane::testing::ScopedTempDir;
+using ::testing::HasSubstr;
+using H = core::TrainingJobHandler;
+using testing::TrialWriter;
+
+constexpr absl::Duration kPatience = absl::Seconds(30);
+
+class SchedulerClockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto manager = ::debugplane::testing::OpenTestManager(dir_.path());
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = *std::move(manager);
+    options_.data_roots.push_back(dir_.path());
+    options_.clock = clock_;
+  }
+  void TearDown() override {
+    scheduler_.reset();
+    manager_.reset();
+  }
+  void StartScheduler() {
+    scheduler_ = std::make_unique<EvaluationScheduler>(manager_.get(), options_);
+    scheduler_->Start();
+  }
+
+  void CreateJob(const std::string& name, const std::string& trial, const std::string& rule,
+                 const std::map<std::string, std::string>& parameters = {}) {
+    v1::CreateTrainingJobRequest request;
+    request.set_training_job_name(name);
+    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
+    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    request.mutable_debug_hook_config()->set_s3_output_path(trial);
+    auto* config = request.add_debug_rule_configurations();
+    config->set_rule_configuration_name(rule);
+    config->set_rule_evaluator_image("builtin");
+    (*config->mutable_rule_parameters())["rule_to_invoke"] = rule;
+    for (const auto& [key, value] : parameters) (*config->mutable_rule_parameters())[key] = value;
+    auto created =
+        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+
+  v1::DebugRuleEvaluationStatus Rule(const std::string& job, const std::string& rule) {
+    for (const auto& status : manager_->GetJob(job)->debug_rule_evaluation_statuses()) {
+      if (status.rule_configuration_name() == rule) return status;
+    }
+    ADD_FAILURE() << "no rule " << rule << " in " << job;
+    return {};
+  }
+
+  // Waits (real time, bounded) until the rule is terminal.
+  v1::DebugRuleEvaluationStatus WaitForRule(const std::string& job, const std::string& rule) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (absl::Now() < deadline) {
+      v1::DebugRuleEvaluationStatus status = Rule(job, rule);
+      if (core::IsTerminal(status.rule_evaluation_status())) return status;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ADD_FAILURE() << rule << " of " << job << " never ended";
+    return {};
+  }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  EvaluationSchedulerOptions options_;
+  std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<EvaluationScheduler> scheduler_;
+};
+
+TEST_F(SchedulerClockTest, StallIsFoundWhenTheClockPassesTheThreshold) {
+  // Time-driven: only the polling pass (a minute of the FakeClock) brings
+  // the job to a worker when no data comes, and the stall threshold is an
+  // hour of the same clock. Nothing waits for real minutes.
+  options_.poll_interval = absl::Minutes(1);
+  StartScheduler();
+  const std::string trial = (dir_.path() / "stalled").string();
+  TrialWriter writer(trial);
+  writer.AddStep(0, Mode::kTrain, 0, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
+  CreateJob("stalled", trial, "StalledTrainingRule", {{"threshold", "3600"}});
+  // The step is read (its progress recorded) at the FakeClock's start.
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (!Rule("stalled", "StalledTrainingRule").has_last_evaluated_step() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(Rule("stalled", "StalledTrainingRule").has_last_evaluated_step());
+
+  clock_->Advance(absl::Minutes(59));       // Polled, not stalled yet.
+  absl::SleepFor(absl::Milliseconds(100));  // Lets a wrong verdict land, if any.
+  EXPECT_EQ(Rule("stalled", "StalledTrainingRule").rule_evaluation_status(),
+            v1::RuleEvaluationStatus::InProgress);
+
+  clock_->Advance(absl::Minutes(2));  // Past the threshold: the next poll ticks.
+  const v1::DebugRuleEvaluationStatus status = WaitForRule("stalled", "StalledTrainingRule");
+  EXPECT_EQ(status.rule_evaluation_status(), v1::RuleEvaluationStatus::IssuesFound);
+  EXPECT_THAT(status.status_details(), HasSubstr("3600s"));
+}
+
+// A job replaying many pending steps and a job with one new NaN step, one
+// worker: the NaN is found while the replay is still early in its trial,
+// because every turn of the replay stops at max_steps_per_turn and queues
+// it behind the other job. Without the bound the replay's one turn reads all
+// its steps first.
+TEST_F(SchedulerClockTest, JobWithManyPendingStepsYieldsToAnotherJobsNewStep) {
+  constexpr int kReplaySteps = 600;
+  options_.worker_threads = 1;
+  options_.max_steps_per_turn = 8;
+  options_.turn_time_slice = absl::InfiniteDuration();  // The step bound alone.
+  options_.progress_interval = absl::ZeroDuration();    // Every turn's progress.
+  options_.poll_interval = absl::InfiniteDuration();
+  {
+    TrialWriter replay((dir_.path() / "replay").string());
+    for (int step = 0; step < kReplaySteps; ++step) {
+      replay.AddStep(step, Mode::kTrain, step, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
+    }
+    TrialWriter nan((dir_.path() / "nan").string());
+    nan.AddStep(0, Mode::kTrain, 0,
+                {{"CrossEntropyLoss_output_0", {}, {std::numeric_limits<double>::quiet_NaN()}}});
+  }
+  // Both created before the scheduler starts: it queues them by name, the
+  // replay ("a-...") first, on its single worker.
+  CreateJob("a-replay", (dir_.path() / "replay").string(), "ExplodingTensor");
+  CreateJob("b-nan", (dir_.path() / "nan").string(), "ExplodingTensor");
+
+  // The replay's recorded progress when the NaN's IssuesFound is committed.
+  absl::Mutex mu;
+  int64_t replay_progress = -1;
+  int64_t replay_progress_at_issue = std::numeric_limits<int64_t>::min();
+  const auto observer = manager_->AddCommitObserver(
+      [&](const std::string& name, std::shared_ptr<const core::JobRecord> job) {
+        if (job == nullptr || job->debug_rule_evaluation_statuses_size() == 0) return;
+        absl::MutexLock lock(&mu);
+        const auto& status = job->debug_rule_evaluation_statuses(0);
+        if (name == "a-replay" && status.has_last_evaluated_step()) {
+          replay_progress = status.last_evaluated_step();
+        }
+        if (name == "b-nan" &&
+            status.rule_evaluation_status() == v1::RuleEvaluationStatus::IssuesFound &&
+            replay_progress_at_issue == std::numeric_limits<int64_t>::min()) {
+          replay_progress_at_issue = replay_progress;
+        }
+      });
+  StartScheduler();
+  EXPECT_EQ(WaitForRule("b-nan", "ExplodingTensor").rule_evaluation_status(),
+            v1::RuleEvaluationStatus::IssuesFound);
+  manager_->RemoveCommitObserver(observer.id);
+  absl::MutexLock lock(&mu);
+  // One turn of the replay (8 steps: progress 7) came before the NaN job's
+  // turn; a few more may be recorded before its IssuesFound commits.
+  EXPECT_GE(replay_progress_at_issue, -1);
+  EXPECT_LT(replay_progress_at_issue, kReplaySteps / 4)
+      << "the replay read " << replay_progress_at_issue + 1 << " of its " << kReplaySteps
+      << " steps before the other job's NaN was reported";
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine

@@ -1,0 +1,143 @@
+// TrialWatcher: the polling pass follows its Clock (a FakeClock here: no
+// sleeping), and changes in a job's trial wake that job, also when the trial
+// directory is created after the watch.
+
+#include "rules_engine/scheduling/trial_watcher.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
+#include "tests/core/scoped_temp_dir.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
+
+// Upper bound on waiting for a watcher thread; the test passes long before.
+constexpr absl::Duration kPatience = absl::Seconds(10);
+
+// The jobs the watcher woke, in order.
+class Wakes {
+ public:
+  void Add(const std::string& job) {
+    absl::MutexLock lock(&mu_);
+    jobs_.push_back(job);
+  }
+  bool Contains(const std::string& job) {
+    absl::MutexLock lock(&mu_);
+    return std::find(jobs_.begin(), jobs_.end(), job) != jobs_.end();
+  }
+  // Waits until `job` was woken; false after kPatience.
+  bool WaitFor(const std::string& job) {
+    absl::MutexLock lock(&mu_);
+    const auto woken = [&] {
+      mu_.AssertHeld();
+      return std::find(jobs_.begin(), jobs_.end(), job) != jobs_.end();
+    };
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (!woken()) {
+      if (absl::Now() >= deadline) return false;
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
+    }
+    return true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<std::string> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(TrialWatcherTest, PollsOncePerIntervalOfItsClock) {
+  auto clock = std::make_shared<core::FakeClock>();
+  const absl::Time start = clock->Now();
+  absl::Mutex mu;
+  int polls = 0;
+  TrialWatcher watcher(
+      TrialWatcherOptions{.poll_interval = absl::Seconds(30), .clock = clock},
+      [](const std::string&) {},
+      [&] {
+        absl::MutexLock lock(&mu);
+        ++polls;
+      });
+  ASSERT_EQ(watcher.next_poll(), start + absl::Seconds(30));
+
+  clock->Advance(absl::Seconds(29));
+  EXPECT_EQ(watcher.next_poll(), start + absl::Seconds(30));  // Not due: unchanged.
+
+  clock->Advance(absl::Seconds(1));
+  // The pass runs on the timer thread and schedules the next one.
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (watcher.next_poll() != start + absl::Seconds(60) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(watcher.next_poll(), start + absl::Seconds(60));
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(polls, 1);
+}
+
+TEST(TrialWatcherTest, NoPollingWithAnInfiniteInterval) {
+  TrialWatcher watcher(
+      TrialWatcherOptions{.poll_interval = absl::InfiniteDuration(),
+                          .clock = std::make_shared<core::FakeClock>()},
+      [](const std::string&) {}, [] { ADD_FAILURE() << "polled"; });
+  EXPECT_FALSE(watcher.next_poll().has_value());
+}
+
+class TrialWatcherChangesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = objectstore::LocalObjectStore::Open(dir_.path().string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *store;
+  }
+  objectstore::StoreLocation At(const std::string& prefix) { return {store_, prefix}; }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<objectstore::ObjectStore> store_;
+  Wakes wakes_;
+  TrialWatcher watcher_{TrialWatcherOptions{.poll_interval = absl::InfiniteDuration(),
+                                            .clock = std::make_shared<core::FakeClock>()},
+                        [this](const std::string& job) { wakes_.Add(job); }, [] {}};
+};
+
+TEST_F(TrialWatcherChangesTest, NewIndexFileWakesTheJob) {
+  fs::create_directories(dir_.path() / "a" / "index" / "000000000");
+  EXPECT_TRUE(watcher_.Update("job-a", WatchedOutputs{.trial = At("a")}));
+  EXPECT_FALSE(watcher_.Update("job-a", WatchedOutputs{.trial = At("a")}));  // Nothing new.
+  std::ofstream(dir_.path() / "a" / "index" / "000000000" / "000000000001_worker_0.json") << "{}";
+  EXPECT_TRUE(wakes_.WaitFor("job-a"));
+}
+
+TEST_F(TrialWatcherChangesTest, TrialCreatedLaterIsHeardThroughItsParent) {
+  fs::create_directories(dir_.path() / "jobs");
+  EXPECT_TRUE(watcher_.Update("job-b", WatchedOutputs{.trial = At("jobs/b")}));
+  fs::create_directories(dir_.path() / "jobs" / "b");
+  EXPECT_TRUE(wakes_.WaitFor("job-b"));
+}
+
+TEST_F(TrialWatcherChangesTest, DroppedJobIsNotWoken) {
+  fs::create_directories(dir_.path() / "c" / "index");
+  fs::create_directories(dir_.path() / "d" / "index");
+  ASSERT_TRUE(watcher_.Update("job-c", WatchedOutputs{.trial = At("c")}));
+  ASSERT_TRUE(watcher_.Update("job-d", WatchedOutputs{.trial = At("d")}));
+  watcher_.Drop("job-c");
+  std::ofstream(dir_.path() / "c" / "index" / "x") << "1";
+  std::ofstream(dir_.path() / "d" / "index" / "x") << "1";
+  // The two files are heard in order (one inotify queue); job-c's would
+  // come first.
+  ASSERT_TRUE(wakes_.WaitFor("job-d"));
+  EXPECT_FALSE(wakes_.Contains("job-c"));
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine
