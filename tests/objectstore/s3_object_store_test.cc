@@ -507,6 +507,26 @@ TEST(S3ObjectStoreRetryTest, OtherClientErrorsAreNotRetried) {
   EXPECT_EQ(redirect.requests().size(), 1u);
 }
 
+TEST(S3ObjectStoreRepliesTest, ConnectionsAreReused) {
+  ScriptedHttpServer server({{200, "0123456789"}}, /*keep_alive=*/true);
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(store->Read("job/a.json").value_or("error"), "0123456789");
+  }
+  EXPECT_EQ(server.requests().size(), 5u);
+  EXPECT_EQ(server.connections(), 1);
+
+  // Without idle handles kept, every request connects anew.
+  ScriptedHttpServer unpooled({{200, "0123456789"}}, /*keep_alive=*/true);
+  S3Config config = ScriptedConfig(unpooled);
+  config.max_idle_connections = 0;
+  store = MakeStore(config);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(store->Read("job/a.json").value_or("error"), "0123456789");
+  }
+  EXPECT_EQ(unpooled.connections(), 3);
+}
+
 TEST(S3ObjectStoreRepliesTest, MalformedListingIsDataLoss) {
   ScriptedHttpServer server({{200, "<html>not a listing</html>"}});
   std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));

@@ -37,7 +37,8 @@ const char* Reason(int status) {
 
 }  // namespace
 
-ScriptedHttpServer::ScriptedHttpServer(std::vector<Reply> replies) : replies_(std::move(replies)) {
+ScriptedHttpServer::ScriptedHttpServer(std::vector<Reply> replies, bool keep_alive)
+    : replies_(std::move(replies)), keep_alive_(keep_alive) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -72,41 +73,57 @@ void ScriptedHttpServer::Serve() {
     if (poll(&readable, 1, 20) <= 0) continue;
     const int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0) continue;
-    Answer(connection);
+    {
+      absl::MutexLock lock(&mu_);
+      ++connections_;
+    }
+    std::string pending;
+    while (Answer(connection, &pending) && keep_alive_ && !stopping_) {
+    }
     close(connection);
   }
 }
 
-void ScriptedHttpServer::Answer(int connection) {
-  std::string request;
+int ScriptedHttpServer::connections() const {
+  absl::MutexLock lock(&mu_);
+  return connections_;
+}
+
+bool ScriptedHttpServer::Answer(int connection, std::string* pending) {
+  std::string& request = *pending;
   char buffer[4096];
   while (request.find("\r\n\r\n") == std::string::npos) {
     pollfd readable{connection, POLLIN, 0};
-    if (poll(&readable, 1, 2000) <= 0) return;
+    if (poll(&readable, 1, 2000) <= 0) return false;
     const ssize_t n = read(connection, buffer, sizeof buffer);
-    if (n <= 0) return;
+    if (n <= 0) return false;
     request.append(buffer, static_cast<size_t>(n));
   }
+  // Requests here have no body: the next one starts after the blank line.
+  const size_t end = request.find("\r\n\r\n");
+  const bool head = request.rfind("HEAD ", 0) == 0;
   size_t index;
   {
     absl::MutexLock lock(&mu_);
-    requests_.push_back(request.substr(0, request.find("\r\n\r\n")));
+    requests_.push_back(request.substr(0, end));
     index = std::min(requests_.size(), replies_.size()) - 1;
   }
+  request.erase(0, end + 4);
   const Reply& reply = replies_[index];
-  std::string response =
-      absl::StrCat("HTTP/1.1 ", reply.status, " ", Reason(reply.status),
-                   "\r\nContent-Length: ", reply.body.size(), "\r\nConnection: close\r\n");
+  std::string response = absl::StrCat("HTTP/1.1 ", reply.status, " ", Reason(reply.status),
+                                      "\r\nContent-Length: ", reply.body.size(),
+                                      keep_alive_ ? "\r\n" : "\r\nConnection: close\r\n");
   for (const std::string& header : reply.headers) absl::StrAppend(&response, header, "\r\n");
   absl::StrAppend(&response, "\r\n");
-  if (request.rfind("HEAD ", 0) != 0) absl::StrAppend(&response, reply.body);
+  if (!head) absl::StrAppend(&response, reply.body);
   size_t sent = 0;
   while (sent < response.size()) {
     const ssize_t n =
         send(connection, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
+    if (n <= 0) return false;
     sent += static_cast<size_t>(n);
   }
+  return true;
 }
 
 std::string S3ErrorBody(absl::string_view code, absl::string_view message) {
