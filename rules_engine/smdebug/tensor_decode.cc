@@ -434,7 +434,8 @@ struct WireValue {
   float simple_value = 0;
   bool has_tensor = false;
   int dtype = 0;
-  std::vector<int64_t> shape;
+  // Grows without allocating for the shapes tensors have.
+  absl::InlinedVector<int64_t, 8> shape;
   absl::string_view content;
   absl::InlinedVector<WirePlugin, 4> plugins;  // smdebug writes two.
 };
@@ -478,7 +479,7 @@ bool ReadDim(absl::string_view data, int64_t* size) {
   });
 }
 
-bool ReadShape(absl::string_view data, std::vector<int64_t>* shape) {
+bool ReadShape(absl::string_view data, absl::InlinedVector<int64_t, 8>* shape) {
   return ReadMessage(data, [shape](uint32_t field, int wt, WireReader& r, uint64_t& seen) {
     absl::string_view bytes;
     uint64_t v;
@@ -642,7 +643,7 @@ absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
     d.tensor.name = d.tag;
     for (const WirePlugin& plugin : value.plugins) ApplyPlugin(plugin.name, plugin.content, &d);
     if (value.has_tensor) {
-      d.tensor.shape = std::move(value.shape);
+      d.tensor.shape.assign(value.shape.begin(), value.shape.end());
       absl::Status s =
           DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, d.tag, &d.tensor);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
@@ -697,7 +698,7 @@ absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
     out->facts.reset();
     return absl::OkStatus();
   }
-  out->shape = std::move(value.shape);
+  out->shape.assign(value.shape.begin(), value.shape.end());
   absl::Status s =
       DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, value.tag, out);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));

@@ -212,15 +212,23 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     }
   }
 
+  // The files of this call are read into these (their allocations reused
+  // from file to file, and freed when the call returns: an idle reader
+  // keeps no file's worth of memory).
+  std::string text, whole, ranged;
+
   // Parse index files not parsed yet and look for event files.
   for (auto& [step, workers] : st.pending) {
     for (auto& [worker, w] : workers) {
       if (!w.index) {
-        absl::StatusOr<std::string> text = trial_.store->Read(w.index_key);
-        if (!text.ok()) return text.status();
+        if (absl::Status read =
+                trial_.store->ReadRangeInto(w.index_key, 0, objectstore::kToEnd, &text);
+            !read.ok()) {
+          return read;
+        }
         // Named relative to the trial directory in errors.
         absl::StatusOr<StepIndex> index =
-            ParseIndexJson(*text, absl::string_view(w.index_key).substr(top_prefix.size()));
+            ParseIndexJson(text, absl::string_view(w.index_key).substr(top_prefix.size()));
         if (!index.ok()) {
           w.index_error = index.status();
           continue;
@@ -310,32 +318,21 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         entries.clear();
       }
       result.tensors.reserve(result.tensors.size() + entries.size());
-      std::string whole;
       const bool read_whole = !entries.empty() && wanted_bytes * 4 >= file_end;
       if (read_whole) {
-        absl::StatusOr<std::string> content = trial_.store->Read(event_file);
-        if (!content.ok()) {
-          error = content.status();
-          break;
-        }
-        whole = *std::move(content);
+        error = trial_.store->ReadRangeInto(event_file, 0, objectstore::kToEnd, &whole);
+        if (!error.ok()) break;
       }
       for (IndexEntry* entry : entries) {
         const IndexEntry& e = *entry;
-        std::string ranged;
         absl::string_view bytes;
         if (read_whole) {
           bytes = e.start_idx < whole.size()
                       ? absl::string_view(whole).substr(e.start_idx, e.length)
                       : absl::string_view();
         } else {
-          absl::StatusOr<std::string> range =
-              trial_.store->ReadRange(event_file, e.start_idx, e.length);
-          if (!range.ok()) {
-            error = range.status();
-            break;
-          }
-          ranged = *std::move(range);
+          error = trial_.store->ReadRangeInto(event_file, e.start_idx, e.length, &ranged);
+          if (!error.ok()) break;
           bytes = ranged;
         }
         TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
