@@ -4,12 +4,14 @@
 // same run, against a no-op handler on the same gRPC server stack: the
 // ceiling. Prints a table and the real/ceiling ratios.
 //
-//   service_bench [--seconds 3] [--callers 1,16,64] [--ops create,describe,list]
-//                 [--preload 1000] [--data-dir DIR]
+//   service_bench [--seconds 3] [--slices 3] [--callers 1,16,64]
+//                 [--ops create,describe,list] [--preload 1000] [--data-dir DIR]
 //
 // Each caller is closed-loop: it sends its next call when the previous one
 // returns. Callers share one channel (one HTTP/2 connection), as one client
-// process would.
+// process would. Each cell's time is cut into slices that alternate between
+// the real server and the no-op one (real, no-op, real, ...), so that load
+// from other work on the machine weighs on both alike.
 //
 // Besides throughput and latency, each cell shows the CPU time the whole
 // process (load generator and server) spent per call, which varies much less
@@ -112,6 +114,14 @@ v1::CreateTrainingJobRequest JobRequest(const std::string& name) {
   return r;
 }
 
+// What one slice of a cell measured.
+struct Sample {
+  std::vector<int64_t> latencies_ns;  // One per successful call.
+  absl::Duration elapsed;
+  absl::Duration cpu;  // Process CPU time (all threads).
+  int64_t errors = 0;
+};
+
 struct Result {
   double ops_per_second = 0;
   double p50_us = 0;
@@ -127,18 +137,40 @@ absl::Duration ProcessCpuTime() {
   return absl::DurationFromTimespec(ts);
 }
 
+// The figures of a cell from its slices.
+Result Summarize(const std::vector<Sample>& samples) {
+  std::vector<int64_t> all;
+  absl::Duration elapsed, cpu;
+  Result result;
+  for (const Sample& sample : samples) {
+    all.insert(all.end(), sample.latencies_ns.begin(), sample.latencies_ns.end());
+    elapsed += sample.elapsed;
+    cpu += sample.cpu;
+    result.errors += sample.errors;
+  }
+  if (all.empty()) return result;
+  std::sort(all.begin(), all.end());
+  result.ops_per_second = all.size() / absl::ToDoubleSeconds(elapsed);
+  result.cpu_us_per_op = absl::ToDoubleMicroseconds(cpu) / all.size();
+  result.p50_us = all[all.size() / 2] / 1000.0;
+  result.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)] / 1000.0;
+  return result;
+}
+
 // Runs `callers` closed-loop callers of one operation for `duration`.
+// Created jobs are named `<target>-<callers>-<slice>-<n>`.
 class LoadRun {
  public:
   LoadRun(v1::TrainingJobService::Stub* stub, std::string op, std::string target, int callers,
-          int preloaded)
+          int slice, int preloaded)
       : stub_(stub),
         op_(std::move(op)),
         target_(std::move(target)),
         callers_(callers),
+        slice_(slice),
         preloaded_(preloaded) {}
 
-  Result Run(absl::Duration duration) {
+  Sample Run(absl::Duration duration) {
     deadline_ = absl::Now() + duration;
     start_ = absl::Now();
     const absl::Duration cpu_start = ProcessCpuTime();
@@ -146,19 +178,14 @@ class LoadRun {
     latencies_.resize(callers_);
     for (int i = 0; i < callers_; ++i) Issue(i);
     finished_.WaitForNotification();
-    const absl::Duration cpu = ProcessCpuTime() - cpu_start;
-    const double seconds = absl::ToDoubleSeconds(end_ - start_);
-    std::vector<int64_t> all;
-    for (auto& l : latencies_) all.insert(all.end(), l.begin(), l.end());
-    std::sort(all.begin(), all.end());
-    Result result;
-    result.errors = errors_.load();
-    if (all.empty()) return result;
-    result.ops_per_second = all.size() / seconds;
-    result.cpu_us_per_op = absl::ToDoubleMicroseconds(cpu) / all.size();
-    result.p50_us = all[all.size() / 2] / 1000.0;
-    result.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)] / 1000.0;
-    return result;
+    Sample sample;
+    sample.cpu = ProcessCpuTime() - cpu_start;
+    sample.elapsed = end_ - start_;
+    for (auto& l : latencies_) {
+      sample.latencies_ns.insert(sample.latencies_ns.end(), l.begin(), l.end());
+    }
+    sample.errors = errors_.load();
+    return sample;
   }
 
  private:
@@ -195,7 +222,7 @@ class LoadRun {
     };
     call->sent = absl::Now();
     if (op_ == "create") {
-      call->create = JobRequest(absl::StrCat("run-", target_, "-", callers_, "-", n));
+      call->create = JobRequest(absl::StrCat("run-", target_, "-", callers_, "-", slice_, "-", n));
       stub_->async()->CreateTrainingJob(&call->context, &call->create, &call->create_response,
                                         std::move(on_done));
     } else if (op_ == "describe") {
@@ -213,6 +240,7 @@ class LoadRun {
   const std::string op_;
   const std::string target_;
   const int callers_;
+  const int slice_;
   const int preloaded_;
   absl::Time start_, end_, deadline_;
   std::atomic<int> active_{0};
@@ -239,6 +267,7 @@ int main(int argc, char** argv) {
   using namespace debugplane::bench;
   CLI::App app{"TrainingJobService load generator: real server vs no-op ceiling"};
   double seconds = 3;
+  int slices = 3;
   std::vector<int> callers = {1, 16, 64};
   std::vector<std::string> ops = {"create", "describe", "list"};
   int preload = 1000;
@@ -246,6 +275,10 @@ int main(int argc, char** argv) {
   core::TrainingJobManagerOptions manager_options;
   int64_t group_wait_us = absl::ToInt64Microseconds(manager_options.max_group_wait);
   app.add_option("--seconds", seconds, "Duration of each measurement")->capture_default_str();
+  app.add_option("--slices", slices,
+                 "Slices per measurement, alternating between the real and the no-op server")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--callers", callers, "Concurrent callers")->delimiter(',');
   app.add_option("--ops", ops, "Operations: create, describe, list")->delimiter(',');
   app.add_option("--preload", preload, "Jobs created before Describe/List")->capture_default_str();
@@ -308,26 +341,35 @@ int main(int argc, char** argv) {
   }
 
   std::printf(
-      "service_bench: %.1f s per cell, %d preloaded jobs, group wait %lld us, data dir %s\n",
-      seconds, preload, static_cast<long long>(group_wait_us), data_dir.c_str());
+      "service_bench: %.1f s per cell in %d alternating slices, %d preloaded jobs, group wait "
+      "%lld us, data dir %s\n",
+      seconds, slices, preload, static_cast<long long>(group_wait_us), data_dir.c_str());
   std::printf("%-9s %7s | %10s %7s %7s %6s %5s %6s | %10s %7s %7s %6s | %6s\n", "op", "callers",
               "real ops/s", "p50 us", "p99 us", "cpu us", "group", "wr ms", "noop ops/s", "p50 us",
               "p99 us", "cpu us", "ratio");
   auto* real_manager = static_cast<core::TrainingJobManager*>(targets[0].handler.get());
   for (const std::string& op : ops) {
     for (int c : callers) {
-      Result results[2];
-      const core::TrainingJobManager::CommitStats before = real_manager->commit_stats();
-      for (int t = 0; t < 2; ++t) {
-        LoadRun run(targets[t].stub.get(), op, targets[t].name, c, preload);
-        results[t] = run.Run(absl::Seconds(seconds));
+      std::vector<Sample> samples[2];
+      core::TrainingJobManager::CommitStats before, after;
+      int64_t writes = 0, changes = 0;
+      absl::Duration writing;
+      for (int slice = 0; slice < slices; ++slice) {
+        for (int t = 0; t < 2; ++t) {
+          if (t == 0) before = real_manager->commit_stats();
+          LoadRun run(targets[t].stub.get(), op, targets[t].name, c, slice, preload);
+          samples[t].push_back(run.Run(absl::Seconds(seconds / slices)));
+          if (t == 0) {
+            after = real_manager->commit_stats();
+            writes += after.writes - before.writes;
+            changes += after.changes - before.changes;
+            writing += after.writing - before.writing;
+          }
+        }
       }
-      const core::TrainingJobManager::CommitStats after = real_manager->commit_stats();
-      const int64_t writes = after.writes - before.writes;
-      const double group =
-          writes > 0 ? static_cast<double>(after.changes - before.changes) / writes : 0;
-      const double write_ms =
-          writes > 0 ? absl::ToDoubleMilliseconds(after.writing - before.writing) / writes : 0;
+      const Result results[2] = {Summarize(samples[0]), Summarize(samples[1])};
+      const double group = writes > 0 ? static_cast<double>(changes) / writes : 0;
+      const double write_ms = writes > 0 ? absl::ToDoubleMilliseconds(writing) / writes : 0;
       const double ratio =
           results[1].ops_per_second > 0 ? results[0].ops_per_second / results[1].ops_per_second : 0;
       std::printf(
