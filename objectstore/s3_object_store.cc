@@ -207,6 +207,45 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
+bool IsSessionTokenErrorCode(absl::string_view code) {
+  return code == "ExpiredToken" || code == "InvalidToken" || code == "TokenRefreshRequired";
+}
+
+// S3 error codes that refuse the credentials, whatever the HTTP status.
+bool IsCredentialsErrorCode(absl::string_view code) {
+  return IsSessionTokenErrorCode(code) || code == "InvalidAccessKeyId" ||
+         code == "SignatureDoesNotMatch";
+}
+
+// The headers of every request: the payload hash S3 requires (the empty
+// payload's), the session token, and the byte range ("" for none). The
+// caller frees the list.
+curl_slist* RequestHeaders(const S3Config& config, const std::string& range) {
+  curl_slist* headers = curl_slist_append(
+      nullptr, absl::StrCat("x-amz-content-sha256: ", kEmptyPayloadSha256).c_str());
+  if (!config.session_token.empty()) {
+    headers = curl_slist_append(
+        headers, absl::StrCat("x-amz-security-token: ", config.session_token).c_str());
+  }
+  if (!range.empty()) headers = curl_slist_append(headers, absl::StrCat("Range: ", range).c_str());
+  return headers;
+}
+
+// Signing, timeouts and TLS, the same for every request.
+void SetConnectionOptions(CURL* curl, const S3Config& config, const std::string& sigv4_provider) {
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // Timeouts without SIGALRM, for threads.
+  curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4_provider.c_str());
+  curl_easy_setopt(curl, CURLOPT_USERNAME, config.access_key_id.c_str());
+  curl_easy_setopt(curl, CURLOPT_PASSWORD, config.secret_access_key.c_str());
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(config.request_timeout)));
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  if (!config.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config.ca_file.c_str());
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<S3ObjectStore>> S3ObjectStore::Create(Options options) {
@@ -288,30 +327,11 @@ S3ObjectStore::Response S3ObjectStore::SendOnce(const Request& request) const {
   // Reset keeps the handle's open connection (reuse) and DNS cache.
   curl_easy_reset(curl);
   char error_buffer[CURL_ERROR_SIZE] = {0};
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers,
-                              absl::StrCat("x-amz-content-sha256: ", kEmptyPayloadSha256).c_str());
-  if (!config_.session_token.empty()) {
-    headers = curl_slist_append(
-        headers, absl::StrCat("x-amz-security-token: ", config_.session_token).c_str());
-  }
-  if (!request.range.empty()) {
-    headers = curl_slist_append(headers, absl::StrCat("Range: ", request.range).c_str());
-  }
+  curl_slist* headers = RequestHeaders(config_, request.range);
   curl_easy_setopt(curl, CURLOPT_URL, response.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4_provider_.c_str());
-  curl_easy_setopt(curl, CURLOPT_USERNAME, config_.access_key_id.c_str());
-  curl_easy_setopt(curl, CURLOPT_PASSWORD, config_.secret_access_key.c_str());
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(config_.request_timeout)));
-  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-  if (!config_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
+  SetConnectionOptions(curl, config_, sigv4_provider_);
   if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, ReadHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
@@ -325,6 +345,9 @@ S3ObjectStore::Response S3ObjectStore::SendOnce(const Request& request) const {
     response.success_target = request.body_out;
   }
   response.curl_code = curl_easy_perform(curl);
+  // Neither may outlive this call in the handle.
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.http_status);
   if (response.network_failure()) {
@@ -364,6 +387,28 @@ bool S3ObjectStore::BucketMissing() const {
   return !response.network_failure() && response.http_status == 404;
 }
 
+absl::Status S3ObjectStore::DeniedStatus(const S3ErrorReply& reply, const std::string& detail,
+                                         const std::string& what) const {
+  const std::string key_id = absl::StrCat(
+      "access key id ", SingleQuoteForMessage(config_.access_key_id, 40), " (from ",
+      config_.credentials_source.empty() ? "the configuration" : config_.credentials_source, ")");
+  if (reply.code == "InvalidAccessKeyId") {
+    return absl::PermissionDeniedError(
+        absl::StrCat("S3 at ", config_.endpoint, " does not know the ", key_id, " (", detail, ")"));
+  }
+  if (reply.code == "SignatureDoesNotMatch") {
+    return absl::PermissionDeniedError(
+        absl::StrCat("S3 at ", config_.endpoint, " refused the signature of ", key_id,
+                     ": the secret access key is not the one of that key id (", detail, ")"));
+  }
+  if (IsSessionTokenErrorCode(reply.code)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the session token of ", key_id, " is expired or invalid (", detail, ")"));
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("access to ", what, " denied for ", key_id, " (", detail, ")"));
+}
+
 absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::string& what,
                                         const Request& request) const {
   const std::string tries =
@@ -385,9 +430,6 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
                                           : absl::StrCat(EscapeForMessage(reply.code, 60),
                                                          ", HTTP ", response.http_status);
   if (!reply.message.empty()) absl::StrAppend(&detail, ": ", EscapeForMessage(reply.message, 200));
-  const std::string key_id = absl::StrCat(
-      "access key id ", SingleQuoteForMessage(config_.access_key_id, 40), " (from ",
-      config_.credentials_source.empty() ? "the configuration" : config_.credentials_source, ")");
   const int status = static_cast<int>(response.http_status);
   if (status == 404) {
     if (reply.code == "NoSuchBucket" ||
@@ -400,23 +442,9 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
     }
     return absl::NotFoundError(absl::StrCat(what, ": ", detail));
   }
-  if (status == 401 || status == 403) {
-    if (reply.code == "InvalidAccessKeyId") {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "S3 at ", config_.endpoint, " does not know the ", key_id, " (", detail, ")"));
-    }
-    if (reply.code == "SignatureDoesNotMatch") {
-      return absl::PermissionDeniedError(
-          absl::StrCat("S3 at ", config_.endpoint, " refused the signature of ", key_id,
-                       ": the secret access key is not the one of that key id (", detail, ")"));
-    }
-    if (reply.code == "ExpiredToken" || reply.code == "InvalidToken" ||
-        reply.code == "TokenRefreshRequired") {
-      return absl::PermissionDeniedError(
-          absl::StrCat("the session token of ", key_id, " is expired or invalid (", detail, ")"));
-    }
-    return absl::PermissionDeniedError(
-        absl::StrCat("access to ", what, " denied for ", key_id, " (", detail, ")"));
+  // AWS refuses expired and invalid session tokens with 400.
+  if (status == 401 || status == 403 || IsCredentialsErrorCode(reply.code)) {
+    return DeniedStatus(reply, detail, what);
   }
   if (response.retryable()) {
     return absl::UnavailableError(absl::StrCat("S3 at ", config_.endpoint, " could not serve ",

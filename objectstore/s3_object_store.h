@@ -111,6 +111,10 @@ class S3ObjectStore final : public ObjectStore {
   // object or listing, as Describe names it).
   absl::Status ErrorStatus(const Response& response, const std::string& what,
                            const Request& request) const;
+  // The status of a 401/403 reply: which key id was refused and why
+  // (`detail`: S3's code and message).
+  absl::Status DeniedStatus(const S3ErrorReply& reply, const std::string& detail,
+                            const std::string& what) const;
   // A HEAD of the bucket: whether a 404 on a key means the bucket is gone.
   bool BucketMissing() const;
 

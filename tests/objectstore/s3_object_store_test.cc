@@ -527,6 +527,28 @@ TEST(S3ObjectStoreRepliesTest, ConnectionsAreReused) {
   EXPECT_EQ(unpooled.connections(), 3);
 }
 
+TEST(S3ObjectStoreRepliesTest, ExpiredSessionTokenIsPermissionDeniedSayingSo) {
+  ScriptedHttpServer server(
+      {{400, S3ErrorBody("ExpiredToken", "The provided token has expired.")}});
+  S3Config config = ScriptedConfig(server);
+  config.session_token = "expired-token-value";
+  std::shared_ptr<S3ObjectStore> store = MakeStore(config, kBucket, [](absl::Duration) {});
+  // AWS answers an expired token with 400 Bad Request.
+  absl::Status status = store->Read("job/a.json").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("session token"), HasSubstr("ExpiredToken"),
+                                      Not(HasSubstr("expired-token-value"))));
+  ScriptedHttpServer forbidden(
+      {{403, S3ErrorBody("ExpiredToken", "The provided token has expired.")}});
+  config = ScriptedConfig(forbidden);
+  config.session_token = "expired-token-value";
+  store = MakeStore(config, kBucket, [](absl::Duration) {});
+  status = store->Read("job/a.json").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("session token"), HasSubstr("'AKIASCRIPTED'"),
+                                      Not(HasSubstr("expired-token-value"))));
+}
+
 TEST(S3ObjectStoreRepliesTest, MalformedListingIsDataLoss) {
   ScriptedHttpServer server({{200, "<html>not a listing</html>"}});
   std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
