@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "objectstore/s3_object_store.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "spdlog/spdlog.h"
@@ -97,6 +98,23 @@ bool IsLoopback(const std::string& address) {
          absl::StartsWith(address, "[::1]:");
 }
 
+// One line at the start saying where s3:// paths will be read, or why they
+// cannot be yet (the rules that need them say so too).
+void LogObjectStorage(const objectstore::S3ConfigOverrides& overrides) {
+  absl::StatusOr<objectstore::S3Config> config =
+      objectstore::LoadS3Config(overrides, objectstore::ProcessEnvironment());
+  if (!config.ok()) {
+    spdlog::info("object storage: s3:// output paths cannot be read until configured: {}",
+                 std::string(config.status().message()));
+    return;
+  }
+  spdlog::info(
+      "object storage: s3:// output paths are read from {} (region {}, {}-style, "
+      "access key {} from {})",
+      config->endpoint, config->region, config->path_style ? "path" : "virtual-hosted",
+      config->access_key_id, config->credentials_source);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
@@ -142,6 +160,9 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   scheduler_options.custom_evaluators = std::move(evaluators);
   scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
   scheduler_options.data_roots = app->manager_->options().validation.data_roots;
+  scheduler_options.bucket_stores =
+      objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
+  LogObjectStorage(c.s3);
   // ProfilerReport rules' reports live with the database: the server owns
   // that directory, whereas output paths may be read-only to it.
   const fs::path report_dir = fs::path(c.data_dir) / "reports";

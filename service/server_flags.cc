@@ -112,6 +112,27 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
       ->capture_default_str()
       ->check(CLI::Range(1.0, 7 * 86400.0));
 
+  // Object storage (s3:// output paths): empty means "as the AWS tools
+  // resolve it" (objectstore/aws_config.h).
+  std::string s3_endpoint, s3_region, s3_profile, s3_ca_file, s3_addressing = "auto";
+  app.add_option("--s3-endpoint", s3_endpoint,
+                 "S3-compatible endpoint for s3:// output paths, http(s)://host[:port] "
+                 "(default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS S3)");
+  app.add_option("--s3-region", s3_region,
+                 "Region requests to the store are signed for (default: AWS_REGION, "
+                 "AWS_DEFAULT_REGION, the profile's region, else us-east-1)");
+  app.add_option("--s3-profile", s3_profile,
+                 "Profile of the AWS credentials and config files (default: AWS_PROFILE, else "
+                 "default); keys come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or that file");
+  app.add_option("--s3-ca-file", s3_ca_file,
+                 "PEM CA bundle to verify the store's TLS certificate (default: AWS_CA_BUNDLE, "
+                 "else the system's)");
+  app.add_option("--s3-addressing", s3_addressing,
+                 "path (http://endpoint/bucket/key), virtual (http://bucket.endpoint/key) or auto "
+                 "(path for a custom endpoint, virtual for AWS)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "path", "virtual"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -121,6 +142,14 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
        {&evaluator_time_limit, &shutdown_grace, &stop_wait_without_agent, &stop_confirm_timeout}) {
     flag->Store();
   }
+  const auto given = [](std::string value) {
+    return value.empty() ? std::nullopt : std::optional<std::string>(std::move(value));
+  };
+  config.s3.endpoint = given(s3_endpoint);
+  config.s3.region = given(s3_region);
+  config.s3.profile = given(s3_profile);
+  config.s3.ca_file = given(s3_ca_file);
+  if (s3_addressing != "auto") config.s3.path_style = s3_addressing == "path";
   return ParsedServerFlags{.config = std::move(config), .exit_code = 0};
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/time/time.h"
 #include "core/training_job_manager.h"
+#include "objectstore/aws_config.h"
 #include "rules_engine/actions/notification_sink.h"
 #include "service/server.h"
 
@@ -41,6 +42,10 @@ struct ServerConfig {
   rules_engine::SmtpSinkOptions smtp;  // Password read from smtp_password_file at start.
   std::string smtp_password_file;
   int action_attempts = 8;
+  // Where s3:// output paths are read from, over the AWS environment
+  // variables and files (objectstore/aws_config.h). Credentials come only
+  // from the environment or the AWS files: a flag would show in `ps`.
+  objectstore::S3ConfigOverrides s3;
 };
 
 // The outcome of parsing: a configuration to run, or an exit code (0 after

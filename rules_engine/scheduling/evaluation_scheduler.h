@@ -100,6 +100,10 @@ struct EvaluationSchedulerOptions {
   // component walk instead of openat2).
   std::vector<std::filesystem::path> data_roots;
   objectstore::LocalObjectStore::Options data_root_store_options;
+  // The stores of s3:// output paths, one per bucket (core/output_path.h);
+  // null: such paths end their rules in Error saying the server is not
+  // configured to read object storage.
+  core::DataRootStores::BucketStoreFactory bucket_stores;
   // Custom rule evaluators: RuleEvaluatorImage -> the command (absolute
   // executable path, then arguments) that evaluates such a rule. A rule whose
   // image is not here ends in Error.
@@ -233,7 +237,8 @@ class EvaluationScheduler {
       const std::string& other_trial) const;
 
   // The stores of the data roots: where every output path is read.
-  const core::DataRootStores stores_{options_.data_roots, options_.data_root_store_options};
+  const core::DataRootStores stores_{options_.data_roots, options_.data_root_store_options,
+                                     options_.bucket_stores};
   // SimilarAcrossRuns' reads of other trials, shared by every job.
   OtherTrialCache other_trials_;
   const OtherTrialLookup other_trial_lookup_ = other_trials_.AsLookup(

@@ -78,6 +78,28 @@ TEST(ServerFlagsTest, FlagsAndAConfigFileFillTheConfiguration) {
   EXPECT_THAT(config.notify_webhooks, ::testing::ElementsAre("http://127.0.0.1:9/hook"));
 }
 
+TEST(ServerFlagsTest, ObjectStorageFlagsOverrideOnlyWhatIsGiven) {
+  ScopedTempDir dir;
+  const std::string file = (dir.path() / "server.toml").string();
+  std::ofstream(file) << "s3-endpoint = \"http://127.0.0.1:9000\"\n"
+                      << "s3-addressing = \"path\"\n";
+  Parsed parsed = Parse({"--config", file, "--s3-region", "eu-west-1"});
+  ASSERT_TRUE(parsed.flags.config.has_value()) << parsed.err;
+  const objectstore::S3ConfigOverrides& s3 = parsed.flags.config->s3;
+  EXPECT_EQ(s3.endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(s3.region, "eu-west-1");
+  EXPECT_EQ(s3.path_style, true);
+  // Not given: left to the AWS environment and files.
+  EXPECT_FALSE(s3.profile.has_value());
+  EXPECT_FALSE(s3.ca_file.has_value());
+  EXPECT_FALSE(s3.access_key_id.has_value());
+  EXPECT_FALSE(Parse({}).flags.config->s3.path_style.has_value());
+
+  Parsed bad = Parse({"--s3-addressing", "dns"});
+  EXPECT_NE(bad.flags.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--s3-addressing"));
+}
+
 ServerConfig LoopbackConfig(const std::filesystem::path& data_dir) {
   ServerConfig config;
   config.grpc.listen_address = "127.0.0.1:0";
