@@ -414,8 +414,8 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
   const std::string tries =
       response.attempts > 1 ? absl::StrCat(" (", response.attempts, " tries)") : "";
   if (response.network_failure()) {
-    const std::string reason = absl::StrCat(curl_easy_strerror(response.curl_code), ": ",
-                                            EscapeForMessage(response.curl_error, 200));
+    // curl's own words, which already say what failed and where.
+    const std::string reason = EscapeForMessage(response.curl_error, 200);
     if (response.curl_code == CURLE_PEER_FAILED_VERIFICATION ||
         response.curl_code == CURLE_SSL_CACERT_BADFILE) {
       return absl::FailedPreconditionError(

@@ -416,7 +416,7 @@ TEST(S3ObjectStoreNetworkTest, ServerThatNeverAnswersTimesOut) {
   absl::Status status = store->Stat("a/b").status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(status.message(), AllOf(HasSubstr(config.endpoint), HasSubstr("imeout")));
+  EXPECT_THAT(status.message(), AllOf(HasSubstr(config.endpoint), HasSubstr("timed out")));
   close(fd);
 }
 
@@ -547,6 +547,18 @@ TEST(S3ObjectStoreRepliesTest, ExpiredSessionTokenIsPermissionDeniedSayingSo) {
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
   EXPECT_THAT(status.message(), AllOf(HasSubstr("session token"), HasSubstr("'AKIASCRIPTED'"),
                                       Not(HasSubstr("expired-token-value"))));
+}
+
+TEST(S3ObjectStoreRepliesTest, UnreadableCaBundleIsFailedPreconditionNamingTheSetting) {
+  ScriptedHttpServer server({{200, "x"}});
+  S3Config config = ScriptedConfig(server);
+  config.endpoint = absl::StrCat("https://127.0.0.1:", server.port());
+  config.ca_file = "/nonexistent/ca-bundle.pem";
+  std::shared_ptr<S3ObjectStore> store = MakeStore(config, kBucket, [](absl::Duration) {});
+  absl::Status status = store->Read("job/a.json").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("TLS"), HasSubstr("AWS_CA_BUNDLE"), HasSubstr(config.endpoint)));
 }
 
 TEST(S3ObjectStoreRepliesTest, MalformedListingIsDataLoss) {
