@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -101,11 +102,22 @@ struct ScannedEvent {
   Member args_name, args_pid, args_start, args_step;
   // Decoded strings with escapes, for name, ph, args.name, args.step_num.
   std::string scratch[4];
+
+  // As new, keeping the scratch strings' buffers (one ScannedEvent serves
+  // every line of a read).
+  void Clear() {
+    kind = args = JsonKind::kInvalid;
+    for (Member* m :
+         {&name, &ph, &pid, &ts, &dur, &args_name, &args_pid, &args_start, &args_step}) {
+      m->kind = JsonKind::kInvalid;
+    }
+  }
 };
 
 // Reads a member's value; strings are kept (decoded into *scratch where
 // needed) only when `scratch` is given, numbers always.
-bool ScanMember(JsonScanner& s, Member& m, std::string* scratch) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanMember(JsonScanner& s, Member& m,
+                                                    std::string* scratch) {
   m.kind = s.NextKind();
   if (m.kind == JsonKind::kString && scratch != nullptr) return s.String(&m.text, scratch);
   if (m.kind == JsonKind::kNumber) {
@@ -117,9 +129,11 @@ bool ScanMember(JsonScanner& s, Member& m, std::string* scratch) {
   return s.SkipValue();
 }
 
-bool ScanArgs(JsonScanner& s, ScannedEvent& e) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanArgs(JsonScanner& s, ScannedEvent& e) {
+  // A repeated "args" replaces the earlier one (the members start cleared).
+  if (e.args != JsonKind::kInvalid)
+    e.args_name = e.args_pid = e.args_start = e.args_step = Member();
   e.args = s.NextKind();
-  e.args_name = e.args_pid = e.args_start = e.args_step = Member();
   if (e.args != JsonKind::kObject) return s.SkipValue();
   return s.Object([&](absl::string_view key) {
     switch (ClassifyArgsKey(key)) {
@@ -162,8 +176,9 @@ bool ScanEvent(JsonScanner& s, ScannedEvent& e) {
 }
 
 // A member that must be a string (or absent): *has says whether it is there.
-bool TextOf(const Member& m, const char* what, absl::string_view* out, bool* has,
-            std::string* error) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TextOf(const Member& m, const char* what,
+                                                absl::string_view* out, bool* has,
+                                                std::string* error) {
   *has = m.kind != JsonKind::kInvalid;
   if (!*has) return true;
   if (m.kind != JsonKind::kString) {
@@ -174,7 +189,8 @@ bool TextOf(const Member& m, const char* what, absl::string_view* out, bool* has
   return true;
 }
 // A member that must be a number (or absent).
-bool NumberOf(const Member& m, const char* what, double* out, bool* has, std::string* error) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumberOf(const Member& m, const char* what, double* out,
+                                                  bool* has, std::string* error) {
   *has = m.kind != JsonKind::kInvalid;
   if (!*has) return true;
   if (m.kind != JsonKind::kNumber) {
@@ -188,7 +204,8 @@ bool NumberOf(const Member& m, const char* what, double* out, bool* has, std::st
 // The typed event of a scanned element; false with `*error` for a member of
 // the wrong type, checked in key order (args' members, dur, name, ph, pid,
 // ts: the order of nlohmann's sorted DOM, whose errors these were).
-bool CheckedEvent(const ScannedEvent& s, RawEvent* e, std::string* error) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool CheckedEvent(const ScannedEvent& s, RawEvent* e,
+                                                      std::string* error) {
   if (s.kind != JsonKind::kObject) {
     *error = absl::StrCat("expected an event object, got ", JsonKindName(s.kind));
     return false;
@@ -368,8 +385,10 @@ enum class Outcome { kDone, kNeedsMore };
 // commas); errors are reported at `line`. kNeedsMore (nothing applied) when
 // `may_continue` and the text is an object whose brackets are still open:
 // its next lines belong to it.
+// `first` holds the first element while it is parsed (any content: it is
+// cleared first).
 Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, ParseState& st,
-                      std::vector<FrameworkEvent>& out, ErrorFn on_error) {
+                      ScannedEvent& first, std::vector<FrameworkEvent>& out, ErrorFn on_error) {
   if (t.empty()) return Outcome::kDone;
   if (t.front() != '{') {
     on_error(line, absl::StrCat("expected an event object, got ",
@@ -379,7 +398,7 @@ Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, Pars
   // The elements of the text ("{...}" or, on one line, "{...}, {...}"),
   // all read before any is applied: a text that is not JSON applies none.
   JsonScanner s(t);
-  ScannedEvent first;
+  first.Clear();
   std::vector<std::unique_ptr<ScannedEvent>> more;  // Rare: no allocation otherwise.
   bool scanned = ScanEvent(s, first);
   while (scanned && s.Consume(',')) {
@@ -429,13 +448,14 @@ size_t Consume(absl::string_view data, bool final, ParseState& st, std::vector<F
     if (final || absl::EndsWith(Trim(data.substr(pos)), "]")) return data.size();
     return absl::string_view::npos;
   };
+  ScannedEvent scanned;  // Reused for every line.
   size_t pos = 0;
   while (pos < data.size()) {
     const size_t end = line_end(pos);
     if (end == absl::string_view::npos) break;
     const int64_t line_no = st.lines + 1;
     Stripped s = StripPunctuation(data.substr(pos, end - pos), st.array_opened);
-    if (ParseElements(s.text, line_no, /*may_continue=*/true, st, out, on_error) ==
+    if (ParseElements(s.text, line_no, /*may_continue=*/true, st, scanned, out, on_error) ==
         Outcome::kDone) {
       st.array_opened |= s.opens || !s.text.empty();
       st.closed |= s.closes;
@@ -468,7 +488,7 @@ size_t Consume(absl::string_view data, bool final, ParseState& st, std::vector<F
       depth += BraceDelta(line);
       if (depth <= 0) {
         Stripped whole = StripPunctuation(data.substr(pos, e - pos), st.array_opened);
-        ParseElements(whole.text, line_no, /*may_continue=*/false, st, out, on_error);
+        ParseElements(whole.text, line_no, /*may_continue=*/false, st, scanned, out, on_error);
         st.array_opened = true;
         st.closed |= whole.closes;
         st.lines += lines;

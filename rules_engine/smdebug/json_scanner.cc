@@ -230,31 +230,6 @@ JsonScanner::JsonScanner(absl::string_view text, JsonNumbers numbers)
   if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") p_ += 3;
 }
 
-JsonKind JsonScanner::NextKind() {
-  switch (Peek()) {
-    case '{':
-      return JsonKind::kObject;
-    case '[':
-      return JsonKind::kArray;
-    case '"':
-      return JsonKind::kString;
-    case 't':
-    case 'f':
-      return JsonKind::kBoolean;
-    case 'n':
-      return JsonKind::kNull;
-    default:
-      return p_ != end_ && (*p_ == '-' || IsDigit(*p_)) ? JsonKind::kNumber : JsonKind::kInvalid;
-  }
-}
-
-bool JsonScanner::AtEnd() {
-  if (failed_) return false;
-  SkipWhitespace();
-  if (p_ != end_) return Fail(p_, "bytes after the value");
-  return true;
-}
-
 bool JsonScanner::Fail(const char* at, const char* cause) {
   if (failed_) return false;
   failed_ = true;

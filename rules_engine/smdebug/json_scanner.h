@@ -86,7 +86,8 @@ const char* ParseJsonNumberSlow(const char* p, const char* end, JsonNumber* out)
 // mantissa and a power of ten up to 10^22 are exact doubles, so one division
 // is correctly rounded). nullptr for anything else (not an error: the slow
 // path then reads it or says why not).
-inline const char* ParseJsonNumberFast(const char* p, const char* end, JsonNumber* out) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline const char* ParseJsonNumberFast(const char* p, const char* end,
+                                                                    JsonNumber* out) {
   static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
@@ -156,28 +157,60 @@ class JsonScanner {
 
   // The byte the next token starts with, after whitespace; '\0' at the end
   // (or after a failure).
-  char Peek() {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE char Peek() {
     SkipWhitespace();
-    return p_ == end_ || failed_ ? '\0' : *p_;
+    return p_ == end_ ? '\0' : *p_;  // A failure moves p_ to the end.
   }
-  JsonKind NextKind();
+  JsonKind NextKind() {
+    switch (Peek()) {
+      case '{':
+        return JsonKind::kObject;
+      case '[':
+        return JsonKind::kArray;
+      case '"':
+        return JsonKind::kString;
+      case 't':
+      case 'f':
+        return JsonKind::kBoolean;
+      case 'n':
+        return JsonKind::kNull;
+      case '-':
+      case '0':
+      case '1':
+      case '2':
+      case '3':
+      case '4':
+      case '5':
+      case '6':
+      case '7':
+      case '8':
+      case '9':
+        return JsonKind::kNumber;
+      default:
+        return JsonKind::kInvalid;  // '\0' at the end too.
+    }
+  }
   // Consumes `c` (a structural byte) after whitespace; false (not a failure)
   // if the next byte is another.
-  bool Consume(char c) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Consume(char c) {
     if (Peek() != c || c == '\0') return false;
     ++p_;
     return true;
   }
   // Whether only whitespace is left; a failure ("bytes after the value")
   // if not.
-  bool AtEnd();
+  bool AtEnd() {
+    SkipWhitespace();
+    if (p_ != end_) return Fail(p_, "bytes after the value");
+    return !failed_;
+  }
 
   // Reads a string. *out views the text when the string has no escapes,
   // else it views *scratch, which then holds the decoded UTF-8 (\u0000
   // included). False (a failure) if the next value is not a valid string.
-  bool String(absl::string_view* out, std::string* scratch);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool String(absl::string_view* out, std::string* scratch);
   // Reads a number. False (a failure) if the next value is not a number.
-  bool Number(JsonNumber* out) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Number(JsonNumber* out) {
     if (Peek() != '\0') {
       if (const char* q = ParseJsonNumberFast(p_, end_, out)) {
         p_ = q;
@@ -214,12 +247,18 @@ class JsonScanner {
 
  private:
   void SkipWhitespace() {
-    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+    // Most tokens follow no whitespace or one space: one compare decides.
+    while (p_ != end_ && static_cast<unsigned char>(*p_) <= ' ' &&
+           (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) {
+      ++p_;
+    }
   }
   // Records the first failure at `at`; returns false.
   ABSL_ATTRIBUTE_NOINLINE bool Fail(const char* at, const char* cause);
   bool Enter();
   bool Literal(absl::string_view word);
+  // String() with p_ at the opening quote.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool StringAtQuote(absl::string_view* out, std::string* scratch);
   bool NumberSlow(JsonNumber* out);
   bool EscapedString(const char* start, const char* stop, absl::string_view* out,
                      std::string* scratch);
@@ -247,9 +286,10 @@ inline const char* PlainStringEnd(const char* q, const char* end) {
     uint64_t w;
     std::memcpy(&w, q, 8);
     const uint64_t quote = w ^ (kOnes * '"'), backslash = w ^ (kOnes * '\\');
-    const uint64_t hits = ((quote - kOnes) & ~quote & kHigh) |
-                          ((backslash - kOnes) & ~backslash & kHigh) |
-                          ((w - kOnes * 0x20) & ~w & kHigh) | (w & kHigh);
+    // Below 0x20 or from 0x80 on: (w - 0x20) borrows, or w has its top bit.
+    const uint64_t hits =
+        (((quote - kOnes) & ~quote) | ((backslash - kOnes) & ~backslash) | (w - kOnes * 0x20) | w) &
+        kHigh;
     if (hits != 0) return q + (absl::countr_zero(hits) >> 3);
     q += 8;
   }
@@ -263,8 +303,14 @@ inline const char* PlainStringEnd(const char* q, const char* end) {
 
 // --- Inline parts ----------------------------------------------------------
 
-inline bool JsonScanner::String(absl::string_view* out, std::string* scratch) {
+inline ABSL_ATTRIBUTE_ALWAYS_INLINE bool JsonScanner::String(absl::string_view* out,
+                                                             std::string* scratch) {
   if (Peek() != '"') return Fail(p_, "expected a string");
+  return StringAtQuote(out, scratch);
+}
+
+inline ABSL_ATTRIBUTE_ALWAYS_INLINE bool JsonScanner::StringAtQuote(absl::string_view* out,
+                                                                    std::string* scratch) {
   const char* const start = p_ + 1;
   const char* q = PlainStringEnd(start, end_);
   if (q != end_ && *q == '"') {
@@ -290,7 +336,7 @@ bool JsonScanner::Object(OnMember on_member) {
     do {
       absl::string_view key;
       if (Peek() != '"') return Fail(p_, "expected a member name");
-      if (!String(&key, &key_scratch)) return false;
+      if (!StringAtQuote(&key, &key_scratch)) return false;
       if (!Consume(':')) return Fail(p_, "expected ':'");
       if (!on_member(key)) return failed_ ? false : Fail(p_, "rejected by the reader");
     } while (Consume(','));

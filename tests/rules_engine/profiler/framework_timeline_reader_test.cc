@@ -441,3 +441,34 @@ TEST(FrameworkTimelineReaderTest, UnreadableFileIsReported) {
 
 }  // namespace
 }  // namespace debugplane::rules_engine
+
+namespace debugplane::rules_engine {
+namespace {
+
+// Elements are read as JSON reads them, whatever their form: escapes are
+// decoded, and of repeated keys the last one counts, a repeated "args"
+// replacing the earlier one whole (the old fast path merged the two: this
+// event got step 7 from the first "args").
+TEST(FrameworkTimelineReaderTest, EscapesAndRepeatedKeysReadAsJson) {
+  const std::string content =
+      "[\n"
+      "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": "
+      "{\"start_time_since_epoch_in_micros\": 5000}},\n"
+      "{\"name\": \"a\", \"ph\": \"X\", \"ts\": 1, \"dur\": 2, \"args\": {\"step_num\": 7}, "
+      "\"args\": {\"pid\": 3}}\n"
+      "{\"n\\u0061me\": \"Step:ModeKeys.\\u0054RAIN \\ud83d\\ude00\", \"ph\": \"X\", \"ts\": 3, "
+      "\"dur\": 4, \"dur\": 5, \"args\": {\"step_num\": \"8\"}}\n"
+      "]\n";
+  FrameworkTimelineFileResult r = ParseFrameworkTimeline(content, "f.json");
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0].name, "a");
+  EXPECT_EQ(r.events[0].step, -1);
+  EXPECT_EQ(r.events[0].process, 3);
+  EXPECT_EQ(r.events[1].name, "Step:ModeKeys.TRAIN \xf0\x9f\x98\x80");
+  EXPECT_EQ(r.events[1].duration_us, 5);
+  EXPECT_EQ(r.events[1].step, 8);
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine
