@@ -1,6 +1,8 @@
 #include "objectstore/s3_object_store.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <tinyxml2.h>
 
 #include <algorithm>
 #include <optional>
@@ -8,6 +10,7 @@
 
 #include "absl/base/call_once.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,8 +21,8 @@
 namespace debugplane::objectstore {
 namespace {
 
-// SHA-256 of an empty payload: every request here (GET, HEAD) has none. S3
-// needs x-amz-content-sha256 on every request.
+// SHA-256 of an empty payload (GET, HEAD, DELETE). S3 needs
+// x-amz-content-sha256 on every request.
 constexpr char kEmptyPayloadSha256[] =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 // At most this much of an error reply is kept (its code and message are
@@ -27,6 +30,18 @@ constexpr char kEmptyPayloadSha256[] =
 constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
 // S3's cap on keys per ListObjectsV2 page.
 constexpr size_t kMaxKeysPerPage = 1000;
+// S3's limits on multipart uploads: parts (but the last) of at least 5 MiB,
+// at most 10000 of them.
+constexpr uint64_t kMinPartBytes = 5 << 20;
+constexpr uint64_t kMaxParts = 10000;
+
+// The digest of `data` with `type` (EVP_sha256(), EVP_md5()), raw bytes.
+std::string Digest(const EVP_MD* type, absl::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(data.data(), data.size(), digest, &size, type, nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
 
 absl::once_flag curl_global_once;
 
@@ -131,7 +146,10 @@ class S3ObjectStore::CurlHandle {
 };
 
 struct S3ObjectStore::Request {
-  bool head = false;                // HEAD (no body) instead of GET
+  bool head = false;   // HEAD (no body) instead of GET
+  std::string method;  // "PUT", "POST", "DELETE"; "" for GET/HEAD
+  // The payload of a PUT or POST; must outlive the request.
+  absl::string_view body;
   std::string key;                  // "" for the bucket itself
   std::string query;                // canonical: sorted, S3UriEncode'd; "" if none
   std::string range;                // "bytes=FIRST-[LAST]", "" for the whole object
@@ -150,6 +168,7 @@ struct S3ObjectStore::Response {
   std::optional<uint64_t> content_length;
   std::string last_modified;
   std::string content_range;
+  std::string etag;
   std::string url;
   int attempts = 0;
 
@@ -184,6 +203,7 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
     response->content_length.reset();
     response->last_modified.clear();
     response->content_range.clear();
+    response->etag.clear();
     const size_t space = line.find(' ');
     int status = 0;
     const bool success = space != absl::string_view::npos &&
@@ -203,6 +223,8 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
     response->last_modified = std::string(value);
   } else if (name == "content-range") {
     response->content_range = std::string(value);
+  } else if (name == "etag") {
+    response->etag = std::string(value);
   }
   return bytes;
 }
@@ -217,12 +239,28 @@ bool IsCredentialsErrorCode(absl::string_view code) {
          code == "SignatureDoesNotMatch";
 }
 
-// The headers of every request: the payload hash S3 requires (the empty
-// payload's), the session token, and the byte range ("" for none). The
-// caller frees the list.
-curl_slist* RequestHeaders(const S3Config& config, const std::string& range) {
-  curl_slist* headers = curl_slist_append(
-      nullptr, absl::StrCat("x-amz-content-sha256: ", kEmptyPayloadSha256).c_str());
+// The headers of every request: the payload hash S3 requires, the session
+// token, and the byte range ("" for none); for a request with a payload its
+// MD5 and type too. curl signs every header given here, so only headers
+// that are sent may be: its own Content-Type (a form encoding, which
+// servers then parse the body as) is replaced by one given here, but
+// "Expect:" (which would remove the Expect: 100-continue curl adds to large
+// bodies) is not given, because curl 7.88 signs it although it sends no
+// such header, and the server's signature then differs. The caller frees
+// the list.
+curl_slist* RequestHeaders(const S3Config& config, const std::string& range,
+                           const std::string& method, absl::string_view body) {
+  const bool has_payload = method == "PUT" || method == "POST";
+  const std::string payload_sha256 =
+      has_payload ? absl::BytesToHexString(Digest(EVP_sha256(), body)) : kEmptyPayloadSha256;
+  curl_slist* headers =
+      curl_slist_append(nullptr, absl::StrCat("x-amz-content-sha256: ", payload_sha256).c_str());
+  if (has_payload) {
+    headers = curl_slist_append(
+        headers,
+        absl::StrCat("Content-MD5: ", absl::Base64Escape(Digest(EVP_md5(), body))).c_str());
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  }
   if (!config.session_token.empty()) {
     headers = curl_slist_append(
         headers, absl::StrCat("x-amz-security-token: ", config.session_token).c_str());
@@ -258,6 +296,11 @@ absl::StatusOr<std::shared_ptr<S3ObjectStore>> S3ObjectStore::Create(Options opt
         absl::StrCat("S3 at ", options.config.endpoint,
                      ": an access key id and a secret access key are needed"));
   }
+  if (options.multipart_part_bytes < kMinPartBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("S3 multipart part size ",
+                                                   options.multipart_part_bytes,
+                                                   " is below S3's minimum of ", kMinPartBytes));
+  }
   if (!options.sleep_for) options.sleep_for = [](absl::Duration d) { absl::SleepFor(d); };
   InitCurlOnce();
   return std::shared_ptr<S3ObjectStore>(new S3ObjectStore(std::move(options)));
@@ -269,6 +312,7 @@ S3ObjectStore::S3ObjectStore(Options options)
       // Virtual-hosted names with a '.' do not match AWS's TLS certificate.
       path_style_(config_.path_style || absl::StrContains(bucket_, '.')),
       sleep_for_(std::move(options.sleep_for)),
+      multipart_part_bytes_(options.multipart_part_bytes),
       sigv4_provider_(absl::StrCat("aws:amz:", config_.region, ":s3")) {}
 
 S3ObjectStore::~S3ObjectStore() = default;
@@ -327,12 +371,20 @@ S3ObjectStore::Response S3ObjectStore::SendOnce(const Request& request) const {
   // Reset keeps the handle's open connection (reuse) and DNS cache.
   curl_easy_reset(curl);
   char error_buffer[CURL_ERROR_SIZE] = {0};
-  curl_slist* headers = RequestHeaders(config_, request.range);
+  curl_slist* headers = RequestHeaders(config_, request.range, request.method, request.body);
   curl_easy_setopt(curl, CURLOPT_URL, response.url.c_str());
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   SetConnectionOptions(curl, config_, sigv4_provider_);
   if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  if (request.method == "PUT" || request.method == "POST") {
+    // The payload from memory, so that curl can send it again on a retry.
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.empty() ? "" : request.body.data());
+  }
+  if (!request.method.empty())
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, ReadHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
@@ -597,6 +649,136 @@ absl::StatusOr<ObjectEntry> S3ObjectStore::Stat(absl::string_view key) const {
   entry.size = *response.content_length;
   entry.modified = ParseHttpDate(response.last_modified);
   return entry;
+}
+
+namespace {
+
+// The text of `element` under the root of `xml`, if the root is `root`.
+std::optional<std::string> XmlRootChildText(absl::string_view xml, const char* root,
+                                            const char* element) {
+  tinyxml2::XMLDocument document;
+  if (document.Parse(xml.data(), xml.size()) != tinyxml2::XML_SUCCESS) return std::nullopt;
+  const tinyxml2::XMLElement* top = document.RootElement();
+  if (top == nullptr || std::string_view(top->Name()) != root) return std::nullopt;
+  const tinyxml2::XMLElement* child = top->FirstChildElement(element);
+  if (child == nullptr || child->GetText() == nullptr) return std::nullopt;
+  return std::string(child->GetText());
+}
+
+std::string XmlEscape(absl::string_view text) {
+  std::string escaped;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      default:
+        escaped.push_back(c);
+    }
+  }
+  return escaped;
+}
+
+}  // namespace
+
+absl::Status S3ObjectStore::Put(absl::string_view key, absl::string_view data) const {
+  if (absl::Status status = ValidateKey(key); !status.ok()) return status;
+  if (data.size() <= multipart_part_bytes_) return PutSingle(key, data);
+  // Parts large enough to stay within S3's count.
+  const uint64_t part_bytes =
+      std::max<uint64_t>(multipart_part_bytes_, (data.size() + kMaxParts - 1) / kMaxParts);
+  return PutMultipart(key, data, part_bytes);
+}
+
+absl::Status S3ObjectStore::PutSingle(absl::string_view key, absl::string_view data) const {
+  Request request;
+  request.method = "PUT";
+  request.key = std::string(key);
+  request.body = data;
+  const Response response = Send(request);
+  if (!response.success()) return ErrorStatus(response, Describe(key), request);
+  return absl::OkStatus();
+}
+
+absl::Status S3ObjectStore::PutMultipart(absl::string_view key, absl::string_view data,
+                                         uint64_t part_bytes) const {
+  const std::string what = Describe(key);
+  Request create;
+  create.method = "POST";
+  create.key = std::string(key);
+  create.query = "uploads=";
+  const Response created = Send(create);
+  if (!created.success()) return ErrorStatus(created, what, create);
+  const std::optional<std::string> upload_id =
+      XmlRootChildText(created.body, "InitiateMultipartUploadResult", "UploadId");
+  if (!upload_id.has_value() || upload_id->empty()) {
+    return absl::DataLossError(absl::StrCat(what, ": S3 at ", config_.endpoint,
+                                            " answered CreateMultipartUpload without an UploadId"));
+  }
+  const std::string encoded_upload_id = S3UriEncode(*upload_id, /*keep_slash=*/false);
+  std::string completion = "<CompleteMultipartUpload>";
+  int part_number = 0;
+  for (uint64_t offset = 0; offset < data.size(); offset += part_bytes) {
+    ++part_number;
+    Request part;
+    part.method = "PUT";
+    part.key = std::string(key);
+    part.query = absl::StrCat("partNumber=", part_number, "&uploadId=", encoded_upload_id);
+    part.body = data.substr(offset, part_bytes);
+    const Response uploaded = Send(part);
+    if (!uploaded.success()) {
+      absl::Status status =
+          ErrorStatus(uploaded, absl::StrCat(what, " (part ", part_number, ")"), part);
+      AbortMultipart(key, *upload_id);
+      return status;
+    }
+    absl::StrAppend(&completion, "<Part><PartNumber>", part_number, "</PartNumber><ETag>",
+                    XmlEscape(uploaded.etag), "</ETag></Part>");
+  }
+  absl::StrAppend(&completion, "</CompleteMultipartUpload>");
+  Request complete;
+  complete.method = "POST";
+  complete.key = std::string(key);
+  complete.query = absl::StrCat("uploadId=", encoded_upload_id);
+  complete.body = completion;
+  const Response completed = Send(complete);
+  if (!completed.success()) {
+    // A retried completion whose first try took effect finds no upload:
+    // the object is there if it has the size uploaded.
+    if (completed.attempts > 1 && completed.http_status == 404) {
+      absl::StatusOr<ObjectEntry> stored = Stat(key);
+      if (stored.ok() && stored->size == data.size()) return absl::OkStatus();
+    }
+    absl::Status status = ErrorStatus(completed, what, complete);
+    AbortMultipart(key, *upload_id);
+    return status;
+  }
+  // S3 may answer 200 and report a failure in the body.
+  const S3ErrorReply reply = ParseS3Error(completed.body);
+  if (!reply.code.empty()) {
+    AbortMultipart(key, *upload_id);
+    return absl::DataLossError(absl::StrCat(
+        what, ": S3 at ", config_.endpoint, " did not complete the multipart upload (",
+        EscapeForMessage(reply.code, 60), ": ", EscapeForMessage(reply.message, 200), ")"));
+  }
+  return absl::OkStatus();
+}
+
+void S3ObjectStore::AbortMultipart(absl::string_view key, const std::string& upload_id) const {
+  Request abort;
+  abort.method = "DELETE";
+  abort.key = std::string(key);
+  abort.query = absl::StrCat("uploadId=", S3UriEncode(upload_id, /*keep_slash=*/false));
+  Send(abort);  // Best effort: a lifecycle rule on the bucket drops what remains.
 }
 
 S3BucketStoreFactory MakeS3BucketStoreFactory(S3ConfigOverrides overrides,

@@ -4,7 +4,8 @@
 // Requests: ListObjectsV2 (GET ?list-type=2 with prefix, start-after,
 // delimiter, max-keys and continuation-token; encoding-type=url, so that
 // keys with any bytes list), ranged GET for reads, HEAD
-// for Stat; each signed with AWS Signature Version 4 by libcurl
+// for Stat, PUT (and multipart uploads for large objects) for Put; each
+// signed with AWS Signature Version 4 by libcurl
 // (CURLOPT_AWS_SIGV4), with the session token as x-amz-security-token. Keys
 // are URI-encoded as SigV4 canonicalizes them (every byte but A-Z a-z 0-9
 // - _ . ~ and the '/' between components as %XX) and the query is built in
@@ -70,6 +71,11 @@ class S3ObjectStore final : public ObjectStore {
     std::string bucket;
     // Waits between tries; absl::SleepFor by default. Tests record them.
     std::function<void(absl::Duration)> sleep_for;
+    // Put sends objects of more than this many bytes as a multipart upload
+    // in parts of this size (the last one smaller). S3 refuses parts under
+    // 5 MiB (but the last) and more than 10000 parts; Create refuses a
+    // smaller size, and Put raises it for objects that would need more.
+    uint64_t multipart_part_bytes = 16 << 20;
   };
 
   // A store over `options.bucket`. No request is made (the bucket is
@@ -87,6 +93,21 @@ class S3ObjectStore final : public ObjectStore {
   absl::StatusOr<ObjectEntry> Stat(absl::string_view key) const override;
   // "s3://bucket/key" ("s3://bucket" for "").
   std::string Describe(absl::string_view key) const override;
+
+  // Stores `data` at `key`, replacing any object there; a reader sees the
+  // old object or the whole new one, never a part. Up to
+  // Options::multipart_part_bytes: one PUT with Content-MD5 (S3 refuses a
+  // body that arrived changed) and the payload's SHA-256 signed
+  // (x-amz-content-sha256). Larger: a multipart upload (CreateMultipartUpload,
+  // one UploadPart per part, each with its MD5 and SHA-256,
+  // CompleteMultipartUpload), aborted when a part or the completion fails,
+  // so that no stored parts are left behind. Every request is retried as
+  // reads are; a PUT is idempotent, so a retried one stores the same bytes.
+  // Errors as for reads (the file comment): NOT_FOUND for a missing bucket,
+  // PERMISSION_DENIED, UNAVAILABLE (the store is down: try again later),
+  // INVALID_ARGUMENT for an invalid key, DATA_LOSS when S3 answers the
+  // completion of a multipart upload with an error document. Thread-safe.
+  absl::Status Put(absl::string_view key, absl::string_view data) const;
 
   const std::string& bucket() const { return bucket_; }
   const S3Config& config() const { return config_; }
@@ -125,6 +146,14 @@ class S3ObjectStore final : public ObjectStore {
   // Back into the pool for reuse (dropped when the pool is full).
   void ReleaseHandle(std::unique_ptr<CurlHandle> handle) const;
 
+  // One PUT of the whole object.
+  absl::Status PutSingle(absl::string_view key, absl::string_view data) const;
+  // A multipart upload of `data` in parts of `part_bytes`.
+  absl::Status PutMultipart(absl::string_view key, absl::string_view data,
+                            uint64_t part_bytes) const;
+  // Best effort: drops the parts of an upload that will not complete.
+  void AbortMultipart(absl::string_view key, const std::string& upload_id) const;
+
   // One ListObjectsV2 request: options.start_after on the first page
   // (`continuation_token` empty), the token on later ones.
   absl::StatusOr<ListObjectsV2Page> ListPage(const ListOptions& options,
@@ -136,6 +165,7 @@ class S3ObjectStore final : public ObjectStore {
   // Whether requests name the bucket in the path (else in the host name).
   const bool path_style_;
   const std::function<void(absl::Duration)> sleep_for_;
+  const uint64_t multipart_part_bytes_;
   // "aws:amz:<region>:s3", for CURLOPT_AWS_SIGV4.
   const std::string sigv4_provider_;
 
