@@ -72,6 +72,14 @@ struct TrialReader::State {
   bool finished = false;
   int64_t last_returned = -1;  // Highest global step returned (or given up on).
   int64_t last_full = -1;      // Highest step seen with every worker's files.
+  // As of the last listing (ListTrial): training had ended, last_full
+  // before it, and whether the job had said it ended.
+  bool ended = false;
+  int64_t superseded_below = -1;
+  bool listed_ended_by_job = false;
+  // The last call stopped at its budget: the next one goes on with what is
+  // pending before listing again.
+  bool resume = false;
 
   struct Worker {
     std::string index_key;
@@ -137,15 +145,18 @@ enum class StepRead { kDone, kWait };
 }  // namespace
 
 absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted) {
-  return ReadNewSteps(wanted, std::numeric_limits<size_t>::max());
+  return ReadNewSteps(wanted, ReadBudget{});
 }
 
 absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted,
                                                             size_t max_steps) {
-  State& st = *state_;
-  std::vector<Step> out;
-  if (st.finished) return out;
+  return ReadNewSteps(wanted, ReadBudget{.max_steps = max_steps});
+}
 
+bool TrialReader::stopped_at_budget() const { return state_->resume; }
+
+absl::StatusOr<bool> TrialReader::ListTrial() {
+  State& st = *state_;
   // The trial's top level: whether it is there, and training_job_end.ts.
   // Listed before anything else: if the marker is there (and means the
   // end), the listings below see every file training wrote.
@@ -157,7 +168,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     // Training may not have started; if it has ended, nothing will come.
     st.summary.training_ended = st.ended_by_job;
     st.finished = st.ended_by_job;
-    return out;
+    return false;
   }
   const std::string marker_key = trial_.Key("training_job_end.ts");
   bool marker = false;
@@ -170,57 +181,97 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
   if (!st.collections_loaded) {
     absl::Status loaded = LoadCollections(/*must_parse=*/st.ended_by_job || marker);
     if (!loaded.ok()) return loaded;
-    if (!st.collections_loaded && !st.ended_by_job && !marker) return out;
+    if (!st.collections_loaded && !st.ended_by_job && !marker) return false;
   }
   // With several workers the marker says only that one of them ended.
-  const bool ended = st.ended_by_job || (marker && st.info.num_workers <= 1);
-  st.summary.training_ended = ended;
+  st.ended = st.ended_by_job || (marker && st.info.num_workers <= 1);
+  st.listed_ended_by_job = st.ended_by_job;
+  st.summary.training_ended = st.ended;
+  // A step is "superseded" when a later step was fully present before this
+  // listing: a worker that skipped it will not come back to it, as smdebug
+  // writes each worker's steps in order. Not one found fully present after
+  // it: a listing that runs while files are created may show a worker's
+  // step 5 and miss its step 4 created just before; a listing that starts
+  // after step 5 was seen shows step 4 too.
+  st.superseded_below = st.last_full;
 
   // Discover new index files. Only index/<prefix>/ directories that can hold
   // steps after the last returned one are listed, and in them only the names
   // after that step's (index file names start with the step, zero-padded).
-  {
-    const std::string index_prefix = trial_.DirectoryPrefix("index");
-    absl::StatusOr<objectstore::ListResult> prefixes = ListDirectory(*trial_.store, index_prefix);
-    if (!prefixes.ok() && !absl::IsNotFound(prefixes.status())) return prefixes.status();
-    const int64_t min_prefix = std::max<int64_t>(0, st.last_returned) / kStepsPerIndexDir;
-    const std::vector<std::string> no_prefixes;
-    for (const std::string& dir : prefixes.ok() ? prefixes->common_prefixes : no_prefixes) {
-      const absl::string_view prefix =
-          absl::string_view(dir).substr(index_prefix.size(), dir.size() - index_prefix.size() - 1);
-      int64_t p;
-      if (!AllDigits(prefix) || !absl::SimpleAtoi(prefix, &p) || p < min_prefix) continue;
-      // "<dir><next step, 12 digits>" sorts before every name of that step
-      // and after every name of the steps before it.
-      std::string start_after;
-      if (st.last_returned >= 0 && st.last_returned < kMaxFixedWidthStep) {
-        start_after = absl::StrCat(dir, absl::StrFormat("%0*d", kStepDigits, st.last_returned + 1));
-      }
-      absl::StatusOr<objectstore::ListResult> files =
-          ListDirectory(*trial_.store, dir, std::move(start_after));
-      if (!files.ok()) {
-        if (absl::IsNotFound(files.status())) continue;
-        return files.status();
-      }
-      for (objectstore::ObjectEntry& object : files->objects) {
-        auto parsed = ParseIndexFileName(absl::string_view(object.key).substr(dir.size()));
-        if (!parsed || parsed->first <= st.last_returned) continue;
-        auto& workers = st.pending[parsed->first];
-        if (workers.count(parsed->second)) continue;
-        workers[parsed->second].index_key = std::move(object.key);
-      }
+  const std::string index_prefix = trial_.DirectoryPrefix("index");
+  absl::StatusOr<objectstore::ListResult> prefixes = ListDirectory(*trial_.store, index_prefix);
+  if (!prefixes.ok() && !absl::IsNotFound(prefixes.status())) return prefixes.status();
+  const int64_t min_prefix = std::max<int64_t>(0, st.last_returned) / kStepsPerIndexDir;
+  const std::vector<std::string> no_prefixes;
+  for (const std::string& dir : prefixes.ok() ? prefixes->common_prefixes : no_prefixes) {
+    const absl::string_view prefix =
+        absl::string_view(dir).substr(index_prefix.size(), dir.size() - index_prefix.size() - 1);
+    int64_t p;
+    if (!AllDigits(prefix) || !absl::SimpleAtoi(prefix, &p) || p < min_prefix) continue;
+    // "<dir><next step, 12 digits>" sorts before every name of that step
+    // and after every name of the steps before it.
+    std::string start_after;
+    if (st.last_returned >= 0 && st.last_returned < kMaxFixedWidthStep) {
+      start_after = absl::StrCat(dir, absl::StrFormat("%0*d", kStepDigits, st.last_returned + 1));
+    }
+    absl::StatusOr<objectstore::ListResult> files =
+        ListDirectory(*trial_.store, dir, std::move(start_after));
+    if (!files.ok()) {
+      if (absl::IsNotFound(files.status())) continue;
+      return files.status();
+    }
+    for (objectstore::ObjectEntry& object : files->objects) {
+      auto parsed = ParseIndexFileName(absl::string_view(object.key).substr(dir.size()));
+      if (!parsed || parsed->first <= st.last_returned) continue;
+      auto& workers = st.pending[parsed->first];
+      if (workers.count(parsed->second)) continue;
+      workers[parsed->second].index_key = std::move(object.key);
     }
   }
+  return true;
+}
+
+absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted,
+                                                            const ReadBudget& budget) {
+  State& st = *state_;
+  std::vector<Step> out;
+  // Continue where the last call stopped at its budget, without listing
+  // again: what it found is still pending. Unless the job's end became
+  // known since: then the last complete read lists everything.
+  const bool resume = st.resume && st.listed_ended_by_job == st.ended_by_job;
+  st.resume = false;
+  if (st.finished) return out;
+  if (!resume) {
+    absl::StatusOr<bool> listed = ListTrial();
+    if (!listed.ok()) return listed.status();
+    if (!*listed) return out;
+  }
+  const bool ended = st.ended;
+  const std::string top_prefix = trial_.DirectoryPrefix();
+
+  // Units of work done by this call (see ReadBudget): the budget is checked
+  // before each one, once one is done.
+  size_t units = 0;
+  const bool timed = budget.deadline != absl::InfiniteFuture();
+  const auto spent = [&] { return units > 0 && timed && budget.now() >= budget.deadline; };
 
   // The files of this call are read into these (their allocations reused
   // from file to file, and freed when the call returns: an idle reader
   // keeps no file's worth of memory).
   std::string text, whole, ranged;
 
-  // Parse index files not parsed yet and look for event files.
+  // Parse index files not parsed yet and look for event files, in step
+  // order. A pass cut by the budget leaves the steps from `unparsed_from`
+  // on (some index file of theirs not tried by this call) to the next call.
+  int64_t unparsed_from = std::numeric_limits<int64_t>::max();
   for (auto& [step, workers] : st.pending) {
     for (auto& [worker, w] : workers) {
       if (!w.index) {
+        if (spent()) {
+          unparsed_from = step;
+          break;
+        }
+        ++units;
         if (absl::Status read =
                 trial_.store->ReadRangeInto(w.index_key, 0, objectstore::kToEnd, &text);
             !read.ok()) {
@@ -252,7 +303,9 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         w.event_exists = event.ok();
       }
     }
+    if (unparsed_from != std::numeric_limits<int64_t>::max()) break;
   }
+  bool stopped_at_budget = unparsed_from != std::numeric_limits<int64_t>::max();
   st.summary.tensor_names_seen.assign(st.tensor_names_seen.begin(), st.tensor_names_seen.end());
 
   const auto fully_present = [&](const std::map<std::string, State::Worker>& workers) {
@@ -262,24 +315,26 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     }
     return true;
   };
-  // A step is "superseded" when a later step was fully present at the
-  // previous call: a worker that skipped this step will not come back to it,
-  // as smdebug writes each worker's steps in order. Not at this call: a
-  // listing that runs while files are created may show a worker's step 5
-  // and miss its step 4 created just before; a listing that starts after
-  // step 5 was seen shows step 4 too.
-  const int64_t superseded_below = st.last_full;
+  // See ListTrial for why a step is superseded only by one seen before the
+  // last listing.
+  const int64_t superseded_below = st.superseded_below;
   for (const auto& [step, workers] : st.pending) {
     if (fully_present(workers)) st.last_full = std::max(st.last_full, step);
   }
 
   absl::Status error;
-  while (!st.pending.empty() && out.size() < max_steps) {
+  while (!st.pending.empty()) {
     auto it = st.pending.begin();
     const int64_t step = it->first;
+    if (step >= unparsed_from) break;
     auto& workers = it->second;
     const bool settled = ended || step < superseded_below;
     if (!fully_present(workers) && !settled) break;
+    if (out.size() >= budget.max_steps || spent()) {
+      stopped_at_budget = true;
+      break;
+    }
+    ++units;
 
     Step result;
     result.global_step = step;
@@ -395,6 +450,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     if (out.empty()) return error;
     return out;
   }
+  st.resume = stopped_at_budget;
   st.finished = ended && st.pending.empty();
   return out;
 }

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/smdebug/step.h"
 
@@ -24,6 +25,25 @@ namespace debugplane::rules_engine {
 // without reading their records. Called with the tensor name and the trial
 // info as known when the step is read.
 using TensorFilter = std::function<bool(const std::string& tensor, const TrialInfo& info)>;
+
+// How much one ReadNewSteps call may do, so that a caller sharing a thread
+// between trials (the scheduler's turns) gets the thread back in time
+// whatever is pending: a trial replayed from the start has every index file
+// and every step pending at once.
+//
+// The work of a call is counted in units: one index file parsed, one step
+// read (all its workers' records, decoded). Before each unit the call stops
+// if it has done at least one unit and the budget is spent, so every call
+// makes progress and overruns its deadline by at most one unit. A unit is
+// never cut: a step is returned whole or not at all.
+struct ReadBudget {
+  // At most this many steps returned.
+  size_t max_steps = SIZE_MAX;
+  // No unit is started once now() has reached this.
+  absl::Time deadline = absl::InfiniteFuture();
+  // The caller's clock. REQUIRED when `deadline` is finite.
+  std::function<absl::Time()> now;
+};
 
 // What the reader has seen, for error messages a person can act on
 // ("No debugging data" with the cause).
@@ -71,6 +91,18 @@ class TrialReader {
   // The same, returning at most `max_steps` steps (the next call goes on
   // from there): bounds the memory a caller that keeps what it reads needs.
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted, size_t max_steps);
+  // The same within `budget` (see ReadBudget): returns the steps finished
+  // within it. A call that stops at its budget keeps its place (the index
+  // files parsed, the steps not returned) and sets stopped_at_budget(); the
+  // next call continues from there before it lists the trial again, so a
+  // backlog is read in bounded calls, each step once and in order, exactly
+  // as one unbounded call would return it.
+  absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted,
+                                                 const ReadBudget& budget);
+  // True if the last ReadNewSteps call stopped at its budget (steps or time)
+  // with work it had found left undone: call again without waiting for new
+  // files. False after a call that read everything there was.
+  bool stopped_at_budget() const;
 
   // Tells the reader that training has ended: every training process has
   // exited (the job says so: the agent reported the command's exit, or the
@@ -99,6 +131,11 @@ class TrialReader {
   // Returns its parse error if none parses and `must_parse`, the storage's
   // errors; OK otherwise (loaded or not yet there).
   absl::Status LoadCollections(bool must_parse);
+  // Lists the trial (its top level, collections, and index files after the
+  // last returned step) into the pending steps. Returns false when there is
+  // nothing to read yet (no directory, or no collections file while
+  // training runs), the storage's errors.
+  absl::StatusOr<bool> ListTrial();
 
   const objectstore::StoreLocation trial_;
   std::shared_ptr<State> state_;
