@@ -1,5 +1,6 @@
 #include "rules_engine/scheduling/trial_watcher.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace debugplane::rules_engine {
@@ -29,6 +30,37 @@ std::optional<StoreLocation> Parent(const StoreLocation& location) {
                        slash == std::string::npos ? "" : location.prefix.substr(0, slash)};
 }
 
+// At most this many pages (of up to 1000 keys) per target and probe: a
+// first probe of a huge trial resumes where it stopped at the next one.
+constexpr int kMaxPagesPerTarget = 10;
+
+// FNV-1a over a delimited listing: a change of any key, size or modified
+// time (or of the common prefixes) changes it.
+class Fingerprint {
+ public:
+  void Add(absl::string_view bytes) {
+    for (const char c : bytes) Mix(static_cast<unsigned char>(c));
+    Add64(bytes.size());
+  }
+  void Add64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) Mix((v >> (8 * i)) & 0xff);
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  void Mix(uint64_t byte) {
+    hash_ ^= byte;
+    hash_ *= 1099511628211ull;
+  }
+  uint64_t hash_ = 1469598103934665603ull;
+};
+
+// Whether `location`'s store offers change notification (only stores that
+// are not a local file system answer UNIMPLEMENTED).
+bool HasNotification(const StoreLocation& location) {
+  return !absl::IsUnimplemented(location.store->OpenDirectoryForWatch(location.prefix).status());
+}
+
 }  // namespace
 
 TrialWatcher::TrialWatcher(TrialWatcherOptions options, ChangeListener on_change,
@@ -46,6 +78,8 @@ TrialWatcher::TrialWatcher(TrialWatcherOptions options, ChangeListener on_change
   if (options_.poll_interval != absl::InfiniteDuration()) {
     poll_timer_->Set(kPollKey, options_.clock->Now() + options_.poll_interval);
   }
+  probe_timer_ = std::make_unique<core::DeadlineTimer>(
+      options_.clock, [this](const std::string& job) { OnProbeDeadline(job); });
 }
 
 TrialWatcher::~TrialWatcher() { Shutdown(); }
@@ -59,12 +93,24 @@ void TrialWatcher::Shutdown() {
   }
   // Outside mu_: the listeners in flight take it (and the caller's locks).
   poll_timer_->Shutdown();
+  probe_timer_->Shutdown();
   notifier.reset();
 }
 
 std::optional<absl::Time> TrialWatcher::next_poll() const {
   return poll_timer_->DeadlineOf(kPollKey);
 }
+
+bool TrialWatcher::ListPolled(const std::string& job) const {
+  absl::MutexLock lock(&mu_);
+  return list_polled_.count(job) > 0;
+}
+
+std::optional<absl::Time> TrialWatcher::next_probe(const std::string& job) const {
+  return probe_timer_->DeadlineOf(job);
+}
+
+int64_t TrialWatcher::list_requests() const { return list_requests_.load(); }
 
 void TrialWatcher::OnPollDeadline() {
   {
@@ -121,13 +167,21 @@ bool TrialWatcher::Update(const std::string& job, const WatchedOutputs& outputs)
   if (stopped_) return false;
   std::set<WatchId> keep;
   bool added = false;
-  if (outputs.trial.has_value()) {
+  std::vector<ProbeTarget> targets;
+  const bool all_polled = PolledTargets(outputs, targets);
+  UpdateProbeLocked(job, std::move(targets), added);
+  if (all_polled) {
+    list_polled_.insert(job);
+  } else {
+    list_polled_.erase(job);
+  }
+  if (outputs.trial.has_value() && HasNotification(*outputs.trial)) {
     const StoreLocation& trial = *outputs.trial;
     WatchTreeLocked(job, trial,
                     {{trial.Below("index"), kEntries}, {trial.Below("index/000000000"), kEntries}},
                     keep, added);
   }
-  if (outputs.profiler.has_value()) {
+  if (outputs.profiler.has_value() && HasNotification(*outputs.profiler)) {
     // The profiler appends to open files (system metrics every interval,
     // timelines as events come): appends in the newest hour directories,
     // new entries above them for the next hour.
@@ -162,6 +216,8 @@ bool TrialWatcher::Update(const std::string& job, const WatchedOutputs& outputs)
 
 void TrialWatcher::Drop(const std::string& job) {
   absl::MutexLock lock(&mu_);
+  list_polled_.erase(job);
+  if (probes_.erase(job) > 0) probe_timer_->Cancel(job);
   auto current = watches_.find(job);
   if (current == watches_.end()) return;
   const std::set<WatchId> ids = current->second;
@@ -181,6 +237,170 @@ void TrialWatcher::DropWatchLocked(const std::string& job, WatchId id) {
     if (notifier_ != nullptr) notifier_->Unwatch(id);
     owners_.erase(owners);
   }
+}
+
+bool TrialWatcher::PolledTargets(const WatchedOutputs& outputs, std::vector<ProbeTarget>& targets) {
+  bool all_polled = outputs.trial.has_value() || outputs.profiler.has_value();
+  if (outputs.trial.has_value()) {
+    if (HasNotification(*outputs.trial)) {
+      all_polled = false;
+    } else {
+      // The directory itself: collections, training_job_end.ts, index/
+      // appearing. index/ recursively: smdebug writes a step's index file
+      // after its event file, so a new index key is a new step.
+      targets.push_back({.dir = *outputs.trial, .recursive = false});
+      targets.push_back({.dir = outputs.trial->Below("index"), .recursive = true});
+    }
+  }
+  if (outputs.profiler.has_value()) {
+    if (HasNotification(*outputs.profiler)) {
+      all_polled = false;
+    } else {
+      // Objects are uploaded whole and their names grow with time (hour
+      // directories, timestamped files): new keys come after the last one.
+      targets.push_back({.dir = outputs.profiler->Below("system"), .recursive = true});
+      targets.push_back({.dir = outputs.profiler->Below("framework"), .recursive = true});
+    }
+  }
+  return all_polled;
+}
+
+void TrialWatcher::UpdateProbeLocked(const std::string& job, std::vector<ProbeTarget> targets,
+                                     bool& added) {
+  auto it = probes_.find(job);
+  if (targets.empty()) {
+    if (it != probes_.end()) {
+      probes_.erase(it);
+      probe_timer_->Cancel(job);
+    }
+    return;
+  }
+  const auto same_places = [](const std::vector<ProbeTarget>& a,
+                              const std::vector<ProbeTarget>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const ProbeTarget& x, const ProbeTarget& y) {
+                        return x.dir.store == y.dir.store && x.dir.prefix == y.dir.prefix &&
+                               x.recursive == y.recursive;
+                      });
+  };
+  if (it != probes_.end() && same_places(it->second.targets, targets)) return;
+  const absl::Time now = options_.clock->Now();
+  Probe& probe = probes_[job];
+  probe.targets = std::move(targets);
+  ++probe.generation;
+  probe.interval = options_.list_polling.active_interval;
+  probe.last_wake = now;
+  probe.failing = false;
+  probe_timer_->Set(job, now + probe.interval);
+  added = true;
+}
+
+TrialWatcher::TargetResult TrialWatcher::ListTarget(const ProbeTarget& target) {
+  TargetResult result;
+  result.updated = target;
+  objectstore::ListOptions list{.prefix = target.dir.DirectoryPrefix(),
+                                .start_after = target.recursive ? target.last_key : "",
+                                .delimiter = target.recursive ? "" : "/"};
+  Fingerprint fingerprint;
+  bool any = false;
+  for (int page = 0; page < kMaxPagesPerTarget; ++page) {
+    ++result.requests;
+    absl::StatusOr<objectstore::ListResult> listed = target.dir.store->List(list);
+    if (!listed.ok() && !absl::IsNotFound(listed.status())) {
+      result.status = listed.status();
+      return result;
+    }
+    if (listed.ok()) {
+      any = any || !listed->objects.empty() || !listed->common_prefixes.empty();
+      for (const objectstore::ObjectEntry& entry : listed->objects) {
+        fingerprint.Add(entry.key);
+        fingerprint.Add64(entry.size);
+        fingerprint.Add64(static_cast<uint64_t>(absl::ToUnixNanos(entry.modified)));
+      }
+      for (const std::string& prefix : listed->common_prefixes) fingerprint.Add(prefix);
+      if (target.recursive && !listed->objects.empty()) {
+        result.updated.last_key = listed->objects.back().key;
+      }
+    }
+    if (!listed.ok() || !listed->truncated) break;
+    list.start_after = listed->next_start_after;
+  }
+  if (target.recursive) {
+    result.changed = any;
+  } else {
+    // A first listing is a change when it finds anything: the job's reader
+    // may have looked before it landed.
+    result.changed =
+        target.fingerprint.has_value() ? *target.fingerprint != fingerprint.value() : any;
+    result.updated.fingerprint = fingerprint.value();
+  }
+  return result;
+}
+
+void TrialWatcher::OnProbeDeadline(const std::string& job) {
+  const ListPolling& policy = options_.list_polling;
+  const absl::Duration kWindow = absl::Minutes(1);
+  std::vector<ProbeTarget> targets;
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    auto it = probes_.find(job);
+    if (it == probes_.end()) return;
+    Probe& probe = it->second;
+    const absl::Time now = options_.clock->Now();
+    while (!probe.requests.empty() && probe.requests.front() <= now - kWindow) {
+      probe.requests.pop_front();
+    }
+    // Over the cap: wait until enough of the minute's requests leave the
+    // window (a probe needs at least one request per target).
+    const size_t cap = static_cast<size_t>(std::max(1, policy.max_list_requests_per_minute));
+    const size_t need = std::min(cap, probe.targets.size());
+    if (probe.requests.size() + need > cap) {
+      probe_timer_->Set(job, probe.requests[probe.requests.size() + need - cap - 1] + kWindow);
+      return;
+    }
+    targets = probe.targets;
+    generation = probe.generation;
+  }
+  // Listed outside the lock: network I/O.
+  std::vector<TargetResult> results;
+  results.reserve(targets.size());
+  for (const ProbeTarget& target : targets) results.push_back(ListTarget(target));
+
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    const absl::Time now = options_.clock->Now();
+    auto it = probes_.find(job);
+    int requests = 0;
+    for (const TargetResult& result : results) requests += result.requests;
+    list_requests_ += requests;
+    // Targets changed meanwhile: Update scheduled the next probe already.
+    if (it == probes_.end() || it->second.generation != generation) return;
+    Probe& probe = it->second;
+    for (int i = 0; i < requests; ++i) probe.requests.push_back(now);
+    bool failed = false;
+    bool changed = false;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].status.ok()) {
+        failed = true;
+        continue;
+      }
+      changed = changed || results[i].changed;
+      probe.targets[i] = std::move(results[i].updated);
+    }
+    // Back after failures: the job's reader may have stopped at the outage.
+    if (!failed && probe.failing) changed = true;
+    probe.failing = failed;
+    probe.interval =
+        changed ? policy.active_interval : std::min(probe.interval * 2, policy.idle_interval);
+    wake = changed || now - probe.last_wake >= policy.quiet_wake;
+    if (wake) probe.last_wake = now;
+    probe_timer_->Set(job, now + probe.interval);
+  }
+  if (wake) on_change_(job);
 }
 
 }  // namespace debugplane::rules_engine

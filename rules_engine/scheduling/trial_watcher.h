@@ -12,6 +12,18 @@
 //   fallback for directories that do not exist yet and for time-driven
 //   rules). Tests advance a FakeClock instead of sleeping.
 //
+// - list polling, for outputs in stores without change notification (object
+//   storage: ObjectStore::OpenDirectoryForWatch is UNIMPLEMENTED). Each such
+//   job is probed on its own schedule by the watcher's Clock (ListPolling):
+//   a few list requests that say whether anything new landed, fast while
+//   data is arriving, backing off while idle, and never more than
+//   ListPolling::max_list_requests_per_minute per job in any minute. A probe
+//   that saw something new calls `on_change(job)` (the job's reader then
+//   lists incrementally itself); so does a probe that succeeds after failed
+//   ones (the store came back) and, for time-driven rules, the first probe
+//   ListPolling::quiet_wake after the last wake. Such jobs need no polling
+//   pass (ListPolled): the caller may leave them out of on_poll's look.
+//
 // Directories that do not exist yet are not watched; their nearest existing
 // ancestor in the store is, to hear of their creation (Update is called
 // again after a look, and then watches the directory itself and drops the
@@ -26,6 +38,8 @@
 #ifndef DEBUGPLANE_RULES_ENGINE_SCHEDULING_TRIAL_WATCHER_H_
 #define DEBUGPLANE_RULES_ENGINE_SCHEDULING_TRIAL_WATCHER_H_
 
+#include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +70,31 @@ struct WatchedOutputs {
   std::optional<objectstore::StoreLocation> profiler;
 };
 
+// The polling policy for outputs in stores without change notification.
+// A probe of a job lists, per output: its tensor trial, one delimited
+// listing of the trial's directory (collections, training_job_end.ts) and
+// one recursive listing of index/ after the last index key seen (a new index
+// file is a new step); its profiler output, one recursive listing each of
+// system/ and framework/ after the last key seen. A page of 1000 keys is one
+// request; a first probe of a large trial pages through it (and counts
+// every page against the cap). With the defaults, an idle job costs 2 list
+// requests every 5 s (24 a minute) for a trial, and a job whose data keeps
+// arriving at most 240 list requests a minute from the watcher; each wake
+// adds the reader's own incremental listing (about 3 requests).
+struct ListPolling {
+  // After a probe that saw new data, the next one this soon.
+  absl::Duration active_interval = absl::Milliseconds(150);
+  // After a probe that saw nothing new (or failed), the interval doubles,
+  // up to this.
+  absl::Duration idle_interval = absl::Seconds(5);
+  // At most this many list requests per job in any 60 s of the clock; a
+  // probe that would pass it waits until it fits.
+  int max_list_requests_per_minute = 240;
+  // A job is woken at least this often even when nothing changed, for
+  // time-driven rules (StalledTrainingRule): at the first probe after it.
+  absl::Duration quiet_wake = absl::Seconds(30);
+};
+
 struct TrialWatcherOptions {
   // How often on_poll is called, and how often the notifier lists the
   // directories of stores without change notification.
@@ -65,6 +104,8 @@ struct TrialWatcherOptions {
   std::shared_ptr<core::Clock> clock = core::SystemClock();
   // False: every directory is listed by polling, as without inotify (tests).
   bool use_inotify = true;
+  // How jobs whose outputs are in stores without notification are probed.
+  ListPolling list_polling;
 };
 
 class TrialWatcher {
@@ -95,6 +136,18 @@ class TrialWatcher {
   // infinite, or shut down). For diagnostics and tests. Thread-safe.
   std::optional<absl::Time> next_poll() const;
 
+  // Whether `job`'s outputs are all in stores without notification, probed
+  // by the watcher's list polling (then the polling pass need not look at
+  // it). False for an unknown job. Thread-safe.
+  bool ListPolled(const std::string& job) const;
+
+  // When `job`'s next probe is due by the clock (none: not list-polled, or
+  // a probe is running). For diagnostics and tests. Thread-safe.
+  std::optional<absl::Time> next_probe(const std::string& job) const;
+
+  // List requests the probes have made, in total. Thread-safe.
+  int64_t list_requests() const;
+
   // Stops the notifier and the timer: when it returns no listener is
   // running or will run. Idempotent.
   // REQUIRES: not called from a listener, nor with a lock a listener takes.
@@ -102,6 +155,35 @@ class TrialWatcher {
 
  private:
   using WatchId = objectstore::ChangeNotifier::WatchId;
+
+  // One listing a probe makes for a job.
+  struct ProbeTarget {
+    objectstore::StoreLocation dir;
+    // True: keys under dir/ after `last_key` (new ones); false: the
+    // delimited listing of dir/, compared by fingerprint.
+    bool recursive = false;
+    std::string last_key;
+    std::optional<uint64_t> fingerprint;
+  };
+  // A list-polled job's probe state.
+  struct Probe {
+    std::vector<ProbeTarget> targets;
+    // Bumped when targets change, so that a probe in flight drops its
+    // outdated results.
+    uint64_t generation = 0;
+    absl::Duration interval;
+    // When each of the job's list requests in the last minute was made.
+    std::deque<absl::Time> requests;
+    absl::Time last_wake;
+    bool failing = false;
+  };
+  // The outcome of listing one target.
+  struct TargetResult {
+    absl::Status status;
+    int requests = 0;
+    bool changed = false;
+    ProbeTarget updated;
+  };
 
   void OnNotifierChange(WatchId id);
   void OnPollDeadline();
@@ -116,12 +198,22 @@ class TrialWatcher {
                        const std::vector<std::pair<objectstore::StoreLocation, uint32_t>>& below,
                        std::set<WatchId>& keep, bool& added) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWatchLocked(const std::string& job, WatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The probe targets of `outputs` in stores without notification
+  // (appended to `targets`); returns whether every watched output is such.
+  static bool PolledTargets(const WatchedOutputs& outputs, std::vector<ProbeTarget>& targets);
+  // Sets `job`'s probe targets (keeping their state when unchanged); sets
+  // `added` when they are new.
+  void UpdateProbeLocked(const std::string& job, std::vector<ProbeTarget> targets, bool& added)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `job`'s due probe (on the probe timer's thread).
+  void OnProbeDeadline(const std::string& job);
+  static TargetResult ListTarget(const ProbeTarget& target);
 
   const TrialWatcherOptions options_;
   const ChangeListener on_change_;
   const PollListener on_poll_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Watch -> the jobs it wakes (the notifier gives one id per directory).
   std::map<WatchId, std::set<std::string>> owners_ ABSL_GUARDED_BY(mu_);
@@ -131,8 +223,17 @@ class TrialWatcher {
   // Null after Shutdown (moved out under mu_ and destroyed outside it, as
   // its listener takes mu_).
   std::unique_ptr<objectstore::ChangeNotifier> notifier_ ABSL_GUARDED_BY(mu_);
+  // List-polled jobs (some output in a store without notification).
+  std::map<std::string, Probe> probes_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose every output is list-polled.
+  std::set<std::string> list_polled_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> list_requests_{0};
+
   // Set by the constructor, shut down (not reset) by Shutdown.
   std::unique_ptr<core::DeadlineTimer> poll_timer_;
+  // Probe deadlines keyed by job; its own thread, so that a slow store
+  // never delays the polling pass.
+  std::unique_ptr<core::DeadlineTimer> probe_timer_;
 };
 
 }  // namespace debugplane::rules_engine

@@ -1,0 +1,256 @@
+// TrialWatcher's list polling, for stores without change notification
+// (object storage): probes follow the watcher's Clock (a FakeClock here, no
+// sleeping), fast while data arrives, backing off while idle, within a cap
+// of list requests per job per minute. The store is the real local store
+// seen through a wrapper that offers no notification (as S3 does not) and
+// counts list requests, or fails them as an unreachable store does.
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "objectstore/local_object_store.h"
+#include "rules_engine/scheduling/trial_watcher.h"
+#include "tests/core/scoped_temp_dir.h"
+
+namespace debugplane::rules_engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
+
+constexpr absl::Duration kPatience = absl::Seconds(10);
+
+// A local store without change notification: every directory is polled.
+class UnwatchableStore final : public objectstore::ObjectStore {
+ public:
+  UnwatchableStore(std::shared_ptr<objectstore::ObjectStore> local,
+                   std::shared_ptr<core::Clock> clock)
+      : local_(std::move(local)), clock_(std::move(clock)) {}
+
+  absl::StatusOr<objectstore::ListResult> List(
+      const objectstore::ListOptions& options) const override {
+    absl::MutexLock lock(&mu_);
+    list_times_.push_back(clock_->Now());
+    if (unreachable_) return absl::UnavailableError("http://127.0.0.1:1 is unreachable");
+    return local_->List(options);
+  }
+  absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
+                             std::string* out) const override {
+    return local_->ReadRangeInto(key, offset, length, out);
+  }
+  absl::StatusOr<objectstore::ObjectEntry> Stat(absl::string_view key) const override {
+    return local_->Stat(key);
+  }
+  std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
+
+  void set_unreachable(bool unreachable) {
+    absl::MutexLock lock(&mu_);
+    unreachable_ = unreachable;
+  }
+  std::vector<absl::Time> list_times() const {
+    absl::MutexLock lock(&mu_);
+    return list_times_;
+  }
+
+ private:
+  const std::shared_ptr<objectstore::ObjectStore> local_;
+  const std::shared_ptr<core::Clock> clock_;
+  mutable absl::Mutex mu_;
+  mutable std::vector<absl::Time> list_times_ ABSL_GUARDED_BY(mu_);
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class TrialWatcherPollingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto local = objectstore::LocalObjectStore::Open(dir_.path().string());
+    ASSERT_TRUE(local.ok()) << local.status();
+    local_ = *local;
+    store_ = std::make_shared<UnwatchableStore>(local_, clock_);
+    fs::create_directories(dir_.path() / "trial");
+  }
+
+  std::unique_ptr<TrialWatcher> MakeWatcher(ListPolling policy = {}) {
+    return std::make_unique<TrialWatcher>(
+        TrialWatcherOptions{
+            .poll_interval = absl::InfiniteDuration(), .clock = clock_, .list_polling = policy},
+        [this](const std::string& job) {
+          absl::MutexLock lock(&mu_);
+          wakes_.push_back({job, clock_->Now()});
+        },
+        [] {});
+  }
+
+  WatchedOutputs Trial() { return {.trial = objectstore::StoreLocation{store_, "trial"}}; }
+
+  // Moves the clock to `job`'s next probe and waits (real time, bounded)
+  // until it has run and set the one after; returns the interval to it.
+  absl::Duration RunProbe(TrialWatcher& watcher, const std::string& job) {
+    const std::optional<absl::Time> due = watcher.next_probe(job);
+    EXPECT_TRUE(due.has_value());
+    if (!due.has_value()) return absl::ZeroDuration();
+    clock_->Advance(*due - clock_->Now());
+    const absl::Time patience = absl::Now() + kPatience;
+    std::optional<absl::Time> next;
+    while (absl::Now() < patience) {
+      next = watcher.next_probe(job);
+      if (next.has_value() && *next != *due) break;
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    EXPECT_TRUE(next.has_value() && *next != *due) << "the probe did not run";
+    return next.value_or(*due) - clock_->Now();
+  }
+
+  void AddIndexFile(int step) {
+    const fs::path dir = dir_.path() / "trial" / "index" / "000000000";
+    fs::create_directories(dir);
+    char name[64];
+    std::snprintf(name, sizeof(name), "%012d_worker_0.json", step);
+    std::ofstream(dir / name) << "{}";
+  }
+
+  int WakeCount() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(wakes_.size());
+  }
+  std::vector<absl::Time> WakeTimes() {
+    absl::MutexLock lock(&mu_);
+    std::vector<absl::Time> times;
+    for (const auto& wake : wakes_) times.push_back(wake.second);
+    return times;
+  }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::shared_ptr<objectstore::ObjectStore> local_;
+  std::shared_ptr<UnwatchableStore> store_;
+  absl::Mutex mu_;
+  std::vector<std::pair<std::string, absl::Time>> wakes_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(TrialWatcherPollingTest, FastWhileDataArrivesBackingOffWhileIdle) {
+  auto watcher = MakeWatcher();
+  EXPECT_TRUE(watcher->Update("job", Trial()));
+  EXPECT_TRUE(watcher->ListPolled("job"));
+  EXPECT_EQ(watcher->next_probe("job"), clock_->Now() + absl::Milliseconds(150));
+
+  // Idle: the interval doubles up to 5 s, and nothing wakes the job.
+  std::vector<absl::Duration> idle;
+  for (int i = 0; i < 7; ++i) idle.push_back(RunProbe(*watcher, "job"));
+  EXPECT_EQ(idle, (std::vector<absl::Duration>{absl::Milliseconds(300), absl::Milliseconds(600),
+                                               absl::Milliseconds(1200), absl::Milliseconds(2400),
+                                               absl::Milliseconds(4800), absl::Seconds(5),
+                                               absl::Seconds(5)}));
+  EXPECT_EQ(WakeCount(), 0);
+
+  // A new step's index file: the job is woken and probed fast again.
+  AddIndexFile(1);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 1);
+  AddIndexFile(2);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 2);
+  // Nothing more: backing off again, no wake.
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));
+  EXPECT_EQ(WakeCount(), 2);
+
+  // training_job_end.ts in the trial directory is a change too.
+  std::ofstream(dir_.path() / "trial" / "training_job_end.ts") << "";
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 3);
+}
+
+TEST_F(TrialWatcherPollingTest, ListRequestsPerJobStayWithinTheCapInEveryMinute) {
+  ListPolling policy;
+  policy.max_list_requests_per_minute = 20;
+  auto watcher = MakeWatcher(policy);
+  ASSERT_TRUE(watcher->Update("job", Trial()));
+  const absl::Time start = clock_->Now();
+  // Data keeps arriving for three minutes: without the cap the job would be
+  // listed twice every 150 ms (800 requests a minute).
+  for (int step = 0; clock_->Now() < start + absl::Minutes(3); ++step) {
+    AddIndexFile(step);
+    RunProbe(*watcher, "job");
+  }
+  const std::vector<absl::Time> times = store_->list_times();
+  for (size_t i = 0; i < times.size(); ++i) {
+    const auto window_end =
+        std::lower_bound(times.begin() + i, times.end(), times[i] + absl::Minutes(1));
+    EXPECT_LE(window_end - (times.begin() + i), 20) << "in the minute from request " << i;
+  }
+  // The cap is used, not undercut: about 20 a minute.
+  EXPECT_GE(times.size(), 56u);
+  EXPECT_LE(times.size(), 62u);
+  EXPECT_EQ(watcher->list_requests(), static_cast<int64_t>(times.size()));
+}
+
+TEST_F(TrialWatcherPollingTest, AQuietJobIsWokenForTimeDrivenRules) {
+  auto watcher = MakeWatcher();
+  ASSERT_TRUE(watcher->Update("job", Trial()));
+  const absl::Time start = clock_->Now();
+  while (clock_->Now() < start + absl::Seconds(65)) RunProbe(*watcher, "job");
+  // One wake at the first probe 30 s after the watch, one 30 s after that.
+  const std::vector<absl::Time> wakes = WakeTimes();
+  ASSERT_EQ(wakes.size(), 2u);
+  EXPECT_GE(wakes[0] - start, absl::Seconds(30));
+  EXPECT_LT(wakes[0] - start, absl::Seconds(35));
+  EXPECT_GE(wakes[1] - wakes[0], absl::Seconds(30));
+  EXPECT_LT(wakes[1] - wakes[0], absl::Seconds(35));
+}
+
+TEST_F(TrialWatcherPollingTest, AStoreThatComesBackWakesTheJob) {
+  auto watcher = MakeWatcher();
+  ASSERT_TRUE(watcher->Update("job", Trial()));
+  store_->set_unreachable(true);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(600));  // Backing off.
+  EXPECT_EQ(WakeCount(), 0);
+  // Back, with nothing new: the job is woken all the same (its reader may
+  // have stopped at the outage) and probed fast.
+  store_->set_unreachable(false);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 1);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));
+  EXPECT_EQ(WakeCount(), 1);
+}
+
+TEST_F(TrialWatcherPollingTest, ProfilerOutputIsProbedForNewObjects) {
+  auto watcher = MakeWatcher();
+  fs::create_directories(dir_.path() / "profiler" / "system" / "incremental" / "2026112410");
+  ASSERT_TRUE(watcher->Update(
+      "job", WatchedOutputs{.profiler = objectstore::StoreLocation{store_, "profiler"}}));
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));
+  std::ofstream(dir_.path() / "profiler" / "system" / "incremental" / "2026112410" /
+                "1764000000.algo-1.json")
+      << "{}\n";
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 1);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));
+  std::ofstream(dir_.path() / "profiler" / "system" / "incremental" / "2026112410" /
+                "1764000060.algo-1.json")
+      << "{}\n";
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 2);
+}
+
+TEST_F(TrialWatcherPollingTest, LocalStoresAreNotListPolledAndDroppedJobsAreNotProbed) {
+  auto watcher = MakeWatcher();
+  ASSERT_TRUE(watcher->Update(
+      "local", WatchedOutputs{.trial = objectstore::StoreLocation{local_, "trial"}}));
+  EXPECT_FALSE(watcher->ListPolled("local"));
+  EXPECT_FALSE(watcher->next_probe("local").has_value());
+  ASSERT_TRUE(watcher->Update("remote", Trial()));
+  ASSERT_TRUE(watcher->next_probe("remote").has_value());
+  watcher->Drop("remote");
+  EXPECT_FALSE(watcher->ListPolled("remote"));
+  EXPECT_FALSE(watcher->next_probe("remote").has_value());
+  EXPECT_FALSE(watcher->ListPolled("unknown"));
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine
