@@ -84,67 +84,127 @@ inline Key ClassifyArgsKey(absl::string_view k) {
   }
 }
 
-// One member's value as scanned: its kind (kInvalid: absent) and, for a
-// string or a number, the value.
-struct Member {
-  JsonKind kind = JsonKind::kInvalid;
-  absl::string_view text;
-  double number = 0;
+// An element as scanned: the typed members (RawEvent; of repeated keys the
+// last one counts) and which used members had another type. The errors are
+// checked in key order (args, its members, dur, name, ph, pid, ts: the
+// order of nlohmann's sorted DOM, whose errors these were), so the bits
+// follow that order.
+enum WrongType : uint32_t {
+  kArgsNotObject = 1u << 0,
+  kArgsName = 1u << 1,
+  kArgsPid = 1u << 2,
+  kArgsStart = 1u << 3,
+  kArgsStep = 1u << 4,
+  kDur = 1u << 5,
+  kName = 1u << 6,
+  kPh = 1u << 7,
+  kPid = 1u << 8,
+  kTs = 1u << 9,
 };
+constexpr uint32_t kArgsBits = kArgsNotObject | kArgsName | kArgsPid | kArgsStart | kArgsStep;
+const char* WrongTypeError(uint32_t bit) {
+  switch (bit) {
+    case kArgsNotObject:
+      return "\"args\" is not an object";
+    case kArgsName:
+      return "args.name is not a string";
+    case kArgsPid:
+      return "args.pid is not a number";
+    case kArgsStart:
+      return "args.start_time_since_epoch_in_micros is not a number";
+    case kArgsStep:
+      return "args.step_num is neither a string nor a number";
+    case kDur:
+      return "\"dur\" is not a number";
+    case kName:
+      return "\"name\" is not a string";
+    case kPh:
+      return "\"ph\" is not a string";
+    case kPid:
+      return "\"pid\" is not a number";
+    default:
+      return "\"ts\" is not a number";
+  }
+}
 
-// An element as scanned: the members the reader uses, each the last of its
-// key. Types are checked afterwards (CheckedEvent), in the order nlohmann's
-// sorted DOM gave, which the errors keep.
 struct ScannedEvent {
   JsonKind kind = JsonKind::kInvalid;  // Of the element itself.
-  Member name, ph, pid, ts, dur;
-  JsonKind args = JsonKind::kInvalid;
-  Member args_name, args_pid, args_start, args_step;
+  RawEvent event;
+  uint32_t wrong = 0;  // WrongType bits.
   // Decoded strings with escapes, for name, ph, args.name, args.step_num.
   std::string scratch[4];
 
   // As new, keeping the scratch strings' buffers (one ScannedEvent serves
   // every line of a read).
   void Clear() {
-    kind = args = JsonKind::kInvalid;
-    for (Member* m :
-         {&name, &ph, &pid, &ts, &dur, &args_name, &args_pid, &args_start, &args_step}) {
-      m->kind = JsonKind::kInvalid;
-    }
+    kind = JsonKind::kInvalid;
+    event = RawEvent();
+    wrong = 0;
   }
 };
 
-// Reads a member's value; strings are kept (decoded into *scratch where
-// needed) only when `scratch` is given, numbers always.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanMember(JsonScanner& s, Member& m,
-                                                    std::string* scratch) {
-  m.kind = s.NextKind();
-  if (m.kind == JsonKind::kString && scratch != nullptr) return s.String(&m.text, scratch);
-  if (m.kind == JsonKind::kNumber) {
-    JsonNumber n;
-    if (!s.Number(&n)) return false;
-    m.number = n.value;
-    return true;
-  }
+// A member that must be a string: sets *out and *has, or `bit` in *wrong.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanText(JsonScanner& s, uint32_t bit,
+                                                  absl::string_view* out, bool* has,
+                                                  std::string* scratch, uint32_t* wrong) {
+  *wrong &= ~bit;
+  *has = s.NextKind() == JsonKind::kString;
+  if (*has) return s.String(out, scratch);
+  *wrong |= bit;
   return s.SkipValue();
 }
+// A member that must be a number.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanNumber(JsonScanner& s, uint32_t bit, double* out,
+                                                    bool* has, uint32_t* wrong) {
+  *wrong &= ~bit;
+  *has = s.NextKind() == JsonKind::kNumber;
+  if (!*has) {
+    *wrong |= bit;
+    return s.SkipValue();
+  }
+  JsonNumber n;
+  if (!s.Number(&n)) return false;
+  *out = n.value;
+  return true;
+}
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanArgs(JsonScanner& s, ScannedEvent& e) {
-  // A repeated "args" replaces the earlier one (the members start cleared).
-  if (e.args != JsonKind::kInvalid)
-    e.args_name = e.args_pid = e.args_start = e.args_step = Member();
-  e.args = s.NextKind();
-  if (e.args != JsonKind::kObject) return s.SkipValue();
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanArgs(JsonScanner& s, ScannedEvent& scanned) {
+  RawEvent& e = scanned.event;
+  // A repeated "args" replaces the earlier one whole.
+  e.has_process_name = e.has_process = e.has_start = false;
+  e.step = RawEvent::Step::kNone;
+  scanned.wrong &= ~kArgsBits;
+  if (s.NextKind() != JsonKind::kObject) {
+    scanned.wrong |= kArgsNotObject;
+    return s.SkipValue();
+  }
   return s.Object([&](absl::string_view key) {
     switch (ClassifyArgsKey(key)) {
       case Key::kName:
-        return ScanMember(s, e.args_name, &e.scratch[2]);
+        return ScanText(s, kArgsName, &e.process_name, &e.has_process_name, &scanned.scratch[2],
+                        &scanned.wrong);
       case Key::kPid:
-        return ScanMember(s, e.args_pid, nullptr);
+        return ScanNumber(s, kArgsPid, &e.process, &e.has_process, &scanned.wrong);
       case Key::kStartTime:
-        return ScanMember(s, e.args_start, nullptr);
-      case Key::kStepNum:
-        return ScanMember(s, e.args_step, &e.scratch[3]);
+        return ScanNumber(s, kArgsStart, &e.start, &e.has_start, &scanned.wrong);
+      case Key::kStepNum: {
+        scanned.wrong &= ~kArgsStep;
+        e.step = RawEvent::Step::kNone;
+        const JsonKind kind = s.NextKind();
+        if (kind == JsonKind::kString) {
+          e.step = RawEvent::Step::kString;
+          return s.String(&e.step_text, &scanned.scratch[3]);
+        }
+        if (kind == JsonKind::kNumber) {
+          e.step = RawEvent::Step::kNumber;
+          JsonNumber n;
+          if (!s.Number(&n)) return false;
+          e.step_number = n.value;
+          return true;
+        }
+        scanned.wrong |= kArgsStep;
+        return s.SkipValue();
+      }
       default:
         return s.SkipValue();
     }
@@ -152,94 +212,42 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanArgs(JsonScanner& s, ScannedEvent& 
 }
 
 // Reads one element (any JSON value; an object's members are kept).
-bool ScanEvent(JsonScanner& s, ScannedEvent& e) {
-  e.kind = s.NextKind();
-  if (e.kind != JsonKind::kObject) return s.SkipValue();
+bool ScanEvent(JsonScanner& s, ScannedEvent& scanned) {
+  scanned.kind = s.NextKind();
+  if (scanned.kind != JsonKind::kObject) return s.SkipValue();
+  RawEvent& e = scanned.event;
+  uint32_t* wrong = &scanned.wrong;
   return s.Object([&](absl::string_view key) {
     switch (ClassifyTopKey(key)) {
       case Key::kName:
-        return ScanMember(s, e.name, &e.scratch[0]);
+        return ScanText(s, kName, &e.name, &e.has_name, &scanned.scratch[0], wrong);
       case Key::kPh:
-        return ScanMember(s, e.ph, &e.scratch[1]);
+        return ScanText(s, kPh, &e.ph, &e.has_ph, &scanned.scratch[1], wrong);
       case Key::kPid:
-        return ScanMember(s, e.pid, nullptr);
+        return ScanNumber(s, kPid, &e.pid, &e.has_pid, wrong);
       case Key::kTs:
-        return ScanMember(s, e.ts, nullptr);
+        return ScanNumber(s, kTs, &e.ts, &e.has_ts, wrong);
       case Key::kDur:
-        return ScanMember(s, e.dur, nullptr);
+        return ScanNumber(s, kDur, &e.dur, &e.has_dur, wrong);
       case Key::kArgs:
-        return ScanArgs(s, e);
+        return ScanArgs(s, scanned);
       default:
         return s.SkipValue();
     }
   });
 }
 
-// A member that must be a string (or absent): *has says whether it is there.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool TextOf(const Member& m, const char* what,
-                                                absl::string_view* out, bool* has,
-                                                std::string* error) {
-  *has = m.kind != JsonKind::kInvalid;
-  if (!*has) return true;
-  if (m.kind != JsonKind::kString) {
-    *error = absl::StrCat(what, " is not a string");
+// The scanned element's event, or false with `*error` (no object, or a
+// member of the wrong type: the first in key order).
+bool CheckedEvent(const ScannedEvent& scanned, std::string* error) {
+  if (scanned.kind != JsonKind::kObject) {
+    *error = absl::StrCat("expected an event object, got ", JsonKindName(scanned.kind));
     return false;
   }
-  *out = m.text;
-  return true;
-}
-// A member that must be a number (or absent).
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NumberOf(const Member& m, const char* what, double* out,
-                                                  bool* has, std::string* error) {
-  *has = m.kind != JsonKind::kInvalid;
-  if (!*has) return true;
-  if (m.kind != JsonKind::kNumber) {
-    *error = absl::StrCat(what, " is not a number");
-    return false;
-  }
-  *out = m.number;
-  return true;
-}
-
-// The typed event of a scanned element; false with `*error` for a member of
-// the wrong type, checked in key order (args' members, dur, name, ph, pid,
-// ts: the order of nlohmann's sorted DOM, whose errors these were).
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool CheckedEvent(const ScannedEvent& s, RawEvent* e,
-                                                      std::string* error) {
-  if (s.kind != JsonKind::kObject) {
-    *error = absl::StrCat("expected an event object, got ", JsonKindName(s.kind));
-    return false;
-  }
-  if (s.args != JsonKind::kInvalid) {
-    if (s.args != JsonKind::kObject) {
-      *error = "\"args\" is not an object";
-      return false;
-    }
-    if (!TextOf(s.args_name, "args.name", &e->process_name, &e->has_process_name, error) ||
-        !NumberOf(s.args_pid, "args.pid", &e->process, &e->has_process, error) ||
-        !NumberOf(s.args_start, "args.start_time_since_epoch_in_micros", &e->start, &e->has_start,
-                  error)) {
-      return false;
-    }
-    switch (s.args_step.kind) {
-      case JsonKind::kInvalid:
-        break;
-      case JsonKind::kString:
-        e->step_text = s.args_step.text, e->step = RawEvent::Step::kString;
-        break;
-      case JsonKind::kNumber:
-        e->step_number = s.args_step.number, e->step = RawEvent::Step::kNumber;
-        break;
-      default:
-        *error = "args.step_num is neither a string nor a number";
-        return false;
-    }
-  }
-  return NumberOf(s.dur, "\"dur\"", &e->dur, &e->has_dur, error) &&
-         TextOf(s.name, "\"name\"", &e->name, &e->has_name, error) &&
-         TextOf(s.ph, "\"ph\"", &e->ph, &e->has_ph, error) &&
-         NumberOf(s.pid, "\"pid\"", &e->pid, &e->has_pid, error) &&
-         NumberOf(s.ts, "\"ts\"", &e->ts, &e->has_ts, error);
+  if (scanned.wrong == 0) return true;
+  // A wrong "args" hides its members' bits (they are cleared with it).
+  *error = WrongTypeError(scanned.wrong & (~scanned.wrong + 1));
+  return false;
 }
 
 // `v` as an exact integer of at most 2^53 in magnitude.
@@ -412,8 +420,7 @@ Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, Pars
   }
   std::string error;
   auto apply = [&](const ScannedEvent& scanned_event) {
-    RawEvent e;
-    if (!CheckedEvent(scanned_event, &e, &error) || !Apply(e, st, out, &error)) {
+    if (!CheckedEvent(scanned_event, &error) || !Apply(scanned_event.event, st, out, &error)) {
       on_error(line, error);
     }
   };

@@ -93,12 +93,14 @@ class ProfilerRuleBase : public ProfilerRule {
   RuleVerdict FeedEvents(absl::Span<const FrameworkEvent> events, Evaluate evaluate) {
     return Feed(events, events_seen_, evaluate);
   }
-  // Keeps `verdict` for Feed*; whether it is kIssuesFound (the rule fired).
+  // Whether `verdict` is kIssuesFound (the rule fired); then keeps it for
+  // Feed*.
   // (The verdict is kept rather than returned: a RuleVerdict per point and
   // rule, even an empty one, showed in the profile.)
   bool Fire(RuleVerdict verdict) {
+    if (verdict.kind != RuleVerdict::Kind::kIssuesFound) return false;
     fired_ = std::move(verdict);
-    return fired_.kind == RuleVerdict::Kind::kIssuesFound;
+    return true;
   }
   // Makes `verdict` the rule's terminal verdict and returns it.
   RuleVerdict Conclude(RuleVerdict verdict) {

@@ -280,7 +280,8 @@ bool JsonScanner::SkipValue() {
     case JsonKind::kArray:
       return Array([this] { return SkipValue(); });
     case JsonKind::kString:
-      return String(&ignored_string, &skip_scratch_);
+      return Peek() == '"' ? StringAtQuote(&ignored_string, /*scratch=*/nullptr)
+                           : Fail(p_, "expected a string");
     case JsonKind::kNumber:
       return Number(&ignored_number);
     case JsonKind::kBoolean:
@@ -293,8 +294,15 @@ bool JsonScanner::SkipValue() {
   return Fail(p_, "expected a value");
 }
 
-bool JsonScanner::EscapedString(const char* start, const char* q, absl::string_view* out,
+std::string* JsonScanner::Scratch(bool key) {
+  const size_t slot = 2 * static_cast<size_t>(depth_) + (key ? 0 : 1);
+  if (scratch_.size() <= slot) scratch_.resize(slot + 1);
+  return &scratch_[slot];
+}
+
+bool JsonScanner::EscapedString(bool key, const char* start, const char* q, absl::string_view* out,
                                 std::string* scratch) {
+  if (scratch == nullptr) scratch = Scratch(key);
   // The bytes from `start` are copied into *scratch only from the first
   // escape on (before it, they are still the string's own bytes).
   bool copying = false;

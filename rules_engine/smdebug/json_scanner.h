@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/base/config.h"
@@ -258,9 +259,15 @@ class JsonScanner {
   bool Enter();
   bool Literal(absl::string_view word);
   // String() with p_ at the opening quote.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE bool StringAtQuote(absl::string_view* out, std::string* scratch);
+  // `scratch` nullptr: the scanner's own (see EscapedString).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool StringAtQuote(absl::string_view* out, std::string* scratch,
+                                                  bool key = false);
   bool NumberSlow(JsonNumber* out);
-  bool EscapedString(const char* start, const char* stop, absl::string_view* out,
+  // The scanner's scratch string for a key (or else a skipped string) at
+  // the current depth.
+  std::string* Scratch(bool key);
+  // `scratch` nullptr: Scratch(key).
+  bool EscapedString(bool key, const char* start, const char* stop, absl::string_view* out,
                      std::string* scratch);
 
   const char* const begin_;
@@ -271,7 +278,10 @@ class JsonScanner {
   size_t error_offset_ = 0;
   const char* error_cause_ = "";
   const JsonNumbers numbers_;
-  std::string skip_scratch_;  // SkipValue's strings with escapes.
+  // Decoded keys (slot 2 * depth) and skipped strings (2 * depth + 1) with
+  // escapes: a key stays valid while its value is read, and no string is
+  // built for the plain ones.
+  std::vector<std::string> scratch_;
 };
 
 // The end of the plain part of a string whose bytes start at `q`: the first
@@ -310,7 +320,8 @@ inline ABSL_ATTRIBUTE_ALWAYS_INLINE bool JsonScanner::String(absl::string_view* 
 }
 
 inline ABSL_ATTRIBUTE_ALWAYS_INLINE bool JsonScanner::StringAtQuote(absl::string_view* out,
-                                                                    std::string* scratch) {
+                                                                    std::string* scratch,
+                                                                    bool key) {
   const char* const start = p_ + 1;
   const char* q = PlainStringEnd(start, end_);
   if (q != end_ && *q == '"') {
@@ -318,7 +329,7 @@ inline ABSL_ATTRIBUTE_ALWAYS_INLINE bool JsonScanner::StringAtQuote(absl::string
     p_ = q + 1;
     return true;
   }
-  return EscapedString(start, q, out, scratch);
+  return EscapedString(key, start, q, out, scratch);
 }
 
 inline bool JsonScanner::Enter() {
@@ -332,11 +343,10 @@ bool JsonScanner::Object(OnMember on_member) {
   if (Peek() != '{') return Fail(p_, "expected an object");
   if (!Enter()) return false;
   if (!Consume('}')) {
-    std::string key_scratch;
     do {
       absl::string_view key;
       if (Peek() != '"') return Fail(p_, "expected a member name");
-      if (!StringAtQuote(&key, &key_scratch)) return false;
+      if (!StringAtQuote(&key, /*scratch=*/nullptr, /*key=*/true)) return false;
       if (!Consume(':')) return Fail(p_, "expected ':'");
       if (!on_member(key)) return failed_ ? false : Fail(p_, "rejected by the reader");
     } while (Consume(','));
