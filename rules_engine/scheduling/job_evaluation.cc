@@ -166,15 +166,20 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
   };
   // Read in small batches until nothing is new or the turn's budget is
   // spent: a job replaying a large trial then yields its worker to the
-  // others every turn_time_slice (or max_steps_per_turn steps).
-  const absl::Time turn_start = options_.clock->Now();
+  // others every turn_time_slice (or max_steps_per_turn steps). The reader
+  // gets what is left of the slice, so that neither its index pass over a
+  // backlog nor a batch of large steps runs past it (by one step at most).
+  const core::Clock& clock = *options_.clock;
+  const absl::Time deadline = clock.Now() + options_.turn_time_slice;
   const size_t per_read = std::max<size_t>(1, options_.steps_per_read);
   const size_t max_steps = std::max<size_t>(1, options_.max_steps_per_turn);
   size_t steps_read = 0;
   bool more_data = false;
   while (true) {
-    const size_t ask = std::min(per_read, max_steps - steps_read);
-    absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted, ask);
+    const ReadBudget budget{.max_steps = std::min(per_read, max_steps - steps_read),
+                            .deadline = deadline,
+                            .now = [&clock] { return clock.Now(); }};
+    absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
       for (size_t i = 0; i < evaluation.rules.size(); ++i) {
         if (!evaluation.rules[i].done) {
@@ -196,8 +201,9 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
       }
     }
     steps_read += steps->size();
-    if (steps->size() < ask || !evaluation.DebugRulesActive()) break;  // Nothing more now.
-    if (steps_read >= max_steps || options_.clock->Now() - turn_start >= options_.turn_time_slice) {
+    // Nothing more now, or nothing left to evaluate.
+    if (!evaluation.reader->stopped_at_budget() || !evaluation.DebugRulesActive()) break;
+    if (steps_read >= max_steps || clock.Now() >= deadline) {
       more_data = true;
       break;
     }

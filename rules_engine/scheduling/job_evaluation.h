@@ -131,9 +131,11 @@ struct JobEvaluatorOptions {
   absl::Duration progress_interval = absl::Seconds(1);
   // A turn reads at most this many tensor steps...
   size_t max_steps_per_turn = 256;
-  // ...and stops reading once it has run this long (checked between reads
-  // of steps_per_read steps).
+  // ...and stops reading once it has run this long: the reader is given the
+  // deadline (TrialReader's ReadBudget), so a turn overruns it by at most
+  // one index file or one step read, plus evaluating the steps of one read.
   absl::Duration turn_time_slice = absl::Milliseconds(5);
+  // Steps read (then evaluated) at a time.
   size_t steps_per_read = 4;
 };
 
