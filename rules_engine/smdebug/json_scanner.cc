@@ -228,6 +228,12 @@ const char* ParseJsonNumberSlow(const char* p, const char* end, JsonNumber* out)
 JsonScanner::JsonScanner(absl::string_view text, JsonNumbers numbers)
     : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), numbers_(numbers) {
   if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") p_ += 3;
+  // nlohmann reads a NUL byte as the end of the input: a file padded with
+  // zeros reads as its text. (A NUL inside a string, a number or a literal
+  // is an error either way: it cuts them short.)
+  if (const void* nul = std::memchr(p_, '\0', static_cast<size_t>(end_ - p_))) {
+    end_ = static_cast<const char*>(nul);
+  }
 }
 
 bool JsonScanner::Fail(const char* at, const char* cause) {
@@ -296,8 +302,8 @@ bool JsonScanner::SkipValue() {
 
 std::string* JsonScanner::Scratch(bool key) {
   const size_t slot = 2 * static_cast<size_t>(depth_) + (key ? 0 : 1);
-  if (scratch_.size() <= slot) scratch_.resize(slot + 1);
-  return &scratch_[slot];
+  while (scratch_.size() <= slot) scratch_.push_back(std::make_unique<std::string>());
+  return scratch_[slot].get();
 }
 
 bool JsonScanner::EscapedString(bool key, const char* start, const char* q, absl::string_view* out,

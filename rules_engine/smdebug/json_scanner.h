@@ -19,7 +19,8 @@
 // \b \f \n \r \t and \uXXXX (a high surrogate must be followed by a \u low
 // surrogate; the pair is one code point); numbers
 // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; true, false, null. A UTF-8
-// byte order mark before the value is skipped (as nlohmann does). Unlike
+// byte order mark before the value is skipped, and a NUL byte ends the text
+// (both as nlohmann does: a file padded with zeros reads as its text). Unlike
 // nlohmann, nesting deeper than kMaxDepth arrays and objects is an error (a
 // bound on the recursion).
 //
@@ -38,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -272,7 +274,7 @@ class JsonScanner {
 
   const char* const begin_;
   const char* p_;
-  const char* const end_;
+  const char* end_;  // The text's end, or its first NUL byte.
   int depth_ = 0;
   bool failed_ = false;
   size_t error_offset_ = 0;
@@ -281,7 +283,9 @@ class JsonScanner {
   // Decoded keys (slot 2 * depth) and skipped strings (2 * depth + 1) with
   // escapes: a key stays valid while its value is read, and no string is
   // built for the plain ones.
-  std::vector<std::string> scratch_;
+  // Each string on its own (a view of an outer key must survive the vector
+  // growing for an inner one).
+  std::vector<std::unique_ptr<std::string>> scratch_;
 };
 
 // The end of the plain part of a string whose bytes start at `q`: the first

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -220,6 +221,12 @@ TEST(JsonScannerTest, BytesAfterTheValueAreAnError) {
   EXPECT_TRUE(Valid("\xef\xbb\xbf{}"));   // A byte order mark first is skipped,
   EXPECT_FALSE(Valid("{}\xef\xbb\xbf"));  // nowhere else.
   EXPECT_FALSE(Valid(" \xef\xbb\xbf{}"));
+  // A NUL byte ends the text (as in nlohmann): zero padding after the value
+  // is no error; inside a string it is.
+  EXPECT_TRUE(Valid(std::string("{\"a\": 2}\0\0\0+e", 13)));
+  EXPECT_TRUE(Valid(std::string("2\0\0\0+e", 6)));
+  EXPECT_FALSE(Valid(std::string("\"a\0b\"", 5)));
+  EXPECT_FALSE(Valid(std::string("\0{}", 3)));
 }
 
 TEST(JsonScannerTest, ObjectsPassEveryMemberOnRepeatedKeysIncluded) {
@@ -231,6 +238,18 @@ TEST(JsonScannerTest, ObjectsPassEveryMemberOnRepeatedKeysIncluded) {
   }));
   EXPECT_TRUE(s.AtEnd());
   EXPECT_THAT(keys, ::testing::ElementsAre("a", "ba", "a"));
+  // A decoded key stays valid while its value is read, however deeply
+  // nested (the index fuzzer found a key read after a nested object).
+  JsonScanner nested(R"({"k\u0031": {"a\u0032": {"b\u0033": ["\u0034"]}, "c": "\u0035"}})");
+  std::vector<std::string> after;
+  std::function<bool(absl::string_view)> member = [&](absl::string_view key) {
+    const bool read =
+        nested.NextKind() == JsonKind::kObject ? nested.Object(member) : nested.SkipValue();
+    after.emplace_back(key);  // Read after its value.
+    return read;
+  };
+  ASSERT_TRUE(nested.Object(member) && nested.AtEnd());
+  EXPECT_THAT(after, ::testing::ElementsAre("b3", "a2", "c", "k1"));
   // A reader that refuses a member stops the scan with a failure.
   JsonScanner refused(R"({"a": 1})");
   EXPECT_FALSE(refused.Object([](absl::string_view) { return false; }));
@@ -283,8 +302,8 @@ TEST(JsonScannerTest, AcceptsWhatNlohmannAccepts) {
     ExpectSameAsNlohmann(text);
     for (size_t n = 0; n < text.size(); ++n) ExpectSameAsNlohmann(text.substr(0, n));
     for (size_t i = 0; i < text.size(); ++i) {
-      for (char c : {'"', '{', '}',  '[', ']', ',',  ':', '0',    '1',    '-',    '+',
-                     '.', 'e', '\\', 'u', ' ', '\t', 'x', '\x01', '\x80', '\xc3', '\xed'}) {
+      for (char c : {'"', '{',  '}', '[', ']',  ',', ':',    '0',    '1',    '-',    '+', '.',
+                     'e', '\\', 'u', ' ', '\t', 'x', '\x01', '\x80', '\xc3', '\xed', '\0'}) {
         std::string changed = text;
         changed[i] = c;
         ExpectSameAsNlohmann(changed);
