@@ -23,11 +23,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/connection.h"
+#include "client/output_uploads.h"
 #include "client/smdebug_config_files.h"
 #include "client/system_metrics.h"
 #include "client/write_confinement.h"
 #include "debugplane/v1/training_agent.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "objectstore/aws_config.h"
+#include "objectstore/directory_uploader.h"
 
 extern char** environ;
 
@@ -186,6 +189,8 @@ class Agent {
     }
     progress.join();
     sampling_.reset();
+    // The server concludes rules on the end report: the output goes up first.
+    FinishUploads();
     const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : 1;
@@ -327,8 +332,11 @@ class Agent {
   }
 
   // Reports every new step seen in the tensor output.
+  // Reports every new step seen in the tensor output, and, once a step
+  // was reported, every change of the upload backlog's files or error.
   void ProgressLoop() {
     int64_t reported = -1;
+    std::string reported_backlog;
     absl::MutexLock lock(&mu_);
     while (!child_exited_) {
       cv_.WaitWithTimeout(&mu_, options_.progress_interval);
@@ -336,11 +344,47 @@ class Agent {
       const std::string dir = tensor_dir_;
       mu_.Unlock();
       const int64_t step = NewestIndexedStep(dir);
-      if (step > reported &&
-          Report(Event::EVENT_PROGRESS, step, "", options_.progress_interval).ok()) {
-        reported = step;
+      std::string backlog_now;
+      if (std::optional<objectstore::DirectoryUploader::Backlog> backlog = UploadBacklog()) {
+        backlog_now = absl::StrCat(backlog->pending_files, " ", backlog->last_error.ToString());
+      }
+      const int64_t to_report = std::max(step, reported);
+      if ((step > reported || (reported >= 0 && backlog_now != reported_backlog)) &&
+          Report(Event::EVENT_PROGRESS, to_report, "", options_.progress_interval).ok()) {
+        reported = to_report;
+        reported_backlog = backlog_now;
       }
       mu_.Lock();
+    }
+  }
+
+  // The uploads' backlog, when the job's output is uploaded.
+  std::optional<objectstore::DirectoryUploader::Backlog> UploadBacklog() {
+    objectstore::DirectoryUploader* uploader;
+    {
+      absl::MutexLock lock(&mu_);
+      uploader = uploader_.get();
+    }
+    if (uploader == nullptr) return std::nullopt;
+    return uploader->backlog();
+  }
+
+  // Waits (up to --upload-wait) for the last files to go up; logs the
+  // outcome.
+  void FinishUploads() {
+    objectstore::DirectoryUploader* uploader;
+    {
+      absl::MutexLock lock(&mu_);
+      uploader = uploader_.get();
+    }
+    if (uploader == nullptr) return;
+    const absl::Status finished = uploader->Finish(options_.upload_wait);
+    const objectstore::DirectoryUploader::Backlog backlog = uploader->backlog();
+    if (finished.ok()) {
+      log_ << "debugplane-agent: uploaded " << backlog.uploaded_files << " files ("
+           << backlog.uploaded_bytes << " bytes) of the job's output\n";
+    } else {
+      log_ << "debugplane-agent: " << finished.message() << " (--upload-wait); they stay on disk\n";
     }
   }
 
@@ -360,6 +404,14 @@ class Agent {
       request.set_status_message(message);
     } else {
       request.set_failure_reason(message);
+    }
+    if (std::optional<objectstore::DirectoryUploader::Backlog> backlog = UploadBacklog()) {
+      v1::UploadBacklog* out = request.mutable_upload_backlog();
+      out->set_pending_files(backlog->pending_files);
+      out->set_pending_bytes(backlog->pending_bytes);
+      out->set_uploaded_files(backlog->uploaded_files);
+      out->set_uploaded_bytes(backlog->uploaded_bytes);
+      out->set_last_error(std::string(backlog->last_error.message()));
     }
     const absl::Time deadline = absl::Now() + patience;
     absl::Duration backoff = absl::Milliseconds(100);
@@ -555,11 +607,15 @@ class Agent {
          {"DebugHookConfig.LocalPath", hook_config.local_path()}},
         "--tensor-dir DIR", state / "tensors");
     if (!tensors.ok()) return tensors.status();
-    absl::StatusOr<OutputDirectory> profiler =
-        PickOutputDirectory(options_.profiler_dir,
-                            {{"ProfilerConfig.S3OutputPath",
-                              LocalDirectory(directive.profiler_config().s3_output_path())}},
-                            "--profiler-dir DIR", state / "profiler");
+    const v1::ProfilerConfig& profiler_config = directive.profiler_config();
+    std::vector<OutputPath> profiler_paths = {
+        {"ProfilerConfig.S3OutputPath", LocalDirectory(profiler_config.s3_output_path())}};
+    if (auto local = profiler_config.profiling_parameters().find("LocalPath");
+        local != profiler_config.profiling_parameters().end()) {
+      profiler_paths.push_back({"ProfilerConfig.ProfilingParameters.LocalPath", local->second});
+    }
+    absl::StatusOr<OutputDirectory> profiler = PickOutputDirectory(
+        options_.profiler_dir, profiler_paths, "--profiler-dir DIR", state / "profiler");
     if (!profiler.ok()) return profiler.status();
     // Made here, where no symbolic link can divert them, before the
     // training (and the sampler) write below them by name.
@@ -569,6 +625,7 @@ class Agent {
     }
     tensor_dir_ = std::move(tensors->path);
     profiler_dir_ = std::move(profiler->path);
+    if (absl::Status uploads = StartUploads(directive); !uploads.ok()) return uploads;
     const fs::path config_dir =
         options_.config_dir.empty() ? state / "config" : fs::path(options_.config_dir);
     hook_config_path_ = (config_dir / "debughookconfig.json").string();
@@ -592,6 +649,43 @@ class Agent {
       log_ << "debugplane-agent: " << alias.status().message()
            << "; smdebug lower-cases that path, so its framework timelines will go to "
            << absl::AsciiStrToLower(profiler_dir_) << ", where the server does not read them\n";
+    }
+    return absl::OkStatus();
+  }
+
+  // For a job whose tensor or profiler output is s3://: creates the local
+  // directories the training writes (the agent's own, when no job path or
+  // flag placed them) and starts uploading them. Errors name the field.
+  absl::Status StartUploads(const v1::ConnectAgentResponse& directive)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<OutputUpload> uploads;
+    const std::string& hook_uri = directive.debug_hook_config().s3_output_path();
+    const std::string& profiler_uri = directive.profiler_config().s3_output_path();
+    if (absl::StartsWith(hook_uri, "s3://")) {
+      uploads.push_back({"DebugHookConfig.S3OutputPath", hook_uri, tensor_dir_, {}});
+    }
+    if (absl::StartsWith(profiler_uri, "s3://")) {
+      // The sampler appends to its hour's file (client/system_metrics.h).
+      uploads.push_back({"ProfilerConfig.S3OutputPath", profiler_uri, profiler_dir_, {"system/"}});
+    }
+    if (uploads.empty()) return absl::OkStatus();
+    for (const OutputUpload& upload : uploads) {
+      std::error_code error;
+      fs::create_directories(upload.local_dir, error);
+      if (error) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot create ", upload.local_dir,
+                                                          " for ", upload.field, " ", upload.uri,
+                                                          ": ", error.message()));
+      }
+    }
+    absl::StatusOr<std::unique_ptr<objectstore::DirectoryUploader>> uploader = StartOutputUploads(
+        uploads, objectstore::ProcessEnvironment(),
+        [this](const std::string& line) { log_ << "debugplane-agent: " << line << "\n"; });
+    if (!uploader.ok()) return uploader.status();
+    uploader_ = *std::move(uploader);
+    for (const OutputUpload& upload : uploads) {
+      log_ << "debugplane-agent: uploading " << upload.local_dir << " to " << upload.uri << " ("
+           << upload.field << ") as each file is complete\n";
     }
     return absl::OkStatus();
   }
@@ -630,6 +724,9 @@ class Agent {
   SystemMetricsSampler sampler_;                          // Used by sampling_'s thread only.
   std::unique_ptr<SystemMetricsWriter> writer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<MetricsSamplingLoop> sampling_ ABSL_GUARDED_BY(mu_);
+  // Set once, before the command starts (s3:// output only); lives as long
+  // as the agent, so a pointer taken under mu_ stays valid.
+  std::unique_ptr<objectstore::DirectoryUploader> uploader_ ABSL_GUARDED_BY(mu_);
 
   std::thread connection_;
   std::thread signal_thread_;
@@ -730,6 +827,13 @@ int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& optio
   run_command->add_option("--stop-grace", stop_grace_s, "Seconds between SIGTERM and SIGKILL")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  double upload_wait_s = absl::ToDoubleSeconds(options.upload_wait);
+  run_command
+      ->add_option("--upload-wait", upload_wait_s,
+                   "Seconds the agent waits, after the command has exited, for the last files of "
+                   "an s3:// job's output to be uploaded before it reports the end")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   run_command->add_option("command", options.command, "The training command and its arguments")
       ->required();
   try {
@@ -742,6 +846,7 @@ int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& optio
     return 2;
   }
   options.stop_grace = absl::Seconds(stop_grace_s);
+  options.upload_wait = absl::Seconds(upload_wait_s);
   run = true;
   return 0;
 }

@@ -33,6 +33,17 @@
 // which server and what to change; once the command runs it logs the cause
 // and keeps reconnecting, like for a server that went away.
 //
+// Object storage (client/output_uploads.h): when DebugHookConfig or
+// ProfilerConfig S3OutputPath is s3://, the training writes into a local
+// directory (--tensor-dir / --profiler-dir, DebugHookConfig.LocalPath /
+// ProfilerConfig.ProfilingParameters.LocalPath, else the state directory)
+// and the agent uploads each file to the prefix as it is complete, system
+// metrics included (objectstore/directory_uploader.h). A missing bucket,
+// missing or refused credentials end the agent with exit code 2 before the
+// command starts; a store that is down is waited for. After the command
+// exits the agent waits up to --upload-wait for the last uploads, then
+// reports the end. Reports carry the upload backlog (UploadBacklog).
+//
 // Where it writes (client/write_confinement.h): its working directory
 // (unless that is "/"), --tensor-dir, --profiler-dir, --config-dir and
 // every --allow-write DIR, plus its own state directory
@@ -83,6 +94,9 @@ struct AgentOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   // How long the final report is retried while the server is unreachable.
   absl::Duration report_timeout = absl::Minutes(5);
+  // After the command exits, how long the last uploads of an s3:// job's
+  // output may take before the end is reported anyway (--upload-wait).
+  absl::Duration upload_wait = absl::Minutes(5);
   // How many connection failures in a row caused by the connection's
   // security settings end the agent before the command starts.
   int security_failures_at_start = 3;

@@ -92,11 +92,13 @@ TEST_F(S3PutTest, LargeObjectGoesUpInPartsAndReadsBackWhole) {
             data.substr(kPartBytes, 8));
 }
 
-TEST_F(S3PutTest, PutToMissingBucketIsNotFoundNamingIt) {
+TEST_F(S3PutTest, PutToMissingBucketIsRefusedNamingIt) {
   std::shared_ptr<S3ObjectStore> store = MakeStore(server_->Config(), "no-such-bucket");
   absl::Status status = store->Put("k", "v");
-  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
-  EXPECT_THAT(status.message(), HasSubstr("no-such-bucket"));
+  // Refused, naming the bucket (its code is the one reads give it).
+  EXPECT_EQ(status.code(), store->Read("k").status().code()) << status;
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("bucket 'no-such-bucket' does not exist"));
 }
 
 TEST_F(S3PutTest, WrongSecretIsPermissionDenied) {
