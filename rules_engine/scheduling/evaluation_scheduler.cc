@@ -1,6 +1,12 @@
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +15,7 @@
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/scheduling/rule_verdicts.h"
+#include "spdlog/spdlog.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -35,6 +42,18 @@ absl::StatusOr<objectstore::StoreLocation> ResolveForReading(const core::DataRoo
   }
   return absl::Status(location.status().code(),
                       absl::StrCat(field, " cannot be read: ", location.status().message()));
+}
+
+// Lowers the calling thread's CPU priority to `nice` (Linux: a thread's nice
+// value is its own). Logged, not fatal, when refused: the thread then runs
+// at the process's priority.
+void LowerThisThreadsPriority(int nice) {
+  if (nice <= 0) return;
+  const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+  if (setpriority(PRIO_PROCESS, tid, std::min(nice, 19)) != 0) {
+    spdlog::warn("rule evaluation: cannot lower the priority of a backlog thread to nice {}: {}",
+                 nice, std::strerror(errno));
+  }
 }
 
 }  // namespace
@@ -81,8 +100,13 @@ void EvaluationScheduler::Start() {
       [this](const std::string& job_name) { OnChange(job_name); }, [this] { OnPoll(); });
   custom_runner_ = std::make_unique<CustomEvaluatorRunner>(
       CustomEvaluatorRunner::Options{.max_concurrent = options_.custom_evaluator_concurrency});
-  for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+  const int worker_threads = std::max(1, options_.worker_threads);
+  backlog_threads_ = options_.backlog_threads < 0 ? worker_threads : options_.backlog_threads;
+  for (int i = 0; i < worker_threads; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(/*backlog=*/false); });
+  }
+  for (int i = 0; i < backlog_threads_; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(/*backlog=*/true); });
   }
 
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
@@ -104,6 +128,7 @@ void EvaluationScheduler::Shutdown() {
     stopping_ = true;
     for (auto& [name, evaluation] : jobs_) evaluation->cancelled = true;
     work_cv_.SignalAll();
+    backlog_cv_.SignalAll();
   }
   manager_->RemoveCommitObserver(observer_id_);
   // Evaluators still running are stopped; their rules stay InProgress and
@@ -408,15 +433,32 @@ void EvaluationScheduler::EnqueueLocked(const std::shared_ptr<JobEvaluation>& ev
   work_cv_.Signal();
 }
 
-void EvaluationScheduler::WorkerLoop() {
+void EvaluationScheduler::EnqueueBacklogLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
+  evaluation->queued = true;
+  backlog_.push_back(evaluation);
+  (backlog_threads_ > 0 ? backlog_cv_ : work_cv_).Signal();
+}
+
+void EvaluationScheduler::WorkerLoop(const bool backlog) {
+  if (backlog) LowerThisThreadsPriority(options_.backlog_nice);
+  // Without backlog threads the workers take backlog turns themselves, when
+  // no job with new data waits.
+  const bool takes_backlog = backlog || backlog_threads_ == 0;
+  absl::CondVar& cv = backlog ? backlog_cv_ : work_cv_;
   while (true) {
     std::shared_ptr<JobEvaluation> evaluation;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && ready_.empty()) work_cv_.Wait(&mu_);
+      const auto has_work = [&] {
+        mu_.AssertHeld();
+        return (!backlog && !ready_.empty()) || (takes_backlog && !backlog_.empty());
+      };
+      while (!stopping_ && !has_work()) cv.Wait(&mu_);
       if (stopping_) return;
-      evaluation = std::move(ready_.front());
-      ready_.pop_front();
+      std::deque<std::shared_ptr<JobEvaluation>>& queue =
+          !backlog && !ready_.empty() ? ready_ : backlog_;
+      evaluation = std::move(queue.front());
+      queue.pop_front();
       evaluation->queued = false;
       evaluation->running = true;
     }
@@ -476,9 +518,13 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
   }
   // A watch added now misses what landed since this evaluation listed the
   // trial: evaluate once more. A turn that stopped at its budget goes to the
-  // back of the queue, behind the jobs that waited meanwhile.
+  // back of the backlog queue: its next turn reads (at least) what it left,
+  // and then whatever is new, so the job is never in both queues.
   if (UpdateWatchesLocked(*evaluation)) evaluation->rerun = true;
-  if (evaluation->rerun || turn.more_data) {
+  if (turn.more_data) {
+    evaluation->rerun = false;
+    EnqueueBacklogLocked(evaluation);
+  } else if (evaluation->rerun) {
     evaluation->rerun = false;
     EnqueueLocked(evaluation);
   }

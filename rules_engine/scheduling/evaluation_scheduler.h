@@ -19,8 +19,9 @@
 // which rules InProgress) and runs the worker pool: jobs with new data are
 // queued for a fixed pool of worker threads, first in first out; a job is
 // never on two workers at once, and a job whose turn ended at its budget
-// with data left goes to the back of the queue (fairness: a replay of a
-// large trial does not delay the others' new steps).
+// with data left goes on in turns on backlog threads of lower CPU priority
+// (fairness: a replay of a large trial delays neither the others' turns nor,
+// on a busy machine, their CPU time).
 //
 // Every time read (polling, progress and report throttling, time-driven
 // rules, the turn's time slice) comes from options.clock.
@@ -129,6 +130,14 @@ struct EvaluationSchedulerOptions {
   // behind the others.
   size_t max_steps_per_turn = 256;
   absl::Duration turn_time_slice = absl::Milliseconds(5);
+  // Catch-up: a job whose turn stopped at that budget with data left (a
+  // backlog: a trial replayed from the start) goes on in turns on these
+  // threads, which run at this lower CPU priority (nice value, 0-19), so
+  // that on a busy machine the workers serving other jobs' new steps take
+  // the cores from it at once. -1: as many as worker_threads; 0: the
+  // workers themselves take backlog turns, after every job with new data.
+  int backlog_threads = -1;
+  int backlog_nice = 10;
 };
 
 class EvaluationScheduler {
@@ -165,7 +174,13 @@ class EvaluationScheduler {
   // runs it now).
   void EnqueueLocked(const std::shared_ptr<JobEvaluation>& evaluation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WorkerLoop();
+  // Queues `evaluation`, whose turn stopped at its budget, at the back of
+  // backlog_. REQUIRES: not running, not queued.
+  void EnqueueBacklogLocked(const std::shared_ptr<JobEvaluation>& evaluation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker: takes jobs from ready_ (then backlog_ when there are no
+  // backlog threads); a backlog thread (`backlog`) from backlog_ only.
+  void WorkerLoop(bool backlog);
   // One turn of `evaluation` on this worker.
   // REQUIRES: this worker took it from ready_ (running is set).
   TurnResult RunTurn(JobEvaluation& evaluation);
@@ -219,8 +234,14 @@ class EvaluationScheduler {
   // Mutex::Await: absl evaluates Await conditions inside other threads'
   // Unlock, which the TSan shim for Debian's abseil cannot annotate.
   absl::CondVar work_cv_;
+  // Signalled when backlog_ gains work (with backlog threads) or stopping_.
+  absl::CondVar backlog_cv_;
   std::map<std::string, std::shared_ptr<JobEvaluation>> jobs_ ABSL_GUARDED_BY(mu_);
+  // Jobs with new data (or owed a pass), first in first out.
   std::deque<std::shared_ptr<JobEvaluation>> ready_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose last turn stopped at its budget, first in first out. A job is
+  // in at most one of the two queues (JobEvaluation::queued).
+  std::deque<std::shared_ptr<JobEvaluation>> backlog_ ABSL_GUARDED_BY(mu_);
   // Evaluations that only owe final reports (JobEvaluation::finishing), by
   // job: until the job's final status is in them.
   std::map<std::string, std::vector<std::shared_ptr<JobEvaluation>>> finishing_
@@ -249,7 +270,8 @@ class EvaluationScheduler {
   // Set by Start, shut down (not reset) by Shutdown outside mu_: its
   // listeners take mu_.
   std::unique_ptr<TrialWatcher> watcher_;
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;  // Backlog threads included.
+  int backlog_threads_ = 0;           // Set by Start.
 };
 
 }  // namespace debugplane::rules_engine

@@ -110,7 +110,7 @@ struct JobEvaluation {
   bool finishing = false;
   // The job's end (the job says training ended) was seen: a turn is owed.
   bool job_end_seen = false;
-  bool queued = false;
+  bool queued = false;  // In the scheduler's ready or backlog queue.
   bool running = false;
   bool rerun = false;
 

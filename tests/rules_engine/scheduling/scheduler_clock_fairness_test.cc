@@ -126,6 +126,9 @@ TEST_F(SchedulerClockTest, StallIsFoundWhenTheClockPassesTheThreshold) {
 TEST_F(SchedulerClockTest, JobWithManyPendingStepsYieldsToAnotherJobsNewStep) {
   constexpr int kReplaySteps = 600;
   options_.worker_threads = 1;
+  // The worker takes the backlog turns itself (no backlog threads): the
+  // replay's turns then alternate with the other job's on one thread.
+  options_.backlog_threads = 0;
   options_.max_steps_per_turn = 8;
   options_.turn_time_slice = absl::InfiniteDuration();  // The step bound alone.
   options_.progress_interval = absl::ZeroDuration();    // Every turn's progress.
