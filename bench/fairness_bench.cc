@@ -6,7 +6,13 @@
 // added late).
 //
 //   fairness_bench [--replay-gb 1] [--step-mb 4] [--jobs 16] [--samples 10]
-//                  [--rule-workers 2] [--timeout-ms 20000] [--server PATH] [--keep]
+//                  [--rounds 3] [--rule-workers 2] [--timeout-ms 20000]
+//                  [--server PATH] [--keep]
+//
+// The two phases alternate for --rounds rounds in one server run (each
+// round's replay is a new job over the same trial, stopped after its phase),
+// so that other load on a shared machine weighs on both alike; the rows
+// pool the rounds, and each round's p99 is printed too.
 //
 // The real debugplane-server runs as a child process (loopback, port 0, its
 // own data directory and --data-root). The replay job's ExplodingTensor rule
@@ -218,6 +224,11 @@ Sample RunSample(v1::TrainingJobService::Stub& stub, const fs::path& root, const
 struct Phase {
   std::vector<double> detection_us;
   std::vector<std::string> failures;
+
+  void Add(const Phase& other) {
+    detection_us.insert(detection_us.end(), other.detection_us.begin(), other.detection_us.end());
+    failures.insert(failures.end(), other.failures.begin(), other.failures.end());
+  }
 };
 
 // `jobs` threads, each running `samples` samples one after the other.
@@ -275,6 +286,7 @@ int Main(int argc, char** argv) {
   int jobs = 16;
   int samples = 10;
   int rule_workers = 2;
+  int rounds = 3;
   int timeout_ms = 20000;
   std::string server_binary = NextToSelf("debugplane-server");
   bool keep = false;
@@ -284,6 +296,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--jobs", jobs, "Other jobs sampling at once")->capture_default_str();
   app.add_option("--samples", samples, "Samples per job and phase")->capture_default_str();
+  app.add_option("--rounds", rounds, "Rounds of the two phases, alternating")
+      ->capture_default_str();
   app.add_option("--rule-workers", rule_workers, "The server's --rule-workers")
       ->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "Bound of every wait")->capture_default_str();
@@ -346,23 +360,44 @@ int Main(int argc, char** argv) {
               "p50", "p90", "p99", "max", "failed");
 
   (void)RunSample(*stub, root, "warmup", timeout);
-  const Phase ceiling = RunPhase(*stub, root, "ceiling", jobs, samples, timeout);
-  PrintRow(absl::StrCat(jobs, " jobs, no replay (ceiling)"), ceiling);
+  Phase ceiling;
+  Phase replaying;
+  for (int round = 0; round < rounds; ++round) {
+    const Phase round_ceiling =
+        RunPhase(*stub, root, absl::StrCat("ceiling", round), jobs, samples, timeout);
+    PrintRow(absl::StrCat("round ", round, ": no replay"), round_ceiling);
+    ceiling.Add(round_ceiling);
 
-  v1::CreateTrainingJobResponse created;
-  grpc::Status status = stub->CreateTrainingJob(
-      ContextWithin(timeout).get(), JobRequest("replay", root / "replay", ".*"), &created);
-  if (!status.ok()) {
-    std::fprintf(stderr, "creating the replay job: %s\n", status.error_message().c_str());
-    return 1;
+    // A new job over the same trial: it reads every step from the start.
+    const std::string replay_job = absl::StrCat("replay", round);
+    v1::CreateTrainingJobResponse created;
+    grpc::Status status = stub->CreateTrainingJob(
+        ContextWithin(timeout).get(), JobRequest(replay_job, root / "replay", ".*"), &created);
+    if (!status.ok()) {
+      std::fprintf(stderr, "creating the replay job: %s\n", status.error_message().c_str());
+      return 1;
+    }
+    const SteadyClock::time_point replay_start = SteadyClock::now();
+    const Phase round_replaying =
+        RunPhase(*stub, root, absl::StrCat("replaying", round), jobs, samples, timeout);
+    const double phase_s = MicrosSince(replay_start, SteadyClock::now()) / 1e6;
+    PrintRow(absl::StrCat("round ", round, ": one job replaying"), round_replaying);
+    std::printf("  replay after the phase (%.1f s): %s of %lld steps\n", phase_s,
+                ReplayState(*stub, replay_job, timeout).c_str(),
+                static_cast<long long>(replay_steps - 1));
+    replaying.Add(round_replaying);
+    v1::StopTrainingJobRequest stop;
+    stop.set_training_job_name(replay_job);
+    v1::StopTrainingJobResponse stopped;
+    (void)stub->StopTrainingJob(ContextWithin(timeout).get(), stop, &stopped);
   }
-  const SteadyClock::time_point replay_start = SteadyClock::now();
-  const Phase replaying = RunPhase(*stub, root, "replaying", jobs, samples, timeout);
-  const double phase_s = MicrosSince(replay_start, SteadyClock::now()) / 1e6;
+  PrintRow(absl::StrCat(jobs, " jobs, no replay (ceiling)"), ceiling);
   PrintRow(absl::StrCat(jobs, " jobs, one job replaying"), replaying);
-  std::printf("replay after the phase (%.1f s): %s of %lld steps\n", phase_s,
-              ReplayState(*stub, "replay", timeout).c_str(),
-              static_cast<long long>(replay_steps - 1));
+  const double ceiling_p99 = Summarize(ceiling.detection_us).p99;
+  if (ceiling_p99 > 0) {
+    std::printf("p99 with / without the replay: %.2f\n",
+                Summarize(replaying.detection_us).p99 / ceiling_p99);
+  }
 
   server.Stop(absl::Seconds(15));
   if (!keep) fs::remove_all(data_dir, error);
