@@ -625,7 +625,6 @@ class Agent {
     }
     tensor_dir_ = std::move(tensors->path);
     profiler_dir_ = std::move(profiler->path);
-    if (absl::Status uploads = StartUploads(directive); !uploads.ok()) return uploads;
     const fs::path config_dir =
         options_.config_dir.empty() ? state / "config" : fs::path(options_.config_dir);
     hook_config_path_ = (config_dir / "debughookconfig.json").string();
@@ -650,7 +649,7 @@ class Agent {
            << "; smdebug lower-cases that path, so its framework timelines will go to "
            << absl::AsciiStrToLower(profiler_dir_) << ", where the server does not read them\n";
     }
-    return absl::OkStatus();
+    return StartUploads(directive);
   }
 
   // For a job whose tensor or profiler output is s3://: creates the local
