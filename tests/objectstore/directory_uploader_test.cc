@@ -399,6 +399,30 @@ TEST_F(DirectoryUploaderTest, FilesAlreadyThereAtStartGoUp) {
   EXPECT_EQ(Stored("existing/collections/000000000/worker_0_collections.json"), "{}");
 }
 
+TEST_F(DirectoryUploaderTest, LargeFilesGoUpAsSignedMultipartUploads) {
+  S3ObjectStore::Options options;
+  options.config = store_->config();
+  options.bucket = kBucket;
+  options.multipart_part_bytes = 5 << 20;
+  absl::StatusOr<std::shared_ptr<S3ObjectStore>> store = S3ObjectStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = *store;
+  std::unique_ptr<DirectoryUploader> uploader = StartUploader("large");
+  ASSERT_NE(uploader, nullptr);
+  std::string data(11 << 20, 'x');
+  for (size_t i = 0; i < data.size(); i += 4096) data[i] = static_cast<char>('a' + i / 4096 % 26);
+  WriteFile(dir_.path() / "events/000000000001/big.tfevents", data);
+  ASSERT_TRUE(uploader->Finish(absl::Seconds(60)).ok());
+  EXPECT_TRUE(Stored("large/events/000000000001/big.tfevents") == data);
+  // Create, three parts, complete: on the wire, each signed and accepted.
+  const std::string key = absl::StrCat("/", kBucket, "/large/events/000000000001/big.tfevents");
+  std::vector<std::string> requests;
+  for (const std::string& request : proxy_->Requests()) {
+    if (absl::EndsWith(request, key)) requests.push_back(request.substr(0, request.find(' ')));
+  }
+  EXPECT_THAT(requests, ElementsAre("POST", "PUT", "PUT", "PUT", "POST"));
+}
+
 TEST(DirectoryUploaderStartTest, RefusesMissingDirectoryNamingIt) {
   S3ObjectStore::Options store_options;
   store_options.config.endpoint = "http://127.0.0.1:9";
