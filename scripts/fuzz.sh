@@ -47,6 +47,8 @@ seed_pattern() {
     index_json_fuzzer) echo 'tests/data/smdebug/*/index/*/*.json tests/data/smdebug/*/collections/*/*.json' ;;
     system_metrics_fuzzer) echo 'tests/data/profiler/system/*/system/incremental/*/*.json' ;;
     framework_timeline_fuzzer) echo 'tests/data/profiler/framework/*/framework/pevents/*/*.json' ;;
+    json_scanner_fuzzer) echo 'tests/data/smdebug/*/index/*/*.json tests/data/smdebug/*/collections/*/*.json tests/data/profiler/system/*/system/incremental/*/*.json' ;;
+    s3_list_fuzzer) echo 'tests/data/s3/*.xml' ;;
     *) echo '' ;;
   esac
 }

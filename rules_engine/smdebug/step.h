@@ -25,6 +25,16 @@ enum class Mode { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
 // "TRAIN", "EVAL", "PREDICT", "GLOBAL".
 absl::string_view ModeName(Mode mode);
 
+// Facts about a tensor's values that several rules need, found by the
+// decoder in the pass that converts them (the rules then skip a pass of their
+// own over every tensor). Exact: the same answers as scanning the values.
+// (At namespace scope: clang cannot use a nested class's default member
+// initializers, for std::optional::emplace, before the enclosing class ends.)
+struct TensorValueFacts {
+  bool all_finite = true;  // No NaN and no infinity.
+  int64_t zeros = 0;       // Values equal to 0 (either sign).
+};
+
 // One decoded tensor of one worker at one step.
 struct Tensor {
   std::string name;    // e.g. "gradient/Sequential_fc1.weight".
@@ -35,16 +45,10 @@ struct Tensor {
   // bfloat16 widened). Empty for a tensor saved without values.
   std::vector<double> values;
 
-  // Facts about `values` that several rules need, found by the decoder in
-  // the pass that converts them (the rules then skip a pass of their own
-  // over every tensor). Exact: the same answers as scanning `values`.
-  struct ValueFacts {
-    bool all_finite = true;  // No NaN and no infinity.
-    int64_t zeros = 0;       // Values equal to 0 (either sign).
-  };
-  // Set by the decoder (for the dtypes whose conversion finds them) and
-  // unset for a Tensor built otherwise. Whoever changes `values` of a
-  // decoded Tensor must reset it.
+  using ValueFacts = TensorValueFacts;
+  // Facts about `values` (TensorValueFacts). Set by the decoder (for the dtypes whose conversion
+  // finds them) and unset for a Tensor built otherwise. Whoever changes `values` of a decoded
+  // Tensor must reset it.
   std::optional<ValueFacts> facts;
 };
 
