@@ -486,7 +486,10 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
   if (status == 404) {
     if (reply.code == "NoSuchBucket" ||
         (reply.code.empty() && !request.key.empty() && BucketMissing())) {
-      return absl::NotFoundError(
+      // Not a missing "directory" (which readers wait for): nothing in
+      // this store can be read until the bucket or the configuration is
+      // fixed.
+      return absl::FailedPreconditionError(
           absl::StrCat("bucket '", bucket_, "' does not exist at ", config_.endpoint));
     }
     if (reply.code.empty() || reply.code == "NoSuchKey") {

@@ -18,8 +18,7 @@
 // handles, each keeping its connection alive between requests.
 //
 // Errors (object_store.h), with messages a user can act on (never a secret):
-//   NOT_FOUND          no such object; no such bucket ("bucket 'x' does not
-//                      exist at http://127.0.0.1:9000")
+//   NOT_FOUND          no such object
 //   PERMISSION_DENIED  AccessDenied, InvalidAccessKeyId,
 //                      SignatureDoesNotMatch, an expired or invalid session
 //                      token: naming the access key id and where it came from
@@ -28,9 +27,12 @@
 //                      failing after the last try
 //   DATA_LOSS          a reply that is not what S3 sends (a listing that is
 //                      not ListObjectsV2 XML, a ranged reply for other bytes)
-//   FAILED_PRECONDITION  any other refusal (400, a redirect to another
-//                      region, ...): the configuration is wrong, retrying
-//                      will not help; the message has S3's code and text
+//   FAILED_PRECONDITION  no such bucket ("bucket 'x' does not exist at
+//                      http://127.0.0.1:9000": not a missing "directory",
+//                      which readers wait for); any other refusal (400, a
+//                      redirect to another region, ...): the configuration
+//                      is wrong, retrying will not help; the message has
+//                      S3's code and text
 //   INVALID_ARGUMENT   an invalid key (ValidateKey)
 // S3 has no directories: listing under a prefix with no keys is an empty
 // result, never NOT_FOUND.
@@ -103,7 +105,8 @@ class S3ObjectStore final : public ObjectStore {
   // CompleteMultipartUpload), aborted when a part or the completion fails,
   // so that no stored parts are left behind. Every request is retried as
   // reads are; a PUT is idempotent, so a retried one stores the same bytes.
-  // Errors as for reads (the file comment): NOT_FOUND for a missing bucket,
+  // Errors as for reads (the file comment): FAILED_PRECONDITION for a
+  // missing bucket,
   // PERMISSION_DENIED, UNAVAILABLE (the store is down: try again later),
   // INVALID_ARGUMENT for an invalid key, DATA_LOSS when S3 answers the
   // completion of a multipart upload with an error document. Thread-safe.

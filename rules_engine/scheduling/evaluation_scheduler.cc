@@ -547,7 +547,13 @@ void EvaluationScheduler::OnChange(const std::string& job_name) {
 void EvaluationScheduler::OnPoll() {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  for (auto& [name, evaluation] : jobs_) EnqueueLocked(evaluation);
+  for (auto& [name, evaluation] : jobs_) {
+    // Jobs on object storage are probed by the watcher on their own schedule
+    // (trial_watcher.h, ListPolling): a pass here would list them every
+    // poll_interval whatever the policy.
+    if (watcher_->ListPolled(name)) continue;
+    EnqueueLocked(evaluation);
+  }
 }
 
 }  // namespace debugplane::rules_engine

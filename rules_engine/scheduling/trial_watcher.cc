@@ -291,6 +291,7 @@ void TrialWatcher::UpdateProbeLocked(const std::string& job, std::vector<ProbeTa
   probe.interval = options_.list_polling.active_interval;
   probe.last_wake = now;
   probe.failing = false;
+  probe.settle_wake.reset();
   probe_timer_->Set(job, now + probe.interval);
   added = true;
 }
@@ -396,8 +397,14 @@ void TrialWatcher::OnProbeDeadline(const std::string& job) {
     probe.failing = failed;
     probe.interval =
         changed ? policy.active_interval : std::min(probe.interval * 2, policy.idle_interval);
-    wake = changed || now - probe.last_wake >= policy.quiet_wake;
+    const bool settled = probe.settle_wake.has_value() && now >= *probe.settle_wake;
+    wake = changed || settled || now - probe.last_wake >= policy.quiet_wake;
     if (wake) probe.last_wake = now;
+    if (changed) {
+      probe.settle_wake = now + policy.settle_wake;
+    } else if (settled) {
+      probe.settle_wake.reset();
+    }
     probe_timer_->Set(job, now + probe.interval);
   }
   if (wake) on_change_(job);

@@ -20,7 +20,8 @@
 //   ListPolling::max_list_requests_per_minute per job in any minute. A probe
 //   that saw something new calls `on_change(job)` (the job's reader then
 //   lists incrementally itself); so does a probe that succeeds after failed
-//   ones (the store came back) and, for time-driven rules, the first probe
+//   ones (the store came back), the first probe ListPolling::settle_wake
+//   after new data was seen and, for time-driven rules, the first probe
 //   ListPolling::quiet_wake after the last wake. Such jobs need no polling
 //   pass (ListPolled): the caller may leave them out of on_poll's look.
 //
@@ -93,6 +94,11 @@ struct ListPolling {
   // A job is woken at least this often even when nothing changed, for
   // time-driven rules (StalledTrainingRule): at the first probe after it.
   absl::Duration quiet_wake = absl::Seconds(30);
+  // A job is woken once more at the first probe this long after the last
+  // one that saw new data: the scheduler records a rule's progress
+  // (LastEvaluatedStep) at the end of a look, at most once a second, so the
+  // look that read a burst may have left it unrecorded.
+  absl::Duration settle_wake = absl::Seconds(1);
 };
 
 struct TrialWatcherOptions {
@@ -175,6 +181,8 @@ class TrialWatcher {
     // When each of the job's list requests in the last minute was made.
     std::deque<absl::Time> requests;
     absl::Time last_wake;
+    // When the wake after the last new data is due (settle_wake).
+    std::optional<absl::Time> settle_wake;
     bool failing = false;
   };
   // The outcome of listing one target.

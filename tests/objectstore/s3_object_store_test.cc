@@ -239,19 +239,21 @@ TEST_F(S3ObjectStoreTest, KeysWithSpacesUnicodeAndReservedCharactersRoundTrip) {
   EXPECT_THAT(Keys(*listed), ElementsAre("enc/\xC3\xA9t\xC3\xA9/\xE6\x97\xA5.json"));
 }
 
-TEST_F(S3ObjectStoreTest, MissingBucketIsNotFoundNamingBucketAndEndpoint) {
+TEST_F(S3ObjectStoreTest, MissingBucketIsFailedPreconditionNamingBucketAndEndpoint) {
+  // Not NOT_FOUND, which readers take for output not written yet: a rule
+  // would wait forever instead of saying what to fix.
   std::shared_ptr<S3ObjectStore> store = MakeStore(server_->Config(), "dp-no-such-bucket");
   const std::string expected =
       absl::StrCat("bucket 'dp-no-such-bucket' does not exist at ", server_->endpoint());
   absl::StatusOr<ListResult> listed = store->List({});
-  EXPECT_EQ(listed.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(listed.status().message(), HasSubstr(expected));
   // HEAD replies have no body: the store asks about the bucket itself.
   absl::StatusOr<ObjectEntry> stat = store->Stat("a/b.json");
-  EXPECT_EQ(stat.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(stat.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(stat.status().message(), HasSubstr(expected));
   absl::StatusOr<std::string> read = store->ReadRange("a/b.json", 5, 10);
-  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(read.status().message(), HasSubstr(expected));
 }
 

@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
   std::vector<std::string> args = {
       python, absl::StrCat(DP_SOURCE_DIR, "/tests/objectstore/s3_test_server.py")};
   if (options.check_signatures) args.push_back("--check-signatures");
+  if (options.port != 0) args.push_back(absl::StrCat("--port=", options.port));
   for (const std::string& bucket : options.buckets) args.push_back(bucket);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

@@ -28,6 +28,10 @@ class S3TestServer {
     // Check every request's SigV4 signature (see s3_test_server.py for what
     // moto then refuses); each bucket then holds "signed/hello.txt".
     bool check_signatures = false;
+    // The loopback port to serve on; 0: a free one. A server started again
+    // on the port of one that ended is the same endpoint coming back (with
+    // none of its objects: moto keeps them in memory).
+    int port = 0;
   };
 
   // Starts the server and waits (up to a minute) until it is serving.

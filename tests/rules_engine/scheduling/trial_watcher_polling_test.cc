@@ -165,6 +165,21 @@ TEST_F(TrialWatcherPollingTest, FastWhileDataArrivesBackingOffWhileIdle) {
   EXPECT_EQ(WakeCount(), 3);
 }
 
+TEST_F(TrialWatcherPollingTest, OneMoreWakeASecondAfterTheDataStops) {
+  // The scheduler records a rule's progress at the end of a look, at most
+  // once a second: the look after the last burst must come.
+  auto watcher = MakeWatcher();
+  ASSERT_TRUE(watcher->Update("job", Trial()));
+  AddIndexFile(1);
+  RunProbe(*watcher, "job");
+  ASSERT_EQ(WakeCount(), 1);
+  for (int i = 0; i < 6; ++i) RunProbe(*watcher, "job");  // About 9 s of the clock.
+  const std::vector<absl::Time> wakes = WakeTimes();
+  ASSERT_EQ(wakes.size(), 2u);
+  EXPECT_GE(wakes[1] - wakes[0], absl::Seconds(1));
+  EXPECT_LT(wakes[1] - wakes[0], absl::Milliseconds(1500));
+}
+
 TEST_F(TrialWatcherPollingTest, ListRequestsPerJobStayWithinTheCapInEveryMinute) {
   ListPolling policy;
   policy.max_list_requests_per_minute = 20;
