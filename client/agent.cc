@@ -681,6 +681,7 @@ class Agent {
         uploads, objectstore::ProcessEnvironment(),
         [this](const std::string& line) { log_ << "debugplane-agent: " << line << "\n"; });
     if (!uploader.ok()) return uploader.status();
+    if (*uploader == nullptr) return absl::OkStatus();  // No credentials here: said why.
     uploader_ = *std::move(uploader);
     for (const OutputUpload& upload : uploads) {
       log_ << "debugplane-agent: uploading " << upload.local_dir << " to " << upload.uri << " ("

@@ -39,8 +39,9 @@
 // ProfilerConfig.ProfilingParameters.LocalPath, else the state directory)
 // and the agent uploads each file to the prefix as it is complete, system
 // metrics included (objectstore/directory_uploader.h). A missing bucket,
-// missing or refused credentials end the agent with exit code 2 before the
-// command starts; a store that is down is waited for. After the command
+// refused or half-given credentials end the agent with exit code 2 before
+// the command starts; a host with no AWS credentials at all uploads nothing
+// (logged); a store that is down is waited for. After the command
 // exits the agent waits up to --upload-wait for the last uploads, then
 // reports the end. Reports carry the upload backlog (UploadBacklog).
 //

@@ -16,6 +16,16 @@ absl::Status Explain(const absl::Status& status, const std::string& prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
+// Whether the environment names credentials at all (a key, a token or a
+// profile), rightly or wrongly.
+bool HasCredentialSettings(const objectstore::EnvironmentLookup& environment) {
+  for (const char* name :
+       {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"}) {
+    if (environment(name).has_value()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<S3Location>> ParseS3Location(absl::string_view field,
@@ -53,6 +63,15 @@ absl::StatusOr<std::unique_ptr<objectstore::DirectoryUploader>> StartOutputUploa
     std::shared_ptr<const objectstore::S3ObjectStore>& store = stores[(*location)->bucket];
     if (store == nullptr) {
       absl::StatusOr<objectstore::S3Config> config = objectstore::LoadS3Config({}, environment);
+      if (!config.ok() && config.status().code() == absl::StatusCode::kUnauthenticated &&
+          !HasCredentialSettings(environment)) {
+        if (log) {
+          log(absl::StrCat("not uploading the job's s3:// output (", upload.field, " ", upload.uri,
+                           "): ", config.status().message(),
+                           "; the training writes to the local directories only"));
+        }
+        return nullptr;
+      }
       if (!config.ok()) return Explain(config.status(), context);
       objectstore::S3ObjectStore::Options store_options;
       store_options.config = *std::move(config);

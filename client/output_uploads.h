@@ -48,12 +48,15 @@ struct OutputUpload {
 
 // Loads the S3 configuration from `environment`, checks that each bucket is
 // there and the credentials may list it (one ListObjectsV2 of the prefix),
-// and starts uploading. Errors name the field and the URI: the
-// configuration's (UNAUTHENTICATED: no credentials; NOT_FOUND: a missing
-// profile, ...), a missing bucket (NOT_FOUND), refused credentials
-// (PERMISSION_DENIED), a refused request (FAILED_PRECONDITION), and those of
-// DirectoryUploader::Start. A store that cannot be reached now is no error
-// (files wait on disk): it is logged through `log`.
+// and starts uploading. A host without any AWS credentials (none in the
+// environment, no AWS_PROFILE, nothing in the shared files) uploads
+// nothing: nullptr, saying so through `log` (the training still writes
+// locally; the host is not set up for object storage). Errors name the
+// field and the URI: the configuration's (UNAUTHENTICATED: half a key
+// pair; NOT_FOUND: a missing profile, ...), a missing bucket, refused
+// credentials (PERMISSION_DENIED), a refused request (FAILED_PRECONDITION),
+// and those of DirectoryUploader::Start. A store that cannot be reached now
+// is no error (files wait on disk): it is logged through `log`.
 absl::StatusOr<std::unique_ptr<objectstore::DirectoryUploader>> StartOutputUploads(
     const std::vector<OutputUpload>& uploads, const objectstore::EnvironmentLookup& environment,
     std::function<void(const std::string&)> log);
