@@ -181,6 +181,18 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
                             .now = [&clock] { return clock.Now(); }};
     absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
+      // A store that answered before and is unreachable now (object storage
+      // going away mid-run) is waited for: the reader keeps its place and
+      // the watcher wakes the job when the store answers again. Unreachable
+      // from the start, it is more likely misconfigured: an Error naming it.
+      const bool read_before =
+          std::any_of(evaluation.rules.begin(), evaluation.rules.end(),
+                      [](const auto& run) { return run.last_step >= 0; });
+      if (absl::IsUnavailable(steps.status()) && read_before) {
+        spdlog::warn("job '{}': waiting for its training data to be readable again: {}",
+                     evaluation.job_name, steps.status().ToString());
+        return {};
+      }
       for (size_t i = 0; i < evaluation.rules.size(); ++i) {
         if (!evaluation.rules[i].done) {
           Report(evaluation, i, v1::RuleEvaluationStatus::Error,

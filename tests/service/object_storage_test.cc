@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "debugplane/v1/training_agent.grpc.pb.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -406,21 +407,23 @@ TEST(ObjectStorageOutageTest, AStoreThatGoesAwayAndComesBackLosesNothing) {
   }
   ASSERT_EQ(DescribeRule(*stub, "s3-outage").last_evaluated_step(), 3);
 
-  // The store goes away; the job changes meanwhile (an update reaches the
-  // scheduler, which looks at the job: its reader meets the outage).
+  // The store goes away, and training ends meanwhile: the scheduler looks
+  // at the job at once for its last read, which meets the outage.
   s3.reset();
-  v1::UpdateTrainingJobRequest update;
-  update.set_training_job_name("s3-outage");
-  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(1000);
-  v1::UpdateTrainingJobResponse updated;
-  grpc::Status update_status = stub->UpdateTrainingJob(Context().get(), update, &updated);
-  EXPECT_TRUE(update_status.ok()) << update_status.error_message();
   for (int step = 4; step < 8; ++step) {
     writer.AddStep(step, rules_engine::Mode::kTrain, step,
                    {{"CrossEntropyLoss_output_0",
                      {},
                      {step == 6 ? std::numeric_limits<double>::quiet_NaN() : 0.6}}});
   }
+  writer.EndTraining();
+  auto agent = v1::TrainingAgentService::NewStub(server.Channel());
+  v1::ReportTrainingStatusRequest completed;
+  completed.set_training_job_name("s3-outage");
+  completed.set_event(v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
+  v1::ReportTrainingStatusResponse reported;
+  grpc::Status report_status = agent->ReportTrainingStatus(Context().get(), completed, &reported);
+  ASSERT_TRUE(report_status.ok()) << report_status.error_message();
   absl::SleepFor(absl::Seconds(3));
   v1::DebugRuleEvaluationStatus during = DescribeRule(*stub, "s3-outage");
   EXPECT_EQ(during.rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress)
