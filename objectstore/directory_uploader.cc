@@ -204,6 +204,12 @@ void DirectoryUploader::HandleEvents(const char* buffer, ssize_t length) {
       for (size_t i = 0; i < options_.sources.size(); ++i) (void)WatchTree(i, "", false);
       continue;
     }
+    if (event->mask & IN_IGNORED) {
+      // The directory is gone (or unmounted): its descriptor may be reused.
+      absl::MutexLock lock(&mu_);
+      watches_.erase(event->wd);
+      continue;
+    }
     if (event->len == 0) continue;
     std::pair<size_t, std::string> where;
     {
