@@ -19,9 +19,10 @@
 // which rules InProgress) and runs the worker pool: jobs with new data are
 // queued for a fixed pool of worker threads, first in first out; a job is
 // never on two workers at once, and a job whose turn ended at its budget
-// with data left goes on in turns on backlog threads of lower CPU priority
-// (fairness: a replay of a large trial delays neither the others' turns nor,
-// on a busy machine, their CPU time).
+// with data left is queued for backlog turns, which a worker takes only
+// when no job with new data waits (fairness: a replay of a large trial does
+// not delay the others' new steps); optionally on backlog threads of lower
+// CPU priority (options.backlog_threads).
 //
 // Every time read (polling, progress and report throttling, time-driven
 // rules, the turn's time slice) comes from options.clock.
@@ -131,12 +132,14 @@ struct EvaluationSchedulerOptions {
   size_t max_steps_per_turn = 256;
   absl::Duration turn_time_slice = absl::Milliseconds(5);
   // Catch-up: a job whose turn stopped at that budget with data left (a
-  // backlog: a trial replayed from the start) goes on in turns on these
-  // threads, which run at this lower CPU priority (nice value, 0-19), so
-  // that on a busy machine the workers serving other jobs' new steps take
-  // the cores from it at once. -1: as many as worker_threads; 0: the
-  // workers themselves take backlog turns, after every job with new data.
-  int backlog_threads = -1;
+  // backlog: a trial replayed from the start) goes on in turns on the
+  // workers, taken only when no job with new data waits (0, the default);
+  // or on this many backlog threads of their own (-1: as many as
+  // worker_threads), which run at the lower CPU priority backlog_nice
+  // (0-19) so that the workers take the cores from them at once. Not the
+  // default: on a machine saturated by other processes of nice 0, a
+  // backlog thread gets almost no CPU, and so its jobs almost no progress.
+  int backlog_threads = 0;
   int backlog_nice = 10;
 };
 
