@@ -292,6 +292,7 @@ void TrialWatcher::UpdateProbeLocked(const std::string& job, std::vector<ProbeTa
   probe.last_wake = now;
   probe.failing = false;
   probe.settle_wake.reset();
+  probe.last_data.reset();
   probe_timer_->Set(job, now + probe.interval);
   added = true;
 }
@@ -395,8 +396,12 @@ void TrialWatcher::OnProbeDeadline(const std::string& job) {
     // Back after failures: the job's reader may have stopped at the outage.
     if (!failed && probe.failing) changed = true;
     probe.failing = failed;
-    probe.interval =
-        changed ? policy.active_interval : std::min(probe.interval * 2, policy.idle_interval);
+    if (changed) probe.last_data = now;
+    const bool recent =
+        probe.last_data.has_value() && now - *probe.last_data < policy.recent_data_window;
+    probe.interval = changed ? policy.active_interval
+                             : std::min(probe.interval * 2,
+                                        recent ? policy.recent_interval : policy.idle_interval);
     const bool settled = probe.settle_wake.has_value() && now >= *probe.settle_wake;
     wake = changed || settled || now - probe.last_wake >= policy.quiet_wake;
     if (wake) probe.last_wake = now;

@@ -79,15 +79,21 @@ struct WatchedOutputs {
 // system/ and framework/ after the last key seen. A page of 1000 keys is one
 // request; a first probe of a large trial pages through it (and counts
 // every page against the cap). With the defaults, an idle job costs 2 list
-// requests every 5 s (24 a minute) for a trial, and a job whose data keeps
-// arriving at most 240 list requests a minute from the watcher; each wake
-// adds the reader's own incremental listing (about 3 requests).
+// requests every 5 s (24 a minute) for a trial, a job that saw data in the
+// last minute 2 a second (120 a minute), and a job whose data keeps arriving
+// at most 240 list requests a minute from the watcher; each wake adds the
+// reader's own incremental listing (about 3 requests).
 struct ListPolling {
   // After a probe that saw new data, the next one this soon.
   absl::Duration active_interval = absl::Milliseconds(150);
   // After a probe that saw nothing new (or failed), the interval doubles,
-  // up to this.
+  // up to this...
   absl::Duration idle_interval = absl::Seconds(5);
+  // ...or up to this while the job's last new data is at most
+  // recent_data_window old: a training that writes a step every few seconds
+  // is still "arriving", and its next step is found within a second.
+  absl::Duration recent_interval = absl::Seconds(1);
+  absl::Duration recent_data_window = absl::Minutes(1);
   // At most this many list requests per job in any 60 s of the clock; a
   // probe that would pass it waits until it fits.
   int max_list_requests_per_minute = 240;
@@ -183,6 +189,8 @@ class TrialWatcher {
     absl::Time last_wake;
     // When the wake after the last new data is due (settle_wake).
     std::optional<absl::Time> settle_wake;
+    // When a probe last saw new data.
+    std::optional<absl::Time> last_data;
     bool failing = false;
   };
   // The outcome of listing one target.

@@ -55,20 +55,26 @@ std::string ReadFile(const fs::path& path) {
 }
 
 // Uploads the files under `dir` to s3://bucket/prefix/..., as the agent
-// does: event and other files before the index files that name them, and
-// only those not in `uploaded` (which it then holds).
+// does: event and other files before the index files that name them,
+// training_job_end.ts last (a reader that sees it concludes), and only those
+// not in `uploaded` (which it then holds).
 void Upload(const S3TestServer& s3, const std::string& bucket, const std::string& prefix,
             const fs::path& dir, std::set<std::string>* uploaded = nullptr) {
-  std::vector<std::string> data, index;
+  std::vector<std::string> data, index, end;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (!entry.is_regular_file()) continue;
     const std::string relative = fs::relative(entry.path(), dir).string();
     if (uploaded != nullptr && uploaded->count(relative) > 0) continue;
-    (relative.rfind("index/", 0) == 0 ? index : data).push_back(relative);
+    if (relative == "training_job_end.ts") {
+      end.push_back(relative);
+    } else {
+      (relative.rfind("index/", 0) == 0 ? index : data).push_back(relative);
+    }
   }
   std::sort(data.begin(), data.end());
   std::sort(index.begin(), index.end());
   data.insert(data.end(), index.begin(), index.end());
+  data.insert(data.end(), end.begin(), end.end());
   for (const std::string& relative : data) {
     absl::Status put =
         s3.Put(bucket, absl::StrCat(prefix, "/", relative), ReadFile(dir / relative));

@@ -165,6 +165,33 @@ TEST_F(TrialWatcherPollingTest, FastWhileDataArrivesBackingOffWhileIdle) {
   EXPECT_EQ(WakeCount(), 3);
 }
 
+TEST_F(TrialWatcherPollingTest, AtMostASecondApartForAMinuteAfterData) {
+  // A training that writes a step every few seconds is still arriving: its
+  // next step must not wait for an idle job's 5 s.
+  auto watcher = MakeWatcher();
+  ASSERT_TRUE(watcher->Update("job", Trial()));
+  AddIndexFile(1);
+  ASSERT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  const absl::Time data_seen = clock_->Now();
+  std::vector<absl::Duration> intervals;
+  while (clock_->Now() < data_seen + absl::Seconds(58))
+    intervals.push_back(RunProbe(*watcher, "job"));
+  EXPECT_EQ(std::vector<absl::Duration>(intervals.begin(), intervals.begin() + 4),
+            (std::vector<absl::Duration>{absl::Milliseconds(300), absl::Milliseconds(600),
+                                         absl::Seconds(1), absl::Seconds(1)}));
+  EXPECT_EQ(*std::max_element(intervals.begin(), intervals.end()), absl::Seconds(1));
+  // A minute after the data: backing off to the idle interval.
+  std::vector<absl::Duration> after;
+  absl::Duration interval = absl::ZeroDuration();
+  while (interval <= absl::Seconds(1)) interval = RunProbe(*watcher, "job");
+  EXPECT_GE(clock_->Now() - data_seen, absl::Seconds(60));
+  after.push_back(interval);
+  after.push_back(RunProbe(*watcher, "job"));
+  after.push_back(RunProbe(*watcher, "job"));
+  EXPECT_EQ(after,
+            (std::vector<absl::Duration>{absl::Seconds(2), absl::Seconds(4), absl::Seconds(5)}));
+}
+
 TEST_F(TrialWatcherPollingTest, OneMoreWakeASecondAfterTheDataStops) {
   // The scheduler records a rule's progress at the end of a look, at most
   // once a second: the look after the last burst must come.

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Rules over object storage (issue 11): detection latency and idle cost.
+
+  bench/object_storage_bench.py [--build build/release] [--samples 20]
+      [--step-interval-ms 200] [--idle-jobs 200] [--idle-seconds 60]
+
+Runs moto's S3 server on loopback behind a counting WSGI wrapper (every
+request counted by kind: LIST = ListObjectsV2, GET, HEAD, PUT), and the real
+debugplane-server pointed at it the way a user does (AWS_ENDPOINT_URL_S3,
+AWS_ACCESS_KEY_ID, ...), then:
+
+- detection: per sample a job with ExplodingTensor on s3://bench/det-N, a
+  `debugplane watch` on it, and the steps of tests/data/smdebug/exploding_tensor
+  uploaded one every --step-interval-ms (event file, then index file, as the
+  agent uploads); the latency is from the PUT of the index file of the step
+  IssuesFound names returning to the IssuesFound line on the watch stream.
+- idle: --idle-jobs jobs on empty s3:// prefixes (training not started),
+  left alone for --idle-seconds after a 10 s settling: list requests per
+  minute in total (counted at the store), the server's CPU (user+system
+  from /proc) and RSS.
+"""
+
+import argparse
+import collections
+import json
+import logging
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import boto3
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE = os.path.join(ROOT, "tests", "data", "smdebug", "exploding_tensor")
+BUCKET = "bench"
+RULES_IMAGE = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest"
+
+COUNTS = collections.Counter()
+COUNTS_LOCK = threading.Lock()
+
+
+def start_store():
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    app = DomainDispatcherApplication(create_backend_app)
+
+    def counting(environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        kind = "LIST" if method == "GET" and "list-type=2" in environ.get("QUERY_STRING", "") \
+            else method
+        with COUNTS_LOCK:
+            COUNTS[kind] += 1
+        return app(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, counting, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return "http://127.0.0.1:%d" % server.server_port
+
+
+def counts():
+    with COUNTS_LOCK:
+        return dict(COUNTS)
+
+
+def start_server(build, data_dir, env):
+    proc = subprocess.Popen(
+        [os.path.join(build, "debugplane-server"), "--listen", "127.0.0.1:0", "--data-dir",
+         data_dir, "--log-level", "warn"],
+        stdout=subprocess.PIPE, stderr=open(os.path.join(data_dir, "server.log"), "w"),
+        env=env, text=True)
+    for line in proc.stdout:
+        match = re.match(r"debugplane-server listening on port (\d+)", line)
+        if match:
+            return proc, "127.0.0.1:" + match.group(1)
+    raise SystemExit("the server did not start; see %s/server.log" % data_dir)
+
+
+def job_json(name, path):
+    return {
+        "TrainingJobName": name,
+        "RoleArn": "arn:aws:iam::111122223333:role/service-role/Bench",
+        "OutputDataConfig": {"S3OutputPath": "s3://bucket/out"},
+        "DebugHookConfig": {"S3OutputPath": path},
+        "DebugRuleConfigurations": [{
+            "RuleConfigurationName": "ExplodingTensor", "RuleEvaluatorImage": RULES_IMAGE,
+            "RuleParameters": {"rule_to_invoke": "ExplodingTensor"}}],
+    }
+
+
+def create(cli, address, job, tmp):
+    path = os.path.join(tmp, job["TrainingJobName"] + ".json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    subprocess.run([cli, "--server", address, "create", "--file", path], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def fixture_steps():
+    steps = collections.defaultdict(list)
+    for dirpath, _, files in os.walk(FIXTURE):
+        for name in files:
+            rel = os.path.relpath(os.path.join(dirpath, name), FIXTURE)
+            match = re.match(r"(\d{12})_", name)
+            if match:
+                steps[int(match.group(1))].append(rel)
+    return {step: sorted(rels, key=lambda r: r.startswith("index/")) for step, rels in
+            steps.items()}
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100.0 * (len(ordered) - 1))))]
+
+
+def detection(args, s3, cli, address, tmp):
+    steps = fixture_steps()
+    collections_files = [os.path.relpath(os.path.join(d, n), FIXTURE)
+                         for d, _, fs in os.walk(os.path.join(FIXTURE, "collections")) for n in fs]
+    latencies = []
+    for sample in range(args.samples):
+        name = "det-%d" % sample
+        create(cli, address, job_json(name, "s3://%s/%s" % (BUCKET, name)), tmp)
+        watch = subprocess.Popen([cli, "--server", address, "watch", name],
+                                 stdout=subprocess.PIPE, text=True)
+        found = {}
+
+        def read_watch():
+            for line in watch.stdout:
+                if "IssuesFound" in line:
+                    found["at"] = time.monotonic()
+                    found["line"] = line
+                    return
+
+        reader = threading.Thread(target=read_watch, daemon=True)
+        reader.start()
+        time.sleep(0.5)  # The watch is open.
+        for rel in collections_files:
+            s3.upload_file(os.path.join(FIXTURE, rel), BUCKET, "%s/%s" % (name, rel))
+        index_put = {}
+        for step in sorted(steps):
+            for rel in steps[step]:
+                s3.upload_file(os.path.join(FIXTURE, rel), BUCKET, "%s/%s" % (name, rel))
+            index_put[step] = time.monotonic()
+            if "at" in found:
+                break
+            time.sleep(args.step_interval_ms / 1000.0)
+        reader.join(timeout=30)
+        watch.kill()
+        if "at" not in found:
+            print("sample %d: no IssuesFound within 30 s" % sample, file=sys.stderr)
+            continue
+        step = int(re.search(r"step (\d+)", found["line"]).group(1))
+        latencies.append((found["at"] - index_put[step]) * 1000.0)
+    print("detection over object storage: %d samples, step every %d ms: p50 %.0f ms, "
+          "p99 %.0f ms, max %.0f ms" % (len(latencies), args.step_interval_ms,
+                                         percentile(latencies, 50), percentile(latencies, 99),
+                                         max(latencies)))
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def idle(args, server, cli, address, tmp):
+    for i in range(args.idle_jobs):
+        create(cli, address, job_json("idle-%d" % i, "s3://%s/idle-%d" % (BUCKET, i)), tmp)
+    time.sleep(10)  # Settle: the probes back off to their idle interval.
+    before, cpu_before, t0 = counts(), cpu_seconds(server.pid), time.monotonic()
+    time.sleep(args.idle_seconds)
+    after, cpu_after, t1 = counts(), cpu_seconds(server.pid), time.monotonic()
+    minutes = (t1 - t0) / 60.0
+    per_minute = {k: (after.get(k, 0) - before.get(k, 0)) / minutes for k in after}
+    print("idle: %d jobs on object storage for %.0f s: %.0f list requests/min in total "
+          "(%.1f per job), all requests %.0f/min; server CPU %.1f%% of a core, RSS %.0f MiB" % (
+              args.idle_jobs, t1 - t0, per_minute.get("LIST", 0),
+              per_minute.get("LIST", 0) / max(1, args.idle_jobs), sum(per_minute.values()),
+              100.0 * (cpu_after - cpu_before) / (t1 - t0), rss_mib(server.pid)))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--step-interval-ms", type=int, default=200)
+    parser.add_argument("--idle-jobs", type=int, default=200)
+    parser.add_argument("--idle-seconds", type=int, default=60)
+    args = parser.parse_args()
+
+    endpoint = start_store()
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                      aws_access_key_id="bench", aws_secret_access_key="bench-secret")
+    s3.create_bucket(Bucket=BUCKET)
+    env = dict(os.environ, AWS_ENDPOINT_URL_S3=endpoint, AWS_REGION="us-east-1",
+               AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench-secret",
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+    cli = os.path.join(args.build, "debugplane")
+    with tempfile.TemporaryDirectory() as tmp:
+        server, address = start_server(args.build, tmp, env)
+        try:
+            if args.samples > 0:
+                detection(args, s3, cli, address, tmp)
+            if args.idle_jobs > 0:
+                idle(args, server, cli, address, tmp)
+        finally:
+            server.terminate()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()
