@@ -185,9 +185,8 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
       // going away mid-run) is waited for: the reader keeps its place and
       // the watcher wakes the job when the store answers again. Unreachable
       // from the start, it is more likely misconfigured: an Error naming it.
-      const bool read_before =
-          std::any_of(evaluation.rules.begin(), evaluation.rules.end(),
-                      [](const auto& run) { return run.last_step >= 0; });
+      const bool read_before = std::any_of(evaluation.rules.begin(), evaluation.rules.end(),
+                                           [](const auto& run) { return run.last_step >= 0; });
       if (absl::IsUnavailable(steps.status()) && read_before) {
         spdlog::warn("job '{}': waiting for its training data to be readable again: {}",
                      evaluation.job_name, steps.status().ToString());
