@@ -111,15 +111,20 @@ TEST_F(AgentTlsTest, AnAgentWithTheCaCertificateRunsTheJobAndReconnectsOverTls) 
   auto stub = TlsStub(server_->address());
   Create(*stub, "secured");
   AgentProcess agent(AgentArgs(server_->address(), "secured", {"--ca-cert", cert()}),
-                     {DP_FAKE_TRAINING_BINARY, "--steps", "150", "--step-ms", "20"},
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "500", "--step-ms", "20"},
                      dir_.path() / "agent.log", dir_.path());
   ASSERT_TRUE(WaitUntil([&] {
     return DescribeJob(*stub, "secured").secondary_status() == v1::SecondaryStatus::Training;
   })) << agent.log();
   // kill -9 and back on the same port, with the same certificate: the agent
-  // reconnects over TLS; the command runs on.
+  // reconnects over TLS while the command (10 s) runs on. (With a short
+  // command on a loaded machine the training could end, and be reported,
+  // before the agent's stream was back: nothing to check then.)
   server_->RestartOnSamePort();
   stub = TlsStub(server_->address());
+  EXPECT_TRUE(WaitUntil([&] { return agent.log().find("reconnected") != std::string::npos; },
+                        absl::Seconds(30)))
+      << agent.log();
   EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
   EXPECT_EQ(DescribeJob(*stub, "secured").training_job_status(), v1::TrainingJobStatus::Completed);
   EXPECT_THAT(agent.log(), AllOf(HasSubstr("reconnected"), Not(HasSubstr("TLS handshake"))));
