@@ -31,7 +31,10 @@ constexpr char kExampleSecret[] = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 absl::Time ParseAmzDate(const std::string& text) {
   absl::Time time;
   std::string error;
-  EXPECT_TRUE(absl::ParseTime("%Y%m%dT%H%M%SZ", text, absl::UTCTimeZone(), &time, &error));
+  const std::string separated = absl::StrCat(text.substr(0, 4), "-", text.substr(4, 2), "-",
+                                             text.substr(6, 2), text.substr(8));
+  EXPECT_TRUE(absl::ParseTime("%Y-%m-%dT%H%M%SZ", separated, absl::UTCTimeZone(), &time, &error))
+      << text << ": " << error;
   return time;
 }
 
