@@ -296,6 +296,10 @@ TEST(ServerStartTest, ABadOrExposedCredentialsFileOrAnExposedAddressRefusesToSta
   started = StartServer(dir.path() / "data", "--listen 0.0.0.0:0 --credentials " + file.string());
   EXPECT_EQ(started.exit_code, 1);
   EXPECT_THAT(started.output, HasSubstr("without TLS"));
+
+  started = StartServer(dir.path() / "data", "--listen 127.0.0.1:0 --client-ca " + file.string());
+  EXPECT_EQ(started.exit_code, 1);
+  EXPECT_THAT(started.output, HasSubstr("--client-ca (client certificates) needs TLS"));
 }
 
 }  // namespace
