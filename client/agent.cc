@@ -803,6 +803,7 @@ int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& optio
       ->envname("DEBUGPLANE_SERVER")
       ->capture_default_str();
   AddTlsFlags(*run_command, options.connection);
+  AddTokenFlags(*run_command, options.connection);
   run_command->add_option("--job", options.job, "The training job (created beforehand)")
       ->required();
   run_command->add_option("--tensor-dir", options.tensor_dir,

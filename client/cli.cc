@@ -28,6 +28,7 @@ constexpr char kMainFooter[] =
 
 Environment:
   DEBUGPLANE_SERVER  default for --server
+  DEBUGPLANE_TOKEN   default for --token (ACCESS_KEY_ID:SECRET_ACCESS_KEY)
 
 Exit codes:
   0  ok
@@ -37,7 +38,8 @@ Exit codes:
   4  NOT_FOUND: no such training job
   5  ALREADY_EXISTS: a training job with that name exists
   6  FAILED_PRECONDITION: not allowed in the job's current state
-  7  UNAVAILABLE or DEADLINE_EXCEEDED: server unreachable or too slow)";
+  7  UNAVAILABLE or DEADLINE_EXCEEDED: server unreachable or too slow
+  8  UNAUTHENTICATED or PERMISSION_DENIED: no, wrong or insufficient credentials)";
 
 constexpr char kCreateFooter[] = R"(Prints the CreateTrainingJobResponse (TrainingJobArn, Warnings).
 
@@ -185,6 +187,7 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->check(Seconds())
       ->capture_default_str();
   AddTlsFlags(app, flags.connection);
+  AddTokenFlags(app, flags.connection);
   app.add_option("--output,-o", flags.output, "Output format")
       ->type_name("json|text")
       ->check(CLI::Validator(CLI::IsMember({"json", "text"})).description(""))

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -13,14 +14,17 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/json_input.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "objectstore/unique_fd.h"
 
 namespace debugplane::client {
@@ -42,6 +46,39 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
   }
   return pem;
 }
+
+// Adds `authorization: Bearer TOKEN` to every call's initial metadata. An
+// interceptor rather than call credentials: gRPC refuses to send call
+// credentials over a plaintext channel, and a loopback plaintext server
+// with --credentials is a supported set-up.
+class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;  // Owned by the factory, which the channel keeps.
+};
+
+class BearerTokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenInterceptorFactory(absl::string_view token)
+      : header_(absl::StrCat("Bearer ", token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new BearerTokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
 
 // HOST and PORT of a gRPC target; false for targets that are not TCP
 // addresses (unix:, xds:, several addresses).
@@ -229,7 +266,59 @@ void AddTlsFlags(CLI::App& app, ConnectionOptions& options) {
   key->needs(cert);
 }
 
+void AddTokenFlags(CLI::App& app, ConnectionOptions& options) {
+  CLI::Option* token =
+      app.add_option("--token", options.token,
+                     "Access key sent to the server on every call (default: DEBUGPLANE_TOKEN)")
+          ->type_name("ACCESS_KEY_ID:SECRET")
+          ->envname("DEBUGPLANE_TOKEN");
+  CLI::Option* file =
+      app.add_option("--token-file", options.token_file,
+                     "File whose first line is ACCESS_KEY_ID:SECRET (keeps the secret out of "
+                     "the process list)")
+          ->type_name("FILE")
+          ->check(CLI::Validator(CLI::ExistingFile).description(""));
+  token->excludes(file);
+  file->excludes(token);
+}
+
+absl::StatusOr<std::string> ResolveToken(const ConnectionOptions& options) {
+  std::string token = options.token;
+  std::string source = "--token (or DEBUGPLANE_TOKEN)";
+  if (!options.token_file.empty()) {
+    source = absl::StrCat("--token-file ", options.token_file);
+    std::istringstream no_stdin;
+    absl::StatusOr<std::string> content = ReadInput(options.token_file, no_stdin);
+    if (!content.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file ", content.status().message()));
+    }
+    token.clear();
+    for (absl::string_view line : absl::StrSplit(*content, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!line.empty()) {
+        token = std::string(line);
+        break;
+      }
+    }
+    if (token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": the file holds no token"));
+    }
+  }
+  if (token.empty()) return token;
+  const size_t colon = token.find(':');
+  const bool printable = std::all_of(token.begin(), token.end(), [](char c) {
+    return absl::ascii_isgraph(static_cast<unsigned char>(c));
+  });
+  if (colon == std::string::npos || colon == 0 || colon + 1 == token.size() || !printable) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": the token must be ACCESS_KEY_ID:SECRET_ACCESS_KEY (printable, no blanks)"));
+  }
+  return token;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options) {
+  absl::StatusOr<std::string> token = ResolveToken(options);
+  if (!token.ok()) return token.status();
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (UsesTls(options)) {
     grpc::SslCredentialsOptions ssl;
@@ -259,7 +348,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptio
   }
   grpc::ChannelArguments arguments;
   arguments.SetUserAgentPrefix(options.user_agent);
-  return grpc::CreateCustomChannel(options.server, credentials, arguments);
+  if (token->empty()) return grpc::CreateCustomChannel(options.server, credentials, arguments);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(*token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.server, credentials, arguments, std::move(interceptors));
 }
 
 ServerTransport ProbeServerTransport(const std::string& target, absl::Duration timeout) {

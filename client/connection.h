@@ -1,6 +1,7 @@
 // How the clients (the `debugplane` CLI and `debugplane-agent`) reach the
 // server: the connection flags they share (--tls, --ca-cert, --client-cert,
-// --client-key), the gRPC channel built from them, and the diagnosis of a
+// --client-key; --token, DEBUGPLANE_TOKEN, --token-file), the gRPC channel
+// built from them, and the diagnosis of a
 // connection that fails because of its security settings.
 //
 // gRPC reports a TLS/plaintext mismatch as UNAVAILABLE, exactly like a
@@ -41,6 +42,11 @@ struct ConnectionOptions {
   // for a client certificate (mutual TLS); both or neither.
   std::string client_cert;
   std::string client_key;
+  // ACCESS_KEY_ID:SECRET_ACCESS_KEY sent as `authorization: Bearer ...` on
+  // every call (--token or DEBUGPLANE_TOKEN), or the file holding it
+  // (--token-file); at most one. Both empty: no credentials sent.
+  std::string token;
+  std::string token_file;
   // Prefix of the user-agent header, so server logs tell clients apart.
   std::string user_agent = "debugplane-cli";
 };
@@ -55,9 +61,22 @@ bool UsesTls(const ConnectionOptions& options);
 // other.
 void AddTlsFlags(CLI::App& app, ConnectionOptions& options);
 
-// A channel to `options.server`. Reads the certificate files now: errors
-// are INVALID_ARGUMENT naming the flag and the file (unreadable, no PEM
-// certificate or key in it). Does not connect: the first call does.
+// Adds --token ACCESS_KEY_ID:SECRET (default: the DEBUGPLANE_TOKEN
+// environment variable) and --token-file FILE (its first line is the token)
+// to `app`, bound to `options`; they exclude each other.
+void AddTokenFlags(CLI::App& app, ConnectionOptions& options);
+
+// The token the options name: --token, else --token-file's first non-blank
+// line (trimmed); "" if neither. INVALID_ARGUMENT naming the flag (and the
+// file) if the file cannot be read or the token is not
+// ACCESS_KEY_ID:SECRET_ACCESS_KEY. Never includes the token in an error.
+absl::StatusOr<std::string> ResolveToken(const ConnectionOptions& options);
+
+// A channel to `options.server`. Reads the certificate and token files now:
+// errors are INVALID_ARGUMENT naming the flag and the file (unreadable, no
+// PEM certificate or key in it, no token in it). With a token, every call on
+// the channel carries `authorization: Bearer TOKEN`. Does not connect: the
+// first call does.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptions& options);
 
 // What answers at a server address, as far as TLS is concerned.

@@ -25,7 +25,7 @@ constexpr std::array<CodeInfo, 17> kExitCodeTable = {{
     {grpc::StatusCode::DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED", kExitUnavailable},
     {grpc::StatusCode::NOT_FOUND, "NOT_FOUND", kExitNotFound},
     {grpc::StatusCode::ALREADY_EXISTS, "ALREADY_EXISTS", kExitAlreadyExists},
-    {grpc::StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED", kExitError},
+    {grpc::StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED", kExitNotAllowed},
     {grpc::StatusCode::RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED", kExitError},
     {grpc::StatusCode::FAILED_PRECONDITION, "FAILED_PRECONDITION", kExitFailedPrecondition},
     {grpc::StatusCode::ABORTED, "ABORTED", kExitError},
@@ -34,7 +34,7 @@ constexpr std::array<CodeInfo, 17> kExitCodeTable = {{
     {grpc::StatusCode::INTERNAL, "INTERNAL", kExitError},
     {grpc::StatusCode::UNAVAILABLE, "UNAVAILABLE", kExitUnavailable},
     {grpc::StatusCode::DATA_LOSS, "DATA_LOSS", kExitError},
-    {grpc::StatusCode::UNAUTHENTICATED, "UNAUTHENTICATED", kExitError},
+    {grpc::StatusCode::UNAUTHENTICATED, "UNAUTHENTICATED", kExitNotAllowed},
 }};
 
 const CodeInfo* FindCode(grpc::StatusCode code) {
@@ -86,6 +86,15 @@ std::string FormatGrpcError(const grpc::Status& status, absl::string_view server
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       absl::StrAppend(&out, "  (is debugplane-server running at ", server,
                       "? Set --server or DEBUGPLANE_SERVER.)\n");
+    } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      absl::StrAppend(&out, "  (", server,
+                      " requires an access key: give --token ACCESS_KEY_ID:SECRET, "
+                      "DEBUGPLANE_TOKEN or --token-file FILE, with a key from the server's "
+                      "--credentials file.)\n");
+    } else if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      absl::StrAppend(&out,
+                      "  (the access key is valid but its role does not allow this; use a "
+                      "key with the role named above.)\n");
     } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       absl::StrAppend(&out, "  (no answer from ", server,
                       " in time; a longer --timeout may help.)\n");

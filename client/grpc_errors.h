@@ -27,6 +27,7 @@ enum ExitCode : int {
   kExitAlreadyExists = 5,       // A job with that name exists.
   kExitFailedPrecondition = 6,  // Not allowed in the job's current state.
   kExitUnavailable = 7,         // Server unreachable, or no answer in time.
+  kExitNotAllowed = 8,          // No, wrong or insufficient credentials.
 };
 
 // The exit code for a status returned by the server (kExitOk for OK).

@@ -7,6 +7,7 @@
 
 #include "core/profiler_report_handler.h"
 #include "debugplane/v1/profiler_report.grpc.pb.h"
+#include "service/auth/auth.h"
 
 namespace debugplane::service {
 
@@ -15,8 +16,13 @@ class ProfilerReportServiceImpl final
     : public v1::ProfilerReportService::WithRawCallbackMethod_GetProfilerReport<
           v1::ProfilerReportService::Service> {
  public:
-  // REQUIRES: `handler` outlives the service and every call it serves.
-  explicit ProfilerReportServiceImpl(core::ProfilerReportHandler* handler) : handler_(handler) {}
+  // Calls are authenticated and authorized (Action::kGetProfilerReport);
+  // `authenticator` null: authentication off.
+  // REQUIRES: `handler` and `authenticator` outlive the service and every
+  // call it serves.
+  explicit ProfilerReportServiceImpl(core::ProfilerReportHandler* handler,
+                                     const auth::Authenticator* authenticator = nullptr)
+      : handler_(handler), authenticator_(authenticator) {}
 
   grpc::ServerUnaryReactor* GetProfilerReport(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
@@ -24,6 +30,7 @@ class ProfilerReportServiceImpl final
 
  private:
   core::ProfilerReportHandler* const handler_;
+  const auth::Authenticator* const authenticator_;
 };
 
 }  // namespace debugplane::service

@@ -30,6 +30,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const GrpcServerOptions& options) {
   if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--client-ca (client certificates) needs TLS: give --tls-cert and --tls-key too");
+    }
     return grpc::InsecureServerCredentials();
   }
   if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
@@ -40,7 +44,16 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "TLS private key");
   if (!key.ok()) return key.status();
-  grpc::SslServerCredentialsOptions ssl;
+  // Requested and, if sent, verified: callers without a certificate still
+  // connect and authenticate with a bearer token.
+  grpc::SslServerCredentialsOptions ssl(options.tls_client_ca_file.empty()
+                                            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                            : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!options.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(options.tls_client_ca_file, "client CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   return grpc::SslServerCredentials(ssl);
 }
@@ -56,18 +69,22 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   if (!credentials.ok()) return credentials.status();
 
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->service_ = std::make_unique<TrainingJobServiceImpl>(handler, options.watch_limits);
+  server->authenticator_ = options.authenticator;
+  server->service_ = std::make_unique<TrainingJobServiceImpl>(handler, options.watch_limits,
+                                                              server->authenticator_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   if (agents != nullptr) {
-    server->agent_service_ = std::make_unique<TrainingAgentServiceImpl>(agents);
+    server->agent_service_ =
+        std::make_unique<TrainingAgentServiceImpl>(agents, server->authenticator_.get());
     builder.RegisterService(server->agent_service_.get());
   }
   if (reports != nullptr) {
-    server->report_service_ = std::make_unique<ProfilerReportServiceImpl>(reports);
+    server->report_service_ =
+        std::make_unique<ProfilerReportServiceImpl>(reports, server->authenticator_.get());
     builder.RegisterService(server->report_service_.get());
   }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);

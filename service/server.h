@@ -13,6 +13,7 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
+#include "service/auth/auth.h"
 #include "service/stream_writer.h"
 
 namespace debugplane::service {
@@ -23,6 +24,13 @@ struct GrpcServerOptions {
   // PEM files; both empty for plaintext, both set for TLS.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM CA bundle (needs TLS): clients may present a certificate, which must
+  // then be signed by it (an unknown CA fails the handshake); its subject CN
+  // authenticates the call if the credentials file maps it (`cn:NAME`).
+  // Clients without a certificate still connect (bearer tokens).
+  std::string tls_client_ca_file;
+  // Who may call: null (or disabled) serves every call as an anonymous admin.
+  std::shared_ptr<const auth::Authenticator> authenticator;
   // Largest request accepted; larger ones fail with RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 4 * 1024 * 1024;
   // How far a WatchTrainingJob client may fall behind (service/stream_writer.h).
@@ -38,7 +46,8 @@ class GrpcServer {
  public:
   // Binds and starts serving `handler` (TrainingJobService) and, if given,
   // `agents` (TrainingAgentService) and `reports` (ProfilerReportService).
-  // Returns INVALID_ARGUMENT if only one TLS file is given, NOT_FOUND if a TLS
+  // Returns INVALID_ARGUMENT if only one TLS file is given or a client CA
+  // without them, NOT_FOUND if a TLS
   // file cannot be read, UNAVAILABLE if the address cannot be bound (in use,
   // bad host), each naming the file or address.
   // REQUIRES: the handlers outlive the server.
@@ -61,6 +70,8 @@ class GrpcServer {
 
  private:
   GrpcServer() = default;
+  // Kept alive for the services, which hold a raw pointer to it.
+  std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<TrainingJobServiceImpl> service_;
   std::unique_ptr<TrainingAgentServiceImpl> agent_service_;
   std::unique_ptr<ProfilerReportServiceImpl> report_service_;

@@ -15,6 +15,8 @@
 #include "objectstore/s3_object_store.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/scheduling/validation_hooks.h"
+#include "service/auth/credential_authenticator.h"
+#include "service/auth/listen_exposure.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
@@ -93,9 +95,29 @@ absl::Status ResolveActionSinks(const ServerConfig& config,
   return absl::OkStatus();
 }
 
-bool IsLoopback(const std::string& address) {
-  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "localhost:") ||
-         absl::StartsWith(address, "[::1]:");
+// Loads --credentials (if given) and checks that --listen is not exposed
+// without them or without TLS.
+absl::StatusOr<std::shared_ptr<auth::CredentialStore>> OpenCredentials(const ServerConfig& config) {
+  std::shared_ptr<auth::CredentialStore> store;
+  if (!config.credentials_file.empty()) {
+    auto opened = auth::CredentialStore::Open(config.credentials_file);
+    if (!opened.ok()) return opened.status();
+    store = *std::move(opened);
+    spdlog::info("authentication on: {} from {}", store->Snapshot()->Summary(),
+                 config.credentials_file);
+  }
+  const bool has_tls = !config.grpc.tls_cert_file.empty();
+  const std::string& address = config.grpc.listen_address;
+  if (absl::Status exposure =
+          auth::CheckListenExposure(address, store != nullptr, has_tls, /*insecure=*/false);
+      !exposure.ok()) {
+    if (!config.insecure) return exposure;
+    spdlog::warn("--insecure: {}", std::string(exposure.message()));
+  }
+  if (store == nullptr) {
+    spdlog::info("authentication off (no --credentials): every caller is an admin");
+  }
+  return store;
 }
 
 // One line at the start saying where s3:// paths will be read, or why they
@@ -118,13 +140,9 @@ void LogObjectStorage(const objectstore::S3ConfigOverrides& overrides) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
-  if (config.grpc.tls_cert_file.empty() && !IsLoopback(config.grpc.listen_address)) {
-    spdlog::warn(
-        "listening on {} in plaintext: anyone who can reach it can read, stop and delete every "
-        "job; give --tls-cert and --tls-key, or listen on 127.0.0.1",
-        config.grpc.listen_address);
-  }
   // Checked before anything starts, so a bad flag leaves nothing behind.
+  auto credentials = OpenCredentials(config);
+  if (!credentials.ok()) return credentials.status();
   auto data_directory = persistence::DataDirectory::Open(config.data_dir);
   if (!data_directory.ok()) return data_directory.status();
   core::TrainingJobManagerOptions manager_options = config.manager;
@@ -147,6 +165,8 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
 
   std::unique_ptr<ServerApp> app(new ServerApp(std::move(config)));
   const ServerConfig& c = app->config_;
+  app->credentials_ = *std::move(credentials);
+  app->authenticator_ = auth::NewAuthenticator(app->credentials_, auth::SigV4Options{});
   app->data_directory_ = *std::move(data_directory);
   app->database_path_ = (fs::path(c.data_dir) / "debugplane.db").string();
   auto storage = persistence::SqliteStorage::Open(app->database_path_);
@@ -176,8 +196,10 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
 
   app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
   app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir);
+  GrpcServerOptions grpc_options = c.grpc;
+  grpc_options.authenticator = app->authenticator_;
   auto grpc =
-      GrpcServer::Start(c.grpc, app->manager_.get(), app->agents_.get(), app->reports_.get());
+      GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(), app->reports_.get());
   if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
   app->grpc_ = *std::move(grpc);
 
@@ -192,6 +214,21 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
 }
 
 ServerApp::~ServerApp() { Shutdown(); }
+
+absl::Status ServerApp::ReloadCredentials() {
+  if (credentials_ == nullptr) {
+    spdlog::warn("SIGHUP: no --credentials to reload (authentication is off)");
+    return absl::FailedPreconditionError("no --credentials to reload (authentication is off)");
+  }
+  if (absl::Status reloaded = credentials_->Reload(); !reloaded.ok()) {
+    spdlog::error("credentials not reloaded, the previous ones stay in force: {}",
+                  std::string(reloaded.message()));
+    return reloaded;
+  }
+  spdlog::info("credentials reloaded from {}: {}", credentials_->path(),
+               credentials_->Snapshot()->Summary());
+  return absl::OkStatus();
+}
 
 void ServerApp::Shutdown() {
   if (shut_down_) return;

@@ -22,6 +22,8 @@
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
+#include "service/auth/auth.h"
+#include "service/auth/credential_store.h"
 #include "service/server.h"
 #include "service/server_flags.h"
 
@@ -34,7 +36,10 @@ class ServerApp {
   // work (a data root that is not a directory, an evaluator that is not an
   // absolute executable, a webhook that is not http(s), SMTP without a
   // sender or with an unreadable password file); the data directory's,
-  // database's and gRPC server's own errors otherwise (another server holds
+  // database's and gRPC server's own errors otherwise; the credentials file's
+  // errors (service/auth/credentials_file.h); FAILED_PRECONDITION for a
+  // non-loopback --listen without --credentials or TLS and no --insecure
+  // (service/auth/listen_exposure.h) (another server holds
   // the directory, the port is in use, ...). Nothing keeps running after an
   // error.
   static absl::StatusOr<std::unique_ptr<ServerApp>> Start(ServerConfig config);
@@ -49,6 +54,15 @@ class ServerApp {
   int port() const { return grpc_->port(); }
   const std::string& database_path() const { return database_path_; }
   core::TrainingJobManager& manager() { return *manager_; }
+  // Who may call, for every listener (enabled() false without --credentials).
+  std::shared_ptr<const auth::Authenticator> authenticator() const { return authenticator_; }
+
+  // Re-reads --credentials (SIGHUP): calls that start afterwards use the new
+  // keys. On error the old credentials stay in force and the error (the
+  // file's, never a secret) is logged and returned; on success how many
+  // credentials each role has is logged. FAILED_PRECONDITION without
+  // --credentials. Thread-safe.
+  absl::Status ReloadCredentials();
 
   // Graceful shutdown: health NOT_SERVING, evaluation and actions stop,
   // queued changes commit, calls in flight get the configured grace, watch
@@ -64,6 +78,8 @@ class ServerApp {
   bool shut_down_ = false;
   // Declared in start order: destroyed in reverse, the gRPC server first and
   // the data directory's lock last.
+  std::shared_ptr<auth::CredentialStore> credentials_;  // Null without --credentials.
+  std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<rules_engine::EvaluationScheduler> scheduler_;

@@ -53,6 +53,17 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "data directory)");
   app.add_option("--tls-cert", config.grpc.tls_cert_file, "PEM certificate chain for TLS");
   app.add_option("--tls-key", config.grpc.tls_key_file, "PEM private key for TLS");
+  app.add_option("--client-ca", config.grpc.tls_client_ca_file,
+                 "PEM CA bundle: clients may authenticate with a certificate it signed, mapped "
+                 "to a role by a 'ROLE cn:COMMON_NAME -' line of --credentials (needs TLS)");
+  app.add_option("--credentials", config.credentials_file,
+                 "File of access keys, one per line: ROLE ACCESS_KEY_ID SECRET_ACCESS_KEY "
+                 "[JOB_NAME] (ROLE: admin, operator, reader or agent; mode 600; re-read on "
+                 "SIGHUP). Without it authentication is off and only loopback addresses are "
+                 "served");
+  app.add_flag("--insecure", config.insecure,
+               "Serve a non-loopback address without --credentials, or with them but without "
+               "TLS");
   app.add_option("--allow-evaluator", config.allowed_evaluators,
                  "Custom rule evaluator to accept (repeatable): an absolute executable path "
                  "used as RuleEvaluatorImage, or IMAGE=COMMAND [ARGS] mapping a "

@@ -46,6 +46,11 @@ struct ServerConfig {
   // variables and files (objectstore/aws_config.h). Credentials come only
   // from the environment or the AWS files: a flag would show in `ps`.
   objectstore::S3ConfigOverrides s3;
+  // --credentials: who may call (service/auth/credentials_file.h); empty:
+  // authentication off, loopback addresses only.
+  std::string credentials_file;
+  // --insecure: serve a non-loopback address without credentials or TLS.
+  bool insecure = false;
 };
 
 // The outcome of parsing: a configuration to run, or an exit code (0 after

@@ -6,7 +6,8 @@
 // `--help` lists every flag (service/server_flags.h); a config file may give
 // them too. SIGTERM or SIGINT shut down gracefully: the health service turns
 // NOT_SERVING, queued changes are committed, calls in flight finish, watch
-// streams end with UNAVAILABLE, the database closes.
+// streams end with UNAVAILABLE, the database closes. SIGHUP re-reads
+// --credentials (a bad file keeps the old credentials).
 
 #include <signal.h>
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto app = debugplane::service::ServerApp::Start(*std::move(flags.config));
@@ -48,7 +50,11 @@ int main(int argc, char** argv) {
   std::cout << "debugplane-server listening on port " << (*app)->port() << std::endl;
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  for (;;) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    (void)(*app)->ReloadCredentials();  // Logs the outcome; the server keeps serving.
+  }
   spdlog::info("signal {}: shutting down", signal_number);
   (*app)->Shutdown();
   spdlog::info("shut down cleanly");

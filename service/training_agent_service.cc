@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "service/authorized_call.h"
+#include "service/call_authorization.h"
 #include "service/raw_call.h"
 #include "service/status_mapping.h"
 #include "service/stream_writer.h"
@@ -14,10 +16,23 @@ namespace {
 class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
                           public core::AgentDirectiveSink {
  public:
-  AgentStream(core::TrainingAgentHandler* handler, const grpc::ByteBuffer& raw_request) {
-    auto request = DecodeRequest<v1::ConnectAgentRequest>(raw_request, "ConnectAgent");
+  AgentStream(core::TrainingAgentHandler* handler, const auth::Authenticator* authenticator,
+              const grpc::CallbackServerContext& context, const grpc::ByteBuffer& raw_request) {
+    constexpr absl::string_view kMethod = "ConnectAgent";
+    auto principal = AuthenticateCall(authenticator, context, kMethod);
+    if (!principal.ok()) {
+      End(ToGrpcStatus(principal.status()));
+      return;
+    }
+    auto request = DecodeRequest<v1::ConnectAgentRequest>(raw_request, kMethod);
     if (!request.ok()) {
       End(ToGrpcStatus(request.status()));
+      return;
+    }
+    if (absl::Status allowed = AuthorizeCall(*principal, context, kMethod, auth::Action::kAgent,
+                                             (*request)->training_job_name());
+        !allowed.ok()) {
+      End(ToGrpcStatus(allowed));
       return;
     }
     auto registration = handler->ConnectAgent(**request, this);
@@ -46,14 +61,14 @@ class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TrainingAgentServiceImpl::ConnectAgent(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return new AgentStream(handler_, *request);
+  return new AgentStream(handler_, authenticator_, *context, *request);
 }
 
 grpc::ServerUnaryReactor* TrainingAgentServiceImpl::ReportTrainingStatus(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return ServeRawUnary<v1::ReportTrainingStatusRequest, v1::ReportTrainingStatusResponse>(
-      context, request, response, "ReportTrainingStatus",
+  return ServeAuthorizedUnary<v1::ReportTrainingStatusRequest, v1::ReportTrainingStatusResponse>(
+      authenticator_, auth::Action::kAgent, context, request, response, "ReportTrainingStatus",
       [this](const v1::ReportTrainingStatusRequest& decoded, v1::ReportTrainingStatusResponse* out,
              core::DoneCallback done) {
         handler_->ReportTrainingStatus(decoded, out, std::move(done));

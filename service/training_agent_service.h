@@ -7,6 +7,7 @@
 
 #include "core/training_agent_handler.h"
 #include "debugplane/v1/training_agent.grpc.pb.h"
+#include "service/auth/auth.h"
 
 namespace debugplane::service {
 
@@ -17,8 +18,13 @@ using RawTrainingAgentService = v1::TrainingAgentService::WithRawCallbackMethod_
 
 class TrainingAgentServiceImpl final : public RawTrainingAgentService {
  public:
-  // REQUIRES: `handler` outlives the service and every call it serves.
-  explicit TrainingAgentServiceImpl(core::TrainingAgentHandler* handler) : handler_(handler) {}
+  // Every call is authenticated and authorized (Action::kAgent, for the job
+  // the request names); `authenticator` null: authentication off.
+  // REQUIRES: `handler` and `authenticator` outlive the service and every
+  // call it serves.
+  explicit TrainingAgentServiceImpl(core::TrainingAgentHandler* handler,
+                                    const auth::Authenticator* authenticator = nullptr)
+      : handler_(handler), authenticator_(authenticator) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ConnectAgent(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
@@ -28,6 +34,7 @@ class TrainingAgentServiceImpl final : public RawTrainingAgentService {
 
  private:
   core::TrainingAgentHandler* const handler_;
+  const auth::Authenticator* const authenticator_;
 };
 
 }  // namespace debugplane::service

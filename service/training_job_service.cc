@@ -4,6 +4,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "service/authorized_call.h"
+#include "service/call_authorization.h"
 #include "service/raw_call.h"
 #include "service/status_mapping.h"
 #include "service/stream_writer.h"
@@ -11,14 +13,16 @@
 namespace debugplane::service {
 namespace {
 
-// Serves a unary method of `handler` (which completes inline or later).
+// Serves a unary method of `handler` (which completes inline or later) to
+// callers allowed to do `action`.
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* ServeUnary(
-    core::TrainingJobHandler* handler, grpc::CallbackServerContext* context,
-    const grpc::ByteBuffer* request, grpc::ByteBuffer* response, absl::string_view method,
+    core::TrainingJobHandler* handler, const auth::Authenticator* authenticator,
+    auth::Action action, grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response, absl::string_view method,
     void (core::TrainingJobHandler::*handle)(const Request&, Response*, core::DoneCallback)) {
-  return ServeRawUnary<Request, Response>(
-      context, request, response, method,
+  return ServeAuthorizedUnary<Request, Response>(
+      authenticator, action, context, request, response, method,
       [handler, handle](const Request& decoded, Response* out, core::DoneCallback done) {
         (handler->*handle)(decoded, out, std::move(done));
       });
@@ -29,12 +33,26 @@ grpc::ServerUnaryReactor* ServeUnary(
 class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
                            public core::JobWatcher {
  public:
-  WatchReactor(core::TrainingJobHandler* handler, const grpc::ByteBuffer& raw_request,
+  WatchReactor(core::TrainingJobHandler* handler, const auth::Authenticator* authenticator,
+               const grpc::CallbackServerContext& context, const grpc::ByteBuffer& raw_request,
                StreamLimits limits)
       : StreamWriter(std::move(limits)) {
-    auto request = DecodeRequest<v1::WatchTrainingJobRequest>(raw_request, "WatchTrainingJob");
+    constexpr absl::string_view kMethod = "WatchTrainingJob";
+    auto principal = AuthenticateCall(authenticator, context, kMethod);
+    if (!principal.ok()) {
+      End(ToGrpcStatus(principal.status()));
+      return;
+    }
+    auto request = DecodeRequest<v1::WatchTrainingJobRequest>(raw_request, kMethod);
     if (!request.ok()) {
       End(ToGrpcStatus(request.status()));
+      return;
+    }
+    if (absl::Status allowed =
+            AuthorizeCall(*principal, context, kMethod, auth::Action::kWatchTrainingJob,
+                          (*request)->training_job_name());
+        !allowed.ok()) {
+      End(ToGrpcStatus(allowed));
       return;
     }
     auto registration = handler->WatchTrainingJob(**request, this);
@@ -72,17 +90,30 @@ class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::CreateTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, context, request, response, "CreateTrainingJob",
-                    &core::TrainingJobHandler::CreateTrainingJob);
+  return ServeUnary(handler_, authenticator_, auth::Action::kCreateTrainingJob, context, request,
+                    response, "CreateTrainingJob", &core::TrainingJobHandler::CreateTrainingJob);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  constexpr absl::string_view kMethod = "DescribeTrainingJob";
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto parsed = DecodeRequest<v1::DescribeTrainingJobRequest>(*request, "DescribeTrainingJob");
+  auto principal = AuthenticateCall(authenticator_, *context, kMethod);
+  if (!principal.ok()) {
+    reactor->Finish(ToGrpcStatus(principal.status()));
+    return reactor;
+  }
+  auto parsed = DecodeRequest<v1::DescribeTrainingJobRequest>(*request, kMethod);
   if (!parsed.ok()) {
     reactor->Finish(ToGrpcStatus(parsed.status()));
+    return reactor;
+  }
+  if (absl::Status allowed =
+          AuthorizeCall(*principal, *context, kMethod, auth::Action::kDescribeTrainingJob,
+                        (*parsed)->training_job_name());
+      !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
   absl::StatusOr<std::shared_ptr<const std::string>> encoded =
@@ -106,34 +137,34 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::ListTrainingJobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, context, request, response, "ListTrainingJobs",
-                    &core::TrainingJobHandler::ListTrainingJobs);
+  return ServeUnary(handler_, authenticator_, auth::Action::kListTrainingJobs, context, request,
+                    response, "ListTrainingJobs", &core::TrainingJobHandler::ListTrainingJobs);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::UpdateTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, context, request, response, "UpdateTrainingJob",
-                    &core::TrainingJobHandler::UpdateTrainingJob);
+  return ServeUnary(handler_, authenticator_, auth::Action::kUpdateTrainingJob, context, request,
+                    response, "UpdateTrainingJob", &core::TrainingJobHandler::UpdateTrainingJob);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::StopTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, context, request, response, "StopTrainingJob",
-                    &core::TrainingJobHandler::StopTrainingJob);
+  return ServeUnary(handler_, authenticator_, auth::Action::kStopTrainingJob, context, request,
+                    response, "StopTrainingJob", &core::TrainingJobHandler::StopTrainingJob);
 }
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::DeleteTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, context, request, response, "DeleteTrainingJob",
-                    &core::TrainingJobHandler::DeleteTrainingJob);
+  return ServeUnary(handler_, authenticator_, auth::Action::kDeleteTrainingJob, context, request,
+                    response, "DeleteTrainingJob", &core::TrainingJobHandler::DeleteTrainingJob);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TrainingJobServiceImpl::WatchTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return new WatchReactor(handler_, *request, watch_limits_);
+  return new WatchReactor(handler_, authenticator_, *context, *request, watch_limits_);
 }
 
 }  // namespace debugplane::service

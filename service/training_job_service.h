@@ -7,6 +7,7 @@
 
 #include "core/training_job_handler.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
+#include "service/auth/auth.h"
 #include "service/stream_writer.h"
 
 namespace debugplane::service {
@@ -14,7 +15,8 @@ namespace debugplane::service {
 // Every method is raw (see raw_call.h): requests that do not decode get
 // INVALID_ARGUMENT naming the method. DescribeTrainingJob, the hot read, also
 // sends the job's committed bytes (encoded once per change, shared) without
-// copying the record or encoding it again.
+// copying the record or encoding it again. Every call is authenticated and
+// authorized (service/call_authorization.h) before the handler sees it.
 using RawTrainingJobService = v1::TrainingJobService::WithRawCallbackMethod_CreateTrainingJob<
     v1::TrainingJobService::WithRawCallbackMethod_DescribeTrainingJob<
         v1::TrainingJobService::WithRawCallbackMethod_ListTrainingJobs<
@@ -26,9 +28,12 @@ using RawTrainingJobService = v1::TrainingJobService::WithRawCallbackMethod_Crea
 
 class TrainingJobServiceImpl final : public RawTrainingJobService {
  public:
-  // REQUIRES: `handler` outlives the service and every call it serves.
-  TrainingJobServiceImpl(core::TrainingJobHandler* handler, StreamLimits watch_limits)
-      : handler_(handler), watch_limits_(std::move(watch_limits)) {}
+  // `authenticator` null: authentication off.
+  // REQUIRES: `handler` and `authenticator` outlive the service and every
+  // call it serves.
+  TrainingJobServiceImpl(core::TrainingJobHandler* handler, StreamLimits watch_limits,
+                         const auth::Authenticator* authenticator = nullptr)
+      : handler_(handler), watch_limits_(std::move(watch_limits)), authenticator_(authenticator) {}
 
   grpc::ServerUnaryReactor* CreateTrainingJob(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
@@ -54,6 +59,7 @@ class TrainingJobServiceImpl final : public RawTrainingJobService {
  private:
   core::TrainingJobHandler* const handler_;
   const StreamLimits watch_limits_;
+  const auth::Authenticator* const authenticator_;
 };
 
 }  // namespace debugplane::service

@@ -19,11 +19,12 @@ TEST(ExitCodeTest, DocumentedTable) {
   EXPECT_EQ(ExitCodeForGrpcStatus(grpc::StatusCode::FAILED_PRECONDITION), 6);
   EXPECT_EQ(ExitCodeForGrpcStatus(grpc::StatusCode::UNAVAILABLE), 7);
   EXPECT_EQ(ExitCodeForGrpcStatus(grpc::StatusCode::DEADLINE_EXCEEDED), 7);
-  for (grpc::StatusCode code :
-       {grpc::StatusCode::CANCELLED, grpc::StatusCode::UNKNOWN, grpc::StatusCode::PERMISSION_DENIED,
-        grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::ABORTED,
-        grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::UNIMPLEMENTED, grpc::StatusCode::INTERNAL,
-        grpc::StatusCode::DATA_LOSS, grpc::StatusCode::UNAUTHENTICATED}) {
+  EXPECT_EQ(ExitCodeForGrpcStatus(grpc::StatusCode::UNAUTHENTICATED), 8);
+  EXPECT_EQ(ExitCodeForGrpcStatus(grpc::StatusCode::PERMISSION_DENIED), 8);
+  for (grpc::StatusCode code : {grpc::StatusCode::CANCELLED, grpc::StatusCode::UNKNOWN,
+                                grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::ABORTED,
+                                grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::UNIMPLEMENTED,
+                                grpc::StatusCode::INTERNAL, grpc::StatusCode::DATA_LOSS}) {
     EXPECT_EQ(ExitCodeForGrpcStatus(code), 1) << GrpcCodeName(code);
   }
   EXPECT_EQ(ExitCodeForGrpcStatus(static_cast<grpc::StatusCode>(42)), 1);
