@@ -248,7 +248,6 @@ absl::Status HttpServer::Impl::Start() {
 
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_LISTEN_SOCKET, *socket, nullptr},
-      {MHD_OPTION_THREAD_POOL_SIZE, std::max(1, options_.threads), nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT,
        static_cast<intptr_t>(
            std::max<int64_t>(1, absl::ToInt64Seconds(options_.connection_timeout))),
@@ -258,6 +257,10 @@ absl::Status HttpServer::Impl::Start() {
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&OnCompleted), this},
       {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogFromMhd), nullptr},
   };
+  // One thread: libmicrohttpd's single polling thread (it ignores a pool of one).
+  if (options_.threads > 1) {
+    items.push_back({MHD_OPTION_THREAD_POOL_SIZE, options_.threads, nullptr});
+  }
   if (tls()) {
     items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert_.data()});
     items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key_.data()});
@@ -330,6 +333,9 @@ MHD_Result HttpServer::Impl::OnAccess(void* cls, MHD_Connection* connection, con
       exchange->body_too_large = true;
       return self->Queue(connection, exchange->request, TooLarge(self->options_.max_body_bytes));
     }
+    // The first call carries only the headers; the body (if any) follows,
+    // then a last call with nothing.
+    return MHD_YES;
   }
   if (*upload_data_size > 0)
     return self->Receive(connection, *exchange, upload_data, upload_data_size);
