@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev openssl
   chromium fonts-dejavu-core
-  python3 python3-venv
+  python3 python3-venv python3-botocore
 )
 
 missing=()

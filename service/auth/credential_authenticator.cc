@@ -50,6 +50,20 @@ std::optional<absl::string_view> HeaderValue(const SignedHttpRequest& request,
   return std::nullopt;
 }
 
+// Parses YYYYMMDD'T'HHMMSS'Z'. (absl's %Y would take all eight digits of
+// the date, so the fields are separated first.)
+bool ParseAmzDate(absl::string_view text, absl::Time* time) {
+  if (text.size() != 16 || text[8] != 'T' || text[15] != 'Z') return false;
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14}) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) return false;
+  }
+  const std::string separated =
+      absl::StrCat(text.substr(0, 4), "-", text.substr(4, 2), "-", text.substr(6, 2), " ",
+                   text.substr(9, 2), ":", text.substr(11, 2), ":", text.substr(13, 2));
+  std::string error;
+  return absl::ParseTime("%Y-%m-%d %H:%M:%S", separated, absl::UTCTimeZone(), time, &error);
+}
+
 std::string FormatAmzDate(absl::Time time) {
   return absl::FormatTime(kAmzDateFormat, time, absl::UTCTimeZone());
 }
@@ -179,9 +193,7 @@ class CredentialAuthenticator final : public Authenticator {
                      "Authorization header requires a signed 'X-Amz-Date' header.");
     }
     absl::Time signed_at;
-    std::string error;
-    if (amz_date->size() != 16 ||
-        !absl::ParseTime(kAmzDateFormat, *amz_date, absl::UTCTimeZone(), &signed_at, &error)) {
+    if (!ParseAmzDate(*amz_date, &signed_at)) {
       return Refused("IncompleteSignatureException",
                      "X-Amz-Date must be in the ISO8601 basic format YYYYMMDD'T'HHMMSS'Z'.");
     }

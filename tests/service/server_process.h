@@ -108,6 +108,11 @@ class ServerProcess {
     return status;
   }
 
+  // Sends `signal` (e.g. SIGHUP) without waiting for anything.
+  void Signal(int signal) const {
+    if (pid_ > 0) ::kill(pid_, signal);
+  }
+
   void Restart() {
     Kill(SIGKILL);
     Start();
