@@ -49,6 +49,7 @@ seed_pattern() {
     framework_timeline_fuzzer) echo 'tests/data/profiler/framework/*/framework/pevents/*/*.json' ;;
     json_scanner_fuzzer) echo 'tests/data/smdebug/*/index/*/*.json tests/data/smdebug/*/collections/*/*.json tests/data/profiler/system/*/system/incremental/*/*.json' ;;
     s3_list_fuzzer) echo 'tests/data/s3/*.xml' ;;
+    sagemaker_json_fuzzer) echo 'tests/data/sagemaker/fuzz-seeds/*' ;;
     sigv4_fuzzer) echo 'tests/data/auth/sigv4/*.txt' ;;
     credentials_file_fuzzer) echo 'tests/data/auth/credentials/*.txt' ;;
     *) echo '' ;;

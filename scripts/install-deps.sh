@@ -28,6 +28,20 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The SageMaker HTTP API is tested with the real clients (boto3 and the AWS
+# CLI, tests/service/http/sagemaker_clients_test.py): Debian's packages, only
+# when the python3 and aws on PATH do not already provide them.
+clients=()
+python3 -c 'import boto3' 2> /dev/null || clients+=(python3-boto3)
+aws --version > /dev/null 2>&1 || clients+=(awscli)
+if [ ${#clients[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing ${clients[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${clients[@]}"
+fi
+
 # The S3 tests run against moto's S3 server (tests/objectstore/s3_test_server.py).
 # Debian does not package moto, so unless the python3 on PATH already has it,
 # it goes into a virtual environment under build/tools that the tests look

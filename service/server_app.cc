@@ -114,6 +114,16 @@ absl::StatusOr<std::shared_ptr<auth::CredentialStore>> OpenCredentials(const Ser
     if (!config.insecure) return exposure;
     spdlog::warn("--insecure: {}", std::string(exposure.message()));
   }
+  // The HTTP listener carries the same API: the same rule.
+  if (!config.http_listen_address.empty()) {
+    if (absl::Status exposure =
+            auth::CheckListenExposure(config.http_listen_address, store != nullptr, has_tls,
+                                      /*insecure=*/false, "--http-listen");
+        !exposure.ok()) {
+      if (!config.insecure) return exposure;
+      spdlog::warn("--insecure: {}", std::string(exposure.message()));
+    }
+  }
   if (store == nullptr) {
     spdlog::info("authentication off (no --credentials): every caller is an admin");
   }
@@ -202,6 +212,7 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
       GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(), app->reports_.get());
   if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
   app->grpc_ = *std::move(grpc);
+  if (absl::Status http = app->StartHttp(); !http.ok()) return http;
 
   std::vector<std::string> root_names;
   for (const auto& root : app->manager_->options().validation.data_roots) {
@@ -210,7 +221,29 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   spdlog::info("serving: listen={} port={} database={} data_roots=[{}] jobs={}",
                c.grpc.listen_address, app->port(), app->database_path_,
                absl::StrJoin(root_names, ","), app->manager_->job_count());
+  if (app->http_ != nullptr) {
+    spdlog::info(
+        "serving the SageMaker API over HTTP: listen={} port={} {} (aws sagemaker ... "
+        "--endpoint-url {}://HOST:{})",
+        c.http_listen_address, app->http_port(), app->http_->tls() ? "https" : "http",
+        app->http_->tls() ? "https" : "http", app->http_port());
+  }
   return app;
+}
+
+absl::Status ServerApp::StartHttp() {
+  if (config_.http_listen_address.empty()) return absl::OkStatus();
+  sagemaker_ = std::make_unique<http::SageMakerProtocol>(manager_.get(), authenticator_.get());
+  http::HttpServerOptions options{
+      .listen_address = config_.http_listen_address,
+      .tls_cert_file = config_.grpc.tls_cert_file,
+      .tls_key_file = config_.grpc.tls_key_file,
+      .threads = config_.http_threads,
+      .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
+  auto server = http::HttpServer::Start(std::move(options), {sagemaker_->Route()});
+  if (!server.ok()) return server.status();
+  http_ = *std::move(server);
+  return absl::OkStatus();
 }
 
 ServerApp::~ServerApp() { Shutdown(); }
@@ -237,11 +270,16 @@ void ServerApp::Shutdown() {
   // in flight complete; then stop the transport, then close the database.
   if (actions_ != nullptr) actions_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
+  // The HTTP listener first: its requests in flight complete while the
+  // manager still accepts them.
+  if (http_ != nullptr) http_->Shutdown(config_.shutdown_grace);
   if (manager_ != nullptr) manager_->Shutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(config_.shutdown_grace);
     grpc_->Wait();
   }
+  http_.reset();
+  sagemaker_.reset();
   grpc_.reset();
   reports_.reset();
   agents_.reset();

@@ -4,10 +4,10 @@
 //
 // It owns, in start order: the data directory's lock, the database, the job
 // manager, the rules engine (evaluation scheduler, action dispatcher), the
-// agent and report handlers, and the gRPC server. Shutdown() stops them in
-// the reverse order that keeps every acknowledged write: evaluation and
-// actions first, then queued changes are committed and new ones refused,
-// calls in flight finish, and the database closes.
+// agent and report handlers, the gRPC server and the SageMaker HTTP listener. Shutdown() stops them
+// in the reverse order that keeps every acknowledged write: evaluation and actions first, then
+// queued changes are committed and new ones refused, calls in flight finish, and the database
+// closes.
 
 #ifndef DEBUGPLANE_SERVICE_SERVER_APP_H_
 #define DEBUGPLANE_SERVICE_SERVER_APP_H_
@@ -24,6 +24,8 @@
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
+#include "service/http/http_server.h"
+#include "service/http/sagemaker_protocol.h"
 #include "service/server.h"
 #include "service/server_flags.h"
 
@@ -52,6 +54,8 @@ class ServerApp {
 
   // The bound port (useful with port 0).
   int port() const { return grpc_->port(); }
+  // The bound port of the SageMaker HTTP listener; 0 without --http-listen.
+  int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   const std::string& database_path() const { return database_path_; }
   core::TrainingJobManager& manager() { return *manager_; }
   // Who may call, for every listener (enabled() false without --credentials).
@@ -64,7 +68,8 @@ class ServerApp {
   // --credentials. Thread-safe.
   absl::Status ReloadCredentials();
 
-  // Graceful shutdown: health NOT_SERVING, evaluation and actions stop,
+  // Graceful shutdown: the HTTP listener stops accepting and answers the
+  // requests it holds (up to the grace), health NOT_SERVING, evaluation and actions stop,
   // queued changes commit, calls in flight get the configured grace, watch
   // streams end with UNAVAILABLE, the database closes. Blocks until done.
   // Idempotent.
@@ -72,6 +77,8 @@ class ServerApp {
 
  private:
   explicit ServerApp(ServerConfig config) : config_(std::move(config)) {}
+  // Starts the SageMaker HTTP listener if --http-listen was given.
+  absl::Status StartHttp();
 
   const ServerConfig config_;
   std::string database_path_;
@@ -87,6 +94,8 @@ class ServerApp {
   std::unique_ptr<core::TrainingAgentManager> agents_;
   std::unique_ptr<core::ProfilerReportHandler> reports_;
   std::unique_ptr<GrpcServer> grpc_;
+  std::unique_ptr<http::SageMakerProtocol> sagemaker_;
+  std::unique_ptr<http::HttpServer> http_;
 };
 
 }  // namespace debugplane::service

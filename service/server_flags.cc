@@ -47,6 +47,12 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
 
   app.add_option("--listen", config.grpc.listen_address, "Address to serve on (HOST:PORT)")
       ->capture_default_str();
+  app.add_option("--http-listen", config.http_listen_address,
+                 "Also serve the SageMaker API over HTTP (AWS JSON 1.1, for boto3 and the AWS "
+                 "CLI's --endpoint-url) on HOST:PORT; port 0 picks a free one. Off unless given");
+  app.add_option("--http-threads", config.http_threads, "Threads of the HTTP listener")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--data-dir", config.data_dir, "Directory of the database")->capture_default_str();
   app.add_option("--data-root", config.data_roots,
                  "Directory that local output paths may point into (repeatable; default: the "

@@ -23,6 +23,11 @@ namespace debugplane::service {
 
 struct ServerConfig {
   GrpcServerOptions grpc;
+  // --http-listen: HOST:PORT of the SageMaker API over HTTP (AWS JSON 1.1,
+  // service/http/); empty: no HTTP listener. Uses --tls-cert/--tls-key too.
+  std::string http_listen_address;
+  // Threads of the HTTP listener (each with its own epoll loop).
+  int http_threads = 2;
   // The database and reports live here; default $XDG_DATA_HOME/debugplane or
   // ~/.local/share/debugplane.
   std::string data_dir;

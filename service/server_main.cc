@@ -1,7 +1,8 @@
 // debugplane-server: the training-job debug control plane.
 //
 //   debugplane-server [--listen HOST:PORT] [--data-dir DIR] [--data-root DIR]...
-//                     [--tls-cert PEM --tls-key PEM] [--log-level LEVEL] [--config FILE]
+//                     [--tls-cert PEM --tls-key PEM] [--http-listen HOST:PORT]
+//                     [--log-level LEVEL] [--config FILE]
 //
 // `--help` lists every flag (service/server_flags.h); a config file may give
 // them too. SIGTERM or SIGINT shut down gracefully: the health service turns
@@ -46,7 +47,11 @@ int main(int argc, char** argv) {
     std::cerr << "debugplane-server: " << app.status().message() << "\n";
     return 1;
   }
-  // A machine-readable line for scripts and tests that pass port 0.
+  // Machine-readable lines for scripts and tests that pass port 0 (the HTTP
+  // one first: readers may stop at the gRPC one).
+  if ((*app)->http_port() != 0) {
+    std::cout << "debugplane-server http listening on port " << (*app)->http_port() << std::endl;
+  }
   std::cout << "debugplane-server listening on port " << (*app)->port() << std::endl;
 
   int signal_number = 0;

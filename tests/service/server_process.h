@@ -78,6 +78,12 @@ class ServerProcess {
         line.push_back(c);
         continue;
       }
+      const std::string http_prefix = "debugplane-server http listening on port ";
+      if (line.rfind(http_prefix, 0) == 0) {
+        EXPECT_TRUE(absl::SimpleAtoi(line.substr(http_prefix.size()), &http_port_)) << line;
+        line.clear();
+        continue;
+      }
       const std::string prefix = "debugplane-server listening on port ";
       if (line.rfind(prefix, 0) == 0 && absl::SimpleAtoi(line.substr(prefix.size()), &port_)) {
         break;
@@ -96,6 +102,7 @@ class ServerProcess {
     waitpid(pid_, &status, 0);
     pid_ = -1;
     port_ = 0;
+    http_port_ = 0;
     if (stdout_fd_ >= 0) close(stdout_fd_);
     stdout_fd_ = -1;
     return status;
@@ -122,6 +129,10 @@ class ServerProcess {
 
   bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
   int port() const { return port_; }
+  // The SageMaker HTTP port, when started with `--http-listen` (see
+  // WithHttp()); else 0.
+  int http_port() const { return http_port_; }
+  std::string http_endpoint() const { return absl::StrCat("http://127.0.0.1:", http_port_); }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
 
   std::shared_ptr<grpc::Channel> Channel() const {
@@ -138,7 +149,15 @@ class ServerProcess {
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   int port_ = 0;
+  int http_port_ = 0;
 };
+
+// Extra arguments that also serve the SageMaker API over HTTP on a free
+// loopback port (ServerProcess::http_port()).
+inline std::vector<std::string> WithHttp(std::vector<std::string> extra_args = {}) {
+  extra_args.insert(extra_args.end(), {"--http-listen", "127.0.0.1:0"});
+  return extra_args;
+}
 
 }  // namespace debugplane::testing
 

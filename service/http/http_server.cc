@@ -1,0 +1,449 @@
+#include "service/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "service/http/request_id.h"
+#include "spdlog/spdlog.h"
+
+namespace debugplane::service::http {
+
+absl::string_view HttpRequest::Header(absl::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (absl::EqualsIgnoreCase(key, name)) return value;
+  }
+  return {};
+}
+
+namespace {
+
+// One request on one connection, shared by libmicrohttpd's callbacks and the
+// request's responder (which may answer from another thread).
+struct Exchange {
+  HttpRequest request;
+  bool body_too_large = false;
+  bool dispatched = false;
+
+  absl::Mutex mu;
+  // Null once libmicrohttpd is done with the request (client gone, server
+  // stopped): a late answer is then dropped.
+  MHD_Connection* connection ABSL_GUARDED_BY(mu) = nullptr;
+  bool suspended ABSL_GUARDED_BY(mu) = false;
+  std::optional<HttpResponse> response ABSL_GUARDED_BY(mu);
+};
+
+HttpResponse TextResponse(int status, absl::string_view text) {
+  return HttpResponse{.status = status,
+                      .headers = {{"Content-Type", "text/plain; charset=utf-8"}},
+                      .body = absl::StrCat(text, "\n")};
+}
+
+HttpResponse TooLarge(size_t limit) {
+  return TextResponse(413, absl::StrCat("the request body is larger than ", limit,
+                                        " bytes, the most this server accepts"));
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, " cannot be read"));
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// HOST:PORT -> a bound, listening socket.
+absl::StatusOr<int> Listen(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-listen ", address, ": expected HOST:PORT (port 0 picks a free one)"));
+  }
+  std::string host = address.substr(0, colon);
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(port);
+  if (int error =
+          getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &found);
+      error != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-listen ", address, ": ", gai_strerror(error)));
+  }
+  std::string last_error = "no address";
+  int fd = -1;
+  for (addrinfo* candidate = found; candidate != nullptr; candidate = candidate->ai_next) {
+    fd = socket(candidate->ai_family, candidate->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, candidate->ai_addr, candidate->ai_addrlen) == 0 && listen(fd, 512) == 0) break;
+    last_error = std::strerror(errno);
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(found);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--http-listen ", address, ": cannot listen: ", last_error));
+  }
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return 0;
+  if (bound.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+}
+
+std::string PeerOf(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == nullptr || info->client_addr == nullptr) return "unknown";
+  char host[INET6_ADDRSTRLEN] = "";
+  const sockaddr* address = info->client_addr;
+  if (address->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    return absl::StrCat("[", host, "]:", ntohs(in6->sin6_port));
+  }
+  const auto* in4 = reinterpret_cast<const sockaddr_in*>(address);
+  inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
+  return absl::StrCat(host, ":", ntohs(in4->sin_port));
+}
+
+MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  static_cast<HttpHeaders*>(cls)->emplace_back(key, value == nullptr ? "" : value);
+  return MHD_YES;
+}
+
+void LogFromMhd(void*, const char* format, va_list args) {
+  char line[512];
+  vsnprintf(line, sizeof(line), format, args);
+  std::string text(line);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  spdlog::debug("http: {}", text);
+}
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, std::vector<HttpRoute> routes)
+      : options_(std::move(options)), routes_(std::move(routes)) {}
+
+  ~Impl() { Shutdown(absl::ZeroDuration()); }
+
+  absl::Status Start();
+  void Shutdown(absl::Duration grace);
+  int port() const { return port_; }
+  bool tls() const { return !options_.tls_cert_file.empty(); }
+
+ private:
+  class Responder;
+
+  static void* OnRequestStart(void* cls, const char* uri, MHD_Connection* connection);
+  static MHD_Result OnAccess(void* cls, MHD_Connection* connection, const char* url,
+                             const char* method, const char* version, const char* upload_data,
+                             size_t* upload_data_size, void** con_cls);
+  static void OnCompleted(void* cls, MHD_Connection* connection, void** con_cls,
+                          MHD_RequestTerminationCode code);
+
+  MHD_Result Receive(MHD_Connection* connection, Exchange& exchange, const char* upload_data,
+                     size_t* upload_data_size);
+  void Dispatch(MHD_Connection* connection, const std::shared_ptr<Exchange>& exchange);
+  const HttpRoute* Route(const HttpRequest& request, bool* path_known) const;
+  MHD_Result Queue(MHD_Connection* connection, const HttpRequest& request,
+                   const HttpResponse& response);
+
+  const HttpServerOptions options_;
+  const std::vector<HttpRoute> routes_;
+  std::string tls_cert_;
+  std::string tls_key_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+  bool shut_down_ = false;
+
+  // Requests that libmicrohttpd has started and not yet finished (the reply
+  // sent or the connection closed): Shutdown waits for them.
+  absl::Mutex live_mu_;
+  int live_requests_ ABSL_GUARDED_BY(live_mu_) = 0;
+};
+
+// Answers one exchange from any thread: stores the reply and wakes the
+// suspended connection, whose access handler then queues it.
+class HttpServer::Impl::Responder final : public HttpResponder {
+ public:
+  explicit Responder(std::shared_ptr<Exchange> exchange) : exchange_(std::move(exchange)) {}
+  ~Responder() override {
+    if (!answered_) Respond(TextResponse(500, "the request's handler gave no answer"));
+  }
+
+  void Respond(HttpResponse response) override {
+    if (answered_) return;
+    answered_ = true;
+    absl::MutexLock lock(&exchange_->mu);
+    exchange_->response = std::move(response);
+    // Resuming makes libmicrohttpd call the access handler again (on its
+    // thread), which queues the reply. It only signals that thread.
+    if (exchange_->connection != nullptr && exchange_->suspended) {
+      exchange_->suspended = false;
+      MHD_resume_connection(exchange_->connection);
+    }
+  }
+
+ private:
+  std::shared_ptr<Exchange> exchange_;
+  bool answered_ = false;
+};
+
+absl::Status HttpServer::Impl::Start() {
+  if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS for HTTP needs both --tls-cert and --tls-key");
+  }
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+  if (tls()) {
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+      return absl::FailedPreconditionError(
+          "this libmicrohttpd was built without TLS (GnuTLS): serve HTTP without --tls-cert, or "
+          "install a libmicrohttpd with HTTPS support");
+    }
+    auto cert = ReadWholeFile(options_.tls_cert_file, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadWholeFile(options_.tls_key_file, "--tls-key");
+    if (!key.ok()) return key.status();
+    tls_cert_ = *std::move(cert);
+    tls_key_ = *std::move(key);
+    flags |= MHD_USE_TLS;
+  }
+  absl::StatusOr<int> socket = Listen(options_.listen_address);
+  if (!socket.ok()) return socket.status();
+  port_ = BoundPort(*socket);
+
+  std::vector<MHD_OptionItem> items = {
+      {MHD_OPTION_LISTEN_SOCKET, *socket, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT,
+       static_cast<intptr_t>(
+           std::max<int64_t>(1, absl::ToInt64Seconds(options_.connection_timeout))),
+       nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, std::max(1, options_.max_connections), nullptr},
+      {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&OnRequestStart), this},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&OnCompleted), this},
+      {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogFromMhd), nullptr},
+  };
+  // One thread: libmicrohttpd's single polling thread (it ignores a pool of one).
+  if (options_.threads > 1) {
+    items.push_back({MHD_OPTION_THREAD_POOL_SIZE, options_.threads, nullptr});
+  }
+  if (tls()) {
+    items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert_.data()});
+    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key_.data()});
+  }
+  items.push_back({MHD_OPTION_END, 0, nullptr});
+  daemon_ = MHD_start_daemon(flags | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &OnAccess, this,
+                             MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  if (daemon_ == nullptr) {
+    close(*socket);
+    return absl::UnavailableError(absl::StrCat(
+        "--http-listen ", options_.listen_address,
+        ": the HTTP server did not start (a TLS certificate or key libmicrohttpd cannot use?)"));
+  }
+  return absl::OkStatus();
+}
+
+void HttpServer::Impl::Shutdown(absl::Duration grace) {
+  if (shut_down_ || daemon_ == nullptr) return;
+  shut_down_ = true;
+  // Stop accepting; connections already open finish their requests.
+  const MHD_socket listener = MHD_quiesce_daemon(daemon_);
+  if (listener != MHD_INVALID_SOCKET) close(listener);
+  {
+    absl::MutexLock lock(&live_mu_);
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(live_mu_) { return live_requests_ == 0; };
+    live_mu_.AwaitWithTimeout(absl::Condition(&idle), grace);
+  }
+  MHD_stop_daemon(daemon_);
+  daemon_ = nullptr;
+}
+
+void* HttpServer::Impl::OnRequestStart(void* cls, const char* uri, MHD_Connection* connection) {
+  auto* self = static_cast<Impl*>(cls);
+  {
+    absl::MutexLock lock(&self->live_mu_);
+    ++self->live_requests_;
+  }
+  auto exchange = std::make_shared<Exchange>();
+  const absl::string_view target(uri == nullptr ? "" : uri);
+  const size_t question = target.find('?');
+  exchange->request.path = std::string(target.substr(0, question));
+  if (question != absl::string_view::npos) {
+    exchange->request.query = std::string(target.substr(question + 1));
+  }
+  exchange->request.request_id = NewRequestId();
+  {
+    absl::MutexLock lock(&exchange->mu);
+    exchange->connection = connection;
+  }
+  return new std::shared_ptr<Exchange>(std::move(exchange));
+}
+
+MHD_Result HttpServer::Impl::OnAccess(void* cls, MHD_Connection* connection, const char* url,
+                                      const char* method, const char* version,
+                                      const char* upload_data, size_t* upload_data_size,
+                                      void** con_cls) {
+  auto* self = static_cast<Impl*>(cls);
+  auto* box = static_cast<std::shared_ptr<Exchange>*>(*con_cls);
+  if (box == nullptr) return MHD_NO;  // Not started through OnRequestStart.
+  std::shared_ptr<Exchange>& exchange = *box;
+  if (exchange->request.method.empty()) {
+    exchange->request.method = method;
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader,
+                              &exchange->request.headers);
+    uint64_t declared = 0;
+    if (absl::SimpleAtoi(exchange->request.Header("Content-Length"), &declared) &&
+        declared > self->options_.max_body_bytes) {
+      // Answered before the body is read (no 100 Continue); the connection
+      // then closes.
+      exchange->body_too_large = true;
+      return self->Queue(connection, exchange->request, TooLarge(self->options_.max_body_bytes));
+    }
+    // The first call carries only the headers; the body (if any) follows,
+    // then a last call with nothing.
+    return MHD_YES;
+  }
+  if (*upload_data_size > 0)
+    return self->Receive(connection, *exchange, upload_data, upload_data_size);
+  if (exchange->body_too_large) {
+    return self->Queue(connection, exchange->request, TooLarge(self->options_.max_body_bytes));
+  }
+  if (!exchange->dispatched) {
+    exchange->dispatched = true;
+    self->Dispatch(connection, exchange);
+  }
+  absl::MutexLock lock(&exchange->mu);
+  if (!exchange->response.has_value()) {
+    // Resumed spuriously or not answered yet: stay suspended.
+    if (!exchange->suspended) {
+      exchange->suspended = true;
+      MHD_suspend_connection(connection);
+    }
+    return MHD_YES;
+  }
+  HttpResponse response = *std::move(exchange->response);
+  exchange->response.reset();
+  return self->Queue(connection, exchange->request, response);
+}
+
+MHD_Result HttpServer::Impl::Receive(MHD_Connection* connection, Exchange& exchange,
+                                     const char* upload_data, size_t* upload_data_size) {
+  if (!exchange.body_too_large &&
+      exchange.request.body.size() + *upload_data_size > options_.max_body_bytes) {
+    exchange.body_too_large = true;
+    exchange.request.body.clear();
+    exchange.request.body.shrink_to_fit();
+  }
+  if (!exchange.body_too_large) exchange.request.body.append(upload_data, *upload_data_size);
+  *upload_data_size = 0;
+  return MHD_YES;
+}
+
+void HttpServer::Impl::Dispatch(MHD_Connection* connection,
+                                const std::shared_ptr<Exchange>& exchange) {
+  exchange->request.peer = PeerOf(connection);
+  bool path_known = false;
+  const HttpRoute* route = Route(exchange->request, &path_known);
+  auto responder = std::make_unique<Responder>(exchange);
+  if (route == nullptr) {
+    responder->Respond(
+        path_known ? TextResponse(405, absl::StrCat("method ", exchange->request.method,
+                                                    " is not allowed on ", exchange->request.path))
+                   : TextResponse(404, absl::StrCat("no such path: ",
+                                                    exchange->request.path.substr(0, 200))));
+    return;
+  }
+  // The handler gets a copy of the request so that the exchange (read by
+  // this thread when it queues the reply) is never shared mutably.
+  route->handler(exchange->request, std::move(responder));
+}
+
+const HttpRoute* HttpServer::Impl::Route(const HttpRequest& request, bool* path_known) const {
+  for (const HttpRoute& route : routes_) {
+    const bool path_matches =
+        route.prefix ? absl::StartsWith(request.path, route.path) : request.path == route.path;
+    if (!path_matches) continue;
+    *path_known = true;
+    if (route.method == request.method) return &route;
+  }
+  return nullptr;
+}
+
+MHD_Result HttpServer::Impl::Queue(MHD_Connection* connection, const HttpRequest& request,
+                                   const HttpResponse& response) {
+  MHD_Response* reply = MHD_create_response_from_buffer(
+      response.body.size(), const_cast<char*>(response.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (reply == nullptr) return MHD_NO;
+  for (const auto& [name, value] : response.headers) {
+    MHD_add_response_header(reply, name.c_str(), value.c_str());
+  }
+  MHD_add_response_header(reply, "x-amzn-RequestId", request.request_id.c_str());
+  const MHD_Result queued = MHD_queue_response(connection, response.status, reply);
+  MHD_destroy_response(reply);
+  return queued;
+}
+
+void HttpServer::Impl::OnCompleted(void* cls, MHD_Connection* connection, void** con_cls,
+                                   MHD_RequestTerminationCode code) {
+  auto* self = static_cast<Impl*>(cls);
+  auto* box = static_cast<std::shared_ptr<Exchange>*>(*con_cls);
+  if (box == nullptr) return;
+  {
+    absl::MutexLock lock(&(*box)->mu);
+    (*box)->connection = nullptr;
+  }
+  delete box;
+  *con_cls = nullptr;
+  absl::MutexLock lock(&self->live_mu_);
+  --self->live_requests_;
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() = default;
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
+                                                              std::vector<HttpRoute> routes) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(routes));
+  if (absl::Status started = impl->Start(); !started.ok()) return started;
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+int HttpServer::port() const { return impl_->port(); }
+bool HttpServer::tls() const { return impl_->tls(); }
+void HttpServer::Shutdown(absl::Duration grace) { impl_->Shutdown(grace); }
+
+}  // namespace debugplane::service::http

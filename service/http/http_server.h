@@ -1,0 +1,132 @@
+// An HTTP/1.1 server on libmicrohttpd for the SageMaker protocol (and, later,
+// the dashboard and GET /metrics): routes a request, once its body is
+// complete, to a handler that answers whenever it is ready, from any thread.
+//
+// Threading contract:
+//   - libmicrohttpd's threads (a pool of `threads`, each with its own epoll
+//     loop) receive requests and call handlers. A handler must not block: it
+//     starts its work and returns; the connection stays suspended (no thread
+//     is held) until the request's HttpResponder answers.
+//   - HttpResponder::Respond may be called from any thread (typically the
+//     core's completion threads), exactly once; it only queues the reply and
+//     wakes libmicrohttpd, so it never blocks either.
+//   - Every reply carries `x-amzn-RequestId` (the request's random UUID).
+//
+// Adding a dashboard or metrics: register more routes (exact paths or path
+// prefixes, per method). Streaming replies (server-sent events) would add a
+// second way to answer to HttpResponder; routes are unaffected.
+
+#ifndef DEBUGPLANE_SERVICE_HTTP_HTTP_SERVER_H_
+#define DEBUGPLANE_SERVICE_HTTP_HTTP_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace debugplane::service::http {
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+// A request as received, with its complete body.
+struct HttpRequest {
+  std::string method;   // "GET", "POST", ...
+  std::string path;     // As received (percent-encoded), without the query.
+  std::string query;    // As received, without '?'; empty if none.
+  HttpHeaders headers;  // In arrival order, names as sent.
+  std::string body;
+  std::string request_id;  // The UUID that the reply's x-amzn-RequestId carries.
+  std::string peer;        // "ADDRESS:PORT" of the client, for logs.
+
+  // The first header named `name` (case-insensitive), or "" if absent.
+  absl::string_view Header(absl::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  HttpHeaders headers;  // Content-Type among them; x-amzn-RequestId is added.
+  std::string body;
+};
+
+// Answers one request. Destroying it without Respond answers 500, so a
+// request is never left hanging.
+class HttpResponder {
+ public:
+  virtual ~HttpResponder() = default;
+  // Sends `response`. Callable from any thread; never blocks. A second call
+  // is ignored, as is a call after the client went away or the server
+  // stopped.
+  virtual void Respond(HttpResponse response) = 0;
+};
+
+// Serves one request. Runs on a libmicrohttpd thread; must not block (see
+// the threading contract above).
+using HttpHandler =
+    std::function<void(HttpRequest request, std::unique_ptr<HttpResponder> responder)>;
+
+struct HttpRoute {
+  std::string method;  // Exact, e.g. "POST".
+  std::string path;    // Exact path, or a prefix if it ends with '/' and `prefix` is set.
+  bool prefix = false;
+  HttpHandler handler;
+};
+
+struct HttpServerOptions {
+  // HOST:PORT (HOST a name, an IPv4 address or [IPv6]); port 0 picks a free
+  // port (see HttpServer::port()).
+  std::string listen_address;
+  // PEM files, the same as gRPC's: both empty for plain HTTP, both set for HTTPS.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Threads that run connections (each with its own epoll loop).
+  int threads = 2;
+  // Largest request body; a larger one gets 413 with a message.
+  size_t max_body_bytes = 4 * 1024 * 1024;
+  // An idle connection (keep-alive or a slow sender) is closed after this.
+  absl::Duration connection_timeout = absl::Seconds(60);
+  // Simultaneous connections; more are refused at accept.
+  int max_connections = 1024;
+};
+
+// A running server. Thread-safe.
+class HttpServer {
+ public:
+  // Binds and starts serving `routes` (first match wins; unmatched requests
+  // get 404, a matched path with another method 405). Returns
+  // INVALID_ARGUMENT for a bad address or only one TLS file,
+  // FAILED_PRECONDITION if TLS is asked of a libmicrohttpd built without
+  // GnuTLS, NOT_FOUND for an unreadable TLS file, UNAVAILABLE if the address
+  // cannot be bound; each names the address or file.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
+                                                           std::vector<HttpRoute> routes);
+
+  // Shuts down (grace zero) if still running.
+  ~HttpServer();
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The bound port.
+  int port() const;
+  bool tls() const;
+
+  // Stops accepting connections, waits up to `grace` for the requests being
+  // handled to be answered and sent, then closes every connection. Blocks
+  // until libmicrohttpd's threads are gone. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  class Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace debugplane::service::http
+
+#endif  // DEBUGPLANE_SERVICE_HTTP_HTTP_SERVER_H_

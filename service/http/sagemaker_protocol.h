@@ -1,0 +1,92 @@
+// The SageMaker API over HTTP (AWS JSON 1.1), so that boto3, the AWS CLI and
+// the tools built on them reach debugplane by changing only the endpoint:
+//
+//   POST /
+//   X-Amz-Target: SageMaker.<Operation>
+//   Content-Type: application/x-amz-json-1.1
+//   Authorization: AWS4-HMAC-SHA256 ...   (AWS Signature Version 4)
+//   {"TrainingJobName": "..."}
+//
+// Operations: CreateTrainingJob, DescribeTrainingJob, ListTrainingJobs,
+// UpdateTrainingJob, StopTrainingJob, DeleteTrainingJob, served by the same
+// core::TrainingJobHandler as gRPC (same validation and durability). A
+// request is authenticated (SigV4), parsed (service/http/sagemaker_json.h),
+// authorized for its operation and job, then handed to the handler; the
+// reply is the response's SageMaker JSON, or an AWS error
+// (service/http/aws_errors.h). debugplane's own members (Warnings,
+// ConfigVersion, RuleActions, ConfigurationUpdates, LastEvaluatedStep) appear
+// as extra members, which SageMaker clients ignore.
+
+#ifndef DEBUGPLANE_SERVICE_HTTP_SAGEMAKER_PROTOCOL_H_
+#define DEBUGPLANE_SERVICE_HTTP_SAGEMAKER_PROTOCOL_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "core/clock.h"
+#include "core/training_job_handler.h"
+#include "service/auth/auth.h"
+#include "service/http/http_server.h"
+
+namespace debugplane::service::http {
+
+// The operations served, as named in X-Amz-Target.
+enum class SageMakerOperation {
+  kCreateTrainingJob,
+  kDescribeTrainingJob,
+  kListTrainingJobs,
+  kUpdateTrainingJob,
+  kStopTrainingJob,
+  kDeleteTrainingJob,
+};
+
+// "SageMaker.DescribeTrainingJob" -> kDescribeTrainingJob; nullopt for any
+// other target (another service, an operation debugplane does not serve).
+std::optional<SageMakerOperation> ParseAmzTarget(absl::string_view target);
+
+struct SageMakerProtocolOptions {
+  // Operations being served at once beyond which requests are refused with
+  // ThrottlingException (which the AWS SDKs retry with backoff).
+  int max_operations_in_flight = 4096;
+  // Checks SigV4 request times against this clock (real time by default).
+  std::shared_ptr<core::Clock> clock = core::SystemClock();
+};
+
+// Thread-safe. Handle() never blocks: the reply is sent when the handler
+// completes, from the handler's thread.
+class SageMakerProtocol {
+ public:
+  // `authenticator` verifies every request's signature; with authentication
+  // off (no credentials) it accepts any. Null only in unit tests that do not
+  // exercise authentication (every caller is then an anonymous admin).
+  // REQUIRES: `jobs` and `authenticator` outlive this object and every
+  // request it is handling.
+  SageMakerProtocol(core::TrainingJobHandler* jobs, const auth::Authenticator* authenticator,
+                    SageMakerProtocolOptions options = {});
+
+  // POST / served by Handle().
+  HttpRoute Route();
+
+  void Handle(HttpRequest request, std::unique_ptr<HttpResponder> responder);
+
+ private:
+  absl::StatusOr<auth::Principal> Authenticate(const HttpRequest& request) const;
+  template <typename Request, typename Response>
+  void Serve(const HttpRequest& http, const auth::Principal& principal, auth::Action action,
+             void (core::TrainingJobHandler::*operation)(const Request&, Response*,
+                                                         core::DoneCallback),
+             std::unique_ptr<HttpResponder> responder);
+
+  core::TrainingJobHandler* const jobs_;
+  const auth::Authenticator* const authenticator_;
+  const SageMakerProtocolOptions options_;
+  // Shared with the calls in flight, which release their slot when done.
+  std::shared_ptr<std::atomic<int>> in_flight_ = std::make_shared<std::atomic<int>>(0);
+};
+
+}  // namespace debugplane::service::http
+
+#endif  // DEBUGPLANE_SERVICE_HTTP_SAGEMAKER_PROTOCOL_H_
