@@ -324,6 +324,16 @@ absl::StatusOr<PostgresConnectionPool::Lease> PostgresConnectionPool::Acquire() 
   return Lease(this, *std::move(connection), /*fresh=*/true);
 }
 
+void PostgresConnectionPool::DropIdle() {
+  std::vector<std::unique_ptr<PostgresConnection>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    dropped.swap(idle_);
+    open_ -= static_cast<int>(dropped.size());
+  }
+  // Closed here, outside the lock.
+}
+
 void PostgresConnectionPool::GiveBack(std::unique_ptr<PostgresConnection> connection) {
   // A connection left inside a transaction (a ROLLBACK that failed) would
   // run the next holder's statements in it: closed like a broken one.

@@ -169,6 +169,10 @@ class PostgresConnectionPool {
   // or SetUp's.
   absl::StatusOr<Lease> Acquire();
 
+  // Closes every idle connection: after one was found cut (a server
+  // restart), the others most likely were too.
+  void DropIdle();
+
   const PostgresTarget& target() const { return target_; }
 
  private:

@@ -183,6 +183,7 @@ absl::Status PostgresStorage::Write(const WriteBatch& batch) {
     // restart) fails before the transaction begins: nothing was sent, so the
     // batch goes once more, on a new connection.
     if (!written.ok() && !began && !lease->fresh() && (**lease).broken() && attempt == 0) {
+      pool_.DropIdle();
       continue;
     }
     return written;
@@ -291,7 +292,10 @@ absl::Status PostgresStorage::ReadPage(const std::string* after, std::vector<Job
       page = (**lease).ExecPrepared(kScanAfter, params, "reading jobs");
     }
     // A read changes nothing: on a connection cut since its last use, once more.
-    if (!page.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) continue;
+    if (!page.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) {
+      pool_.DropIdle();
+      continue;
+    }
     if (!page.ok()) return page.status();
     const PGresult* result = page->get();
     for (int i = 0; i < PQntuples(result); ++i) {

@@ -108,19 +108,13 @@ absl::StatusOr<std::unique_ptr<PostgresTestServer>> PostgresTestServer::Start() 
   }
   // Under /tmp, not the test's temp dir: every parent must be searchable by
   // the server's user.
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      (fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") / "dp-postgres-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", std::strerror(errno)));
-  }
-  server->dir_ = pattern;
-  if (server->drop_privileges_ && chown(pattern.c_str(), server->uid_, server->gid_) != 0) {
-    return absl::InternalError(absl::StrCat("chown ", pattern, ": ", std::strerror(errno)));
-  }
-  server->password_ = absl::StrCat("pw-", RandomHex(12));
+  const char* tmp_env = std::getenv("TMPDIR");
+  const fs::path tmp = tmp_env != nullptr && *tmp_env != '\0' ? tmp_env : "/tmp";
+  absl::StatusOr<fs::path> dir = server->MakeOwnedDir((tmp / "dp-postgres-").string());
+  if (!dir.ok()) return dir.status();
+  server->dir_ = *dir;
   server->port_ = FreeLoopbackPort();
-  if (absl::Status initialized = server->InitDb(); !initialized.ok()) return initialized;
+  if (absl::Status prepared = server->PrepareData(tmp); !prepared.ok()) return prepared;
   if (absl::Status launched = server->Launch(); !launched.ok()) return launched;
   return server;
 }
@@ -146,17 +140,28 @@ std::string PostgresTestServer::LogTail() const {
   return log;
 }
 
-absl::Status PostgresTestServer::InitDb() {
-  const fs::path password_file = dir_ / "password";
+absl::StatusOr<fs::path> PostgresTestServer::MakeOwnedDir(const std::string& prefix) const {
+  std::string pattern = prefix + "XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp ", pattern, ": ", std::strerror(errno)));
+  }
+  if (drop_privileges_ && chown(pattern.c_str(), uid_, gid_) != 0) {
+    return absl::InternalError(absl::StrCat("chown ", pattern, ": ", std::strerror(errno)));
+  }
+  return fs::path(pattern);
+}
+
+absl::Status PostgresTestServer::InitDb(const fs::path& dir) {
+  const fs::path password_file = dir / "password";
+  const fs::path log = dir / "initdb.log";
   {
     std::ofstream out(password_file);
-    out << password_ << "\n";
+    out << password_;
   }
-  const fs::path log = dir_ / "postgres.log";
   std::vector<std::string> args = {(bin_dir_ / "initdb").string(),
                                    "--no-sync",  // The test's files, not the server's commits.
                                    "-D",
-                                   (dir_ / "data").string(),
+                                   (dir / "data").string(),
                                    "-U",
                                    kUser,
                                    "--auth=scram-sha-256",
@@ -165,13 +170,11 @@ absl::Status PostgresTestServer::InitDb() {
                                    "UTF8",
                                    "--locale=C.UTF-8"};
   std::vector<char*> argv = Argv(args);
-  for (const fs::path& file : {password_file, log}) {
-    if (!fs::exists(file)) std::ofstream{file};
-    if (drop_privileges_ && chown(file.c_str(), uid_, gid_) != 0) {
-      return absl::InternalError(absl::StrCat("chown ", file.string(), ": ", std::strerror(errno)));
-    }
+  if (drop_privileges_ && chown(password_file.c_str(), uid_, gid_) != 0) {
+    return absl::InternalError(
+        absl::StrCat("chown ", password_file.string(), ": ", std::strerror(errno)));
   }
-  const int log_fd = open(log.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(log_fd, STDOUT_FILENO);
@@ -180,7 +183,7 @@ absl::Status PostgresTestServer::InitDb() {
         (setgroups(0, nullptr) != 0 || setgid(gid_) != 0 || setuid(uid_) != 0)) {
       _exit(126);
     }
-    if (chdir(dir_.c_str()) != 0) _exit(126);
+    if (chdir(dir.c_str()) != 0) _exit(126);
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -188,12 +191,57 @@ absl::Status PostgresTestServer::InitDb() {
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
       WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("initdb in ", dir_.string(),
-                                                      " failed (status ", status, "); ",
-                                                      kInstallHint, "; its output:\n", LogTail()));
+    std::ifstream in(log);
+    return absl::FailedPreconditionError(
+        absl::StrCat("initdb in ", dir.string(), " failed (status ", status, "); ", kInstallHint,
+                     "; its output:\n", std::string(std::istreambuf_iterator<char>(in), {})));
   }
-  fs::remove(password_file);
   return absl::OkStatus();
+}
+
+absl::Status PostgresTestServer::PrepareData(const fs::path& tmp) {
+  // initdb takes seconds; copying its result a fraction of one. One
+  // template per machine, server version and user, made once, atomically
+  // (built aside, then renamed into place).
+  const fs::path template_dir =
+      tmp / absl::StrCat("dp-postgres-template-v1-", drop_privileges_ ? uid_ : geteuid(), "-",
+                         bin_dir_.parent_path().filename().string());
+  if (!fs::exists(template_dir / "ready")) {
+    absl::StatusOr<fs::path> building = MakeOwnedDir(template_dir.string() + ".building-");
+    if (!building.ok()) return building.status();
+    password_ = absl::StrCat("pw-", RandomHex(12));
+    absl::Status initialized = InitDb(*building);
+    if (initialized.ok()) std::ofstream(*building / "ready") << "ok\n";
+    std::error_code ignored;
+    if (!initialized.ok() || rename(building->c_str(), template_dir.c_str()) != 0) {
+      fs::remove_all(*building, ignored);  // Failed, or another test made it first.
+    }
+    if (!initialized.ok()) return initialized;
+  }
+  {
+    std::ifstream in(template_dir / "password");
+    if (!std::getline(in, password_) || password_.empty()) {
+      return absl::InternalError(
+          absl::StrCat("the PostgreSQL template ", template_dir.string(),
+                       " has no password file; delete the directory to have it made again"));
+    }
+  }
+  std::error_code error;
+  fs::copy(template_dir / "data", dir_ / "data", fs::copy_options::recursive, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("copying ", template_dir.string(), "/data: ", error.message()));
+  }
+  if (!drop_privileges_) return absl::OkStatus();
+  for (const auto& entry : fs::recursive_directory_iterator(dir_ / "data")) {
+    if (lchown(entry.path().c_str(), uid_, gid_) != 0) {
+      return absl::InternalError(
+          absl::StrCat("chown ", entry.path().string(), ": ", std::strerror(errno)));
+    }
+  }
+  return lchown((dir_ / "data").c_str(), uid_, gid_) == 0
+             ? absl::OkStatus()
+             : absl::InternalError(absl::StrCat("chown ", dir_.string(), "/data"));
 }
 
 absl::Status PostgresTestServer::Launch() {
@@ -215,7 +263,8 @@ absl::Status PostgresTestServer::Launch() {
                                    "-c",
                                    "max_connections=60"};
   std::vector<char*> argv = Argv(args);
-  const int log_fd = open((dir_ / "postgres.log").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  const int log_fd =
+      open((dir_ / "postgres.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {

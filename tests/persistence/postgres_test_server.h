@@ -1,7 +1,9 @@
 // PostgresTestServer: a real PostgreSQL server for one test, in a temporary
-// directory: `initdb` (superuser "debugplane" with a random password,
-// scram-sha-256 authentication), then `postgres` on a free loopback port with
-// its unix socket in that directory and fsync on.
+// directory: a copy of an `initdb` result (superuser "debugplane" with a
+// random password, scram-sha-256 authentication; made once per machine
+// under $TMPDIR or /tmp as dp-postgres-template-v1-UID-VERSION, since initdb
+// takes seconds), then `postgres` on a free loopback port with its unix
+// socket in that directory and fsync on.
 //
 // PostgreSQL refuses to run as root: under root (CI, containers) initdb and
 // postgres run as the unprivileged user "nobody", and the directory is
@@ -63,7 +65,13 @@ class PostgresTestServer {
 
  private:
   PostgresTestServer() = default;
-  absl::Status InitDb();
+  // mkdtemp(prefix + "XXXXXX"), owned by the server's user.
+  absl::StatusOr<std::filesystem::path> MakeOwnedDir(const std::string& prefix) const;
+  // Runs initdb into `dir`/data with a new password.
+  absl::Status InitDb(const std::filesystem::path& dir);
+  // Fills dir_/data from the machine's template under `tmp` (made first if
+  // missing) and reads its password.
+  absl::Status PrepareData(const std::filesystem::path& tmp);
   absl::Status Launch();
   // The server's log, for failure messages.
   std::string LogTail() const;
