@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -19,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "service/server_flags.h"
 #include "tests/core/test_util.h"
 #include "tests/persistence/postgres_test_server.h"
 #include "tests/service/server_process.h"
@@ -62,6 +64,28 @@ std::pair<int, std::string> RunRefusedServer(const std::string& args) {
   while (fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
   const int status = pclose(pipe);
   return {WEXITSTATUS(status), output};
+}
+
+TEST(DatabaseFlagTest, TheFlagAndTheConfigFileKeyGiveTheDatabaseUrl) {
+  std::ostringstream out, err;
+  const char* argv[] = {"debugplane-server", "--database", "postgresql://dp@db:5432/jobs"};
+  service::ParsedServerFlags parsed = service::ParseServerFlags(3, argv, out, err);
+  ASSERT_TRUE(parsed.config.has_value()) << err.str();
+  EXPECT_EQ(parsed.config->database_url, "postgresql://dp@db:5432/jobs");
+
+  ScopedTempDir dir;
+  const std::filesystem::path config = dir.path() / "server.toml";
+  std::ofstream(config) << "database = \"postgres://dp@db/other?sslmode=verify-full\"\n";
+  const std::string config_path = config.string();
+  const char* with_file[] = {"debugplane-server", "--config", config_path.c_str()};
+  parsed = service::ParseServerFlags(3, with_file, out, err);
+  ASSERT_TRUE(parsed.config.has_value()) << err.str();
+  EXPECT_EQ(parsed.config->database_url, "postgres://dp@db/other?sslmode=verify-full");
+
+  const char* without[] = {"debugplane-server"};
+  parsed = service::ParseServerFlags(1, without, out, err);
+  ASSERT_TRUE(parsed.config.has_value()) << err.str();
+  EXPECT_EQ(parsed.config->database_url, "");  // SQLite in the data directory.
 }
 
 class PostgresServerTest : public ::testing::Test {
