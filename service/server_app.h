@@ -47,6 +47,8 @@ class ServerApp {
 
   // The bound port (useful with port 0).
   int port() const { return grpc_->port(); }
+  // The SQLite file, or the PostgreSQL database as
+  // postgresql://USER@HOST:PORT/DATABASE (never with the password).
   const std::string& database_path() const { return database_path_; }
   core::TrainingJobManager& manager() { return *manager_; }
 
