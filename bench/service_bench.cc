@@ -6,6 +6,7 @@
 //
 //   service_bench [--seconds 3] [--slices 3] [--callers 1,16,64]
 //                 [--ops create,describe,list] [--preload 1000] [--data-dir DIR]
+//                 [--database postgresql://...]
 //
 // Each caller is closed-loop: it sends its next call when the previous one
 // returns. Callers share one channel (one HTTP/2 connection), as one client
@@ -36,6 +37,7 @@
 #include "core/training_job_manager.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "persistence/postgres_storage.h"
 #include "persistence/sqlite_storage.h"
 #include "service/server.h"
 
@@ -283,6 +285,10 @@ int main(int argc, char** argv) {
   app.add_option("--ops", ops, "Operations: create, describe, list")->delimiter(',');
   app.add_option("--preload", preload, "Jobs created before Describe/List")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Database directory (default: a fresh temp dir)");
+  std::string database;
+  app.add_option("--database", database,
+                 "PostgreSQL URI (postgresql://...) of an empty database to use instead of "
+                 "SQLite in --data-dir");
   app.add_option("--group-wait-us", group_wait_us,
                  "The real server's max_group_wait in microseconds (0: off)")
       ->capture_default_str();
@@ -294,7 +300,12 @@ int main(int argc, char** argv) {
   }
   fs::create_directories(data_dir);
 
-  auto storage = persistence::SqliteStorage::Open((fs::path(data_dir) / "bench.db").string());
+  absl::StatusOr<std::unique_ptr<persistence::Storage>> storage =
+      database.empty()
+          ? absl::StatusOr<std::unique_ptr<persistence::Storage>>(
+                persistence::SqliteStorage::Open((fs::path(data_dir) / "bench.db").string()))
+          : absl::StatusOr<std::unique_ptr<persistence::Storage>>(
+                persistence::PostgresStorage::Open(database));
   if (!storage.ok()) {
     std::fprintf(stderr, "%s\n", storage.status().ToString().c_str());
     return 1;

@@ -6,12 +6,13 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libre2-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
+  libabsl-dev libre2-dev libsqlite3-dev libpq-dev libspdlog-dev libfmt-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libtinyxml2-dev libmicrohttpd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev openssl
   chromium fonts-dejavu-core
   python3 python3-venv python3-grpcio python3-protobuf python3-botocore
+  postgresql
 )
 
 missing=()

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "objectstore/s3_object_store.h"
+#include "persistence/postgres_storage.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "service/auth/credential_authenticator.h"
@@ -147,6 +148,30 @@ void LogObjectStorage(const objectstore::S3ConfigOverrides& overrides) {
       config->access_key_id, config->credentials_source);
 }
 
+// --database's PostgreSQL, or SQLite in the data directory. `*description`
+// names it for logs (never with a password).
+absl::StatusOr<std::unique_ptr<persistence::Storage>> OpenStorage(const ServerConfig& config,
+                                                                  std::string* description) {
+  const std::string& url = config.database_url;
+  if (url.empty()) {
+    *description = (fs::path(config.data_dir) / "debugplane.db").string();
+    return persistence::SqliteStorage::Open(*description);
+  }
+  if (!absl::StartsWith(url, "postgresql://") && !absl::StartsWith(url, "postgres://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--database ", persistence::RedactConnectionString(url),
+                     " is not a postgresql:// or postgres:// URI (leave it out for SQLite in the "
+                     "data directory)"));
+  }
+  auto storage = persistence::PostgresStorage::Open(url);
+  if (!storage.ok()) {
+    return absl::Status(storage.status().code(),
+                        absl::StrCat("--database: ", storage.status().message()));
+  }
+  *description = (*storage)->Describe();
+  return storage;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
@@ -178,9 +203,9 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   app->credentials_ = *std::move(credentials);
   app->authenticator_ = auth::NewAuthenticator(app->credentials_, auth::SigV4Options{});
   app->data_directory_ = *std::move(data_directory);
-  app->database_path_ = (fs::path(c.data_dir) / "debugplane.db").string();
-  auto storage = persistence::SqliteStorage::Open(app->database_path_);
+  auto storage = OpenStorage(c, &app->database_path_);
   if (!storage.ok()) return storage.status();
+  spdlog::info("database: {}", app->database_path_);
   auto manager = core::TrainingJobManager::Create(*std::move(storage), std::move(manager_options));
   if (!manager.ok()) return manager.status();
   app->manager_ = *std::move(manager);

@@ -56,6 +56,8 @@ class ServerApp {
   int port() const { return grpc_->port(); }
   // The bound port of the SageMaker HTTP listener; 0 without --http-listen.
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
+  // The SQLite file, or the PostgreSQL database as
+  // postgresql://USER@HOST:PORT/DATABASE (never with the password).
   const std::string& database_path() const { return database_path_; }
   core::TrainingJobManager& manager() { return *manager_; }
   // Who may call, for every listener (enabled() false without --credentials).

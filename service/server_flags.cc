@@ -54,6 +54,10 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   app.add_option("--data-dir", config.data_dir, "Directory of the database")->capture_default_str();
+  app.add_option("--database", config.database_url,
+                 "PostgreSQL to store jobs in instead of SQLite in the data directory: "
+                 "postgresql://USER@HOST:PORT/DATABASE[?sslmode=verify-full&sslrootcert=CA.pem]; "
+                 "give the password in PGPASSWORD or ~/.pgpass, not here (ps shows flags)");
   app.add_option("--data-root", config.data_roots,
                  "Directory that local output paths may point into (repeatable; default: the "
                  "data directory)");

@@ -31,6 +31,10 @@ struct ServerConfig {
   // The database and reports live here; default $XDG_DATA_HOME/debugplane or
   // ~/.local/share/debugplane.
   std::string data_dir;
+  // --database: a postgresql:// or postgres:// URI (libpq's, see
+  // persistence/postgres_storage.h) selects PostgreSQL; empty: SQLite in
+  // data_dir. The data directory's lock and reports stay in data_dir.
+  std::string database_url;
   // Where local output paths may point; empty: the data directory.
   std::vector<std::string> data_roots;
   // --allow-evaluator values: an absolute executable, or IMAGE=COMMAND ARGS.

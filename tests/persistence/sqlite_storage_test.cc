@@ -4,13 +4,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +19,9 @@
 #include "gtest/gtest.h"
 #include "persistence/sqlite_migrations.h"
 #include "tests/persistence/persistence_test_util.h"
+
+// The engine-independent cases (round trips, order, atomicity, concurrency)
+// run against SQLite and PostgreSQL in storage_engines_test.cc.
 
 namespace debugplane::persistence {
 namespace {
@@ -96,9 +97,8 @@ TEST_F(SqliteStorageTest, AnEmptyFileIsRefusedSayingHowToRecover) {
   { std::ofstream(db_path(), std::ios::binary); }
   auto storage = SqliteStorage::Open(db_path());
   ASSERT_EQ(storage.status().code(), absl::StatusCode::kFailedPrecondition) << storage.status();
-  EXPECT_THAT(storage.status().message(),
-              AllOf(HasSubstr(db_path()), HasSubstr("empty (0 bytes)"), HasSubstr("backup"),
-                    HasSubstr("delete it")));
+  EXPECT_THAT(storage.status().message(), AllOf(HasSubstr(db_path()), HasSubstr("empty (0 bytes)"),
+                                                HasSubstr("backup"), HasSubstr("delete it")));
   EXPECT_EQ(fs::file_size(db_path()), 0u);  // Untouched.
 }
 
@@ -141,174 +141,6 @@ TEST_F(SqliteStorageTest, AFailedMigrationStepIsRolledBackWhole) {
                          "type != 'view'"),
               IsEmpty());
   EXPECT_EQ(raw.Value("SELECT x FROM unrelated"), "1");
-}
-
-TEST_F(SqliteStorageTest, RowsRoundTripWithEveryColumnIntact) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  JobRow binary{.name = "binary",
-                .creation_time_us = -5,
-                .last_modified_us = INT64_MAX,
-                .status = "Stopping",
-                .record = std::string("\0\xff\x01 not text\0", 14)};
-  JobRow empty{
-      .name = "empty", .creation_time_us = 0, .last_modified_us = 0, .status = "", .record = ""};
-  JobRow unicode = MakeRow("naïve-ジョブ", 7);
-  WriteBatch batch;
-  batch.Put(binary);
-  batch.Put(empty);
-  batch.Put(unicode);
-  ASSERT_TRUE(storage->Write(batch).ok());
-
-  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(binary), AsTuple(empty), AsTuple(unicode)));
-}
-
-TEST_F(SqliteStorageTest, PutReplacesTheRowWithTheSameName) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  WriteBatch first;
-  first.Put(MakeRow("job", 1));
-  first.Put(MakeRow("other", 2));
-  ASSERT_TRUE(storage->Write(first).ok());
-  WriteBatch second;
-  second.Put(MakeRow("job", 3));
-  ASSERT_TRUE(storage->Write(second).ok());
-
-  EXPECT_THAT(Contents(*storage),
-              ElementsAre(AsTuple(MakeRow("job", 3)), AsTuple(MakeRow("other", 2))));
-  RawDb raw(db_path());
-  EXPECT_EQ(raw.Value("SELECT status FROM training_jobs WHERE name = 'job'"), "Stopped");
-}
-
-TEST_F(SqliteStorageTest, DeleteRemovesTheRowAndAMissingRowIsNoError) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  WriteBatch put;
-  put.Put(MakeRow("a", 1));
-  put.Put(MakeRow("b", 2));
-  ASSERT_TRUE(storage->Write(put).ok());
-  WriteBatch remove;
-  remove.Delete("a");
-  remove.Delete("never-existed");
-  ASSERT_TRUE(storage->Write(remove).ok());
-
-  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
-}
-
-TEST_F(SqliteStorageTest, OperationsApplyInBatchOrder) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  WriteBatch batch;
-  batch.Put(MakeRow("gone", 1));
-  batch.Delete("gone");
-  batch.Put(MakeRow("kept", 2));
-  batch.Put(MakeRow("kept", 4));
-  batch.Delete("back");
-  batch.Put(MakeRow("back", 5));
-  ASSERT_TRUE(storage->Write(batch).ok());
-
-  EXPECT_THAT(Contents(*storage),
-              ElementsAre(AsTuple(MakeRow("back", 5)), AsTuple(MakeRow("kept", 4))));
-}
-
-TEST_F(SqliteStorageTest, AnEmptyBatchIsOk) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  EXPECT_TRUE(storage->Write(WriteBatch()).ok());
-  EXPECT_THAT(Contents(*storage), IsEmpty());
-}
-
-TEST_F(SqliteStorageTest, ForEachJobVisitsInAscendingBytewiseNameOrderAcrossPages) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  // More rows than one page of the scan, written in random order.
-  std::vector<std::string> names = {"B", "a", "a\x01", "ab", "\xc3\xa9"};
-  for (int i = 0; i < 700; ++i) names.push_back(absl::StrCat("job-", i));
-  std::vector<std::string> shuffled = names;
-  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(42));
-  WriteBatch batch;
-  for (const std::string& name : shuffled) batch.Put(MakeRow(name, 1));
-  ASSERT_TRUE(storage->Write(batch).ok());
-
-  std::vector<std::string> visited;
-  ASSERT_TRUE(storage
-                  ->ForEachJob([&](const JobRow& row) {
-                    visited.push_back(row.name);
-                    return absl::OkStatus();
-                  })
-                  .ok());
-  std::sort(names.begin(), names.end());  // std::string compares bytes as unsigned.
-  EXPECT_EQ(visited, names);
-}
-
-TEST_F(SqliteStorageTest, AVisitorErrorStopsTheScanAndIsReturned) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  WriteBatch batch;
-  for (int i = 0; i < 10; ++i) batch.Put(MakeRow(absl::StrCat("job-", i), i));
-  ASSERT_TRUE(storage->Write(batch).ok());
-
-  std::vector<std::string> visited;
-  absl::Status status = storage->ForEachJob([&](const JobRow& row) {
-    visited.push_back(row.name);
-    return visited.size() == 3 ? absl::DataLossError("bad record") : absl::OkStatus();
-  });
-  EXPECT_EQ(status, absl::DataLossError("bad record"));
-  EXPECT_THAT(visited, ElementsAre("job-0", "job-1", "job-2"));
-}
-
-TEST_F(SqliteStorageTest, AVisitorMayWriteDuringTheScan) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  WriteBatch batch;
-  for (int i = 0; i < 600; ++i)
-    batch.Put(MakeRow(absl::StrCat("job-", absl::Dec(i, absl::kZeroPad3)), i));
-  ASSERT_TRUE(storage->Write(batch).ok());
-
-  int visited = 0;
-  absl::Status status = storage->ForEachJob([&](const JobRow& row) {
-    ++visited;
-    WriteBatch remove;
-    remove.Delete(row.name);
-    return storage->Write(remove);  // Would deadlock if the scan held the lock.
-  });
-  EXPECT_TRUE(status.ok()) << status;
-  EXPECT_EQ(visited, 600);
-  EXPECT_THAT(Contents(*storage), IsEmpty());
-}
-
-TEST_F(SqliteStorageTest, ABatchFailingMidwayAppliesNothing) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  WriteBatch before;
-  before.Put(MakeRow("keep", 1));
-  ASSERT_TRUE(storage->Write(before).ok());
-  // A real engine error in the 4th operation, after three that succeeded.
-  RawDb(db_path()).Exec(
-      "CREATE TRIGGER poison BEFORE INSERT ON training_jobs WHEN NEW.name = 'poison' "
-      "BEGIN SELECT RAISE(ABORT, 'poisoned row refused'); END");
-
-  WriteBatch batch;
-  batch.Put(MakeRow("new-1", 2));
-  batch.Delete("keep");
-  batch.Put(MakeRow("keep", 3));
-  batch.Put(MakeRow("poison", 4));
-  batch.Put(MakeRow("new-2", 5));
-  absl::Status failed = storage->Write(batch);
-  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
-  EXPECT_THAT(failed.message(), AllOf(HasSubstr(db_path()), HasSubstr("poisoned row refused"),
-                                      HasSubstr("'poison'"), HasSubstr("operation 4 of 5")));
-
-  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("keep", 1))));
-  // The connection is not left inside the failed transaction.
-  WriteBatch after;
-  after.Put(MakeRow("new-1", 6));
-  ASSERT_TRUE(storage->Write(after).ok());
-  storage.reset();
-  storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  EXPECT_THAT(Contents(*storage),
-              ElementsAre(AsTuple(MakeRow("keep", 1)), AsTuple(MakeRow("new-1", 6))));
 }
 
 // Lowers the file size limit of this process for its lifetime, with SIGXFSZ
@@ -487,54 +319,6 @@ TEST_F(SqliteStorageTest, ALockHeldPastTheBusyTimeoutIsUnavailableAndAppliesNoth
 
   EXPECT_THAT(Contents(*storage), IsEmpty());
   EXPECT_TRUE(storage->Write(batch).ok());
-}
-
-TEST_F(SqliteStorageTest, ConcurrentWritersLoseNothing) {
-  auto storage = OpenOrDie();
-  ASSERT_NE(storage, nullptr);
-  // A second connection to the same file competes through SQLite's locks.
-  auto second = OpenOrDie();
-  ASSERT_NE(second, nullptr);
-  constexpr int kThreadsPerConnection = 3;
-  constexpr int kBatches = 40;
-  constexpr int kRowsPerBatch = 3;
-
-  std::atomic<bool> writing = true;
-  std::atomic<int> failures = 0;
-  std::thread reader([&] {
-    while (writing.load()) {
-      if (!ReadAll(*storage).ok()) failures.fetch_add(1);
-    }
-  });
-  std::vector<std::thread> writers;
-  for (int t = 0; t < 2 * kThreadsPerConnection; ++t) {
-    writers.emplace_back([&, t] {
-      SqliteStorage& target = t < kThreadsPerConnection ? *storage : *second;
-      for (int b = 0; b < kBatches; ++b) {
-        WriteBatch batch;
-        for (int r = 0; r < kRowsPerBatch; ++r) {
-          batch.Put(MakeRow(absl::StrCat("t", t, "-b", b, "-r", r), b));
-        }
-        if (!target.Write(batch).ok()) failures.fetch_add(1);
-      }
-    });
-  }
-  for (std::thread& writer : writers) writer.join();
-  writing = false;
-  reader.join();
-
-  EXPECT_EQ(failures.load(), 0);
-  std::vector<testing::RowTuple> expected;
-  for (int t = 0; t < 2 * kThreadsPerConnection; ++t) {
-    for (int b = 0; b < kBatches; ++b) {
-      for (int r = 0; r < kRowsPerBatch; ++r) {
-        expected.push_back(AsTuple(MakeRow(absl::StrCat("t", t, "-b", b, "-r", r), b)));
-      }
-    }
-  }
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(Contents(*storage), expected);
-  EXPECT_EQ(Contents(*second), expected);
 }
 
 }  // namespace
