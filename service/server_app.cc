@@ -201,7 +201,9 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   std::unique_ptr<ServerApp> app(new ServerApp(std::move(config)));
   const ServerConfig& c = app->config_;
   app->credentials_ = *std::move(credentials);
-  app->authenticator_ = auth::NewAuthenticator(app->credentials_, auth::SigV4Options{});
+  auth::SigV4Options sigv4;
+  sigv4.region = c.region;
+  app->authenticator_ = auth::NewAuthenticator(app->credentials_, std::move(sigv4));
   app->data_directory_ = *std::move(data_directory);
   auto storage = OpenStorage(c, &app->database_path_);
   if (!storage.ok()) return storage.status();

@@ -71,6 +71,10 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "[JOB_NAME] (ROLE: admin, operator, reader or agent; mode 600; re-read on "
                  "SIGHUP). Without it authentication is off and only loopback addresses are "
                  "served");
+  app.add_option("--region", config.region,
+                 "Region that SageMaker HTTP requests must be signed for (the client's "
+                 "region_name / AWS_REGION); \"\" accepts any region")
+      ->capture_default_str();
   app.add_flag("--insecure", config.insecure,
                "Serve a non-loopback address without --credentials, or with them but without "
                "TLS");

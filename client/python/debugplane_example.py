@@ -13,8 +13,8 @@ into client/python/gen, which this script puts on its path (or give
   DEBUGPLANE_TOKEN=AKID:SECRET /usr/bin/python3 client/python/debugplane_example.py \
       --server 127.0.0.1:7070 --job-name nightly-resnet --output-path /data/nightly-resnet
 
-Exit codes: 0 done, 2 usage, 3 refused by the server (the message says why:
-invalid request, not authenticated, not allowed), 7 server unreachable, 1 other.
+Exit codes, as the CLI's: 0 done, 2 usage, 3 refused by the server (the message
+says why), 7 server unreachable, 8 not authenticated or not allowed, 1 other.
 """
 
 import argparse
@@ -149,9 +149,10 @@ def run(args):
             print(f"{error.code().name}: {error.details()}", file=sys.stderr)
             if error.code() == grpc.StatusCode.UNAVAILABLE:
                 return 7
+            if error.code() in (grpc.StatusCode.UNAUTHENTICATED,
+                                grpc.StatusCode.PERMISSION_DENIED):
+                return 8
             return 3 if error.code() in (grpc.StatusCode.INVALID_ARGUMENT,
-                                         grpc.StatusCode.UNAUTHENTICATED,
-                                         grpc.StatusCode.PERMISSION_DENIED,
                                          grpc.StatusCode.ALREADY_EXISTS,
                                          grpc.StatusCode.NOT_FOUND) else 1
         except queue.Empty:

@@ -24,8 +24,6 @@ absl::string_view CodeFor(absl::StatusCode code) {
       return "AccessDeniedException";
     case absl::StatusCode::kUnavailable:
       return "ServiceUnavailable";
-    case absl::StatusCode::kDeadlineExceeded:
-      return "ThrottlingException";
     default:
       return "InternalFailure";
   }

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@ namespace {
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct CommandResult {
   int exit_code = -1;
@@ -52,10 +54,11 @@ class PythonExampleTest : public ::testing::Test {
 
   CommandResult RunExample(const ServerProcess& server, const std::string& job,
                            const std::string& extra = "") {
-    return RunCommand(absl::StrCat(
-        kPython, " ", DP_SOURCE_DIR, "/client/python/debugplane_example.py --server ",
-        server.address(), " --stubs ", stubs_.string(), " --job-name ", job, " --output-path ",
-        (dir_.path() / "data" / job).string(), " --timeout 20 ", extra));
+    return RunCommand(absl::StrCat("env -u DEBUGPLANE_TOKEN ", kPython, " ", DP_SOURCE_DIR,
+                                   "/client/python/debugplane_example.py --server ",
+                                   server.address(), " --stubs ", stubs_.string(), " --job-name ",
+                                   job, " --output-path ", (dir_.path() / "data" / job).string(),
+                                   " --timeout 20 ", extra));
   }
 
   ScopedTempDir dir_;
@@ -82,6 +85,31 @@ TEST_F(PythonExampleTest, ARefusedRequestExitsWithTheServersReason) {
   EXPECT_EQ(again.exit_code, 3) << again.out;
   EXPECT_THAT(again.out, HasSubstr("ALREADY_EXISTS"));
   EXPECT_THAT(again.out, HasSubstr("py-twice"));
+}
+
+TEST_F(PythonExampleTest, SendsItsTokenAndARefusalNamesTheRole) {
+  const std::filesystem::path credentials = dir_.path() / "credentials";
+  {
+    std::ofstream out(credentials);
+    out << "operator PYOPERATOR operator-secret\nreader PYREADER reader-secret\n";
+  }
+  std::filesystem::permissions(
+      credentials, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ServerProcess server(dir_.path() / "data", {"--credentials", credentials.string()});
+  const CommandResult allowed =
+      RunExample(server, "py-token", "--token PYOPERATOR:operator-secret");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.out;
+  EXPECT_THAT(allowed.out, HasSubstr("watch ended: Stopped"));
+
+  const CommandResult reader = RunExample(server, "py-reader", "--token PYREADER:reader-secret");
+  EXPECT_EQ(reader.exit_code, 8) << reader.out;
+  EXPECT_THAT(reader.out, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(reader.out, HasSubstr("role reader"));
+  EXPECT_THAT(reader.out, Not(HasSubstr("reader-secret")));
+
+  const CommandResult anonymous = RunExample(server, "py-anonymous");
+  EXPECT_EQ(anonymous.exit_code, 8) << anonymous.out;
+  EXPECT_THAT(anonymous.out, HasSubstr("UNAUTHENTICATED"));
 }
 
 TEST_F(PythonExampleTest, AnUnreachableServerExitsSeven) {
