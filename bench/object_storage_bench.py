@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Rules over object storage (issue 11): detection latency and idle cost.
+"""Rules over object storage (issue 11): detection latency, idle cost, read
+throughput against plain GETs, and detection through the agent's uploads.
 
   bench/object_storage_bench.py [--build build/release] [--samples 20]
       [--step-interval-ms 200] [--idle-jobs 200] [--idle-seconds 60]
+      [--read-rounds 0] [--agent-samples 0] [--agent-step-ms 200]
 
 Runs moto's S3 server on loopback behind a counting WSGI wrapper (every
 request counted by kind: LIST = ListObjectsV2, GET, HEAD, PUT), and the real
@@ -18,6 +20,22 @@ AWS_ACCESS_KEY_ID, ...), then:
   left alone for --idle-seconds after a 10 s settling: list requests per
   minute in total (counted at the store), the server's CPU (user+system
   from /proc) and RSS.
+- read (--read-rounds N): the fixture trials that ExplodingTensor reads to
+  their end without an issue (healthy, vanishing_gradient,
+  loss_not_decreasing, dead_relu; not overfit: s3_get_bench's recursive
+  listing of it got a reply our XML parser refused, not looked into yet)
+  are uploaded once; each round
+  first GETs every object of them (bench/s3_get_bench.cc: the server's own
+  S3 store code, one GET after the other), then runs one job per trial, one
+  after the other, each from its CreateTrainingJob to its verdict on a watch
+  stream. Reported: both times, the objects and bytes each read (the
+  server's from ReadProgress), and GET time / server time.
+- agent (--agent-samples N): per sample a job with ExplodingTensor and a
+  stoptraining action, run by the real debugplane-agent around
+  dp_fake_training writing a step every --agent-step-ms with a NaN at step
+  10; the agent uploads to the store. The latency is from the training
+  having written the NaN step's last file (its index file; the time it
+  logs) to the IssuesFound line on a `debugplane watch` stream.
 """
 
 import argparse
@@ -163,6 +181,141 @@ def detection(args, s3, cli, address, tmp):
                                          max(latencies)))
 
 
+READ_FIXTURES = ["healthy", "vanishing_gradient", "loss_not_decreasing", "dead_relu"]
+TERMINAL = {"NoIssuesFound", "IssuesFound", "Error", "Stopped"}
+
+
+def upload_tree(s3, local, prefix):
+    for dirpath, _, files in os.walk(local):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            s3.upload_file(path, BUCKET, "%s/%s" % (prefix, os.path.relpath(path, local)))
+
+
+def watch_until(cli, address, name, done, timeout=120):
+    """Reads `debugplane watch` events until done(event); returns the event
+    and time.time() when its line arrived (None, None on timeout)."""
+    watch = subprocess.Popen([cli, "--server", address, "watch", name],
+                             stdout=subprocess.PIPE, text=True)
+    result = {}
+
+    def read():
+        for line in watch.stdout:
+            event = json.loads(line)
+            if done(event):
+                result["at"] = time.time()
+                result["event"] = event
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=timeout)
+    watch.kill()
+    watch.wait()
+    return result.get("event"), result.get("at")
+
+
+def rules_terminal(event):
+    rules = event.get("DebugRuleEvaluationStatuses", [])
+    return bool(rules) and all(r.get("RuleEvaluationStatus") in TERMINAL for r in rules)
+
+
+def describe(cli, address, name):
+    out = subprocess.run([cli, "--server", address, "describe", name], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out)
+
+
+def read_bench(args, s3, cli, address, tmp, env):
+    for fixture in READ_FIXTURES:
+        upload_tree(s3, os.path.join(ROOT, "tests", "data", "smdebug", fixture),
+                    "read/" + fixture)
+    get_bench = os.path.join(args.build, "s3_get_bench")
+    ratios = []
+    for round_ in range(args.read_rounds):
+        command = [get_bench, "--bucket", BUCKET]
+        for fixture in READ_FIXTURES:
+            command += ["--prefix", "read/%s/" % fixture]
+        baseline = json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE,
+                                             env=env, text=True).stdout)
+        server_seconds, objects, read_bytes = 0.0, 0, 0
+        for fixture in READ_FIXTURES:
+            name = "read-%d-%s" % (round_, fixture.replace("_", "-"))
+            started = time.time()
+            create(cli, address, job_json(name, "s3://%s/read/%s" % (BUCKET, fixture)), tmp)
+            event, at = watch_until(cli, address, name, rules_terminal)
+            if event is None:
+                raise SystemExit("%s: no verdict within 120 s" % name)
+            server_seconds += at - started
+            rule = describe(cli, address, name)["DebugRuleEvaluationStatuses"][0]
+            if rule["RuleEvaluationStatus"] != "NoIssuesFound":
+                print("%s: %s (%s)" % (name, rule["RuleEvaluationStatus"],
+                                       rule.get("StatusDetails")), file=sys.stderr)
+            progress = rule.get("ReadProgress", {})
+            objects += progress.get("ObjectsRead", 0)
+            read_bytes += progress.get("BytesRead", 0)
+        ratio = baseline["get_seconds"] / server_seconds
+        ratios.append(ratio)
+        print("read round %d: plain GETs %d objects, %d bytes in %.2f s; server %d objects, "
+              "%d bytes to %d verdicts in %.2f s; GET time / server time %.0f%%" % (
+                  round_, baseline["objects"], baseline["bytes"], baseline["get_seconds"],
+                  objects, read_bytes, len(READ_FIXTURES), server_seconds, 100.0 * ratio),
+              flush=True)
+    print("read: median GET time / server time over %d rounds: %.0f%%" % (
+        len(ratios), 100.0 * statistics.median(ratios)))
+
+
+def agent_detection(args, cli, address, tmp, env):
+    agent = os.path.join(args.build, "debugplane-agent")
+    training = os.path.join(args.build, "dp_fake_training")
+    nan_at = 10
+    latencies = []
+    for sample in range(args.agent_samples):
+        name = "agent-det-%d" % sample
+        job = job_json(name, "s3://%s/%s/debug-output" % (BUCKET, name))
+        job["OutputDataConfig"] = {"S3OutputPath": "s3://%s/%s" % (BUCKET, name)}
+        job["DebugRuleConfigurations"][0]["RuleParameters"]["action_json"] = \
+            '{"name": "stoptraining"}'
+        create(cli, address, job, tmp)
+        host = os.path.join(tmp, name)
+        os.makedirs(os.path.join(host, "tmp"))
+        log = os.path.join(host, "training.log")
+        found = {}
+
+        def watch():
+            found["event"], found["at"] = watch_until(
+                cli, address, name, lambda e: any(
+                    r.get("RuleEvaluationStatus") == "IssuesFound"
+                    for r in e.get("DebugRuleEvaluationStatuses", [])))
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        time.sleep(0.5)  # The watch is open.
+        proc = subprocess.Popen(
+            [agent, "run", "--server", address, "--job", name, "--stop-grace", "1",
+             "--upload-wait", "30", "--", training, "--steps", "100000", "--step-ms",
+             str(args.agent_step_ms), "--nan-at", str(nan_at), "--log", log, "--ignore-term"],
+            cwd=host, env=dict(env, TMPDIR=os.path.join(host, "tmp")),
+            stderr=open(os.path.join(host, "agent.log"), "w"))
+        proc.wait(timeout=120)
+        watcher.join(timeout=120)
+        written = None
+        with open(log) as f:
+            for line in f:
+                match = re.search(r"nan step \d+ written at unix us (\d+)", line)
+                if match:
+                    written = int(match.group(1)) / 1e6
+        if found.get("at") is None or written is None:
+            print("sample %d: no IssuesFound (or no NaN step written); see %s" % (sample, host),
+                  file=sys.stderr)
+            continue
+        latencies.append((found["at"] - written) * 1000.0)
+    print("detection through the agent: %d samples, step every %d ms: p50 %.0f ms, "
+          "p99 %.0f ms, max %.0f ms" % (len(latencies), args.agent_step_ms,
+                                         percentile(latencies, 50), percentile(latencies, 99),
+                                         max(latencies)))
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -200,7 +353,11 @@ def main():
     parser.add_argument("--step-interval-ms", type=int, default=200)
     parser.add_argument("--idle-jobs", type=int, default=200)
     parser.add_argument("--idle-seconds", type=int, default=60)
+    parser.add_argument("--read-rounds", type=int, default=0)
+    parser.add_argument("--agent-samples", type=int, default=0)
+    parser.add_argument("--agent-step-ms", type=int, default=200)
     args = parser.parse_args()
+    args.build = os.path.abspath(args.build)  # The agent runs in a directory of its own.
 
     endpoint = start_store()
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -213,6 +370,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         server, address = start_server(args.build, tmp, env)
         try:
+            if args.read_rounds > 0:
+                read_bench(args, s3, cli, address, tmp, env)
+            if args.agent_samples > 0:
+                agent_detection(args, cli, address, tmp, env)
             if args.samples > 0:
                 detection(args, s3, cli, address, tmp)
             if args.idle_jobs > 0:

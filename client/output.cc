@@ -174,13 +174,30 @@ std::string Table(const std::vector<std::vector<std::string>>& rows,
   return out;
 }
 
+// "read 12 objects, 40960 bytes, to step 9": how far the rule's reader read.
+std::string ReadProgressText(const v1::RuleReadProgress& read) {
+  return absl::StrCat(
+      "read ", read.objects_read(), read.objects_read() == 1 ? " object, " : " objects, ",
+      read.bytes_read(), read.bytes_read() == 1 ? " byte" : " bytes",
+      read.has_last_step_read() ? absl::StrCat(", to step ", read.last_step_read()) : "");
+}
+
+// One row per rule: name, status, read progress (a column only when some
+// rule has one), details.
 template <typename RuleStatuses>
 void AppendRules(absl::string_view title, const RuleStatuses& statuses, std::string* out) {
   if (statuses.empty()) return;
+  const bool any_read = std::any_of(statuses.begin(), statuses.end(),
+                                    [](const auto& rule) { return rule.has_read_progress(); });
   std::vector<std::vector<std::string>> rows;
   for (const auto& rule : statuses) {
-    rows.push_back({rule.rule_configuration_name(), RuleStatus(rule.rule_evaluation_status()),
-                    rule.status_details()});
+    std::vector<std::string>& row = rows.emplace_back();
+    row.push_back(rule.rule_configuration_name());
+    row.push_back(RuleStatus(rule.rule_evaluation_status()));
+    if (any_read) {
+      row.push_back(rule.has_read_progress() ? ReadProgressText(rule.read_progress()) : "");
+    }
+    row.push_back(rule.status_details());
   }
   absl::StrAppend(out, title, ":\n", Table(rows, "  "));
 }

@@ -425,6 +425,32 @@ bool SetRuleProgress(JobRecord& job, absl::string_view rule, int64_t last_evalua
   return true;
 }
 
+bool SetRuleProgress(JobRecord& job, const RuleProgress& progress) {
+  auto set_read = [&progress](auto* target) {
+    if (!progress.read.has_value() || IsTerminal(target->rule_evaluation_status())) return false;
+    const v1::RuleReadProgress& now = target->read_progress();
+    const v1::RuleReadProgress& given = *progress.read;
+    if (target->has_read_progress() && now.bytes_read() == given.bytes_read() &&
+        now.objects_read() == given.objects_read() &&
+        now.has_last_step_read() == given.has_last_step_read() &&
+        now.last_step_read() == given.last_step_read()) {
+      return false;
+    }
+    *target->mutable_read_progress() = *progress.read;
+    return true;
+  };
+  if (auto* debug = FindRule(job.mutable_debug_rule_evaluation_statuses(), progress.rule)) {
+    bool changed = progress.last_evaluated_step >= 0 &&
+                   SetRuleProgress(job, progress.rule, progress.last_evaluated_step);
+    changed |= set_read(debug);
+    return changed;
+  }
+  if (auto* profiler = FindRule(job.mutable_profiler_rule_evaluation_statuses(), progress.rule)) {
+    return set_read(profiler);
+  }
+  return false;
+}
+
 bool IsTerminal(JobStatus status) {
   return status == v1::TrainingJobStatus::Completed || status == v1::TrainingJobStatus::Failed ||
          status == v1::TrainingJobStatus::Stopped;

@@ -163,6 +163,21 @@ bool SetRuleStatus(JobRecord& job, absl::string_view rule, RuleStatus status,
 // touch LastModifiedTime: progress is not a status change.
 bool SetRuleProgress(JobRecord& job, absl::string_view rule, int64_t last_evaluated_step);
 
+// One rule's progress as the rules engine records it (RecordRuleProgress).
+struct RuleProgress {
+  std::string rule;                  // The rule configuration name.
+  int64_t last_evaluated_step = -1;  // A debugging rule's; -1 leaves it as it is.
+  // How far its reader has read (ReadProgress); absent leaves it as it is.
+  std::optional<v1::RuleReadProgress> read;
+};
+
+// Records `progress` on the rule it names (debug or profiler): its
+// LastEvaluatedStep as SetRuleProgress above, and its ReadProgress replaced
+// when given and different. Returns false (and changes nothing) if there is
+// no such rule, it is terminal, or nothing changes. Does not touch
+// LastModifiedTime.
+bool SetRuleProgress(JobRecord& job, const RuleProgress& progress);
+
 bool IsTerminal(JobStatus status);   // Completed, Failed, Stopped.
 bool IsTerminal(RuleStatus status);  // NoIssuesFound, IssuesFound, Error, Stopped.
 

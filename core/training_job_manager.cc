@@ -1089,8 +1089,7 @@ void TrainingJobManager::RemoveCommitObserver(int64_t id) {
 }
 
 void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
-                                            std::vector<std::pair<std::string, int64_t>> progress,
-                                            DoneCallback done) {
+                                            std::vector<RuleProgress> progress, DoneCallback done) {
   Mutate(
       job_name,
       [job_name,
@@ -1098,7 +1097,7 @@ void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
         if (latest == nullptr) return JobNotFound(job_name);
         auto next = std::make_shared<JobRecord>(*latest);
         bool changed = false;
-        for (const auto& [rule, step] : progress) changed |= SetRuleProgress(*next, rule, step);
+        for (const RuleProgress& rule : progress) changed |= SetRuleProgress(*next, rule);
         if (!changed) return Change{.changed = false};
         return Change{.next = std::move(next)};
       },

@@ -164,13 +164,14 @@ class TrainingJobManager final : public TrainingJobHandler {
   void SetRuleEvaluationStatus(const std::string& job_name, const std::string& rule_name,
                                RuleStatus status, std::string details, DoneCallback done);
 
-  // Records that the rules of a job evaluated every step up to the given
-  // global steps ((rule configuration name, step) pairs), for resuming after
-  // a restart. Rules that are terminal or unknown are left as they are. Not a
-  // status change: no watch event. `done` gets OK once durable, NOT_FOUND for
-  // an unknown job.
-  void RecordRuleProgress(const std::string& job_name,
-                          std::vector<std::pair<std::string, int64_t>> progress, DoneCallback done);
+  // Records the progress of rules of a job: that they evaluated every step
+  // up to the given global steps (LastEvaluatedStep, for resuming after a
+  // restart) and how far their readers read (ReadProgress). Rules that are
+  // terminal or unknown are left as they are (SetRuleProgress). Not a status
+  // change: no watch event. `done` gets OK once durable, NOT_FOUND for an
+  // unknown job.
+  void RecordRuleProgress(const std::string& job_name, std::vector<RuleProgress> progress,
+                          DoneCallback done);
 
   // Sets the status of rule action `action_id` of a job (for the action
   // dispatcher): Pending with more attempts while retrying, then Succeeded,

@@ -622,6 +622,7 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
     AddError(absl::StrCat(shown, ": ", read.message()));
     return;
   }
+  read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
   const absl::string_view data = buffer_;
   if (data.empty()) return;
   // About 120 bytes per line, half of them complete events; grow

@@ -35,6 +35,7 @@
 
 #include "absl/strings/string_view.h"
 #include "objectstore/object_store.h"
+#include "objectstore/read_tally.h"
 #include "rules_engine/profiler/framework_event.h"
 #include "rules_engine/profiler/hour_directories.h"
 
@@ -95,6 +96,9 @@ class FrameworkTimelineReader {
   // counted in errors() / malformed_events().
   std::vector<FrameworkEvent> ReadNew();
 
+  // What was fetched from the store over all calls (a half-written last
+  // line is fetched again with the rest of it).
+  const objectstore::ReadTally& read_tally() const { return read_; }
   // Totals over all calls.
   int64_t events_read() const { return events_read_; }
   // Of events_read(), the step boundaries ("Step:ModeKeys.<MODE>").
@@ -124,7 +128,8 @@ class FrameworkTimelineReader {
  private:
   // What the reader keeps of a file between calls.
   struct FileState {
-    uint64_t offset = 0;  // After the last consumed line.
+    bool fetched = false;  // Some bytes were (for the tally's distinct objects).
+    uint64_t offset = 0;   // After the last consumed line.
     framework_timeline_internal::ParseState parse;
   };
   void AddError(std::string message);
@@ -140,7 +145,8 @@ class FrameworkTimelineReader {
   std::vector<std::string> errors_;
   bool directory_exists_ = false;
   std::string listing_error_;  // Why the last listing failed; empty if it did not.
-  std::string buffer_;         // File bytes, reused across files and calls.
+  objectstore::ReadTally read_;
+  std::string buffer_;  // File bytes, reused across files and calls.
 };
 
 }  // namespace debugplane::rules_engine

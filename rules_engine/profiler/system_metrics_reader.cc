@@ -529,6 +529,7 @@ void SystemMetricsReader::ReadFile(const std::string& relative, const std::strin
     AddError(absl::StrCat(shown, ": ", read.message()));
     return;
   }
+  read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
   const absl::string_view data = buffer_;
   if (data.empty()) return;
   // Normally reserved by ReadNew; the file may have grown since its listing.

@@ -35,6 +35,7 @@
 
 #include "absl/strings/string_view.h"
 #include "objectstore/object_store.h"
+#include "objectstore/read_tally.h"
 
 namespace debugplane::rules_engine {
 
@@ -226,6 +227,9 @@ class SystemMetricsReader {
   // The points appended since the last call (see the file comment).
   std::vector<SystemMetricPoint> ReadNew();
 
+  // What was fetched from the store over all calls (a half-written last
+  // line is fetched again with the rest of it).
+  const objectstore::ReadTally& read_tally() const { return read_; }
   // Totals over all calls.
   int64_t points_read() const { return points_read_; }
   int64_t malformed_lines() const { return malformed_lines_; }
@@ -243,8 +247,9 @@ class SystemMetricsReader {
 
  private:
   struct FileState {
-    uint64_t offset = 0;  // After the last complete line.
-    int64_t lines = 0;    // Complete lines consumed so far.
+    bool fetched = false;  // Some bytes were (for the tally's distinct objects).
+    uint64_t offset = 0;   // After the last complete line.
+    int64_t lines = 0;     // Complete lines consumed so far.
   };
   void AddError(std::string message);
   void ReadFile(const std::string& relative, const std::string& key, FileState& state,
@@ -258,6 +263,7 @@ class SystemMetricsReader {
   bool directory_exists_ = false;
   std::string listing_error_;  // Why the last listing failed; empty if it did not.
   system_metrics_internal::ParseCache cache_;
+  objectstore::ReadTally read_;
   std::string buffer_;  // File bytes, reused across files and calls.
 };
 

@@ -27,6 +27,37 @@ bool TrainingHasEnded(const JobRecord& job, const TrialReader* reader) {
   return JobSaysTrainingEnded(job) || (reader != nullptr && reader->finished());
 }
 
+// How far the trial reader has read; absent before it read anything.
+std::optional<v1::RuleReadProgress> TrialReadProgress(const JobEvaluation& evaluation) {
+  if (evaluation.reader == nullptr) return std::nullopt;
+  const TrialSummary& summary = evaluation.reader->summary();
+  if (summary.read.objects == 0 && summary.last_global_step < 0) return std::nullopt;
+  v1::RuleReadProgress progress;
+  progress.set_bytes_read(summary.read.bytes);
+  progress.set_objects_read(summary.read.objects);
+  if (summary.last_global_step >= 0) progress.set_last_step_read(summary.last_global_step);
+  return progress;
+}
+
+// How far the profiler readers have read together; absent before they read.
+std::optional<v1::RuleReadProgress> ProfilerReadProgress(const JobEvaluation& evaluation) {
+  objectstore::ReadTally tally;
+  if (evaluation.system_reader != nullptr) tally += evaluation.system_reader->read_tally();
+  if (evaluation.framework_reader != nullptr) tally += evaluation.framework_reader->read_tally();
+  if (tally.objects == 0) return std::nullopt;
+  v1::RuleReadProgress progress;
+  progress.set_bytes_read(tally.bytes);
+  progress.set_objects_read(tally.objects);
+  return progress;
+}
+
+// `now` differs from what was `recorded` (and is something).
+bool ReadProgressChanged(const std::optional<v1::RuleReadProgress>& now,
+                         const std::optional<v1::RuleReadProgress>& recorded) {
+  if (!now.has_value()) return false;
+  return !recorded.has_value() || now->SerializeAsString() != recorded->SerializeAsString();
+}
+
 }  // namespace
 
 bool JobIsStopping(const JobRecord& job) {
@@ -53,9 +84,10 @@ JobEvaluator::JobEvaluator(core::TrainingJobManager* manager, RuleStatusRecorder
     : manager_(manager), recorder_(recorder), reports_(reports), options_(std::move(options)) {}
 
 void JobEvaluator::RecordStatus(const std::string& job, const std::string& rule, int status,
-                                std::string details, int64_t last_evaluated_step) const {
+                                std::string details, int64_t last_evaluated_step,
+                                std::optional<v1::RuleReadProgress> read) const {
   recorder_->Record(job, rule, last_evaluated_step, static_cast<core::RuleStatus>(status),
-                    SanitizeStatusDetails(std::move(details)));
+                    SanitizeStatusDetails(std::move(details)), std::move(read));
 }
 
 bool JobEvaluator::FinalReportsSettled(const JobEvaluation& evaluation,
@@ -109,6 +141,7 @@ TurnResult JobEvaluator::Turn(JobEvaluation& evaluation, const JobRecord& job, b
   if (!evaluation.profiler_runs.empty() && !evaluation.cancelled) {
     EvaluateProfilerRules(evaluation, job);
   }
+  if (!evaluation.cancelled) RecordProgress(evaluation);
   return result;
 }
 
@@ -125,7 +158,8 @@ void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int stat
     last_step = run.last_step;
     run.recorded_step = run.last_step;
   }
-  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step);
+  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step,
+               TrialReadProgress(evaluation));
 }
 
 void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index,
@@ -221,7 +255,6 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
   }
   if (more_data) {
     // Ticks and the conclusion wait for the turn that reads the rest.
-    RecordProgress(evaluation, /*force=*/false);
     return {.more_data = true};
   }
   // Time-driven rules (StalledTrainingRule): the poll pass brings every job
@@ -237,7 +270,6 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
   // Conclude only after the read that saw the end (finished: no step left).
   const bool ended =
       TrainingHasEnded(job, evaluation.reader.get()) && evaluation.reader->finished();
-  RecordProgress(evaluation, /*force=*/ended);
   if (!ended || evaluation.cancelled) return {};
   const TrialInfo& info = evaluation.reader->info();
   for (size_t i = 0; i < evaluation.rules.size(); ++i) {
@@ -283,7 +315,8 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
   auto report_status = [&](ProfilerRun& run, int status, std::string details) {
     run.status_done = true;
     run.report_schedule.stale = true;
-    RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details));
+    RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details),
+                 /*last_evaluated_step=*/-1, ProfilerReadProgress(evaluation));
   };
   if (!evaluation.profiler_problem.empty()) {
     for (ProfilerRun& run : evaluation.profiler_runs) {
@@ -456,19 +489,35 @@ void JobEvaluator::WriteReport(JobEvaluation& evaluation, size_t run_index, cons
   }
 }
 
-void JobEvaluator::RecordProgress(JobEvaluation& evaluation, bool force) const {
+void JobEvaluator::RecordProgress(JobEvaluation& evaluation) const {
   const absl::Time now = options_.clock->Now();
-  if (!force && now - evaluation.progress_recorded < options_.progress_interval) return;
-  std::vector<std::pair<std::string, int64_t>> progress;
+  if (now - evaluation.progress_recorded < options_.progress_interval) return;
+  std::vector<core::RuleProgress> progress;
+  const std::optional<v1::RuleReadProgress> trial_read = TrialReadProgress(evaluation);
+  const bool trial_read_changed = ReadProgressChanged(trial_read, evaluation.trial_read_recorded);
   for (auto& run : evaluation.rules) {
-    if (run.done || run.last_step <= run.recorded_step) continue;
-    progress.emplace_back(run.configuration_name, run.last_step);
+    if (run.done) continue;
+    const bool step_advanced = run.last_step > run.recorded_step;
+    if (!step_advanced && !trial_read_changed) continue;
+    core::RuleProgress& rule = progress.emplace_back();
+    rule.rule = run.configuration_name;
+    if (step_advanced) rule.last_evaluated_step = run.last_step;
+    if (trial_read_changed) rule.read = trial_read;
     run.recorded_step = run.last_step;
+  }
+  if (trial_read_changed) evaluation.trial_read_recorded = trial_read;
+  const std::optional<v1::RuleReadProgress> profiler_read = ProfilerReadProgress(evaluation);
+  if (ReadProgressChanged(profiler_read, evaluation.profiler_read_recorded)) {
+    for (const auto& run : evaluation.profiler_runs) {
+      if (run.status_done) continue;
+      progress.push_back({.rule = run.configuration_name, .read = profiler_read});
+    }
+    evaluation.profiler_read_recorded = profiler_read;
   }
   if (progress.empty()) return;
   evaluation.progress_recorded = now;
   const std::string job = evaluation.job_name;
-  // Queued behind this batch's verdicts, so a recorded step never runs
+  // Queued behind this turn's verdicts, so a recorded step never runs
   // ahead of a verdict reached at or before it.
   manager_->RecordRuleProgress(job, std::move(progress), [job](const absl::Status& result) {
     if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {

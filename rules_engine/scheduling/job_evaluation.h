@@ -93,6 +93,10 @@ struct JobEvaluation {
   // When progress was last recorded: recording at most once per
   // progress_interval keeps a fast writer from costing a write per step.
   absl::Time progress_recorded = absl::InfinitePast();
+  // The read progress last recorded for the debugging rules (the trial
+  // reader's) and for the profiler rules (the profiler readers').
+  std::optional<v1::RuleReadProgress> trial_read_recorded;
+  std::optional<v1::RuleReadProgress> profiler_read_recorded;
   // Whether some active rule wants a tensor, by name: rules match names with
   // regexes, so decide once per name, again when rules finish or the
   // trial's collections change.
@@ -169,10 +173,12 @@ class JobEvaluator {
                   std::vector<JobEvaluation::ProfilerRun> added) const;
 
   // Records `status` (a v1::RuleEvaluationStatus) of rule `rule` of `job`,
-  // after its LastEvaluatedStep `last_evaluated_step` if >= 0, with the
-  // details sanitized (SanitizeStatusDetails). Returns at once.
+  // after its LastEvaluatedStep `last_evaluated_step` if >= 0 and its
+  // ReadProgress `read` if given, with the details sanitized
+  // (SanitizeStatusDetails). Returns at once.
   void RecordStatus(const std::string& job, const std::string& rule, int status,
-                    std::string details, int64_t last_evaluated_step = -1) const;
+                    std::string details, int64_t last_evaluated_step = -1,
+                    std::optional<v1::RuleReadProgress> read = std::nullopt) const;
 
   // True if every report of `evaluation` was written final with the final
   // (terminal) status `job` has (or reports are not written at all).
@@ -188,9 +194,11 @@ class JobEvaluator {
   void ReplayProfilerRules(JobEvaluation& evaluation) const;
   void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,
                    bool final) const;
-  // Records the rules' last evaluated steps, at most once per
-  // progress_interval unless `force`.
-  void RecordProgress(JobEvaluation& evaluation, bool force) const;
+  // Records the active rules' progress (last evaluated steps, read
+  // progress) where it changed, at most once per progress_interval; called
+  // once at the end of a turn, after its verdicts (which carry the progress
+  // of the rules they conclude).
+  void RecordProgress(JobEvaluation& evaluation) const;
 
   core::TrainingJobManager* const manager_;
   RuleStatusRecorder* const recorder_;

@@ -34,6 +34,7 @@ struct RuleStatusRecorder::State : std::enable_shared_from_this<State> {
     int64_t last_evaluated_step = -1;
     core::RuleStatus status;
     std::string details;
+    std::optional<v1::RuleReadProgress> read;
   };
   struct RuleQueue {
     std::string job;
@@ -80,12 +81,15 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
     job = it->second.job;
     rule = it->second.rule;
   }
-  if (entry.last_evaluated_step >= 0) {
+  if (entry.last_evaluated_step >= 0 || entry.read.has_value()) {
     // Queued ahead of the status; if its write fails, so does the status's
     // (the manager fails every change queued behind a failed write), and
     // both are sent again.
-    manager->RecordRuleProgress(job, {{rule, entry.last_evaluated_step}},
-                                [](const absl::Status&) {});
+    std::vector<core::RuleProgress> progress;
+    progress.push_back({.rule = rule,
+                        .last_evaluated_step = entry.last_evaluated_step,
+                        .read = std::move(entry.read)});
+    manager->RecordRuleProgress(job, std::move(progress), [](const absl::Status&) {});
   }
   manager->SetRuleEvaluationStatus(
       job, rule, entry.status, std::move(entry.details),
@@ -152,7 +156,7 @@ RuleStatusRecorder::~RuleStatusRecorder() { Shutdown(); }
 
 void RuleStatusRecorder::Record(const std::string& job, const std::string& rule,
                                 int64_t last_evaluated_step, core::RuleStatus status,
-                                std::string details) {
+                                std::string details, std::optional<v1::RuleReadProgress> read) {
   const std::string key = KeyOf(job, rule);
   {
     absl::MutexLock lock(&state_->mu);
@@ -163,7 +167,7 @@ void RuleStatusRecorder::Record(const std::string& job, const std::string& rule,
       queue.rule = rule;
       queue.backoff = state_->options.initial_backoff;
     }
-    queue.entries.push_back({last_evaluated_step, status, std::move(details)});
+    queue.entries.push_back({last_evaluated_step, status, std::move(details), std::move(read)});
     // Behind another record of this rule: sent once that one is settled.
     if (queue.entries.size() > 1) return;
   }

@@ -52,11 +52,14 @@ class RuleStatusRecorder {
   RuleStatusRecorder& operator=(const RuleStatusRecorder&) = delete;
 
   // Records `status` of rule `rule` of job `job` with `details`, preceded by
-  // its progress (LastEvaluatedStep) `last_evaluated_step` when that is >= 0,
-  // until durable. Returns at once; never calls back. Thread-safe; may be
-  // called with locks held that the manager's done callbacks do not take.
+  // its progress: LastEvaluatedStep `last_evaluated_step` when that is >= 0,
+  // ReadProgress `read` when given (a terminal rule's progress is frozen, so
+  // it goes first), until durable. Returns at once; never calls back.
+  // Thread-safe; may be called with locks held that the manager's done
+  // callbacks do not take.
   void Record(const std::string& job, const std::string& rule, int64_t last_evaluated_step,
-              core::RuleStatus status, std::string details);
+              core::RuleStatus status, std::string details,
+              std::optional<v1::RuleReadProgress> read = std::nullopt);
 
   // Records waiting to be durable (sent, or waiting for a retry), for tests.
   size_t pending() const;

@@ -86,11 +86,15 @@ struct TrialReader::State {
     std::optional<StepIndex> index;  // Once it parsed.
     absl::Status index_error;        // Last parse failure (maybe still being written).
     bool event_exists = false;
+    // Some bytes were fetched (for the tally's distinct objects).
+    bool index_fetched = false;
+    bool event_fetched = false;
   };
   // Steps seen in index/ and not returned yet, by global step; then worker.
   std::map<int64_t, std::map<std::string, Worker>> pending;
   std::set<std::string> tensor_names_seen;
   std::set<std::string> workers_seen;
+  std::set<std::string> collections_fetched;  // Keys; one per worker at most.
 
   std::string EventFile(int64_t step, const std::string& worker) const {
     return absl::StrFormat("events/%012d/%012d_%s.tfevents", step, step, worker);
@@ -115,6 +119,7 @@ absl::Status TrialReader::LoadCollections(bool must_parse) {
     if (!absl::EndsWith(object.key, "_collections.json")) continue;
     absl::StatusOr<std::string> text = trial_.store->Read(object.key);
     if (!text.ok()) return text.status();
+    st.summary.read.Add(text->size(), st.collections_fetched.insert(object.key).second);
     // Named relative to the trial directory in errors.
     const std::string file = absl::StrCat("collections/000000000/", object.key.substr(dir.size()));
     absl::StatusOr<CollectionsFile> parsed = ParseCollectionsJson(*text, file);
@@ -277,6 +282,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
             !read.ok()) {
           return read;
         }
+        st.summary.read.Add(text.size(), !std::exchange(w.index_fetched, true));
         // Named relative to the trial directory in errors.
         absl::StatusOr<StepIndex> index =
             ParseIndexJson(text, absl::string_view(w.index_key).substr(top_prefix.size()));
@@ -377,6 +383,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       if (read_whole) {
         error = trial_.store->ReadRangeInto(event_file, 0, objectstore::kToEnd, &whole);
         if (!error.ok()) break;
+        st.summary.read.Add(whole.size(), !std::exchange(w.event_fetched, true));
       }
       for (IndexEntry* entry : entries) {
         const IndexEntry& e = *entry;
@@ -388,6 +395,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         } else {
           error = trial_.store->ReadRangeInto(event_file, e.start_idx, e.length, &ranged);
           if (!error.ok()) break;
+          st.summary.read.Add(ranged.size(), !std::exchange(w.event_fetched, true));
           bytes = ranged;
         }
         TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);

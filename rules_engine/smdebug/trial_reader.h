@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "objectstore/object_store.h"
+#include "objectstore/read_tally.h"
 #include "rules_engine/smdebug/step.h"
 
 namespace debugplane::rules_engine {
@@ -58,6 +59,9 @@ struct TrialSummary {
   bool end_marker_seen = false;                // training_job_end.ts present.
   // Training ended as far as the reader is concerned (see finished()).
   bool training_ended = false;
+  // What was fetched: collections, index and event files (a record of a
+  // step that had to wait is fetched again; tensors not wanted are not).
+  objectstore::ReadTally read;
 };
 
 // Not thread-safe: one reader per rule evaluation (or one shared under the

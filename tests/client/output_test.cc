@@ -49,6 +49,40 @@ TEST(OutputJsonTest, SixtyFourBitIntegersAreNumbers) {
   EXPECT_EQ(json["ProgressInfo"]["CurrentStep"].get<int64_t>(), 9007199254740993);
 }
 
+TEST(OutputJsonTest, ReadProgressIsNumbers) {
+  v1::DescribeTrainingJobResponse job = JobWithNumbers();
+  auto* read = job.mutable_debug_rule_evaluation_statuses(0)->mutable_read_progress();
+  read->set_bytes_read(5000000000);  // Beyond 32 bits.
+  read->set_objects_read(301);
+  read->set_last_step_read(149);
+  const nlohmann::json json = nlohmann::json::parse(ToPrettyJson(job));
+  const nlohmann::json& progress = json["DebugRuleEvaluationStatuses"][0]["ReadProgress"];
+  EXPECT_EQ(progress["BytesRead"].get<int64_t>(), 5000000000);
+  EXPECT_EQ(progress["ObjectsRead"], 301);
+  EXPECT_EQ(progress["LastStepRead"], 149);
+}
+
+TEST(OutputTextTest, RuleRowsShowReadProgressWhenSomeRuleHasIt) {
+  v1::DescribeTrainingJobResponse job = JobWithNumbers();
+  auto* status = job.mutable_debug_rule_evaluation_statuses(0);
+  status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
+  EXPECT_THAT(DescribeAsText(job), HasSubstr("  LossNotDecreasing  InProgress\n"));
+  status->mutable_read_progress()->set_bytes_read(40960);
+  status->mutable_read_progress()->set_objects_read(12);
+  status->mutable_read_progress()->set_last_step_read(9);
+  EXPECT_THAT(
+      DescribeAsText(job),
+      HasSubstr("  LossNotDecreasing  InProgress  read 12 objects, 40960 bytes, to step 9\n"));
+  auto* profiler = job.add_profiler_rule_evaluation_statuses();
+  profiler->set_rule_configuration_name("CPUBottleneck");
+  profiler->set_rule_evaluation_status(v1::RuleEvaluationStatus::NoIssuesFound);
+  profiler->set_status_details("fine");
+  profiler->mutable_read_progress()->set_bytes_read(1);
+  profiler->mutable_read_progress()->set_objects_read(1);
+  EXPECT_THAT(DescribeAsText(job),
+              HasSubstr("  CPUBottleneck  NoIssuesFound  read 1 object, 1 byte  fine\n"));
+}
+
 TEST(OutputJsonTest, StringsWithDigitsStayStrings) {
   const std::string text = ToPrettyJson(JobWithNumbers());
   EXPECT_THAT(text, HasSubstr("\"num_steps\": \"10\""));

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -63,6 +64,7 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
       python, absl::StrCat(DP_SOURCE_DIR, "/tests/objectstore/s3_test_server.py")};
   if (options.check_signatures) args.push_back("--check-signatures");
   if (options.port != 0) args.push_back(absl::StrCat("--port=", options.port));
+  if (!options.host.empty()) args.push_back(absl::StrCat("--host=", options.host));
   for (const std::string& bucket : options.buckets) args.push_back(bucket);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -126,6 +128,14 @@ S3TestServer::~S3TestServer() {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
+}
+
+int S3TestServer::port() const {
+  int port = 0;
+  if (!absl::SimpleAtoi(absl::string_view(endpoint_).substr(endpoint_.rfind(':') + 1), &port)) {
+    return 0;
+  }
+  return port;
 }
 
 objectstore::S3Config S3TestServer::Config() const {

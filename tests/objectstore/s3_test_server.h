@@ -32,6 +32,11 @@ class S3TestServer {
     // on the port of one that ended is the same endpoint coming back (with
     // none of its objects: moto keeps them in memory).
     int port = 0;
+    // The address to serve on; "" for 127.0.0.1. "0.0.0.0" serves on every
+    // interface: for a server in a network namespace of its own, reached
+    // over several links (endpoint() then names 0.0.0.0; clients use an
+    // address of the namespace with port()).
+    std::string host;
   };
 
   // Starts the server and waits (up to a minute) until it is serving.
@@ -39,6 +44,8 @@ class S3TestServer {
   ~S3TestServer();
 
   const std::string& endpoint() const { return endpoint_; }
+  // The port endpoint() names.
+  int port() const;
   const std::string& access_key_id() const { return access_key_id_; }
   const std::string& secret_access_key() const { return secret_access_key_; }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A real S3-compatible server for the tests: moto's server on loopback.
 
-  s3_test_server.py [--check-signatures] [--port=N] BUCKET...
+  s3_test_server.py [--check-signatures] [--port=N] [--host=ADDR] BUCKET...
 
-Starts moto's S3 server on 127.0.0.1 on a free port (or port N: a store
+Starts moto's S3 server on 127.0.0.1 (or ADDR, e.g. 0.0.0.0 in a network
+namespace of its own) on a free port (or port N: a store
 that comes back where it was), creates an IAM user
 with full S3 access and an access key for it, and the buckets named on the
 command line. With --check-signatures every request's SigV4 signature is
@@ -29,11 +30,14 @@ import sys
 # counts the unauthenticated actions it allows from the start.
 _CHECK_SIGNATURES = "--check-signatures" in sys.argv[1:]
 _PORT = 0
+_HOST = "127.0.0.1"
 for _arg in sys.argv[1:]:
     if _arg.startswith("--port="):
         _PORT = int(_arg[len("--port="):])
+    if _arg.startswith("--host="):
+        _HOST = _arg[len("--host="):]
 _BUCKETS = [arg for arg in sys.argv[1:]
-            if arg != "--check-signatures" and not arg.startswith("--port=")]
+            if arg != "--check-signatures" and not arg.startswith(("--port=", "--host="))]
 _SETUP_ACTIONS = 3
 if _CHECK_SIGNATURES:
     os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = str(_SETUP_ACTIONS)
@@ -58,7 +62,7 @@ _POLICY = json.dumps({
 
 def main() -> None:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_PORT, verbose=False)
+    server = ThreadedMotoServer(ip_address=_HOST, port=_PORT, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     endpoint = "http://%s:%d" % (host, port)

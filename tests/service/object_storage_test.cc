@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -29,12 +30,14 @@
 #include "tests/core/test_util.h"
 #include "tests/objectstore/s3_test_server.h"
 #include "tests/rules_engine/trial_writer.h"
+#include "tests/service/aws_environment.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
 namespace {
 
 namespace fs = std::filesystem;
+using ::debugplane::testing::AwsEnvironment;
 using ::debugplane::testing::Context;
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
@@ -149,51 +152,6 @@ v1::DebugRuleEvaluationStatus DescribeRule(v1::TrainingJobService::Stub& stub,
   return response.debug_rule_evaluation_statuses(0);
 }
 
-// Sets the AWS environment the server inherits, as a user would: the
-// endpoint, the region and a key; no shared files (a developer's ~/.aws
-// must not leak in). Restores the previous environment when destroyed.
-class AwsEnvironment {
- public:
-  AwsEnvironment(const fs::path& dir, const std::string& endpoint, const std::string& key_id,
-                 const std::string& secret) {
-    Set("AWS_ENDPOINT_URL_S3", endpoint);
-    Set("AWS_REGION", "us-east-1");
-    Set("AWS_ACCESS_KEY_ID", key_id);
-    Set("AWS_SECRET_ACCESS_KEY", secret);
-    Set("AWS_SHARED_CREDENTIALS_FILE", (dir / "no-credentials").string());
-    Set("AWS_CONFIG_FILE", (dir / "no-config").string());
-    Unset("AWS_SESSION_TOKEN");
-    Unset("AWS_PROFILE");
-    Unset("AWS_ENDPOINT_URL");
-    Unset("AWS_CA_BUNDLE");
-  }
-  ~AwsEnvironment() {
-    for (const auto& [name, value] : saved_) {
-      if (value.has_value()) {
-        setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  void Save(const std::string& name) {
-    if (saved_.count(name) > 0) return;
-    const char* value = getenv(name.c_str());
-    saved_[name] = value == nullptr ? std::nullopt : std::optional<std::string>(value);
-  }
-  void Set(const std::string& name, const std::string& value) {
-    Save(name);
-    setenv(name.c_str(), value.c_str(), 1);
-  }
-  void Unset(const std::string& name) {
-    Save(name);
-    unsetenv(name.c_str());
-  }
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
 std::unique_ptr<S3TestServer> StartS3(S3TestServer::Options options) {
   absl::StatusOr<std::unique_ptr<S3TestServer>> s3 = S3TestServer::Start(options);
   EXPECT_TRUE(s3.ok()) << s3.status();
@@ -296,6 +254,26 @@ TEST_F(ObjectStorageTest, ProfilerRulesReadUploadedSystemMetrics) {
       << statuses["CPUBottleneck"].second;
   EXPECT_EQ(statuses["LowGPUUtilization"].first, v1::RuleEvaluationStatus::IssuesFound)
       << statuses["LowGPUUtilization"].second;
+  // Every uploaded file was read whole, once, before the verdicts; the
+  // verdicts carry that ReadProgress.
+  int64_t files = 0;
+  int64_t bytes = 0;
+  for (const auto& entry :
+       fs::recursive_directory_iterator(kFixtures / "profiler" / "system" / "cpu_bottleneck")) {
+    if (!entry.is_regular_file()) continue;
+    ++files;
+    bytes += static_cast<int64_t>(entry.file_size());
+  }
+  v1::DescribeTrainingJobRequest describe;
+  describe.set_training_job_name("s3-cpu-bottleneck");
+  v1::DescribeTrainingJobResponse job;
+  ASSERT_TRUE(stub->DescribeTrainingJob(Context().get(), describe, &job).ok());
+  for (const auto& rule : job.profiler_rule_evaluation_statuses()) {
+    ASSERT_TRUE(rule.has_read_progress()) << rule.rule_configuration_name();
+    EXPECT_EQ(rule.read_progress().objects_read(), files) << rule.rule_configuration_name();
+    EXPECT_EQ(rule.read_progress().bytes_read(), bytes) << rule.rule_configuration_name();
+    EXPECT_FALSE(rule.read_progress().has_last_step_read()) << rule.rule_configuration_name();
+  }
 }
 
 TEST_F(ObjectStorageTest, ANanStepUploadedWhileTheJobRunsIsIssuesFound) {

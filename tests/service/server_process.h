@@ -38,10 +38,16 @@ inline std::unique_ptr<grpc::ClientContext> Context(int seconds = 10) {
 
 class ServerProcess {
  public:
-  // Starts debugplane-server with `--listen 127.0.0.1:0 --data-dir data_dir`
-  // plus `extra_args`, and waits until it reports its port.
-  ServerProcess(std::filesystem::path data_dir, std::vector<std::string> extra_args = {})
-      : data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)) {
+  // Starts debugplane-server with `--listen <listen> --data-dir data_dir`
+  // plus `extra_args`, and waits until it reports its port. `listen` is
+  // 127.0.0.1:0 unless given (e.g. 0.0.0.0:0 for a server in a network
+  // namespace of its own; address() is on its loopback all the same).
+  ServerProcess(std::filesystem::path data_dir, std::vector<std::string> extra_args = {},
+                std::string listen = "127.0.0.1:0")
+      : data_dir_(std::move(data_dir)),
+        extra_args_(std::move(extra_args)),
+        initial_listen_(std::move(listen)),
+        listen_(initial_listen_) {
     Start();
   }
   ~ServerProcess() { Kill(SIGKILL); }
@@ -124,7 +130,7 @@ class ServerProcess {
     listen_ = address();
     Kill(SIGKILL);
     Start();
-    listen_ = "127.0.0.1:0";
+    listen_ = initial_listen_;
   }
 
   bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
@@ -145,7 +151,8 @@ class ServerProcess {
  private:
   std::filesystem::path data_dir_;
   std::vector<std::string> extra_args_;
-  std::string listen_ = "127.0.0.1:0";
+  std::string initial_listen_;
+  std::string listen_;
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   int port_ = 0;

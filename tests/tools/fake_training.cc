@@ -17,6 +17,8 @@
 // until another worker has ended (training_job_end.ts is there), then one
 // more --step-ms: its later steps land after another worker's end.
 // --exit-delay-ms holds the process after its last step, before it ends.
+// With --log, the time the --nan-at step's index file was written is logged
+// ("nan step N written at unix us T").
 
 #include <signal.h>
 #include <unistd.h>
@@ -107,6 +109,12 @@ int main(int argc, char** argv) {
         step == nan_at ? std::numeric_limits<double>::quiet_NaN() : 1.0 / (1 + step);
     writer.AddStep(step, debugplane::rules_engine::Mode::kTrain, step,
                    {{"CrossEntropyLoss_output_0", {}, {loss}}});
+    // When the NaN step's last file (its index) was written, for the
+    // detection latency bench (bench/object_storage_bench.py).
+    if (step == nan_at && log.is_open()) {
+      log << "nan step " << step << " written at unix us " << absl::ToUnixMicros(absl::Now())
+          << std::endl;
+    }
     absl::SleepFor(absl::Milliseconds(step_ms));
   }
   absl::SleepFor(absl::Milliseconds(exit_delay_ms));
