@@ -414,13 +414,22 @@ TEST(ObjectStorageOutageTest, AStoreThatGoesAwayAndComesBackLosesNothing) {
       << during.status_details();
   EXPECT_EQ(during.last_evaluated_step(), 3);
 
-  // Back on the same endpoint (moto kept nothing: the objects are put again,
-  // as a real store would still hold them) with the steps written meanwhile.
+  // Back on the same endpoint with the steps written meanwhile. moto kept
+  // nothing, so the objects from before the outage are put again, as a real
+  // store would still hold them, but after the new ones: the job is already
+  // Completed, so any listing the server makes while this runs may be its
+  // last, and it must see what a real store would show at that moment (the
+  // new steps after the reader's place), not a store holding only the old
+  // steps.
   s3 = StartS3({.buckets = {kBucket}, .port = port});
   ASSERT_NE(s3, nullptr);
   ASSERT_EQ(s3->endpoint(), endpoint);
-  uploaded.clear();
+  const std::set<std::string> before_outage = uploaded;
   Upload(*s3, kBucket, "trial", local, &uploaded);
+  for (const std::string& relative : before_outage) {
+    ASSERT_TRUE(s3->Put(kBucket, absl::StrCat("trial/", relative), ReadFile(local / relative)).ok())
+        << relative;
+  }
   auto statuses = WaitForRules(*stub, "s3-outage", 60);
   EXPECT_EQ(statuses["ExplodingTensor"].first, v1::RuleEvaluationStatus::IssuesFound)
       << statuses["ExplodingTensor"].second;
