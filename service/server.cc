@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/profiler_report_service.h"
+#include "service/tensor_query_service.h"
 #include "service/training_agent_service.h"
 #include "service/training_job_service.h"
 
@@ -49,7 +50,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const GrpcServerOptions& options, core::TrainingJobHandler* handler,
-    core::TrainingAgentHandler* agents, core::ProfilerReportHandler* reports) {
+    core::TrainingAgentHandler* agents, core::ProfilerReportHandler* reports,
+    rules_engine::TensorQueryHandler* tensors) {
   // Force the health descriptors into the generated pool for reflection.
   grpc::health::v1::HealthCheckRequest::descriptor();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
@@ -69,6 +71,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   if (reports != nullptr) {
     server->report_service_ = std::make_unique<ProfilerReportServiceImpl>(reports);
     builder.RegisterService(server->report_service_.get());
+  }
+  if (tensors != nullptr) {
+    server->tensor_service_ = std::make_unique<TensorQueryServiceImpl>(tensors);
+    builder.RegisterService(server->tensor_service_.get());
   }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // gRPC sets SO_REUSEPORT by default: a second server on the same port

@@ -13,6 +13,7 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
+#include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/stream_writer.h"
 
 namespace debugplane::service {
@@ -32,19 +33,22 @@ struct GrpcServerOptions {
 class TrainingJobServiceImpl;
 class TrainingAgentServiceImpl;
 class ProfilerReportServiceImpl;
+class TensorQueryServiceImpl;
 
 // A running server. Thread-safe.
 class GrpcServer {
  public:
   // Binds and starts serving `handler` (TrainingJobService) and, if given,
-  // `agents` (TrainingAgentService) and `reports` (ProfilerReportService).
+  // `agents` (TrainingAgentService), `reports` (ProfilerReportService) and
+  // `tensors` (TensorQueryService).
   // Returns INVALID_ARGUMENT if only one TLS file is given, NOT_FOUND if a TLS
   // file cannot be read, UNAVAILABLE if the address cannot be bound (in use,
   // bad host), each naming the file or address.
   // REQUIRES: the handlers outlive the server.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const GrpcServerOptions& options, core::TrainingJobHandler* handler,
-      core::TrainingAgentHandler* agents = nullptr, core::ProfilerReportHandler* reports = nullptr);
+      core::TrainingAgentHandler* agents = nullptr, core::ProfilerReportHandler* reports = nullptr,
+      rules_engine::TensorQueryHandler* tensors = nullptr);
 
   // Shuts down (grace period zero) if still running.
   ~GrpcServer();
@@ -64,6 +68,7 @@ class GrpcServer {
   std::unique_ptr<TrainingJobServiceImpl> service_;
   std::unique_ptr<TrainingAgentServiceImpl> agent_service_;
   std::unique_ptr<ProfilerReportServiceImpl> report_service_;
+  std::unique_ptr<TensorQueryServiceImpl> tensor_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

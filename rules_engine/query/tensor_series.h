@@ -18,7 +18,7 @@ namespace debugplane::rules_engine {
 
 // One step of one tensor in one mode, or a bucket of consecutive such steps.
 struct SeriesPoint {
-  int64_t step = 0;       // Global step (a bucket's first).
+  int64_t step = 0;  // Global step (a bucket's first).
   Mode mode = Mode::kGlobal;
   int64_t mode_step = 0;  // The first step's.
   int64_t last_step = 0;  // A bucket's last global step (== step for one step).

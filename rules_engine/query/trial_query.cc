@@ -37,8 +37,8 @@ absl::StatusOr<bool> ReadSteps(TrialReader& reader, const TensorFilter& wanted,
         .max_steps = std::min(kStepsPerRead, left), .deadline = deadline, .now = limits.now};
     absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
-      return absl::Status(steps.status().code(), absl::StrCat("trial ", reader.summary().path,
-                                                              ": ", steps.status().message()));
+      return absl::Status(steps.status().code(), absl::StrCat("trial ", reader.summary().path, ": ",
+                                                              steps.status().message()));
     }
     for (Step& step : *steps) {
       ++read;
@@ -53,14 +53,17 @@ absl::StatusOr<bool> ReadSteps(TrialReader& reader, const TensorFilter& wanted,
 absl::Status NoData(const TrialSummary& summary) {
   std::string what;
   if (!summary.exists) {
-    what = "it does not exist (training has not saved its first step yet, or the hook writes "
-           "elsewhere than DebugHookConfig.S3OutputPath)";
+    what =
+        "it does not exist (training has not saved its first step yet, or the hook writes "
+        "elsewhere than DebugHookConfig.S3OutputPath)";
   } else if (!summary.has_collections) {
-    what = "it has no collections file (collections/000000000/*_collections.json), which "
-           "smdebug writes before the first step";
+    what =
+        "it has no collections file (collections/000000000/*_collections.json), which "
+        "smdebug writes before the first step";
   } else {
-    what = "it has a collections file but no complete step (an index/ and an events/ file of "
-           "every worker)";
+    what =
+        "it has a collections file but no complete step (an index/ and an events/ file of "
+        "every worker)";
   }
   return absl::FailedPreconditionError(
       absl::StrCat("no tensors saved yet: read ", summary.path, ": ", what));
@@ -89,23 +92,40 @@ void CountStep(const Step& step, std::map<Mode, ModeSteps>& modes) {
 
 std::string DtypeName(int dtype) {
   switch (dtype) {
-    case 1: return "float32";
-    case 2: return "float64";
-    case 3: return "int32";
-    case 4: return "uint8";
-    case 5: return "int16";
-    case 6: return "int8";
-    case 7: return "string";
-    case 8: return "complex64";
-    case 9: return "int64";
-    case 10: return "bool";
-    case 14: return "bfloat16";
-    case 17: return "uint16";
-    case 18: return "complex128";
-    case 19: return "float16";
-    case 22: return "uint32";
-    case 23: return "uint64";
-    default: return absl::StrCat("dtype ", dtype);
+    case 1:
+      return "float32";
+    case 2:
+      return "float64";
+    case 3:
+      return "int32";
+    case 4:
+      return "uint8";
+    case 5:
+      return "int16";
+    case 6:
+      return "int8";
+    case 7:
+      return "string";
+    case 8:
+      return "complex64";
+    case 9:
+      return "int64";
+    case 10:
+      return "bool";
+    case 14:
+      return "bfloat16";
+    case 17:
+      return "uint16";
+    case 18:
+      return "complex128";
+    case 19:
+      return "float16";
+    case 22:
+      return "uint32";
+    case 23:
+      return "uint64";
+    default:
+      return absl::StrCat("dtype ", dtype);
   }
 }
 
@@ -161,8 +181,7 @@ absl::StatusOr<TrialListing> ListTrialTensors(const objectstore::StoreLocation& 
 }
 
 absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& trial,
-                                              const SeriesQuery& query,
-                                              const QueryLimits& limits) {
+                                              const SeriesQuery& query, const QueryLimits& limits) {
   TrialReader reader(trial);
   reader.StartAt(query.start_step);
   if (query.training_ended) reader.SetTrainingEnded();
@@ -210,10 +229,10 @@ absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& 
     if (!scanned.ok()) return scanned.status();
     if (steps == 0) return NoData(names_reader.summary());
     if (!found && !*scanned) {
-      return absl::NotFoundError(absl::StrCat(
-          "tensor ", objectstore::QuoteForMessage(query.tensor, 60), " is not in the trial ",
-          series.path, "; it holds ",
-          ShownNames(std::vector<std::string>(names.begin(), names.end()))));
+      return absl::NotFoundError(
+          absl::StrCat("tensor ", objectstore::QuoteForMessage(query.tensor, 60),
+                       " is not in the trial ", series.path, "; it holds ",
+                       ShownNames(std::vector<std::string>(names.begin(), names.end()))));
     }
   }
   const size_t read = points.size();

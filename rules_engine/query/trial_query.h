@@ -62,7 +62,7 @@ struct CollectionListing {
 };
 
 struct TrialListing {
-  std::string path;  // As TrialSummary::path.
+  std::string path;                            // As TrialSummary::path.
   std::vector<TensorListing> tensors;          // By name.
   std::vector<CollectionListing> collections;  // By name.
   int64_t step_count = 0;
@@ -84,12 +84,12 @@ absl::StatusOr<TrialListing> ListTrialTensors(const objectstore::StoreLocation& 
 
 struct SeriesQuery {
   std::string tensor;
-  int64_t start_step = 0;              // Global steps, inclusive.
-  std::optional<int64_t> end_step;     // Unset: to the last step saved.
-  std::optional<Mode> mode;            // Unset: every mode.
-  size_t max_points = 2000;            // Per mode (BucketByMode). >= 1.
-  std::string worker;                  // Empty: the first worker that has it.
-  bool training_ended = false;         // As ListTrialTensors'.
+  int64_t start_step = 0;           // Global steps, inclusive.
+  std::optional<int64_t> end_step;  // Unset: to the last step saved.
+  std::optional<Mode> mode;         // Unset: every mode.
+  size_t max_points = 2000;         // Per mode (BucketByMode). >= 1.
+  std::string worker;               // Empty: the first worker that has it.
+  bool training_ended = false;      // As ListTrialTensors'.
 };
 
 struct TensorSeries {
@@ -109,8 +109,7 @@ struct TensorSeries {
 // the tensor, naming at most 10 that it did; FAILED_PRECONDITION as
 // ListTrialTensors when there is no step at all; CANCELLED; the reader's.
 absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& trial,
-                                              const SeriesQuery& query,
-                                              const QueryLimits& limits);
+                                              const SeriesQuery& query, const QueryLimits& limits);
 
 }  // namespace debugplane::rules_engine
 

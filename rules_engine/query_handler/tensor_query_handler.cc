@@ -74,8 +74,8 @@ absl::StatusOr<SeriesQuery> ToSeriesQuery(const v1::GetTensorValuesRequest& requ
     violations.Add("StartStep", absl::StrCat(request.start_step(), " is negative"));
   }
   if (request.has_end_step() && request.end_step() < request.start_step()) {
-    violations.Add("EndStep", absl::StrCat(request.end_step(), " is before StartStep ",
-                                           request.start_step()));
+    violations.Add("EndStep",
+                   absl::StrCat(request.end_step(), " is before StartStep ", request.start_step()));
   }
   if (!v1::TensorMode::Value_IsValid(request.mode())) {
     violations.Add("Mode", absl::StrCat(request.mode(),
@@ -85,8 +85,7 @@ absl::StatusOr<SeriesQuery> ToSeriesQuery(const v1::GetTensorValuesRequest& requ
   if (request.has_max_points() &&
       (request.max_points() < 1 || request.max_points() > kMaxMaxPoints)) {
     violations.Add("MaxPoints", absl::StrCat(request.max_points(), " is out of range 1..",
-                                             kMaxMaxPoints, " (default ", kDefaultMaxPoints,
-                                             ")"));
+                                             kMaxMaxPoints, " (default ", kDefaultMaxPoints, ")"));
   }
   if (absl::Status status = violations.ToStatus(); !status.ok()) return status;
   SeriesQuery query;
@@ -131,9 +130,8 @@ std::vector<v1::TensorValuesResponse> ToMessages(const std::string& job, const s
 template <typename Done, typename Work>
 void Submit(core::ThreadPool& pool, Done done, Work work) {
   auto holder = std::make_shared<Done>(std::move(done));
-  if (!pool.Schedule(
-          [holder, work = std::move(work)]() mutable { work(std::move(*holder)); })) {
-    std::move(*holder)(absl::UnavailableError("the server is shutting down"));
+  if (!pool.Schedule([holder, work = std::move(work)]() mutable { work(std::move(*holder)); })) {
+    std::move (*holder)(absl::UnavailableError("the server is shutting down"));
   }
 }
 
@@ -162,24 +160,22 @@ absl::StatusOr<TensorQueryHandler::JobTrial> TensorQueryHandler::ResolveJob(
     v1::ListTrainingJobsResponse page;
     std::vector<std::string> names;
     bool listed = false;
-    manager_->ListTrainingJobs(list, &page, [&listed](absl::Status status) {
-      listed = status.ok();
-    });
+    manager_->ListTrainingJobs(list, &page,
+                               [&listed](absl::Status status) { listed = status.ok(); });
     if (listed) {
       for (const auto& summary : page.training_job_summaries()) {
         names.push_back(summary.training_job_name());
       }
     }
-    return absl::NotFoundError(absl::StrCat(
-        "training job '", name, "' does not exist",
-        names.empty() ? std::string("; there are no jobs")
-                      : absl::StrCat("; jobs: ", absl::StrJoin(names, ", "),
-                                     page.next_token().empty() ? "" : ", ...")));
+    return absl::NotFoundError(
+        absl::StrCat("training job '", name, "' does not exist",
+                     names.empty() ? std::string("; there are no jobs")
+                                   : absl::StrCat("; jobs: ", absl::StrJoin(names, ", "),
+                                                  page.next_token().empty() ? "" : ", ...")));
   }
   if (!job->has_debug_hook_config() || job->debug_hook_config().s3_output_path().empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("training job '", name,
-                     "' saves no tensors: it has no DebugHookConfig.S3OutputPath"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "training job '", name, "' saves no tensors: it has no DebugHookConfig.S3OutputPath"));
   }
   const std::string& uri = job->debug_hook_config().s3_output_path();
   absl::StatusOr<objectstore::StoreLocation> location = stores_.Resolve(uri);
@@ -228,8 +224,7 @@ void TensorQueryHandler::GetTensorValues(const v1::GetTensorValuesRequest& reque
   query->training_ended = trial->training_ended;
   Submit(pool_, std::move(done),
          [this, trial = *std::move(trial), query = *std::move(query),
-          job = request.training_job_name(),
-          cancelled = std::move(cancelled)](ValuesDone done) {
+          job = request.training_job_name(), cancelled = std::move(cancelled)](ValuesDone done) {
            QueryLimits limits = options_.limits;
            limits.cancelled = cancelled.get();
            absl::StatusOr<TensorSeries> series = ReadTensorSeries(trial.location, query, limits);
