@@ -154,6 +154,8 @@ struct Flags {
   CreateArgs create;
   UpdateArgs update;
   ReportArgs report;
+  TensorArgs tensor;
+  int32_t max_points = 0;
   int64_t interval_ms = 0;
   ListArgs list;
   std::string status;  // --status, a TrainingJobStatus value name.
@@ -188,10 +190,10 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->capture_default_str();
   AddTlsFlags(app, flags.connection);
   AddTokenFlags(app, flags.connection);
-  app.add_option("--output,-o", flags.output, "Output format")
-      ->type_name("json|text")
-      ->check(CLI::Validator(CLI::IsMember({"json", "text"})).description(""))
-      ->capture_default_str();
+  CLI::Option* output = app.add_option("--output,-o", flags.output, "Output format")
+                            ->type_name("json|text")
+                            ->check(CLI::Validator(CLI::IsMember({"json", "text"})).description(""))
+                            ->capture_default_str();
 
   // create
   CLI::App* create = app.add_subcommand("create", "Create a training job (CreateTrainingJob)");
@@ -318,6 +320,38 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   report->add_option("-o,--output-file", flags.report.output_file,
                      "Write the report to this file ('-' for standard output)");
 
+  // tensors, tensor
+  CLI::App* tensors = app.add_subcommand(
+      "tensors", "List the tensors a job's Debugger hook saved (TensorQueryService.ListTensors)");
+  tensors->footer(
+      "A table (name, collections, steps saved per mode, first..last global step, dtype and\n"
+      "shape); -o json prints the ListTensorsResponse. Exit 4 if there is no such job, 6 if\n"
+      "the job saves no tensors or its trial holds no step yet.");
+  AddNameArgument(tensors, &flags.name);
+  CLI::App* tensor = app.add_subcommand(
+      "tensor", "Print one tensor's values step by step (TensorQueryService.GetTensorValues)");
+  tensor->footer(
+      "One line per step: step, mode, then the value of a scalar or mean/norm/min/max of\n"
+      "other tensors (over finite elements; non-finite ones are counted). With more steps\n"
+      "than --max-points in a mode, each line is a bucket of steps with their mean, min and\n"
+      "max. -o json prints one TensorPoint per line (NDJSON).\n"
+      "Exit 4 if there is no such job or tensor, 3 for a bad range or mode.");
+  AddNameArgument(tensor, &flags.tensor.name);
+  tensor->add_option("TENSOR", flags.tensor.tensor, "Tensor name (as `tensors` lists it)")
+      ->type_name("")
+      ->required();
+  tensor->add_option("--steps", flags.tensor.steps, "Global steps A:B, A: or :B (inclusive)")
+      ->type_name("A:B");
+  tensor->add_option("--mode", flags.tensor.mode, "Only this mode (default: every mode)")
+      ->type_name("TRAIN|EVAL|PREDICT|GLOBAL");
+  CLI::Option* max_points =
+      tensor
+          ->add_option("--max-points", flags.max_points,
+                       "At most N points per mode, 1-10000 (server default: 2000)")
+          ->type_name("N");
+  tensor->add_option("--worker", flags.tensor.worker, "Only this worker's values (worker_0)")
+      ->type_name("WORKER");
+
   // After the subcommands, which would otherwise inherit it.
   app.set_help_all_flag("--help-all", "Print help for every command and exit");
 
@@ -335,6 +369,13 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   if (create->parsed()) return RunCreate(env, flags.create);
   if (describe->parsed()) return RunDescribe(env, flags.name);
   if (report->parsed()) return RunReport(env, flags.report);
+  // These print for people unless JSON is asked for.
+  if (tensors->parsed() || tensor->parsed()) {
+    if (output->count() == 0) env.format = OutputFormat::kText;
+    if (tensors->parsed()) return RunTensors(env, flags.name);
+    if (max_points->count() > 0) flags.tensor.max_points = flags.max_points;
+    return RunTensor(env, flags.tensor);
+  }
   if (list->parsed()) {
     v1::ListTrainingJobsRequest& request = flags.list.request;
     if (!flags.status.empty()) {

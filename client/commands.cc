@@ -10,11 +10,15 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/connection.h"
 #include "client/grpc_errors.h"
 #include "client/output.h"
 #include "debugplane/v1/profiler_report.grpc.pb.h"
+#include "debugplane/v1/tensor_query.grpc.pb.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -37,9 +41,9 @@ int ReportLocalError(const CommandEnv& env, const absl::Status& status) {
 
 int ReportRpcError(const CommandEnv& env, const grpc::Status& status) {
   // A TLS/plaintext mismatch looks like a server that is down; say which.
-  if (std::optional<std::string> security = DiagnoseSecurityFailure(
-          env.connection, status,
-          [&env] { return ProbeServerTransport(env.connection.server, absl::Seconds(2)); })) {
+  if (std::optional<std::string> security = DiagnoseSecurityFailure(env.connection, status, [&env] {
+        return ProbeServerTransport(env.connection.server, absl::Seconds(2));
+      })) {
     *env.err << "error: " << *security << "\n" << std::flush;
     return ExitCodeForGrpcStatus(status.error_code());
   }
@@ -327,6 +331,95 @@ int RunWatch(const CommandEnv& env, const std::string& name) {
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return ReportRpcError(env, status);
+  return kExitOk;
+}
+
+int RunTensors(const CommandEnv& env, const std::string& name) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(env.connection);
+  if (!channel.ok()) return ReportLocalError(env, channel.status());
+  auto stub = v1::TensorQueryService::NewStub(*std::move(channel));
+  v1::ListTensorsRequest request;
+  request.set_training_job_name(name);
+  v1::ListTensorsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(env, &context);
+  const grpc::Status status = stub->ListTensors(&context, request, &response);
+  if (!status.ok()) return ReportRpcError(env, status);
+  if (env.format == OutputFormat::kJson) {
+    PrintJson(env, response);
+  } else {
+    *env.out << TensorsAsText(response);
+  }
+  *env.out << std::flush;
+  return kExitOk;
+}
+
+absl::StatusOr<v1::GetTensorValuesRequest> BuildTensorValuesRequest(const TensorArgs& args) {
+  v1::GetTensorValuesRequest request;
+  request.set_training_job_name(args.name);
+  request.set_tensor_name(args.tensor);
+  if (!args.steps.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(args.steps, absl::MaxSplits(':', 1));
+    if (parts.size() == 1) parts.push_back(parts[0]);  // "A": that step only.
+    int64_t start = 0, end = 0;
+    const bool start_ok = parts[0].empty() || absl::SimpleAtoi(parts[0], &start);
+    const bool end_ok = parts[1].empty() || absl::SimpleAtoi(parts[1], &end);
+    if (!start_ok || !end_ok || start < 0 || (!parts[1].empty() && end < start)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--steps: '", args.steps,
+          "' is not a step range; use A:B, A: or :B (global steps, inclusive, A <= B)"));
+    }
+    request.set_start_step(start);
+    if (!parts[1].empty()) request.set_end_step(end);
+  }
+  if (!args.mode.empty()) {
+    v1::TensorMode::Value mode;
+    if (!v1::TensorMode::Value_Parse(absl::AsciiStrToUpper(args.mode), &mode) ||
+        mode == v1::TensorMode::TENSOR_MODE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--mode: '", args.mode, "' is not a mode; use TRAIN, EVAL, PREDICT or GLOBAL"));
+    }
+    request.set_mode(mode);
+  }
+  if (args.max_points) request.set_max_points(*args.max_points);
+  request.set_worker(args.worker);
+  return request;
+}
+
+int RunTensor(const CommandEnv& env, const TensorArgs& args) {
+  absl::StatusOr<v1::GetTensorValuesRequest> request = BuildTensorValuesRequest(args);
+  if (!request.ok()) return ReportLocalError(env, request.status());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(env.connection);
+  if (!channel.ok()) return ReportLocalError(env, channel.status());
+  auto stub = v1::TensorQueryService::NewStub(*std::move(channel));
+  grpc::ClientContext context;
+  SetDeadline(env, &context);
+  std::unique_ptr<grpc::ClientReader<v1::TensorValuesResponse>> reader =
+      stub->GetTensorValues(&context, *request);
+  v1::TensorValuesResponse batch;
+  bool truncated = false;
+  int64_t last_step_read = -1;
+  while (reader->Read(&batch)) {
+    for (const v1::TensorPoint& point : batch.points()) {
+      *env.out << (env.format == OutputFormat::kJson ? ToJsonLine(point)
+                                                     : TensorPointAsText(point));
+    }
+    *env.out << std::flush;
+    truncated |= batch.truncated();
+    last_step_read = std::max(last_step_read, batch.last_step_read());
+    if (!*env.out) {
+      context.TryCancel();
+      reader->Finish();
+      *env.err << "error: cannot write the output; stopped reading\n";
+      return kExitError;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return ReportRpcError(env, status);
+  if (truncated) {
+    *env.err << "note: the server stopped at its bound after step " << last_step_read
+             << "; continue with --steps " << last_step_read + 1 << ":\n";
+  }
   return kExitOk;
 }
 

@@ -17,6 +17,7 @@
 #include "client/connection.h"
 #include "client/json_input.h"
 #include "debugplane/v1/profiler_report.pb.h"
+#include "debugplane/v1/tensor_query.pb.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "grpcpp/channel.h"
 
@@ -57,6 +58,15 @@ struct ReportArgs {
   std::string output_file;  // Write the content here ("-" = stdout); "" = print the path only.
 };
 
+struct TensorArgs {
+  std::string name;    // TrainingJobName. Required.
+  std::string tensor;  // TensorName. Required.
+  std::string steps;   // "A:B", "A:", ":B" or "A" (global steps, inclusive); "" = all.
+  std::string mode;    // TRAIN, EVAL, PREDICT, GLOBAL; "" = every mode.
+  std::optional<int32_t> max_points;
+  std::string worker;
+};
+
 struct ListArgs {
   v1::ListTrainingJobsRequest request;
   bool all = false;  // Follow NextToken to the end, print one response.
@@ -84,6 +94,14 @@ int RunDelete(const CommandEnv& env, const std::string& name);
 // rename) and prints where; without, prints the path on the server's machine
 // and the report's status.
 int RunReport(const CommandEnv& env, const ReportArgs& args);
+// Lists a job's tensors (TensorQueryService.ListTensors): a table, or the
+// response as JSON.
+int RunTensors(const CommandEnv& env, const std::string& name);
+// The request `tensor` sends; INVALID_ARGUMENT naming --steps or --mode.
+absl::StatusOr<v1::GetTensorValuesRequest> BuildTensorValuesRequest(const TensorArgs& args);
+// Prints a tensor's values (GetTensorValues), one line per point (NDJSON of
+// TensorPoint with JSON) as the batches arrive.
+int RunTensor(const CommandEnv& env, const TensorArgs& args);
 // Prints each event as it arrives (one JSON line each) until the server
 // ends the stream; no deadline, the server decides when it is over.
 int RunWatch(const CommandEnv& env, const std::string& name);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -297,6 +298,67 @@ std::string WatchEventAsText(const v1::WatchTrainingJobResponse& event) {
   }
   if (!changes.empty()) absl::StrAppend(&out, "  ", absl::StrJoin(changes, "; "));
   return out + "\n";
+}
+
+namespace {
+
+std::string ModeName(v1::TensorMode::Value mode) {
+  return mode == v1::TensorMode::TENSOR_MODE_UNSPECIFIED ? "-" : v1::TensorMode::Value_Name(mode);
+}
+
+std::string Number(double value) { return absl::StrFormat("%.6g", value); }
+
+}  // namespace
+
+std::string TensorsAsText(const v1::ListTensorsResponse& listing) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "COLLECTIONS", "MODES", "STEPS", "SHAPE"}};
+  for (const auto& tensor : listing.tensors()) {
+    std::vector<std::string> modes;
+    int64_t first = -1, last = -1;
+    for (const auto& m : tensor.modes()) {
+      modes.push_back(absl::StrCat(ModeName(m.mode()), ":", m.step_count()));
+      first = first < 0 ? m.first_step() : std::min(first, m.first_step());
+      last = std::max(last, m.last_step());
+    }
+    const std::string shape =
+        tensor.dtype().empty()
+            ? "-"
+            : absl::StrCat(tensor.dtype(), "[", absl::StrJoin(tensor.shape(), ","), "]");
+    rows.push_back({tensor.tensor_name(),
+                    tensor.collections().empty() ? "-" : absl::StrJoin(tensor.collections(), ","),
+                    absl::StrJoin(modes, " "), absl::StrCat(first, "..", last), shape});
+  }
+  std::string out = Table(rows);
+  absl::StrAppend(&out, listing.tensors_size(), " tensors, ", listing.step_count(), " steps (last ",
+                  listing.last_step(), ")", listing.training_ended() ? ", training ended" : "",
+                  " in ", listing.trial_path(), "\n");
+  if (listing.truncated()) {
+    absl::StrAppend(&out, "(stopped at the server's bound after step ", listing.last_step(),
+                    "; later steps are not counted)\n");
+  }
+  return out;
+}
+
+std::string TensorPointAsText(const v1::TensorPoint& point) {
+  std::string steps = point.step_count() > 1 ? absl::StrCat(point.step(), "-", point.last_step(),
+                                                            " (", point.step_count(), " steps)")
+                                             : absl::StrCat(point.step());
+  std::string line = absl::StrCat(steps, "  ", ModeName(point.mode()));
+  if (point.has_value()) {
+    absl::StrAppend(&line, "  ", Number(point.value()));
+    if (point.step_count() > 1 && point.has_min() && point.has_max()) {
+      absl::StrAppend(&line, "  min=", Number(point.min()), " max=", Number(point.max()));
+    }
+  } else if (point.has_mean()) {
+    absl::StrAppend(&line, "  mean=", Number(point.mean()), " norm=", Number(point.norm()),
+                    " min=", Number(point.min()), " max=", Number(point.max()));
+  } else {
+    absl::StrAppend(&line, "  (no finite values)");
+  }
+  if (point.non_finite_count() > 0) {
+    absl::StrAppend(&line, "  non-finite=", point.non_finite_count());
+  }
+  return absl::StrCat(line, "\n");
 }
 
 }  // namespace debugplane::client

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "debugplane/v1/tensor_query.pb.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "google/protobuf/message.h"
 
@@ -32,6 +33,15 @@ std::string DescribeAsText(const v1::DescribeTrainingJobResponse& job);
 std::string ListAsText(const v1::ListTrainingJobsResponse& page);
 // One line per event: time, job status, then what changed.
 std::string WatchEventAsText(const v1::WatchTrainingJobResponse& event);
+
+// A table of a job's tensors: NAME COLLECTIONS MODES STEPS SHAPE, where
+// MODES is "TRAIN:180 EVAL:20" (steps saved per mode), STEPS the first and
+// last global step, SHAPE "float32[64,10]" ("float32[]" for a scalar).
+std::string TensorsAsText(const v1::ListTensorsResponse& listing);
+// One line for one point: step, mode, then the value of a scalar or
+// mean/norm/min/max (and non-finite elements, if any); a bucket shows its
+// steps as "A-B" and their count.
+std::string TensorPointAsText(const v1::TensorPoint& point);
 
 }  // namespace debugplane::client
 

@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/profiler_report_service.h"
+#include "service/tensor_query_service.h"
 #include "service/training_agent_service.h"
 #include "service/training_job_service.h"
 
@@ -62,7 +63,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const GrpcServerOptions& options, core::TrainingJobHandler* handler,
-    core::TrainingAgentHandler* agents, core::ProfilerReportHandler* reports) {
+    core::TrainingAgentHandler* agents, core::ProfilerReportHandler* reports,
+    rules_engine::TensorQueryHandler* tensors) {
   // Force the health descriptors into the generated pool for reflection.
   grpc::health::v1::HealthCheckRequest::descriptor();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
@@ -86,6 +88,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     server->report_service_ =
         std::make_unique<ProfilerReportServiceImpl>(reports, server->authenticator_.get());
     builder.RegisterService(server->report_service_.get());
+  }
+  if (tensors != nullptr) {
+    server->tensor_service_ =
+        std::make_unique<TensorQueryServiceImpl>(tensors, server->authenticator_.get());
+    builder.RegisterService(server->tensor_service_.get());
   }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // gRPC sets SO_REUSEPORT by default: a second server on the same port

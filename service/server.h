@@ -13,6 +13,7 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
+#include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/auth/auth.h"
 #include "service/stream_writer.h"
 
@@ -40,12 +41,14 @@ struct GrpcServerOptions {
 class TrainingJobServiceImpl;
 class TrainingAgentServiceImpl;
 class ProfilerReportServiceImpl;
+class TensorQueryServiceImpl;
 
 // A running server. Thread-safe.
 class GrpcServer {
  public:
   // Binds and starts serving `handler` (TrainingJobService) and, if given,
-  // `agents` (TrainingAgentService) and `reports` (ProfilerReportService).
+  // `agents` (TrainingAgentService), `reports` (ProfilerReportService) and
+  // `tensors` (TensorQueryService).
   // Returns INVALID_ARGUMENT if only one TLS file is given or a client CA
   // without them, NOT_FOUND if a TLS
   // file cannot be read, UNAVAILABLE if the address cannot be bound (in use,
@@ -53,7 +56,8 @@ class GrpcServer {
   // REQUIRES: the handlers outlive the server.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const GrpcServerOptions& options, core::TrainingJobHandler* handler,
-      core::TrainingAgentHandler* agents = nullptr, core::ProfilerReportHandler* reports = nullptr);
+      core::TrainingAgentHandler* agents = nullptr, core::ProfilerReportHandler* reports = nullptr,
+      rules_engine::TensorQueryHandler* tensors = nullptr);
 
   // Shuts down (grace period zero) if still running.
   ~GrpcServer();
@@ -75,6 +79,7 @@ class GrpcServer {
   std::unique_ptr<TrainingJobServiceImpl> service_;
   std::unique_ptr<TrainingAgentServiceImpl> agent_service_;
   std::unique_ptr<ProfilerReportServiceImpl> report_service_;
+  std::unique_ptr<TensorQueryServiceImpl> tensor_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -233,10 +233,18 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
 
   app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
   app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir);
+  // Tensor queries read the trials the rules read, through the same roots
+  // and bucket configuration, on two threads of their own.
+  rules_engine::TensorQueryOptions tensor_options;
+  tensor_options.data_roots = app->manager_->options().validation.data_roots;
+  tensor_options.bucket_stores =
+      objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
+  app->tensors_ =
+      std::make_unique<rules_engine::TensorQueryHandler>(app->manager_.get(), tensor_options);
   GrpcServerOptions grpc_options = c.grpc;
   grpc_options.authenticator = app->authenticator_;
-  auto grpc =
-      GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(), app->reports_.get());
+  auto grpc = GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(),
+                                app->reports_.get(), app->tensors_.get());
   if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
   app->grpc_ = *std::move(grpc);
   if (absl::Status http = app->StartHttp(); !http.ok()) return http;
@@ -308,6 +316,7 @@ void ServerApp::Shutdown() {
   http_.reset();
   sagemaker_.reset();
   grpc_.reset();
+  tensors_.reset();
   reports_.reset();
   agents_.reset();
   actions_.reset();

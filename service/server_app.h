@@ -21,6 +21,7 @@
 #include "core/training_job_manager.h"
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"
+#include "rules_engine/query_handler/tensor_query_handler.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
@@ -95,6 +96,7 @@ class ServerApp {
   std::unique_ptr<rules_engine::ActionDispatcher> actions_;
   std::unique_ptr<core::TrainingAgentManager> agents_;
   std::unique_ptr<core::ProfilerReportHandler> reports_;
+  std::unique_ptr<rules_engine::TensorQueryHandler> tensors_;
   std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<http::SageMakerProtocol> sagemaker_;
   std::unique_ptr<http::HttpServer> http_;

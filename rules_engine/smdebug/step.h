@@ -59,6 +59,9 @@ struct Step {
   Mode mode = Mode::kGlobal;
   int64_t mode_step = 0;
   std::vector<Tensor> tensors;  // Ordered by (name, worker).
+  // Every tensor the step's index files name, sorted and unique; filled only
+  // by a TrialReader told to (TrialReader::ListSavedTensors).
+  std::vector<std::string> saved_tensors;
 
   // The tensor named `name` of the first worker that has it, or nullptr.
   const Tensor* Find(absl::string_view name) const;

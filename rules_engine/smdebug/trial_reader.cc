@@ -69,6 +69,7 @@ struct TrialReader::State {
   TrialSummary summary;
   bool collections_loaded = false;
   bool ended_by_job = false;  // SetTrainingEnded was called.
+  bool list_saved_tensors = false;
   bool finished = false;
   int64_t last_returned = -1;  // Highest global step returned (or given up on).
   int64_t last_full = -1;      // Highest step seen with every worker's files.
@@ -139,6 +140,10 @@ absl::Status TrialReader::LoadCollections(bool must_parse) {
 
 bool TrialReader::finished() const { return state_->finished; }
 void TrialReader::SetTrainingEnded() { state_->ended_by_job = true; }
+void TrialReader::StartAt(int64_t first_step) {
+  state_->last_returned = std::max<int64_t>(state_->last_returned, first_step - 1);
+}
+void TrialReader::ListSavedTensors() { state_->list_saved_tensors = true; }
 const TrialInfo& TrialReader::info() const { return state_->info; }
 const TrialSummary& TrialReader::summary() const { return state_->summary; }
 
@@ -370,6 +375,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       uint64_t file_end = 0;
       for (IndexEntry& e : w.index->tensors) {
         file_end = std::max(file_end, e.start_idx + e.length);
+        if (st.list_saved_tensors) result.saved_tensors.push_back(e.tensor_name);
         if (!wanted(e.tensor_name, st.info)) continue;
         entries.push_back(&e);
         wanted_bytes += e.length;
@@ -445,6 +451,12 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     std::sort(result.tensors.begin(), result.tensors.end(), [](const Tensor& a, const Tensor& b) {
       return std::tie(a.name, a.worker) < std::tie(b.name, b.worker);
     });
+    if (!result.saved_tensors.empty()) {
+      std::sort(result.saved_tensors.begin(), result.saved_tensors.end());
+      result.saved_tensors.erase(
+          std::unique(result.saved_tensors.begin(), result.saved_tensors.end()),
+          result.saved_tensors.end());
+    }
     st.last_returned = step;
     ++st.summary.steps_seen;
     st.summary.last_global_step = step;

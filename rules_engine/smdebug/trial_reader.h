@@ -117,6 +117,17 @@ class TrialReader {
   // listings of the next read see every file training wrote).
   void SetTrainingEnded();
 
+  // Skips the steps before `first_step`: they are neither listed (index/
+  // directories and names before it are not read) nor returned. For queries
+  // of a step range (rules_engine/query/).
+  // REQUIRES: called before the first ReadNewSteps.
+  void StartAt(int64_t first_step);
+
+  // From now on every returned Step lists in saved_tensors the tensors its
+  // index files name, wanted or not (ListTensors needs every name without
+  // decoding any). Off by default: rules need only what they decode.
+  void ListSavedTensors();
+
   // True once training has ended and every step was returned. Training has
   // ended when SetTrainingEnded was called, or when training_job_end.ts
   // appeared in a trial of one worker (`num_workers` 1, or no collections

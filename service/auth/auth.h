@@ -30,7 +30,8 @@ namespace debugplane::service::auth {
 // What a credential may do:
 //   kAdmin     everything;
 //   kOperator  create, update, stop, delete, and everything a reader may;
-//   kReader    describe, list, watch, read reports (and the dashboard's data);
+//   kReader    describe, list, watch, read reports and tensors (and the
+//              dashboard's data);
 //   kAgent     TrainingAgentService, only for its job if its line names one.
 enum class Role { kAdmin, kOperator, kReader, kAgent };
 
@@ -57,7 +58,8 @@ enum class Action {
   kDeleteTrainingJob,
   kWatchTrainingJob,
   kGetProfilerReport,
-  kAgent,  // Any TrainingAgentService method.
+  kQueryTensors,  // TensorQueryService: ListTensors, GetTensorValues.
+  kAgent,         // Any TrainingAgentService method.
 };
 
 // The API name of `action`, e.g. "CreateTrainingJob" (kAgent: "TrainingAgentService").

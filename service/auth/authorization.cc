@@ -13,6 +13,7 @@ bool IsRead(Action action) {
     case Action::kListTrainingJobs:
     case Action::kWatchTrainingJob:
     case Action::kGetProfilerReport:
+    case Action::kQueryTensors:
       return true;
     default:
       return false;
@@ -68,6 +69,8 @@ absl::string_view ActionName(Action action) {
       return "WatchTrainingJob";
     case Action::kGetProfilerReport:
       return "GetProfilerReport";
+    case Action::kQueryTensors:
+      return "TensorQueryService";
     case Action::kAgent:
       return "TrainingAgentService";
   }

@@ -16,15 +16,18 @@ using ::testing::HasSubstr;
 
 const std::vector<Action>& AllActions() {
   static const std::vector<Action> actions = {
-      Action::kCreateTrainingJob, Action::kDescribeTrainingJob, Action::kListTrainingJobs,
-      Action::kUpdateTrainingJob, Action::kStopTrainingJob,     Action::kDeleteTrainingJob,
-      Action::kWatchTrainingJob,  Action::kGetProfilerReport,   Action::kAgent};
+      Action::kCreateTrainingJob, Action::kDescribeTrainingJob,
+      Action::kListTrainingJobs,  Action::kUpdateTrainingJob,
+      Action::kStopTrainingJob,   Action::kDeleteTrainingJob,
+      Action::kWatchTrainingJob,  Action::kGetProfilerReport,
+      Action::kQueryTensors,      Action::kAgent};
   return actions;
 }
 
 TEST(AuthorizeTest, EachRoleMayDoExactlyItsActions) {
   const std::set<Action> reads = {Action::kDescribeTrainingJob, Action::kListTrainingJobs,
-                                  Action::kWatchTrainingJob, Action::kGetProfilerReport};
+                                  Action::kWatchTrainingJob, Action::kGetProfilerReport,
+                                  Action::kQueryTensors};
   std::set<Action> operations = reads;
   operations.insert({Action::kCreateTrainingJob, Action::kUpdateTrainingJob,
                      Action::kStopTrainingJob, Action::kDeleteTrainingJob});

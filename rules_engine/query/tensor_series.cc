@@ -1,0 +1,118 @@
+#include "rules_engine/query/tensor_series.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+namespace debugplane::rules_engine {
+namespace {
+
+// The mean of the values of `field` present in points[begin, end).
+std::optional<double> MeanOf(const std::vector<SeriesPoint>& points, size_t begin, size_t end,
+                             std::optional<double> SeriesPoint::*field, bool finite_only) {
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const std::optional<double>& v = points[i].*field;
+    if (!v || (finite_only && !std::isfinite(*v))) continue;
+    sum += *v;
+    ++count;
+  }
+  if (count == 0) return std::nullopt;
+  return sum / static_cast<double>(count);
+}
+
+// One point standing for points[begin, end) (one mode, ascending steps).
+SeriesPoint MergeBucket(const std::vector<SeriesPoint>& points, size_t begin, size_t end) {
+  SeriesPoint merged = points[begin];
+  merged.last_step = points[end - 1].last_step;
+  merged.step_count = 0;
+  merged.non_finite = 0;
+  merged.min.reset();
+  merged.max.reset();
+  for (size_t i = begin; i < end; ++i) {
+    const SeriesPoint& p = points[i];
+    merged.step_count += p.step_count;
+    merged.non_finite += p.non_finite;
+    if (p.min) merged.min = merged.min ? std::min(*merged.min, *p.min) : *p.min;
+    if (p.max) merged.max = merged.max ? std::max(*merged.max, *p.max) : *p.max;
+  }
+  merged.mean = MeanOf(points, begin, end, &SeriesPoint::mean, false);
+  merged.norm = MeanOf(points, begin, end, &SeriesPoint::norm, false);
+  const bool has_value = std::any_of(points.begin() + begin, points.begin() + end,
+                                     [](const SeriesPoint& p) { return p.value.has_value(); });
+  merged.value = has_value ? MeanOf(points, begin, end, &SeriesPoint::value, true) : std::nullopt;
+  return merged;
+}
+
+std::vector<SeriesPoint> BucketOneMode(const std::vector<SeriesPoint>& points, size_t max_points) {
+  if (points.size() <= max_points) return points;
+  const int64_t first = points.front().step;
+  const int64_t span = points.back().step - first + 1;
+  const int64_t count = static_cast<int64_t>(max_points);
+  const int64_t width = (span + count - 1) / count;
+  std::vector<SeriesPoint> out;
+  size_t begin = 0;
+  while (begin < points.size()) {
+    const int64_t bucket = (points[begin].step - first) / width;
+    size_t end = begin + 1;
+    while (end < points.size() && (points[end].step - first) / width == bucket) ++end;
+    out.push_back(MergeBucket(points, begin, end));
+    begin = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t mode_step) {
+  SeriesPoint point;
+  point.step = step;
+  point.last_step = step;
+  point.mode = mode;
+  point.mode_step = mode_step;
+  point.worker = tensor.worker;
+  int64_t elements = 1;
+  for (const int64_t dim : tensor.shape) elements *= dim;
+  point.elements = tensor.values.empty() ? elements : static_cast<int64_t>(tensor.values.size());
+  if (tensor.values.empty()) return point;
+  if (tensor.values.size() == 1) point.value = tensor.values.front();
+  double sum = 0, squares = 0;
+  double lo = INFINITY, hi = -INFINITY;
+  int64_t finite = 0;
+  for (const double v : tensor.values) {
+    if (!std::isfinite(v)) {
+      ++point.non_finite;
+      continue;
+    }
+    ++finite;
+    sum += v;
+    squares += v * v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (finite > 0) {
+    point.mean = sum / static_cast<double>(finite);
+    point.norm = std::sqrt(squares);
+    point.min = lo;
+    point.max = hi;
+  }
+  return point;
+}
+
+std::vector<SeriesPoint> BucketByMode(std::vector<SeriesPoint> points, size_t max_points) {
+  std::map<Mode, std::vector<SeriesPoint>> by_mode;
+  for (SeriesPoint& p : points) by_mode[p.mode].push_back(std::move(p));
+  std::vector<SeriesPoint> out;
+  for (const auto& [mode, series] : by_mode) {
+    std::vector<SeriesPoint> bucketed = BucketOneMode(series, max_points);
+    out.insert(out.end(), std::make_move_iterator(bucketed.begin()),
+               std::make_move_iterator(bucketed.end()));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const SeriesPoint& a, const SeriesPoint& b) { return a.step < b.step; });
+  return out;
+}
+
+}  // namespace debugplane::rules_engine
