@@ -201,8 +201,12 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   std::unique_ptr<ServerApp> app(new ServerApp(std::move(config)));
   const ServerConfig& c = app->config_;
   app->credentials_ = *std::move(credentials);
+  // SageMaker HTTP requests are signed for the server's region (--region,
+  // as ARNs name it); "local", the default, is no AWS region: clients sign
+  // for theirs, and any is accepted.
   auth::SigV4Options sigv4;
-  sigv4.region = c.region;
+  const std::string& region = c.manager.arn_scope.region;
+  sigv4.region = region == core::ArnScope().region ? "" : region;
   app->authenticator_ = auth::NewAuthenticator(app->credentials_, std::move(sigv4));
   app->data_directory_ = *std::move(data_directory);
   auto storage = OpenStorage(c, &app->database_path_);

@@ -71,10 +71,6 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "[JOB_NAME] (ROLE: admin, operator, reader or agent; mode 600; re-read on "
                  "SIGHUP). Without it authentication is off and only loopback addresses are "
                  "served");
-  app.add_option("--region", config.region,
-                 "Region that SageMaker HTTP requests must be signed for (the client's "
-                 "region_name / AWS_REGION); \"\" accepts any region")
-      ->capture_default_str();
   app.add_flag("--insecure", config.insecure,
                "Serve a non-loopback address without --credentials, or with them but without "
                "TLS");
@@ -86,7 +82,9 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "Seconds a custom rule evaluator may run before it is killed")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 30.0 * 86400));
-  app.add_option("--region", config.manager.arn_scope.region, "Region named in ARNs")
+  app.add_option("--region", config.manager.arn_scope.region,
+                 "Region named in ARNs; SageMaker HTTP requests must be signed for it (any "
+                 "region while it is 'local')")
       ->capture_default_str();
   app.add_option("--account", config.manager.arn_scope.account, "Account named in ARNs")
       ->capture_default_str();

@@ -58,9 +58,6 @@ struct ServerConfig {
   // --credentials: who may call (service/auth/credentials_file.h); empty:
   // authentication off, loopback addresses only.
   std::string credentials_file;
-  // --region: the region HTTP requests must be signed for (SigV4 credential
-  // scope); empty accepts any region.
-  std::string region = "us-east-1";
   // --insecure: serve a non-loopback address without credentials or TLS.
   bool insecure = false;
 };

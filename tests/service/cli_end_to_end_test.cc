@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/test_util.h"
+#include "tests/service/run_command.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
@@ -25,23 +26,13 @@ using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together.
-};
+using CliResult = ::debugplane::testing::CommandResult;
 
 CliResult RunCli(const std::string& server, const std::string& args,
                  const std::string& extra_global = "", int timeout_seconds = 10) {
-  const std::string command = absl::StrCat(DP_CLI_BINARY, " --server ", server, " --timeout ",
-                                           timeout_seconds, " ", extra_global, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  CliResult result;
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) result.out += buffer;
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return ::debugplane::testing::RunCommand(absl::StrCat(DP_CLI_BINARY, " --server ", server,
+                                                        " --timeout ", timeout_seconds, " ",
+                                                        extra_global, " ", args));
 }
 
 const std::string kTemplate =

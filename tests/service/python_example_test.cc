@@ -13,31 +13,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
+#include "tests/service/run_command.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
 namespace {
 
+using ::debugplane::testing::CommandResult;
+using ::debugplane::testing::RunCommand;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together.
-};
-
-CommandResult RunCommand(const std::string& command) {
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
-  CommandResult result;
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) result.out += buffer;
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
 
 // Debian's python3 (its python3-grpcio and python3-protobuf live there),
 // whatever python3 comes first on PATH.

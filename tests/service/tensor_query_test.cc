@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/objectstore/s3_test_server.h"
+#include "tests/service/run_command.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
@@ -59,22 +60,11 @@ std::vector<v1::TensorPoint> ReadValues(v1::TensorQueryService::Stub& stub,
   return points;
 }
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-};
+using CliResult = ::debugplane::testing::CommandResult;
 
 CliResult RunCli(const std::string& server, const std::string& args) {
-  const std::string command =
-      absl::StrCat(DP_CLI_BINARY, " --server ", server, " --timeout 30 ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  CliResult result;
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) result.out += buffer;
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return ::debugplane::testing::RunCommand(
+      absl::StrCat(DP_CLI_BINARY, " --server ", server, " --timeout 30 ", args));
 }
 
 class TensorQueryTest : public ::testing::Test {
