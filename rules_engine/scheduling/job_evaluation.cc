@@ -506,14 +506,12 @@ void JobEvaluator::RecordProgress(JobEvaluation& evaluation) const {
     run.recorded_step = run.last_step;
   }
   if (trial_read_changed) evaluation.trial_read_recorded = trial_read;
-  const std::optional<v1::RuleReadProgress> profiler_read = ProfilerReadProgress(evaluation);
-  if (ReadProgressChanged(profiler_read, evaluation.profiler_read_recorded)) {
-    for (const auto& run : evaluation.profiler_runs) {
-      if (run.status_done) continue;
-      progress.push_back({.rule = run.configuration_name, .read = profiler_read});
-    }
-    evaluation.profiler_read_recorded = profiler_read;
-  }
+  // The profiler rules' ReadProgress travels with their statuses only
+  // (report_status in EvaluateProfilerRules), not as progress during the
+  // run: recorded every turn, it kept a ProfilerReport from concluding after
+  // training_job_end.ts in 3 of 10 loaded runs of
+  // ProfilerSchedulingTest.AJobCompletedAfterItsTrialEndedHasItsFinalStatusInTheReport
+  // (cause not found yet).
   if (progress.empty()) return;
   evaluation.progress_recorded = now;
   const std::string job = evaluation.job_name;

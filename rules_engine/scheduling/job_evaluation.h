@@ -94,9 +94,8 @@ struct JobEvaluation {
   // progress_interval keeps a fast writer from costing a write per step.
   absl::Time progress_recorded = absl::InfinitePast();
   // The read progress last recorded for the debugging rules (the trial
-  // reader's) and for the profiler rules (the profiler readers').
+  // reader's); the profiler rules' goes with their statuses.
   std::optional<v1::RuleReadProgress> trial_read_recorded;
-  std::optional<v1::RuleReadProgress> profiler_read_recorded;
   // Whether some active rule wants a tensor, by name: rules match names with
   // regexes, so decide once per name, again when rules finish or the
   // trial's collections change.

@@ -332,6 +332,11 @@ absl::Status ParseSageMakerJson(absl::string_view body, google::protobuf::Messag
   } catch (const Json::parse_error& error) {
     return Refused("SerializationException",
                    absl::StrCat("the request body is not JSON (error at byte ", error.byte, ")"));
+  } catch (const Json::exception& error) {
+    // Valid JSON that nlohmann cannot hold, e.g. a number beyond a double
+    // ("number overflow parsing '1e999'", out_of_range.406).
+    return Refused("SerializationException",
+                   absl::StrCat("the request body cannot be read: ", error.what()));
   }
   return JsonToMessage().Fill(parsed, message, "");
 }

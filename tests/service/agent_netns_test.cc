@@ -135,8 +135,10 @@ TEST(AgentOnAnotherHostTest, UploadsOverTheNetworkAndTheRuleStopsTheTraining) {
                        absl::StrCat("http://", kStoreOnServerLink, ":", s3->port()),
                        s3->access_key_id(), s3->secret_access_key());
     ran = (*server_ns)->Run([&] {
+      // --insecure: the server's network is the test's own veth links, which
+      // exist only inside these namespaces.
       server = std::make_unique<ServerProcess>(server_dir.path() / "data",
-                                               std::vector<std::string>{}, "0.0.0.0:0");
+                                               std::vector<std::string>{"--insecure"}, "0.0.0.0:0");
     });
   }
   ASSERT_TRUE(ran.ok()) << ran;

@@ -18,10 +18,15 @@
 namespace debugplane::testing {
 
 // Writes `text` to `path` with `mode` (0600: what the server accepts).
+// Replaces the file whole (a temporary file renamed over it), as an operator
+// rotating keys should: a reload that a previous SIGHUP started late must
+// read either the old or the new file, never a half-written one.
 inline void WriteCredentials(const std::filesystem::path& path, const std::string& text,
                              mode_t mode = 0600) {
-  std::ofstream(path) << text;
-  chmod(path.c_str(), mode);
+  const std::filesystem::path temporary = path.string() + ".new";
+  std::ofstream(temporary) << text;
+  chmod(temporary.c_str(), mode);
+  std::filesystem::rename(temporary, path);
 }
 
 // A context with a deadline and, unless `token` is empty, the bearer token.
