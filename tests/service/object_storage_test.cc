@@ -32,6 +32,7 @@
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/aws_environment.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
 
 namespace debugplane {
 namespace {
@@ -39,6 +40,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::AwsEnvironment;
 using ::debugplane::testing::Context;
+using ::debugplane::testing::DescribeRule;
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
@@ -139,17 +141,6 @@ std::map<std::string, std::pair<v1::RuleEvaluationStatus::Value, std::string>> W
   }
   context->TryCancel();
   return statuses;
-}
-
-v1::DebugRuleEvaluationStatus DescribeRule(v1::TrainingJobService::Stub& stub,
-                                           const std::string& job) {
-  v1::DescribeTrainingJobRequest request;
-  request.set_training_job_name(job);
-  v1::DescribeTrainingJobResponse response;
-  grpc::Status status = stub.DescribeTrainingJob(Context().get(), request, &response);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  if (response.debug_rule_evaluation_statuses_size() == 0) return {};
-  return response.debug_rule_evaluation_statuses(0);
 }
 
 std::unique_ptr<S3TestServer> StartS3(S3TestServer::Options options) {

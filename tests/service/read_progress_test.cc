@@ -28,6 +28,7 @@
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/aws_environment.h"
 #include "tests/service/server_process.h"
+#include "tests/service/training_job_calls.h"
 
 namespace debugplane {
 namespace {
@@ -35,6 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::AwsEnvironment;
 using ::debugplane::testing::Context;
+using ::debugplane::testing::DescribeRule;
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
@@ -100,17 +102,6 @@ v1::CreateTrainingJobRequest ExplodingTensorJob(const std::string& name,
   rule->set_rule_evaluator_image(kRulesImage);
   (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
   return request;
-}
-
-v1::DebugRuleEvaluationStatus DescribeRule(v1::TrainingJobService::Stub& stub,
-                                           const std::string& job) {
-  v1::DescribeTrainingJobRequest request;
-  request.set_training_job_name(job);
-  v1::DescribeTrainingJobResponse response;
-  grpc::Status status = stub.DescribeTrainingJob(Context().get(), request, &response);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  if (response.debug_rule_evaluation_statuses_size() == 0) return {};
-  return response.debug_rule_evaluation_statuses(0);
 }
 
 // Describes the job until `done` holds for its rule (or 30 s pass).

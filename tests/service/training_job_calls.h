@@ -32,6 +32,15 @@ inline v1::DescribeTrainingJobResponse DescribeJob(v1::TrainingJobService::Stub&
   return job;
 }
 
+// The job's first debug rule status (empty if it has none), from
+// DescribeJob.
+inline v1::DebugRuleEvaluationStatus DescribeRule(v1::TrainingJobService::Stub& stub,
+                                                  const std::string& job) {
+  v1::DescribeTrainingJobResponse response = DescribeJob(stub, job);
+  if (response.debug_rule_evaluation_statuses_size() == 0) return {};
+  return response.debug_rule_evaluation_statuses(0);
+}
+
 }  // namespace debugplane::testing
 
 #endif  // DEBUGPLANE_TESTS_SERVICE_TRAINING_JOB_CALLS_H_

@@ -118,6 +118,9 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"{not json", "SerializationException", "not JSON"},
         Refusal{"", "SerializationException", "not JSON"},
         Refusal{"[1]", "SerializationException", "the body: expected an object"},
+        // Valid JSON that nlohmann cannot hold (found by sagemaker_json_fuzzer:
+        // it threw out_of_range past the parser).
+        Refusal{R"({"TrainingJobName": 1e999})", "SerializationException", "number overflow"},
         Refusal{R"({"TrainingJobName": 5})", "SerializationException", "TrainingJobName"},
         Refusal{R"({"ProfilerConfig": {"ProfilingIntervalInMilliseconds": "500"}})",
                 "SerializationException", "ProfilerConfig.ProfilingIntervalInMilliseconds"},
