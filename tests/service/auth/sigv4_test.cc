@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +17,10 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "service/auth/credential_authenticator.h"
+#include "service/server_app.h"
+#include "service/server_flags.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/service/auth/auth_test_util.h"
 
 namespace debugplane::service::auth {
 namespace {
@@ -305,6 +309,44 @@ TEST(SigV4DisabledTest, WithoutCredentialsEveryRequestIsAnAnonymousAdmin) {
   ASSERT_TRUE(principal.ok());
   EXPECT_EQ(principal->role, Role::kAdmin);
   EXPECT_EQ(principal->access_key_id, "anonymous");
+}
+
+// The server's --region scopes the signatures it accepts: set, a request
+// signed for another region is refused; at its default ("local", no AWS
+// region) any region is accepted.
+TEST_F(BotocoreSignedTest, TheServersRegionFlagScopesTheSignaturesItAccepts) {
+  const std::filesystem::path credentials = dir_.path() / "credentials";
+  debugplane::testing::WriteCredentials(credentials,
+                                        absl::StrCat("operator ", kKey, " ", kSecret, "\n"));
+  const std::string body = R"({"TrainingJobName":"job-a"})";
+  for (const std::string region : {"eu-west-1", ""}) {
+    const std::string data_dir = (dir_.path() / ("data" + region)).string();
+    std::vector<std::string> args = {"debugplane-server", "--listen", "127.0.0.1:0",
+                                     "--data-dir",        data_dir,   "--credentials",
+                                     credentials.string()};
+    if (!region.empty()) args.insert(args.end(), {"--region", region});
+    std::vector<const char*> argv;
+    for (const std::string& arg : args) argv.push_back(arg.c_str());
+    std::ostringstream out, err;
+    ParsedServerFlags parsed =
+        ParseServerFlags(static_cast<int>(argv.size()), argv.data(), out, err);
+    ASSERT_TRUE(parsed.config.has_value()) << err.str();
+    auto app = ServerApp::Start(*std::move(parsed.config));
+    ASSERT_TRUE(app.ok()) << app.status();
+    const auth::Authenticator& server = *(*app)->authenticator();
+    const absl::Status us_east =
+        server.AuthenticateSigV4(Sign("https://localhost:8443/", body), absl::Now()).status();
+    if (region.empty()) {
+      EXPECT_TRUE(us_east.ok()) << us_east;
+    } else {
+      EXPECT_EQ(us_east.code(), absl::StatusCode::kUnauthenticated);
+      EXPECT_THAT(us_east.message(), HasSubstr("eu-west-1"));
+      EXPECT_TRUE(server
+                      .AuthenticateSigV4(Sign("https://localhost:8443/", body, kSecret, region),
+                                         absl::Now())
+                      .ok());
+    }
+  }
 }
 
 }  // namespace
