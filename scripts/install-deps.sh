@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libtinyxml2-dev libmicrohttpd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev openssl
-  chromium fonts-dejavu-core
+  chromium fonts-dejavu-core nodejs
   python3 python3-venv python3-grpcio python3-protobuf python3-botocore
   postgresql
 )
@@ -57,4 +57,23 @@ else
   echo "install-deps: installing $moto_requirement into $moto_venv"
   python3 -m venv "$moto_venv"
   "$moto_venv/bin/python3" -m pip install --quiet "$moto_requirement"
+fi
+
+# The dashboard (web/) embeds uPlot, and its browser tests drive Debian's
+# Chromium with playwright-core: npm packages pinned by web/package-lock.json.
+# Debian's nodejs comes without npm (its own package); NodeSource's has it.
+if ! command -v npm > /dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing npm"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm
+fi
+web_dir="$(cd "$(dirname "$0")/.." && pwd)/web"
+installed_lock="$web_dir/node_modules/.package-lock.json"
+if [ -f "$installed_lock" ] && [ "$installed_lock" -nt "$web_dir/package-lock.json" ]; then
+  echo "install-deps: web/node_modules present"
+else
+  echo "install-deps: npm ci in web/"
+  (cd "$web_dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi
