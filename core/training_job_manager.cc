@@ -1262,4 +1262,26 @@ size_t TrainingJobManager::job_count() const {
   return committed_count_;
 }
 
+TrainingJobManager::StatusCounts TrainingJobManager::CountStatuses() const {
+  StatusCounts counts;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, entry] : jobs_) {
+    // Agents' watches are among `watches` until the job settles.
+    const int64_t agents = static_cast<int64_t>(entry.agents.size());
+    counts.agent_watches += agents;
+    counts.client_watches +=
+        std::max<int64_t>(0, static_cast<int64_t>(entry.watches.size()) - agents);
+    if (entry.committed == nullptr) continue;
+    const JobRecord& job = *entry.committed;
+    ++counts.jobs[job.training_job_status()];
+    for (const auto& rule : job.debug_rule_evaluation_statuses()) {
+      ++counts.rule_evaluations[rule.rule_evaluation_status()];
+    }
+    for (const auto& rule : job.profiler_rule_evaluation_statuses()) {
+      ++counts.rule_evaluations[rule.rule_evaluation_status()];
+    }
+  }
+  return counts;
+}
+
 }  // namespace debugplane::core

@@ -246,6 +246,16 @@ class TrainingJobManager final : public TrainingJobHandler {
   // Number of committed jobs.
   size_t job_count() const;
 
+  // What the manager holds now, counted in one pass under its lock (for
+  // metrics, at scrape time: O(jobs + rules), no I/O). Thread-safe.
+  struct StatusCounts {
+    std::map<JobStatus, int64_t> jobs;               // Committed jobs by status.
+    std::map<RuleStatus, int64_t> rule_evaluations;  // Debugging and profiler rules.
+    int64_t client_watches = 0;                      // WatchTrainingJob registrations.
+    int64_t agent_watches = 0;                       // WatchAsAgent registrations.
+  };
+  StatusCounts CountStatuses() const;
+
   // What the committer has done since the start, for diagnostics and
   // benchmarks. Thread-safe.
   struct CommitStats {

@@ -13,6 +13,7 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
+#include "metrics/request_metrics.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/auth/auth.h"
 #include "service/stream_writer.h"
@@ -36,6 +37,9 @@ struct GrpcServerOptions {
   int max_receive_message_bytes = 4 * 1024 * 1024;
   // How far a WatchTrainingJob client may fall behind (service/stream_writer.h).
   StreamLimits watch_limits;
+  // Where every call is counted by method and code; null: nowhere. Must
+  // outlive the server.
+  metrics::RequestMetrics* request_metrics = nullptr;
 };
 
 class TrainingJobServiceImpl;

@@ -13,11 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "objectstore/s3_object_store.h"
+#include "persistence/metered_storage.h"
 #include "persistence/postgres_storage.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
+#include "service/http/request_counting.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
@@ -172,6 +174,38 @@ absl::StatusOr<std::unique_ptr<persistence::Storage>> OpenStorage(const ServerCo
   return storage;
 }
 
+// Gauges whose truth the manager and the dispatcher hold, read at each
+// scrape. Every status is set, 0 included, so that a query for one returns
+// 0 rather than nothing. REQUIRES: `manager` and `actions` outlive the
+// scrapes (the HTTP listener stops before they go).
+void AddScrapeHooks(metrics::ServerMetrics& metrics, const core::TrainingJobManager* manager,
+                    const rules_engine::ActionDispatcher* actions) {
+  metrics.registry.AddScrapeHook([&metrics, manager] {
+    const core::TrainingJobManager::StatusCounts counts = manager->CountStatuses();
+    for (int value = v1::TrainingJobStatus::Value_MIN + 1;
+         value <= v1::TrainingJobStatus::Value_MAX; ++value) {
+      if (!v1::TrainingJobStatus::Value_IsValid(value)) continue;
+      const auto status = static_cast<core::JobStatus>(value);
+      auto found = counts.jobs.find(status);
+      metrics.jobs.SetJobs(core::JobStatusName(status),
+                           found == counts.jobs.end() ? 0 : found->second);
+    }
+    for (int value = v1::RuleEvaluationStatus::Value_MIN + 1;
+         value <= v1::RuleEvaluationStatus::Value_MAX; ++value) {
+      if (!v1::RuleEvaluationStatus::Value_IsValid(value)) continue;
+      const auto status = static_cast<core::RuleStatus>(value);
+      auto found = counts.rule_evaluations.find(status);
+      metrics.jobs.SetRuleEvaluations(core::RuleStatusName(status),
+                                      found == counts.rule_evaluations.end() ? 0 : found->second);
+    }
+    metrics.jobs.SetWatchStreams("client", counts.client_watches);
+    metrics.jobs.SetWatchStreams("agent", counts.agent_watches);
+  });
+  metrics.registry.AddScrapeHook([&metrics, actions] {
+    metrics.actions.SetPending(static_cast<int64_t>(actions->pending_actions()));
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
@@ -212,7 +246,9 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   auto storage = OpenStorage(c, &app->database_path_);
   if (!storage.ok()) return storage.status();
   spdlog::info("database: {}", app->database_path_);
-  auto manager = core::TrainingJobManager::Create(*std::move(storage), std::move(manager_options));
+  auto manager = core::TrainingJobManager::Create(
+      persistence::Metered(*std::move(storage), &app->metrics_->database),
+      std::move(manager_options));
   if (!manager.ok()) return manager.status();
   app->manager_ = *std::move(manager);
 
@@ -220,6 +256,8 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   scheduler_options.worker_threads = c.rule_workers;
   scheduler_options.custom_evaluators = std::move(evaluators);
   scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
+  scheduler_options.evaluation_metrics = &app->metrics_->evaluation;
+  scheduler_options.object_store_metrics = &app->metrics_->object_store;
   scheduler_options.data_roots = app->manager_->options().validation.data_roots;
   scheduler_options.bucket_stores =
       objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
@@ -231,9 +269,11 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   app->scheduler_ =
       std::make_unique<rules_engine::EvaluationScheduler>(app->manager_.get(), scheduler_options);
   app->scheduler_->Start();
+  action_options.metrics = &app->metrics_->actions;
   app->actions_ = std::make_unique<rules_engine::ActionDispatcher>(app->manager_.get(),
                                                                    std::move(action_options));
   app->actions_->Start();
+  AddScrapeHooks(*app->metrics_, app->manager_.get(), app->actions_.get());
 
   app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
   app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir);
@@ -247,6 +287,7 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
       std::make_unique<rules_engine::TensorQueryHandler>(app->manager_.get(), tensor_options);
   GrpcServerOptions grpc_options = c.grpc;
   grpc_options.authenticator = app->authenticator_;
+  grpc_options.request_metrics = &app->metrics_->requests;
   auto grpc = GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(),
                                 app->reports_.get(), app->tensors_.get());
   if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
@@ -279,7 +320,10 @@ absl::Status ServerApp::StartHttp() {
       .tls_key_file = config_.grpc.tls_key_file,
       .threads = config_.http_threads,
       .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
-  auto server = http::HttpServer::Start(std::move(options), {sagemaker_->Route()});
+  metrics_route_ = std::make_unique<http::MetricsRoute>(&metrics_->registry, authenticator_.get());
+  auto server = http::HttpServer::Start(
+      std::move(options),
+      http::CountRequests({sagemaker_->Route(), metrics_route_->Route()}, &metrics_->requests));
   if (!server.ok()) return server.status();
   http_ = *std::move(server);
   return absl::OkStatus();
@@ -318,6 +362,7 @@ void ServerApp::Shutdown() {
     grpc_->Wait();
   }
   http_.reset();
+  metrics_route_.reset();
   sagemaker_.reset();
   grpc_.reset();
   tensors_.reset();

@@ -4,7 +4,8 @@
 //
 // It owns, in start order: the data directory's lock, the database, the job
 // manager, the rules engine (evaluation scheduler, action dispatcher), the
-// agent and report handlers, the gRPC server and the SageMaker HTTP listener. Shutdown() stops them
+// agent and report handlers, the gRPC server and the HTTP listener (the
+// SageMaker API and GET /metrics, service/http/metrics_route.h). Shutdown() stops them
 // in the reverse order that keeps every acknowledged write: evaluation and actions first, then
 // queued changes are committed and new ones refused, calls in flight finish, and the database
 // closes.
@@ -19,6 +20,7 @@
 #include "core/profiler_report_handler.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
+#include "metrics/server_metrics.h"
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
@@ -26,6 +28,7 @@
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
 #include "service/http/http_server.h"
+#include "service/http/metrics_route.h"
 #include "service/http/sagemaker_protocol.h"
 #include "service/server.h"
 #include "service/server_flags.h"
@@ -61,6 +64,9 @@ class ServerApp {
   // postgresql://USER@HOST:PORT/DATABASE (never with the password).
   const std::string& database_path() const { return database_path_; }
   core::TrainingJobManager& manager() { return *manager_; }
+  // The server's metrics, served as GET /metrics on --http-listen. Valid as
+  // long as the app lives; record into its parts from any thread.
+  metrics::ServerMetrics& metrics() { return *metrics_; }
   // Who may call, for every listener (enabled() false without --credentials).
   std::shared_ptr<const auth::Authenticator> authenticator() const { return authenticator_; }
 
@@ -80,14 +86,17 @@ class ServerApp {
 
  private:
   explicit ServerApp(ServerConfig config) : config_(std::move(config)) {}
-  // Starts the SageMaker HTTP listener if --http-listen was given.
+  // Starts the HTTP listener (SageMaker API, GET /metrics) if --http-listen
+  // was given.
   absl::Status StartHttp();
 
   const ServerConfig config_;
   std::string database_path_;
   bool shut_down_ = false;
   // Declared in start order: destroyed in reverse, the gRPC server first and
-  // the data directory's lock last.
+  // the data directory's lock last; the metrics, which every part records
+  // into, after all of them.
+  std::unique_ptr<metrics::ServerMetrics> metrics_ = std::make_unique<metrics::ServerMetrics>();
   std::shared_ptr<auth::CredentialStore> credentials_;  // Null without --credentials.
   std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
@@ -99,6 +108,7 @@ class ServerApp {
   std::unique_ptr<rules_engine::TensorQueryHandler> tensors_;
   std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<http::SageMakerProtocol> sagemaker_;
+  std::unique_ptr<http::MetricsRoute> metrics_route_;
   std::unique_ptr<http::HttpServer> http_;
 };
 

@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/training_job_manager.h"
+#include "metrics/action_metrics.h"
 #include "rules_engine/actions/notification_sink.h"
 
 namespace debugplane::rules_engine {
@@ -52,6 +53,9 @@ struct ActionDispatcherOptions {
   // When retries are due; the system clock when null (tests move a
   // FakeClock, and waiting threads wake when it jumps).
   std::shared_ptr<core::Clock> clock;
+  // Where every attempt's outcome is counted; null: nowhere. Must outlive
+  // the dispatcher.
+  metrics::ActionMetrics* metrics = nullptr;
 };
 
 class ActionDispatcher {

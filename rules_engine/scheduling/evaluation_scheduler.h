@@ -78,6 +78,8 @@
 #include "core/clock.h"
 #include "core/output_path.h"
 #include "core/training_job_manager.h"
+#include "metrics/evaluation_metrics.h"
+#include "metrics/object_store_metrics.h"
 #include "objectstore/local_object_store.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/rule/rule.h"
@@ -141,6 +143,10 @@ struct EvaluationSchedulerOptions {
   // backlog thread gets almost no CPU, and so its jobs almost no progress.
   int backlog_threads = 0;
   int backlog_nice = 10;
+  // Where evaluation (detection latency, lag, reads) and object store
+  // requests are recorded; null: nowhere. Must outlive the scheduler.
+  metrics::EvaluationMetrics* evaluation_metrics = nullptr;
+  metrics::ObjectStoreMetrics* object_store_metrics = nullptr;
 };
 
 class EvaluationScheduler {
@@ -230,6 +236,7 @@ class EvaluationScheduler {
                                     .progress_interval = options_.progress_interval,
                                     .max_steps_per_turn = options_.max_steps_per_turn,
                                     .turn_time_slice = options_.turn_time_slice,
+                                    .metrics = options_.evaluation_metrics,
                                 }};
 
   mutable absl::Mutex mu_;
@@ -262,7 +269,7 @@ class EvaluationScheduler {
 
   // The stores of the data roots: where every output path is read.
   const core::DataRootStores stores_{options_.data_roots, options_.data_root_store_options,
-                                     options_.bucket_stores};
+                                     options_.bucket_stores, options_.object_store_metrics};
   // SimilarAcrossRuns' reads of other trials, shared by every job.
   OtherTrialCache other_trials_;
   const OtherTrialLookup other_trial_lookup_ = other_trials_.AsLookup(

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -35,6 +36,7 @@ struct RuleStatusRecorder::State : std::enable_shared_from_this<State> {
     core::RuleStatus status;
     std::string details;
     std::optional<v1::RuleReadProgress> read;
+    std::function<void()> on_durable;  // May be empty.
   };
   struct RuleQueue {
     std::string job;
@@ -99,6 +101,10 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
 void RuleStatusRecorder::State::OnDone(const std::string& key, const absl::Status& result) {
   std::string next_attempt_note;
   absl::Time retry_at = absl::InfinitePast();
+  std::function<void()> on_durable;  // Called outside the lock.
+  absl::Cleanup call_on_durable = [&on_durable] {
+    if (on_durable) on_durable();
+  };
   {
     absl::MutexLock lock(&mu);
     if (shut_down) return;
@@ -115,6 +121,7 @@ void RuleStatusRecorder::State::OnDone(const std::string& key, const absl::Statu
         spdlog::info("the status of rule '{}' of job '{}' is recorded after {} refused writes",
                      queue.rule, queue.job, queue.refusals);
       }
+      if (result.ok()) on_durable = std::move(queue.entries.front().on_durable);
       queue.entries.pop_front();
       queue.refusals = 0;
       queue.backoff = options.initial_backoff;
@@ -156,7 +163,8 @@ RuleStatusRecorder::~RuleStatusRecorder() { Shutdown(); }
 
 void RuleStatusRecorder::Record(const std::string& job, const std::string& rule,
                                 int64_t last_evaluated_step, core::RuleStatus status,
-                                std::string details, std::optional<v1::RuleReadProgress> read) {
+                                std::string details, std::optional<v1::RuleReadProgress> read,
+                                std::function<void()> on_durable) {
   const std::string key = KeyOf(job, rule);
   {
     absl::MutexLock lock(&state_->mu);
@@ -167,7 +175,8 @@ void RuleStatusRecorder::Record(const std::string& job, const std::string& rule,
       queue.rule = rule;
       queue.backoff = state_->options.initial_backoff;
     }
-    queue.entries.push_back({last_evaluated_step, status, std::move(details), std::move(read)});
+    queue.entries.push_back(
+        {last_evaluated_step, status, std::move(details), std::move(read), std::move(on_durable)});
     // Behind another record of this rule: sent once that one is settled.
     if (queue.entries.size() > 1) return;
   }
