@@ -102,7 +102,7 @@ export function timeChart({title, series, unit, yRange = null, height = 200, gro
     axes: [
       {stroke: '#4a5563', grid: {stroke: '#eef0f3'}, ticks: {stroke: '#d5d9df'}},
       {stroke: '#4a5563', grid: {stroke: '#eef0f3'}, ticks: {stroke: '#d5d9df'},
-        values: axisValues(unit), size: 70},
+        values: axisValues(unit), size: unit === 'bytes_per_second' ? 90 : 70},
     ],
     series: [{label: time ? 'time' : 'step'}, ...series.map((s, i) => ({
       label: s.label, stroke: s.stroke || PALETTE[i % PALETTE.length], width: 1.5,
@@ -215,7 +215,7 @@ export function stepBars({title, label, unit, height = 200, id}) {
     width: 600, height,
     legend: {show: true},
     cursor: {drag: {x: false, y: false}},
-    scales: {x: {time: false}},
+    scales: {x: {time: false}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1]}},
     axes: [
       {stroke: '#4a5563', grid: {show: false}, label: 'step', labelSize: 20},
       {stroke: '#4a5563', grid: {stroke: '#eef0f3'}, values: axisValues(unit), size: 70},

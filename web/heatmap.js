@@ -4,8 +4,9 @@
 import {el} from './dom.js';
 import {formatTime} from './format.js';
 
-const STOPS = [[0, [247, 251, 255]], [0.25, [198, 219, 239]], [0.5, [107, 174, 214]],
-  [0.75, [253, 174, 97]], [1, [215, 48, 39]]];
+// Yellow to dark red (ColorBrewer YlOrRd): light is idle, dark is busy.
+const STOPS = [[0, [255, 255, 204]], [0.25, [254, 217, 118]], [0.5, [253, 141, 60]],
+  [0.75, [227, 26, 28]], [1, [128, 0, 38]]];
 
 /** The colour of a utilization 0..100 %. */
 export function heatColor(percent) {
@@ -18,7 +19,7 @@ export function heatColor(percent) {
       return `rgb(${c0.map((c, k) => Math.round(c + (c1[k] - c) * f)).join(',')})`;
     }
   }
-  return 'rgb(215,48,39)';
+  return 'rgb(128,0,38)';
 }
 
 export function heatmap({title, group, id}) {

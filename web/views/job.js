@@ -59,8 +59,9 @@ export function mountJob(container, name, initialTab) {
     if (!summary) return;
     replace(status, badge(summary.status),
         summary.secondaryStatus && el('span', {class: 'muted small'}, ' ' + summary.secondaryStatus));
+    const order = ['IssuesFound', 'Error', 'InProgress', 'NoIssuesFound', 'Stopping', 'Stopped'];
     replace(verdicts, Object.entries(summary.verdicts || {}).filter(([, n]) => n > 0)
-        .map(([v, n]) => el('span', {class: ['verdict', 'status-' + v]}, `${n} ${v}`)));
+        .sort(([a], [b]) => order.indexOf(a) - order.indexOf(b)).map(([v, n]) => el('span', {class: ['verdict', 'status-' + v]}, `${n} ${v}`)));
     lastData.textContent = 'data ' + formatAgo(summary.lastDataTime);
   }
 
