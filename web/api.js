@@ -47,7 +47,13 @@ async function request(method, path, body) {
       if (response.ok) throw new ApiError(method, path, response.status, {error: 'the reply is not JSON'});
     }
   }
-  if (!response.ok) throw new ApiError(method, path, response.status, json);
+  if (!response.ok) {
+    // A session that ended (expired, signed out elsewhere, key removed): back to the sign-in form.
+    if (response.status === 401 && path !== '/api/session' && session.role) {
+      window.dispatchEvent(new CustomEvent('dp-signed-out'));
+    }
+    throw new ApiError(method, path, response.status, json);
+  }
   return json;
 }
 
