@@ -3,9 +3,9 @@
 
 import {currentSession, loadSession, signOut} from './api.js';
 import {el, replace, errorBox} from './dom.js';
-import {mountJobs} from './views/jobs.js';
-import {mountJob} from './views/job.js';
-import {mountSignIn} from './views/signin.js';
+import {mountJobs} from './view_jobs.js';
+import {mountJob} from './view_job.js';
+import {mountSignIn} from './view_signin.js';
 
 const app = document.getElementById('app');
 const crumbs = document.getElementById('crumbs');

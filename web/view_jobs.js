@@ -1,9 +1,9 @@
 // The Jobs view: every job with its status, rule verdicts and how long ago
 // its data last arrived, filtered by status and name, kept live by SSE.
 
-import {api, subscribe} from '../api.js';
-import {el, replace, badge, errorBox} from '../dom.js';
-import {formatAgo, formatTime} from '../format.js';
+import {api, subscribe} from './api.js';
+import {el, replace, badge, errorBox} from './dom.js';
+import {formatAgo, formatTime} from './format.js';
 
 const STATUSES = ['InProgress', 'Completed', 'Failed', 'Stopping', 'Stopped'];
 const VERDICTS = ['IssuesFound', 'Error', 'InProgress', 'NoIssuesFound', 'Stopping', 'Stopped'];

@@ -1,7 +1,7 @@
 // The sign-in form, shown when GET /api/session answers 401.
 
-import {signIn} from '../api.js';
-import {el} from '../dom.js';
+import {signIn} from './api.js';
+import {el} from './dom.js';
 
 /** Renders the form into `container`; calls onSignedIn() after a sign-in. */
 export function mountSignIn(container, onSignedIn) {

@@ -2,13 +2,13 @@
 // tab shown (Overview, Nodes, Model). Keeps one event stream for the job and
 // passes its updates to the tab.
 
-import {api, jobPath, subscribe} from '../api.js';
-import {el, replace, badge, errorBox} from '../dom.js';
-import {formatAgo} from '../format.js';
-import {mountOverview} from './overview.js';
-import {mountNodes} from './nodes.js';
-import {mountModel} from './model.js';
-import {ProfilingPanel} from './profiling.js';
+import {api, jobPath, subscribe} from './api.js';
+import {el, replace, badge, errorBox} from './dom.js';
+import {formatAgo} from './format.js';
+import {mountOverview} from './view_overview.js';
+import {mountNodes} from './view_nodes.js';
+import {mountModel} from './view_model.js';
+import {ProfilingPanel} from './view_profiling.js';
 
 const TABS = {overview: ['Overview', mountOverview], nodes: ['Nodes', mountNodes], model: ['Model', mountModel]};
 

@@ -2,10 +2,10 @@
 // over steps, TRAIN and EVAL side by side (a scalar as a line, any other
 // tensor as its mean, norm, min and max).
 
-import {api, jobPath} from '../api.js';
-import {el, replace, card, errorBox} from '../dom.js';
-import {timeChart, PALETTE} from '../charts.js';
-import {throttle} from '../throttle.js';
+import {api, jobPath} from './api.js';
+import {el, replace, card, errorBox} from './dom.js';
+import {timeChart, PALETTE} from './charts.js';
+import {throttle} from './throttle.js';
 
 export function mountModel(container, context) {
   const filter = el('input', {type: 'search', id: 'tensor-filter', placeholder: 'Filter tensors…', 'aria-label': 'Filter tensors'});

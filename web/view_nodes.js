@@ -5,11 +5,11 @@
 // per step of the last steps. All time charts share one range (zoom, pan)
 // and follow new data until the person zooms.
 
-import {api, jobPath} from '../api.js';
-import {el, replace, card, errorBox} from '../dom.js';
-import {timeChart, stepBars, TimeGroup, PALETTE} from '../charts.js';
-import {heatmap} from '../heatmap.js';
-import {throttle} from '../throttle.js';
+import {api, jobPath} from './api.js';
+import {el, replace, card, errorBox} from './dom.js';
+import {timeChart, stepBars, TimeGroup, PALETTE} from './charts.js';
+import {heatmap} from './heatmap.js';
+import {throttle} from './throttle.js';
 
 /** Series with their own t arrays on one x: [t[], ...values[]] (null where missing). */
 export function align(seriesList, key = 'mean') {

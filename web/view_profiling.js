@@ -5,9 +5,9 @@
 // shown next to the field it names; the job's configuration as recorded
 // (and when the agent applied it) is shown above the form.
 
-import {api, jobPath, currentSession, mayChangeProfiling} from '../api.js';
-import {el, replace} from '../dom.js';
-import {formatAgo, formatTime} from '../format.js';
+import {api, jobPath, currentSession, mayChangeProfiling} from './api.js';
+import {el, replace} from './dom.js';
+import {formatAgo, formatTime} from './format.js';
 
 const INTERVALS = [[100, '100 milliseconds'], [200, '200 milliseconds'], [500, '500 milliseconds'],
   [1000, '1 second'], [5000, '5 seconds'], [60000, '1 minute']];

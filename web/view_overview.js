@@ -2,10 +2,10 @@
 // pie), resource utilization per node, the top framework operations, and
 // each rule's insight. Reloaded when the job's record or data change.
 
-import {api, jobPath} from '../api.js';
-import {el, replace, card, badge, errorBox} from '../dom.js';
-import {formatTime, formatDuration, formatShare, formatValue, formatNumber} from '../format.js';
-import {throttle} from '../throttle.js';
+import {api, jobPath} from './api.js';
+import {el, replace, card, badge, errorBox} from './dom.js';
+import {formatTime, formatDuration, formatShare, formatValue, formatNumber} from './format.js';
+import {throttle} from './throttle.js';
 
 const PHASE_COLORS = {initialization: '#8a9bb0', training_loop: '#2f6fde', finalization: '#e0a31b'};
 const PHASE_LABELS = {initialization: 'Initialization', training_loop: 'Training loop', finalization: 'Finalization'};
