@@ -217,6 +217,16 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   app->manager_ = *std::move(manager);
 
   rules_engine::EvaluationSchedulerOptions scheduler_options;
+  if (!c.http_listen_address.empty()) {
+    app->dashboard_events_ = std::make_shared<dashboard::DashboardEvents>(
+        app->manager_.get(),
+        dashboard::DashboardEventsOptions{.clock = app->manager_->options().clock});
+    app->dashboard_events_->Start();
+    scheduler_options.on_data_read = [events = app->dashboard_events_](const std::string& job_name,
+                                                                       int64_t last_step) {
+      events->OnDataRead(job_name, last_step);
+    };
+  }
   scheduler_options.worker_threads = c.rule_workers;
   scheduler_options.custom_evaluators = std::move(evaluators);
   scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
@@ -266,6 +276,7 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
         "--endpoint-url {}://HOST:{})",
         c.http_listen_address, app->http_port(), app->http_->tls() ? "https" : "http",
         app->http_->tls() ? "https" : "http", app->http_port());
+    spdlog::info("dashboard: {}", app->DashboardUrl());
   }
   return app;
 }
@@ -279,10 +290,25 @@ absl::Status ServerApp::StartHttp() {
       .tls_key_file = config_.grpc.tls_key_file,
       .threads = config_.http_threads,
       .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
-  auto server = http::HttpServer::Start(std::move(options), {sagemaker_->Route()});
+  dashboard_ = std::make_unique<dashboard::Dashboard>(
+      manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
+      dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
+                                  .sessions = {.clock = manager_->options().clock}});
+  std::vector<http::HttpRoute> routes = {sagemaker_->Route()};
+  for (http::HttpRoute& route : dashboard_->Routes()) routes.push_back(std::move(route));
+  auto server = http::HttpServer::Start(std::move(options), std::move(routes));
   if (!server.ok()) return server.status();
   http_ = *std::move(server);
   return absl::OkStatus();
+}
+
+std::string ServerApp::DashboardUrl() const {
+  if (http_ == nullptr) return "";
+  // The listener's host as a browser on this machine reaches it.
+  std::string host = config_.http_listen_address.substr(0, config_.http_listen_address.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
+  return absl::StrCat(http_->tls() ? "https" : "http", "://", host, ":", http_port(),
+                      "/dashboard/");
 }
 
 ServerApp::~ServerApp() { Shutdown(); }
@@ -309,6 +335,8 @@ void ServerApp::Shutdown() {
   // in flight complete; then stop the transport, then close the database.
   if (actions_ != nullptr) actions_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
+  // Live dashboards end before the listener waits for its requests.
+  if (dashboard_events_ != nullptr) dashboard_events_->Shutdown();
   // The HTTP listener first: its requests in flight complete while the
   // manager still accepts them.
   if (http_ != nullptr) http_->Shutdown(config_.shutdown_grace);
@@ -318,6 +346,7 @@ void ServerApp::Shutdown() {
     grpc_->Wait();
   }
   http_.reset();
+  dashboard_.reset();
   sagemaker_.reset();
   grpc_.reset();
   tensors_.reset();
@@ -325,6 +354,7 @@ void ServerApp::Shutdown() {
   agents_.reset();
   actions_.reset();
   scheduler_.reset();
+  dashboard_events_.reset();
   manager_.reset();  // Commits the last changes and closes the database.
   data_directory_.reset();
 }

@@ -25,6 +25,8 @@
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
+#include "service/dashboard/dashboard_events.h"
+#include "service/dashboard/dashboard_routes.h"
 #include "service/http/http_server.h"
 #include "service/http/sagemaker_protocol.h"
 #include "service/server.h"
@@ -55,6 +57,11 @@ class ServerApp {
 
   // The bound port (useful with port 0).
   int port() const { return grpc_->port(); }
+  // http://HOST:PORT/dashboard/ (the listener's host, 127.0.0.1 for a
+  // wildcard address); "" without --http-listen.
+  std::string DashboardUrl() const;
+  // The dashboard (on the HTTP listener); null without --http-listen.
+  dashboard::Dashboard* dashboard() { return dashboard_.get(); }
   // The bound port of the SageMaker HTTP listener; 0 without --http-listen.
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   // The SQLite file, or the PostgreSQL database as
@@ -92,6 +99,9 @@ class ServerApp {
   std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
+  // The dashboard's live updates (with --http-listen): told of the rules
+  // engine's reads, so made before the scheduler.
+  std::shared_ptr<dashboard::DashboardEvents> dashboard_events_;
   std::unique_ptr<rules_engine::EvaluationScheduler> scheduler_;
   std::unique_ptr<rules_engine::ActionDispatcher> actions_;
   std::unique_ptr<core::TrainingAgentManager> agents_;
@@ -99,6 +109,7 @@ class ServerApp {
   std::unique_ptr<rules_engine::TensorQueryHandler> tensors_;
   std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<http::SageMakerProtocol> sagemaker_;
+  std::unique_ptr<dashboard::Dashboard> dashboard_;
   std::unique_ptr<http::HttpServer> http_;
 };
 

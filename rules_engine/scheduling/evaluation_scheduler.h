@@ -65,6 +65,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -141,6 +142,12 @@ struct EvaluationSchedulerOptions {
   // backlog thread gets almost no CPU, and so its jobs almost no progress.
   int backlog_threads = 0;
   int backlog_nice = 10;
+  // Optional: called after every turn of a job that read new data (tensor
+  // steps, system metrics or framework events), with the job and the last
+  // global step of its trial (-1 if none was read yet), on the worker
+  // thread: it must be quick and must not block (the dashboard records it
+  // and wakes its own thread, which throttles what it sends).
+  std::function<void(const std::string& job_name, int64_t last_step)> on_data_read;
 };
 
 class EvaluationScheduler {
