@@ -18,6 +18,7 @@
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
+#include "service/dashboard/insights_routes.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
@@ -255,6 +256,19 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
       objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
   app->tensors_ =
       std::make_unique<rules_engine::TensorQueryHandler>(app->manager_.get(), tensor_options);
+  // --- Dashboard data (issue 13, insights) ---
+  // The dashboard's series of each job's profiler output, read through the
+  // same roots and buckets as the rules, on two threads of its own; live
+  // profiled jobs are followed from now on, so opening one is instant.
+  if (!c.http_listen_address.empty()) {
+    rules_engine::insights::InsightsStoreOptions insights_options;
+    insights_options.data_roots = app->manager_->options().validation.data_roots;
+    insights_options.bucket_stores =
+        objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
+    insights_options.clock = app->manager_->options().clock;
+    app->insights_ = std::make_unique<rules_engine::insights::InsightsStore>(
+        app->manager_.get(), std::move(insights_options));
+  }
   GrpcServerOptions grpc_options = c.grpc;
   grpc_options.authenticator = app->authenticator_;
   auto grpc = GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(),
@@ -281,6 +295,11 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   return app;
 }
 
+std::vector<dashboard::JobResource> ServerApp::InsightsJobResources() {
+  if (insights_ == nullptr) return {};
+  return dashboard::InsightsResources({insights_.get(), tensors_.get()});
+}
+
 absl::Status ServerApp::StartHttp() {
   if (config_.http_listen_address.empty()) return absl::OkStatus();
   sagemaker_ = std::make_unique<http::SageMakerProtocol>(manager_.get(), authenticator_.get());
@@ -293,6 +312,7 @@ absl::Status ServerApp::StartHttp() {
   dashboard_ = std::make_unique<dashboard::Dashboard>(
       manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
       dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
+                                  .resources = InsightsJobResources(),
                                   .sessions = {.clock = manager_->options().clock}});
   std::vector<http::HttpRoute> routes = {sagemaker_->Route()};
   for (http::HttpRoute& route : dashboard_->Routes()) routes.push_back(std::move(route));
@@ -340,6 +360,8 @@ void ServerApp::Shutdown() {
   // The HTTP listener first: its requests in flight complete while the
   // manager still accepts them.
   if (http_ != nullptr) http_->Shutdown(config_.shutdown_grace);
+  // Before the manager: the store observes its commits.
+  if (insights_ != nullptr) insights_->Shutdown();
   if (manager_ != nullptr) manager_->Shutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(config_.shutdown_grace);
@@ -349,6 +371,7 @@ void ServerApp::Shutdown() {
   dashboard_.reset();
   sagemaker_.reset();
   grpc_.reset();
+  insights_.reset();
   tensors_.reset();
   reports_.reset();
   agents_.reset();

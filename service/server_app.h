@@ -21,11 +21,13 @@
 #include "core/training_job_manager.h"
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"
+#include "rules_engine/insights/insights_store.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
 #include "service/dashboard/dashboard_events.h"
+#include "service/dashboard/dashboard_http.h"
 #include "service/dashboard/dashboard_routes.h"
 #include "service/http/http_server.h"
 #include "service/http/sagemaker_protocol.h"
@@ -87,6 +89,13 @@ class ServerApp {
 
  private:
   explicit ServerApp(ServerConfig config) : config_(std::move(config)) {}
+  // --- Dashboard data (issue 13, insights) ---
+  // The dashboard's /api/jobs/NAME/{overview, system, framework, tensors,
+  // tensor} resources (service/dashboard/insights_routes.h), over the
+  // InsightsStore made with the HTTP listener; empty without --http-listen.
+  // For DashboardRoutes(...) where the listener's routes are built.
+  std::vector<dashboard::JobResource> InsightsJobResources();
+
   // Starts the SageMaker HTTP listener if --http-listen was given.
   absl::Status StartHttp();
 
@@ -107,6 +116,8 @@ class ServerApp {
   std::unique_ptr<core::TrainingAgentManager> agents_;
   std::unique_ptr<core::ProfilerReportHandler> reports_;
   std::unique_ptr<rules_engine::TensorQueryHandler> tensors_;
+  // The dashboard's per-job series (with --http-listen only).
+  std::unique_ptr<rules_engine::insights::InsightsStore> insights_;
   std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<http::SageMakerProtocol> sagemaker_;
   std::unique_ptr<dashboard::Dashboard> dashboard_;
