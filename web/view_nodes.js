@@ -165,8 +165,15 @@ export function mountNodes(container, context) {
   nodeSelect.addEventListener('change', renderSystem);
   const reload = throttle(load, 2000);
   const offs = [context.on('data', reload)];
+  // Data events come from the rules engine's reads; once a job's rules have
+  // concluded its system metrics still grow: poll while the job runs.
+  const poll = setInterval(() => {
+    const status = context.summary && context.summary.status;
+    if (status === 'InProgress' || status === 'Stopping') reload();
+  }, 3000);
   load();
   return () => {
+    clearInterval(poll);
     reload.cancel();
     offs.forEach((off) => off());
     Object.values(charts).forEach((c) => c.destroy());
