@@ -51,6 +51,12 @@ export function badge(status) {
   return el('span', {class: ['badge', 'status-' + String(status || 'unknown')]}, status || '—');
 }
 
+/** A warning about the data (a file the server could not read), as text. */
+export function problemBox(problem) {
+  const text = typeof problem === 'string' ? problem : (problem && (problem.message || problem.error)) || JSON.stringify(problem);
+  return el('div', {class: 'problem-box', role: 'status'}, text);
+}
+
 /** An error box saying what failed. */
 export function errorBox(error) {
   return el('div', {class: 'error-box', role: 'alert'}, String(error && error.message || error));

@@ -43,6 +43,7 @@ export function heatmap({title, group, id}) {
   }
 
   function draw() {
+    scale.style.height = `${Math.max(48, rows.length * ROW_HEIGHT)}px`;
     const width = Math.max(300, canvas.parentElement ? canvas.parentElement.clientWidth : 600);
     const height = Math.max(ROW_HEIGHT, rows.length * ROW_HEIGHT) + 18;
     const ratio = window.devicePixelRatio || 1;

@@ -6,7 +6,7 @@
 // and follow new data until the person zooms.
 
 import {api, jobPath} from './api.js';
-import {el, replace, card, errorBox} from './dom.js';
+import {el, replace, card, errorBox, problemBox} from './dom.js';
 import {timeChart, stepBars, TimeGroup, PALETTE} from './charts.js';
 import {heatmap} from './heatmap.js';
 import {throttle} from './throttle.js';
@@ -33,8 +33,15 @@ class SeriesChart {
     this.chart = null;
     this.labels = '';
   }
-  /** list: [{label, t, values, stroke?}] */
+  /** list: [{label, t, values, stroke?}]; empty: the `empty` text instead of a chart. */
   update(list) {
+    if (!list.length) {
+      if (this.chart) this.chart.destroy();
+      this.chart = null;
+      this.labels = '';
+      replace(this.slot, el('p', {class: 'muted empty-chart'}, this.options.empty || 'No data yet.'));
+      return;
+    }
     const labels = list.map((s) => s.label).join('|');
     if (labels !== this.labels || !this.chart) {
       if (this.chart) this.chart.destroy();
@@ -44,10 +51,6 @@ class SeriesChart {
           fill: s.fill, paths: s.paths}))});
       replace(this.slot, this.chart.root);
       this.chart.mount();
-    }
-    if (!list.length) {
-      this.chart.setData([[]]);
-      return;
     }
     this.chart.setData(align(list.map((s) => ({t: s.t, v: s.values})), 'v'));
   }
@@ -67,6 +70,7 @@ export function mountNodes(container, context) {
   };
   const heat = heatmap({title: 'CPU and GPU utilization', group, id: 'system-heatmap'});
   const steps = stepBars({title: 'Time per step (last steps)', label: 'step time', unit: 'seconds', id: 'step-times'});
+  const stepsEmpty = el('p', {class: 'muted empty-chart'}, 'No steps profiled yet.');
   const resetButton = el('button', {type: 'button', class: 'secondary', id: 'reset-zoom',
     onclick: () => group.setFollow(true)}, 'Show all');
   container.append(
@@ -81,18 +85,20 @@ export function mountNodes(container, context) {
       el('div', {class: 'columns'}, card('GPU utilization', slots.gpu), card('GPU memory utilization', slots.gpuMemory)),
       card('Overall system utilization over time', heat.root),
       card('System metrics over time', slots.system, el('h3', {class: 'chart-title'}, 'Framework phases over time'), slots.framework),
-      card('Time spent in training', steps.root));
+      card('Time spent in training', stepsEmpty, steps.root));
   heat.mount();
   steps.mount();
 
   const percent = (title, id) => ({title, unit: 'percent', yRange: [0, 100], group, id, height: 190});
   const charts = {
-    cpu: new SeriesChart(slots.cpu, percent(null, 'chart-cpu')),
-    network: new SeriesChart(slots.network, {unit: 'bytes_per_second', group, id: 'chart-network', height: 190}),
-    gpu: new SeriesChart(slots.gpu, percent(null, 'chart-gpu')),
-    gpuMemory: new SeriesChart(slots.gpuMemory, percent(null, 'chart-gpu-memory')),
-    system: new SeriesChart(slots.system, percent(null, 'chart-system')),
-    framework: new SeriesChart(slots.framework, {unit: 'percent', yRange: [0, 100], group, id: 'chart-framework', height: 150}),
+    cpu: new SeriesChart(slots.cpu, {...percent(null, 'chart-cpu'), empty: 'No CPU metrics yet.'}),
+    network: new SeriesChart(slots.network, {unit: 'bytes_per_second', group, id: 'chart-network', height: 190,
+      empty: 'No network metrics for this node.'}),
+    gpu: new SeriesChart(slots.gpu, {...percent(null, 'chart-gpu'), empty: 'No GPU on this node.'}),
+    gpuMemory: new SeriesChart(slots.gpuMemory, {...percent(null, 'chart-gpu-memory'), empty: 'No GPU on this node.'}),
+    system: new SeriesChart(slots.system, {...percent(null, 'chart-system'), empty: 'No system metrics yet.'}),
+    framework: new SeriesChart(slots.framework, {unit: 'percent', yRange: [0, 100], group, id: 'chart-framework',
+      height: 150, empty: 'No framework metrics: turn on profiling to see forward, backward and data loader phases.'}),
   };
   const pickedCores = new Set();
   let system = null;
@@ -133,18 +139,26 @@ export function mountNodes(container, context) {
   }
 
   function renderFramework(framework) {
-    const phases = framework.phases || [];
+    // A job without framework data may come as one bucket at epoch 0: nothing to draw.
+    const phases = (framework.phases || []).map((p) => {
+      const keep = p.t.map((t) => t > 0);
+      return {phase: p.phase, t: p.t.filter((_, i) => keep[i]), busy: p.busy.filter((_, i) => keep[i])};
+    }).filter((p) => p.t.length);
     charts.framework.update(phases.map((p, i) => ({label: p.phase, t: p.t,
       values: p.busy.map((b) => (b === null ? null : b * 100)), stroke: PALETTE[(i + 5) % PALETTE.length],
       paths: uPlot.paths.stepped({align: 1})})));
     const last = (framework.steps || []).slice(-50);
     steps.setData([last.map((s) => s.step), last.map((s) => s.seconds)]);
+    stepsEmpty.hidden = last.length > 0;
+    steps.root.hidden = last.length === 0;
   }
 
   async function load() {
     const failures = [];
+    const problems = [];
     try {
       system = await api.get(jobPath(context.name, 'system') + '?width=800');
+      problems.push(...(system.problems || []));
       const nodes = system.nodes || [];
       const chosen = nodeSelect.value;
       if (nodes.join('|') !== [...nodeSelect.options].map((o) => o.value).join('|')) {
@@ -156,11 +170,13 @@ export function mountNodes(container, context) {
       failures.push(error);
     }
     try {
-      renderFramework(await api.get(jobPath(context.name, 'framework') + '?width=800'));
+      const framework = await api.get(jobPath(context.name, 'framework') + '?width=800');
+      problems.push(...(framework.problems || []));
+      renderFramework(framework);
     } catch (error) {
       failures.push(error);
     }
-    replace(errors, failures.map(errorBox));
+    replace(errors, failures.map(errorBox), problems.map(problemBox));
   }
   nodeSelect.addEventListener('change', renderSystem);
   const reload = throttle(load, 2000);

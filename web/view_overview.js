@@ -3,7 +3,7 @@
 // each rule's insight. Reloaded when the job's record or data change.
 
 import {api, jobPath} from './api.js';
-import {el, replace, card, badge, errorBox} from './dom.js';
+import {el, replace, card, badge, errorBox, problemBox} from './dom.js';
 import {formatTime, formatDuration, formatShare, formatValue, formatNumber} from './format.js';
 import {throttle} from './throttle.js';
 
@@ -29,7 +29,7 @@ export function mountOverview(container, context) {
   async function load() {
     try {
       const overview = await api.get(jobPath(context.name, 'overview'));
-      replace(errors);
+      replace(errors, (overview.problems || []).map(problemBox));
       renderSummary(summaryBox, overview.summary || {});
       renderUtilization(utilizationBox, overview.utilization || []);
       renderOperations(operationsBox, overview.operations || []);
@@ -77,7 +77,7 @@ function renderSummary(box, summary) {
           el('h3', {}, 'Training progress over time'), phases.length ? [bar, axis] :
             el('p', {class: 'muted'}, 'No phases yet: the training has not reported its steps.'),
           el('dl', {class: 'facts'}, facts.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]))),
-      el('div', {class: 'pie-box'}, pie, legend)));
+      phases.length ? el('div', {class: 'pie-box'}, pie, legend) : el('div')));
 }
 
 function swatch(color) {
@@ -133,7 +133,7 @@ function renderUtilization(box, rows) {
             el('td', {}, i === 0 ? node : ''),
             el('td', {}, METRIC_LABELS[r.metric] || r.metric),
             ['min', 'max', 'p99', 'p90', 'p50'].map((k) =>
-              el('td', {class: ['num', r.unit === 'percent' && r[k] >= 90 ? 'hot' : '']}, formatValue(r[k], r.unit)))))))));
+              el('td', {class: ['num', r.metric !== 'gpu' && r.unit === 'percent' && r[k] >= 90 ? 'hot' : '']}, formatValue(r[k], r.unit)))))))));
 }
 
 function renderOperations(box, operations) {

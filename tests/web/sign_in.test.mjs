@@ -89,7 +89,9 @@ describe('dashboard with credentials', () => {
 
   test('an operator changes profiling; a POST without the CSRF token is refused', async () => {
     await signIn(OPERATOR);
-    await page.locator(`tr[data-job="${JOB}"]`).waitFor();
+    // Signed in again, the page shows the view it showed (the reader's job).
+    await page.locator('#session:has-text("AKIDWEBOPERATOR · operator")').waitFor();
+    await page.locator('h1.job-name').waitFor();
     const refused = await page.evaluate(async (job) => (await fetch(`/api/jobs/${job}/profiling`, {method: 'POST',
       headers: {'Content-Type': 'application/json'},
       body: JSON.stringify({profilingEnabled: true, monitoringIntervalMillis: 1000})})).status, JOB);
