@@ -99,7 +99,11 @@ async function start() {
 
 window.addEventListener('dp-signed-out', () => start());
 // What breaks in the page itself is said on the page, not only in the console.
-window.addEventListener('error', (event) => showBanner(`The page failed: ${event.message}`));
+window.addEventListener('error', (event) => {
+  // Chromium reports a ResizeObserver that resized what it observes as an error; it is harmless.
+  if (/ResizeObserver loop/.test(event.message)) return;
+  showBanner(`The page failed: ${event.message}`);
+});
 window.addEventListener('unhandledrejection', (event) =>
   showBanner(`The page failed: ${event.reason && event.reason.message || event.reason}`));
 if (typeof window.uPlot === 'undefined') showBanner('The chart library (uPlot.iife.min.js) did not load: charts cannot be drawn.');

@@ -106,7 +106,8 @@ export function timeChart({title, series, unit, yRange = null, height = 200, gro
     ],
     series: [{label: time ? 'time' : 'step'}, ...series.map((s, i) => ({
       label: s.label, stroke: s.stroke || PALETTE[i % PALETTE.length], width: 1.5,
-      fill: s.fill, show: s.show !== false, spanGaps: false,
+      // Buckets finer than the sampling interval are empty between samples: join them.
+      fill: s.fill, show: s.show !== false, spanGaps: true,
       value: (u, v) => formatValue(v, s.unit || unit),
       paths: s.paths,
     }))],

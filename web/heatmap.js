@@ -26,7 +26,8 @@ export function heatmap({title, group, id}) {
   const canvas = el('canvas', {class: 'heatmap', id, height: 10});
   const tip = el('div', {class: 'heat-tip', hidden: true});
   const scale = el('canvas', {class: 'heat-scale', width: 14, height: 160});
-  const wrapper = el('div', {class: 'chart-wrap heat'}, el('h3', {class: 'chart-title'}, title),
+  const empty = el('p', {class: 'muted empty-chart'}, 'No per-device CPU or GPU metrics yet.');
+  const wrapper = el('div', {class: 'chart-wrap heat'}, el('h3', {class: 'chart-title'}, title), empty,
       el('div', {class: 'heat-row'}, el('div', {class: 'heat-canvas'}, canvas, tip),
           el('div', {class: 'heat-legend'}, el('span', {}, '100 %'), scale, el('span', {}, '0 %'))));
   let rows = [];  // [{label, t: [], mean: []}]
@@ -116,7 +117,15 @@ export function heatmap({title, group, id}) {
       return min < max ? [min, max] : null;
     },
   };
-  const resize = new ResizeObserver(() => draw());
+  // Redraw when the width changes (drawing changes the height: observing it would loop).
+  let lastWidth = 0;
+  const resize = new ResizeObserver(() => {
+    const width = wrapper.clientWidth;
+    if (width !== lastWidth) {
+      lastWidth = width;
+      requestAnimationFrame(draw);
+    }
+  });
   let off = null;
   return {
     root: wrapper,
@@ -127,6 +136,8 @@ export function heatmap({title, group, id}) {
     },
     setRows(next) {
       rows = next;
+      empty.hidden = rows.length > 0;
+      wrapper.querySelector('.heat-row').hidden = rows.length === 0;
       if (group) group.apply();
       draw();
     },

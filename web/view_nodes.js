@@ -163,6 +163,8 @@ export function mountNodes(container, context) {
       const chosen = nodeSelect.value;
       if (nodes.join('|') !== [...nodeSelect.options].map((o) => o.value).join('|')) {
         replace(nodeSelect, nodes.map((n) => el('option', {value: n}, n)));
+        nodeSelect.disabled = nodes.length < 2;
+        if (!nodes.length) nodeSelect.append(el('option', {value: ''}, 'no node has reported yet'));
         if (nodes.includes(chosen)) nodeSelect.value = chosen;
       }
       renderSystem();

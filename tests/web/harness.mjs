@@ -218,10 +218,17 @@ export async function openBrowser() {
   };
 }
 
-/** Saves a full-page screenshot as ARTIFACTS/NAME.png. */
+/**
+ * Saves a full-page screenshot as ARTIFACTS/NAME.png, then fails if the page
+ * shows its failure banner (an uncaught error in the page's own code).
+ */
 export async function screenshot(page, name) {
   fs.mkdirSync(ARTIFACTS, {recursive: true});
   const file = path.join(ARTIFACTS, `${name}.png`);
   await page.screenshot({path: file, fullPage: true});
+  const banner = page.locator('#banner');
+  if (await banner.isVisible()) {
+    assert.fail(`the page shows its failure banner on ${name}: ${await banner.textContent()}`);
+  }
   return file;
 }
