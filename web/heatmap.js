@@ -65,11 +65,17 @@ export function heatmap({title, group, id}) {
       ctx.fillStyle = '#4a5563';
       ctx.fillText(row.label, 4, y + ROW_HEIGHT / 2);
       const step = row.t.length > 1 ? row.t[1] - row.t[0] : max - min;
-      for (let i = 0; i < row.t.length; i++) {
+      // Buckets finer than the sampling interval are empty between samples:
+      // a sample's cell reaches the next sample unless that is a real gap.
+      const filled = row.t.map((t, i) => i).filter((i) => row.mean[i] !== null && row.mean[i] !== undefined);
+      const gaps = filled.slice(1).map((index, k) => row.t[index] - row.t[filled[k]]).sort((a, b) => a - b);
+      const typical = gaps.length ? gaps[Math.floor(gaps.length / 2)] : step;
+      for (let k = 0; k < filled.length; k++) {
+        const i = filled[k];
         const v = row.mean[i];
-        if (v === null || v === undefined) continue;
+        const next = k + 1 < filled.length ? row.t[filled[k + 1]] : row.t[i] + typical;
         const x0 = xOf(row.t[i]);
-        const x1 = xOf(row.t[i] + step);
+        const x1 = xOf(next - row.t[i] <= 3 * typical ? next : row.t[i] + step);
         if (x1 < LABEL_WIDTH || x0 > width) continue;
         ctx.fillStyle = heatColor(v);
         ctx.fillRect(Math.max(LABEL_WIDTH, x0), y + 1, Math.max(1, x1 - Math.max(LABEL_WIDTH, x0) + 0.5), ROW_HEIGHT - 2);
