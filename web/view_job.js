@@ -62,7 +62,7 @@ export function mountJob(container, name, initialTab) {
     const order = ['IssuesFound', 'Error', 'InProgress', 'NoIssuesFound', 'Stopping', 'Stopped'];
     replace(verdicts, Object.entries(summary.verdicts || {}).filter(([, n]) => n > 0)
         .sort(([a], [b]) => order.indexOf(a) - order.indexOf(b)).map(([v, n]) => el('span', {class: ['verdict', 'status-' + v]}, `${n} ${v}`)));
-    lastData.textContent = 'data ' + formatAgo(summary.lastDataTime);
+    lastData.textContent = summary.lastDataTime ? `data ${formatAgo(summary.lastDataTime)}` : 'no data yet';
   }
 
   async function loadJob() {
