@@ -72,7 +72,22 @@ export function mountJob(container, name, initialTab) {
       events.emit('describe', context.job);
     } catch (error) {
       replace(errors, errorBox(error));
+      if (error.status === 404) showMissing();
     }
+  }
+
+  // No such job (deleted, or a mistyped link): say so once, stop listening.
+  function showMissing() {
+    close();
+    if (unmountTab) unmountTab();
+    unmountTab = null;
+    tabs.hidden = true;
+    profiling.button.hidden = true;
+    profiling.panel.hidden = true;
+    live.hidden = true;
+    replace(body, el('section', {class: 'card'}, el('h2', {}, 'No such training job'),
+        el('p', {}, `The server has no training job named ${name}.`),
+        el('a', {href: '#/jobs'}, 'Back to the jobs')));
   }
 
   let describeTimer = null;

@@ -107,7 +107,8 @@ describe('dashboard views over recorded data', () => {
     await page.goto(`${server.http}/dashboard/#/jobs/no-such-job/overview`);
     const error = page.locator('.error-box').first();
     await error.waitFor();
-    assert.match(await error.textContent(), /no-such-job/);
+    assert.match(await error.textContent(), /GET \/api\/jobs\/no-such-job failed: 404 .*no-such-job/);
+    await page.locator('#tab-body:has-text("No such training job")').waitFor();
     await screenshot(page, 'missing-job');
   });
 
