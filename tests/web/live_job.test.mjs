@@ -88,6 +88,7 @@ describe('dashboard on a live job', () => {
     const before = Number(await cpu.getAttribute('data-x-max'));
     // Following: the range grows with new samples.
     await waitFor(async () => Number(await cpu.getAttribute('data-x-max')) > before, 'the chart to follow new data', 20000);
+    await screenshot(page, 'nodes-live');
     const box = await page.locator('#chart-cpu .u-over').boundingBox();
     await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
     await page.mouse.down();
