@@ -115,4 +115,27 @@ describe('dashboard views over recorded data', () => {
   test('no console errors or CSP violations', () => {
     browser.assertNoProblems([/status of 404/]);
   });
+
+  test('the CSP is enforced and a violation would be caught', async () => {
+    const other = await browser.newPage();
+    await other.goto(`${server.http}/dashboard/#/jobs`);
+    await other.locator(`tr[data-job="${SYSTEM_JOB}"]`).waitFor();
+    const before = browser.problems.length;
+    // What the page never does: an inline style attribute and an inline script.
+    const applied = await other.evaluate(() => {
+      const node = document.createElement('div');
+      node.setAttribute('style', 'color: rgb(255, 0, 0)');
+      document.body.append(node);
+      const script = document.createElement('script');
+      script.textContent = 'window.dpInlineRan = true;';
+      document.body.append(script);
+      return {color: getComputedStyle(node).color, ran: window.dpInlineRan === true};
+    });
+    assert.notEqual(applied.color, 'rgb(255, 0, 0)', 'an inline style was applied');
+    assert.equal(applied.ran, false, 'an inline script ran');
+    await waitFor(() => browser.problems.slice(before).filter((p) => /CSP violation|Content Security Policy/.test(p)).length >= 2,
+        'the two violations in the collected problems', 5000);
+    browser.problems.splice(before);
+    await other.close();
+  });
 });

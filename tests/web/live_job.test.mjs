@@ -47,7 +47,11 @@ describe('dashboard on a live job', () => {
     await waitFor(async () => /InProgress/.test(await row.locator('td').nth(1).textContent()), 'status InProgress');
     await waitFor(async () => /2 InProgress/.test(await row.locator('td.verdicts').textContent()),
         'the rule verdicts in the row');
-    // The name filter narrows the list.
+    // The status and name filters narrow the list.
+    await page.selectOption('#filter-status', 'Completed');
+    await page.locator('td.empty').waitFor();
+    await page.selectOption('#filter-status', 'InProgress');
+    await row.waitFor();
     await page.fill('#filter-name', 'no-such-job');
     await page.locator('td.empty').waitFor();
     await page.fill('#filter-name', 'live-nan');
