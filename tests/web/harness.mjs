@@ -160,11 +160,53 @@ export function startAgent(server, job, workDir, trainingArgs, {token} = {}) {
     configDir,
     log: () => fs.readFileSync(logPath, 'utf8'),
     exited,
+    // SIGTERM, which the agent should pass to the training; the training
+    // (in a process group of its own) is killed too in case the agent died
+    // without passing it on (it does when SIGTERM reaches a thread that does
+    // not block it), so that no training outlives its test.
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const training = descendants(child.pid);
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10000);
       await exited;
+      clearTimeout(timer);
+      for (const pid of training) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
+      }
     },
   };
+}
+
+/** The pids of every process below `pid` (from /proc/PID/task/TID/children). */
+function descendants(pid) {
+  const found = [];
+  const visit = (parent) => {
+    let tasks = [];
+    try {
+      tasks = fs.readdirSync(`/proc/${parent}/task`);
+    } catch {
+      return;
+    }
+    for (const task of tasks) {
+      let children = '';
+      try {
+        children = fs.readFileSync(`/proc/${parent}/task/${task}/children`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const child of children.trim().split(/\s+/).filter(Boolean).map(Number)) {
+        found.push(child);
+        visit(child);
+      }
+    }
+  };
+  visit(pid);
+  return found;
 }
 
 /** Copies a directory tree. */
