@@ -18,6 +18,7 @@
 #ifndef DEBUGPLANE_RULES_ENGINE_INSIGHTS_BUCKET_PYRAMID_H_
 #define DEBUGPLANE_RULES_ENGINE_INSIGHTS_BUCKET_PYRAMID_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -86,9 +87,9 @@ struct LevelChoice {
 
 // The level for [t0, t1] at `width` output buckets (width >= 1, t0 <= t1):
 // the coarsest level with >= width buckets in the range (level 0 when none
-// has), then coarser while `complete_from(level)` says that level no longer
-// holds data from `data_start` (the later of t0 and the data's first time)
-// on, up to `levels - 1`. merge = ceil(count / width).
+// has; and no level whose buckets are wider than the range), then coarser while
+// `complete_from(level)` says that level no longer holds data from `data_start` (the later of t0
+// and the data's first time) on, up to `levels - 1`. merge = ceil(count / width).
 // `complete_from(level)` is the first bucket index the level holds all data
 // of (kNoEviction when it lost nothing).
 template <typename CompleteFrom>
@@ -96,7 +97,10 @@ LevelChoice ChooseLevel(double t0, double t1, int width, double data_start, int 
                         CompleteFrom complete_from) {
   LevelChoice c;
   int level = 0;
-  while (level + 1 < 62 && BucketIndex(t1, level + 1) - BucketIndex(t0, level + 1) + 1 >= width) {
+  // Never buckets wider than the range (a width of 1 would climb forever).
+  const double span = std::max(t1 - t0, kBaseSeconds);
+  while (level + 1 < 62 && BucketSeconds(level + 1) <= span &&
+         BucketIndex(t1, level + 1) - BucketIndex(t0, level + 1) + 1 >= width) {
     ++level;
   }
   const double from = std::max(t0, data_start);

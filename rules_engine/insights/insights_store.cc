@@ -1,6 +1,7 @@
 #include "rules_engine/insights/insights_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,10 +40,24 @@ struct InsightsStore::Entry {
 
   absl::Mutex data_mu;
   JobInsights data ABSL_GUARDED_BY(data_mu);
-  std::shared_ptr<const core::JobRecord> record ABSL_GUARDED_BY(data_mu);
   std::string problem ABSL_GUARDED_BY(data_mu);
   std::vector<std::string> read_errors ABSL_GUARDED_BY(data_mu);
-  size_t bytes ABSL_GUARDED_BY(data_mu) = 0;
+  bool first_read_done ABSL_GUARDED_BY(data_mu) = false;
+
+  // Apart from data_mu, so that the manager's commit observer never waits
+  // for a batch being added or a reply being serialized.
+  mutable absl::Mutex record_mu;
+  std::shared_ptr<const core::JobRecord> record ABSL_GUARDED_BY(record_mu);
+  std::atomic<size_t> bytes{0};  // data.memory_bytes() after the last read.
+
+  std::shared_ptr<const core::JobRecord> Record() const {
+    absl::MutexLock lock(&record_mu);
+    return record;
+  }
+  void SetRecord(std::shared_ptr<const core::JobRecord> job) {
+    absl::MutexLock lock(&record_mu);
+    record = std::move(job);
+  }
 
   // Polled in the background (guarded by the store's mu_).
   bool live = false;
@@ -88,12 +103,16 @@ void InsightsStore::OnCommit(const std::string& job_name,
       jobs_.erase(it);
       lru_.remove(job_name);
     }
+    seen_live_.erase(job_name);
     poll_timer_.Cancel(job_name);
     return;
   }
   const bool live = IsLiveProfiledJob(*job);
+  if (!live) seen_live_.erase(job_name);
   if (it == jobs_.end()) {
-    if (!live) return;  // Read on its first request.
+    // Read on its first request; a live job once, when it is first seen
+    // live (one the LRU dropped is not taken back by its next commit).
+    if (!live || !seen_live_.insert(job_name).second) return;
     it = jobs_.emplace(job_name, std::make_shared<Entry>(job_name, options_.level_capacity)).first;
     lru_.push_front(job_name);
     EvictLocked();
@@ -101,10 +120,7 @@ void InsightsStore::OnCommit(const std::string& job_name,
     if (it == jobs_.end()) return;
   }
   Entry& entry = *it->second;
-  {
-    absl::MutexLock data_lock(&entry.data_mu);
-    entry.record = job;
-  }
+  entry.SetRecord(job);
   if (live && !entry.live) {
     entry.live = true;
     poll_timer_.Set(job_name, options_.clock->Now());
@@ -123,11 +139,8 @@ void InsightsStore::OnPollDeadline(const std::string& job_name) {
   }
   pool_.Schedule([this, entry] {
     Refresh(*entry, /*wait=*/false);
-    bool still_live;
-    {
-      absl::ReaderMutexLock data_lock(&entry->data_mu);
-      still_live = entry->record != nullptr && IsLiveProfiledJob(*entry->record);
-    }
+    const std::shared_ptr<const core::JobRecord> record = entry->Record();
+    const bool still_live = record != nullptr && IsLiveProfiledJob(*record);
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
     auto it = jobs_.find(entry->name);
@@ -151,10 +164,13 @@ std::shared_ptr<InsightsStore::Entry> InsightsStore::GetOrCreate(
     TouchLocked(job_name);
   }
   std::shared_ptr<Entry> entry = it->second;
-  {
-    absl::MutexLock data_lock(&entry->data_mu);
-    entry->record = std::move(record);
+  // A live job asked for after the LRU dropped it is followed again.
+  if (record != nullptr && IsLiveProfiledJob(*record) && !entry->live) {
+    entry->live = true;
+    poll_timer_.Set(job_name, options_.clock->Now() + options_.refresh_interval);
   }
+  entry->SetRecord(std::move(record));
+  EvictLocked();
   return entry;
 }
 
@@ -165,20 +181,14 @@ void InsightsStore::TouchLocked(const std::string& job_name) {
 
 void InsightsStore::EvictLocked() {
   size_t bytes = 0;
-  for (const auto& [name, entry] : jobs_) {
-    absl::MutexLock data_lock(&entry->data_mu);
-    bytes += entry->bytes;
-  }
+  for (const auto& [name, entry] : jobs_) bytes += entry->bytes.load();
   // Never the most recent job (the one being added or read).
   while (lru_.size() > 1 && (lru_.size() > options_.max_jobs || bytes > options_.max_bytes)) {
     const std::string victim = lru_.back();
     lru_.pop_back();
     auto it = jobs_.find(victim);
     if (it == jobs_.end()) continue;
-    {
-      absl::MutexLock data_lock(&it->second->data_mu);
-      bytes -= std::min(bytes, it->second->bytes);
-    }
+    bytes -= std::min(bytes, it->second->bytes.load());
     poll_timer_.Cancel(victim);
     jobs_.erase(it);
   }
@@ -190,11 +200,7 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
   } else if (!entry.read_mu.TryLock()) {
     return;  // Another read of the job is under way; answer with its progress.
   }
-  std::shared_ptr<const core::JobRecord> record;
-  {
-    absl::ReaderMutexLock data_lock(&entry.data_mu);
-    record = entry.record;
-  }
+  const std::shared_ptr<const core::JobRecord> record = entry.Record();
   std::string problem;
   const std::string path = record ? record->profiler_config().s3_output_path() : "";
   if (record == nullptr || !record->has_profiler_config() || path.empty()) {
@@ -231,6 +237,7 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
     absl::MutexLock data_lock(&entry.data_mu);
     entry.problem = std::move(problem);
     entry.bytes = entry.data.memory_bytes();
+    entry.first_read_done = true;
   }
   entry.read_mu.Unlock();
   absl::MutexLock lock(&mu_);
@@ -262,14 +269,19 @@ void InsightsStore::Serve(const std::string& job_name, ViewFn fn) {
     entry->read_mu.Unlock();
   }
   if (stale) Refresh(*entry, /*wait=*/false);
-  absl::ReaderMutexLock data_lock(&entry->data_mu);
   JobView view;
-  view.record = entry->record;
+  view.record = entry->Record();
+  view.training_ended = TrainingEnded(*view.record);
+  // A first read under way elsewhere (the background's) is waited for a
+  // while, so a small job is not shown empty; a big one then shows what is
+  // read so far.
+  entry->data_mu.ReaderLockWhenWithTimeout(absl::Condition(&entry->first_read_done),
+                                           options_.first_read_wait);
   view.data = &entry->data;
   view.problem = entry->problem;
   view.read_errors = entry->read_errors;
-  view.training_ended = TrainingEnded(*entry->record);
   std::move(fn)(std::move(view));
+  entry->data_mu.ReaderUnlock();
 }
 
 absl::Status InsightsStore::RefreshNow(const std::string& job_name) {
@@ -290,10 +302,7 @@ size_t InsightsStore::job_count() const {
 size_t InsightsStore::memory_bytes() const {
   absl::MutexLock lock(&mu_);
   size_t bytes = 0;
-  for (const auto& [name, entry] : jobs_) {
-    absl::MutexLock data_lock(&entry->data_mu);
-    bytes += entry->bytes;
-  }
+  for (const auto& [name, entry] : jobs_) bytes += entry->bytes.load();
   return bytes;
 }
 

@@ -22,7 +22,9 @@
 //
 // Ingestion runs on the store's pool (`threads`), in batches of at most
 // `batch_bytes` of new files, taking the job's data lock only to add a
-// batch, so queries run between batches and see the data read so far.
+// batch, so queries run between batches and see the data read so far. The
+// manager's commit observer takes only the store's lock and a job's record
+// lock, never a data lock: it does not wait for ingestion or replies.
 //
 // Thread-safe.
 
@@ -34,6 +36,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,7 +66,10 @@ struct InsightsStoreOptions {
   absl::Duration refresh_interval = absl::Milliseconds(500);
   size_t max_jobs = 32;
   size_t max_bytes = size_t{1} << 30;
-  uint64_t batch_bytes = uint64_t{64} << 20;
+  uint64_t batch_bytes = uint64_t{16} << 20;
+  // How long a request waits for a job's first read that another thread
+  // (the background's) is doing, before it answers with what is read so far.
+  absl::Duration first_read_wait = absl::Seconds(2);
   int level_capacity = kDefaultLevelCapacity;
   std::shared_ptr<core::Clock> clock = core::SystemClock();
 };
@@ -137,6 +143,8 @@ class InsightsStore {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> jobs_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // Most recent first.
+  // Live jobs seen by the commit observer (taken in once, see OnCommit).
+  std::set<std::string> seen_live_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -68,6 +68,7 @@ class InsightsRoutesTest : public ::testing::Test {
 
     rules_engine::insights::InsightsStoreOptions options;
     options.data_roots = {dir_.path()};
+    options.first_read_wait = absl::Seconds(60);  // Loaded machines: the fixtures whole.
     store_ = std::make_unique<rules_engine::insights::InsightsStore>(manager_.get(), options);
     rules_engine::TensorQueryOptions tensor_options;
     tensor_options.data_roots = {dir_.path()};
@@ -290,6 +291,7 @@ TEST_F(InsightsRoutesTest, CorruptMetricsFileIsNamed) {
       << "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
          "\"Value\": 5, \"NodeId\": \"algo-1\", \"Timestamp\": 1795309999.0}\n"
          "this is not json\n";
+  ASSERT_TRUE(store_->RefreshNow("job").ok());  // The background may have read before.
   const Reply r = Get("system", "width=10");
   ASSERT_EQ(r.status, 200) << r.raw;
   ASSERT_FALSE(r.body["problems"].empty()) << r.raw;
