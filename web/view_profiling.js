@@ -37,7 +37,7 @@ function describeRange(config) {
     return n === 1 ? `step ${config.StartStep}` : `steps ${config.StartStep}–${Number(config.StartStep) + n - 1}`;
   }
   if (config.StartTimeInSecSinceEpoch !== undefined) {
-    return `from ${formatTime(Number(config.StartTimeInSecSinceEpoch))} for ${config.Duration ?? '?'} s`;
+    return `from ${formatTime(Number(config.StartTimeInSecSinceEpoch))} for ${config.DurationInSeconds ?? config.Duration ?? '?'} s`;
   }
   return 'on';
 }
@@ -180,7 +180,7 @@ export class ProfilingPanel {
       if (current && current.StartTimeInSecSinceEpoch !== undefined) {
         kind.byTime.checked = true;
         kind.inputs.startTimeSeconds.value = toLocalInput(Number(current.StartTimeInSecSinceEpoch));
-        kind.inputs.durationSeconds.value = current.Duration ?? '';
+        kind.inputs.durationSeconds.value = current.DurationInSeconds ?? current.Duration ?? '';
       } else {
         kind.byStep.checked = true;
         kind.inputs.startStep.value = current?.StartStep ?? '';

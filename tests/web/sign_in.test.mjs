@@ -103,12 +103,23 @@ describe('dashboard with credentials', () => {
     await page.fill('#pf-pythonProfiling-startStep', '10');
     await page.fill('#pf-pythonProfiling-numSteps', '2');
     await page.selectOption('#pf-python-profiler', 'pyinstrument');
+    // Data loader profiling for a time range.
+    await page.check('#pf-dataloaderProfiling-on');
+    await page.check('#pf-dataloaderProfiling-bytime');
+    await page.fill('#pf-dataloaderProfiling-startTime', '2030-01-02T03:04:05');
+    await page.fill('#pf-dataloaderProfiling-duration', '30');
     await page.click('#profiling-submit');
     await page.locator('#profiling-message:has-text("updated")').waitFor();
     const config = describeJob(server, JOB, {token: ADMIN}).ProfilerConfig;
     assert.equal(config.ProfilingIntervalInMilliseconds, 1000);
     assert.match(config.ProfilingParameters.PythonProfilingConfig, /"StartStep"\s*:\s*10/);
     assert.match(config.ProfilingParameters.PythonProfilingConfig, /pyinstrument/i);
+    const start = Math.round(new Date('2030-01-02T03:04:05').getTime() / 1000);  // the browser's zone is the test's
+    assert.match(config.ProfilingParameters.DataloaderProfilingConfig, new RegExp(`"StartTimeInSecSinceEpoch"\\s*:\\s*${start}\\b`));
+    assert.match(config.ProfilingParameters.DataloaderProfilingConfig, /"DurationInSeconds"\s*:\s*30\b/);
+    await waitFor(async () => /for 30 s/.test(await page.locator('#profiling-applied').textContent()),
+        'the time range in the applied configuration');
+    await screenshot(page, 'operator-profiling');
   });
 
   test('no console errors or CSP violations', () => {
