@@ -20,6 +20,7 @@
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
 #include "service/http/request_counting.h"
+#include "service/dashboard/insights_routes.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
@@ -253,6 +254,16 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   app->manager_ = *std::move(manager);
 
   rules_engine::EvaluationSchedulerOptions scheduler_options;
+  if (!c.http_listen_address.empty()) {
+    app->dashboard_events_ = std::make_shared<dashboard::DashboardEvents>(
+        app->manager_.get(),
+        dashboard::DashboardEventsOptions{.clock = app->manager_->options().clock});
+    app->dashboard_events_->Start();
+    scheduler_options.on_data_read = [events = app->dashboard_events_](const std::string& job_name,
+                                                                       int64_t last_step) {
+      events->OnDataRead(job_name, last_step);
+    };
+  }
   scheduler_options.worker_threads = c.rule_workers;
   scheduler_options.custom_evaluators = std::move(evaluators);
   scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
@@ -285,6 +296,19 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
       objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
   app->tensors_ =
       std::make_unique<rules_engine::TensorQueryHandler>(app->manager_.get(), tensor_options);
+  // --- Dashboard data (issue 13, insights) ---
+  // The dashboard's series of each job's profiler output, read through the
+  // same roots and buckets as the rules, on two threads of its own; live
+  // profiled jobs are followed from now on, so opening one is instant.
+  if (!c.http_listen_address.empty()) {
+    rules_engine::insights::InsightsStoreOptions insights_options;
+    insights_options.data_roots = app->manager_->options().validation.data_roots;
+    insights_options.bucket_stores =
+        objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
+    insights_options.clock = app->manager_->options().clock;
+    app->insights_ = std::make_unique<rules_engine::insights::InsightsStore>(
+        app->manager_.get(), std::move(insights_options));
+  }
   GrpcServerOptions grpc_options = c.grpc;
   grpc_options.authenticator = app->authenticator_;
   grpc_options.request_metrics = &app->metrics_->requests;
@@ -307,8 +331,14 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
         "--endpoint-url {}://HOST:{})",
         c.http_listen_address, app->http_port(), app->http_->tls() ? "https" : "http",
         app->http_->tls() ? "https" : "http", app->http_port());
+    spdlog::info("dashboard: {}", app->DashboardUrl());
   }
   return app;
+}
+
+std::vector<dashboard::JobResource> ServerApp::InsightsJobResources() {
+  if (insights_ == nullptr) return {};
+  return dashboard::InsightsResources({insights_.get(), tensors_.get()});
 }
 
 absl::Status ServerApp::StartHttp() {
@@ -321,12 +351,27 @@ absl::Status ServerApp::StartHttp() {
       .threads = config_.http_threads,
       .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
   metrics_route_ = std::make_unique<http::MetricsRoute>(&metrics_->registry, authenticator_.get());
+  dashboard_ = std::make_unique<dashboard::Dashboard>(
+      manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
+      dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
+                                  .resources = InsightsJobResources(),
+                                  .sessions = {.clock = manager_->options().clock}});
+  std::vector<http::HttpRoute> routes = {sagemaker_->Route(), metrics_route_->Route()};
+  for (http::HttpRoute& route : dashboard_->Routes()) routes.push_back(std::move(route));
   auto server = http::HttpServer::Start(
-      std::move(options),
-      http::CountRequests({sagemaker_->Route(), metrics_route_->Route()}, &metrics_->requests));
+      std::move(options), http::CountRequests(std::move(routes), &metrics_->requests));
   if (!server.ok()) return server.status();
   http_ = *std::move(server);
   return absl::OkStatus();
+}
+
+std::string ServerApp::DashboardUrl() const {
+  if (http_ == nullptr) return "";
+  // The listener's host as a browser on this machine reaches it.
+  std::string host = config_.http_listen_address.substr(0, config_.http_listen_address.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
+  return absl::StrCat(http_->tls() ? "https" : "http", "://", host, ":", http_port(),
+                      "/dashboard/");
 }
 
 ServerApp::~ServerApp() { Shutdown(); }
@@ -353,9 +398,13 @@ void ServerApp::Shutdown() {
   // in flight complete; then stop the transport, then close the database.
   if (actions_ != nullptr) actions_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
+  // Live dashboards end before the listener waits for its requests.
+  if (dashboard_events_ != nullptr) dashboard_events_->Shutdown();
   // The HTTP listener first: its requests in flight complete while the
   // manager still accepts them.
   if (http_ != nullptr) http_->Shutdown(config_.shutdown_grace);
+  // Before the manager: the store observes its commits.
+  if (insights_ != nullptr) insights_->Shutdown();
   if (manager_ != nullptr) manager_->Shutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(config_.shutdown_grace);
@@ -363,13 +412,16 @@ void ServerApp::Shutdown() {
   }
   http_.reset();
   metrics_route_.reset();
+  dashboard_.reset();
   sagemaker_.reset();
   grpc_.reset();
+  insights_.reset();
   tensors_.reset();
   reports_.reset();
   agents_.reset();
   actions_.reset();
   scheduler_.reset();
+  dashboard_events_.reset();
   manager_.reset();  // Commits the last changes and closes the database.
   data_directory_.reset();
 }

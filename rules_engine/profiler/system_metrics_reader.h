@@ -226,6 +226,12 @@ class SystemMetricsReader {
 
   // The points appended since the last call (see the file comment).
   std::vector<SystemMetricPoint> ReadNew();
+  // As ReadNew(), but stops taking further changed files once those taken
+  // hold `max_bytes` new bytes (at least one file is read), so that a
+  // caller catching up with a long job holds a bounded batch of points;
+  // more_pending() then says that a next call has more at once.
+  std::vector<SystemMetricPoint> ReadNew(uint64_t max_bytes);
+  bool more_pending() const { return more_pending_; }
 
   // What was fetched from the store over all calls (a half-written last
   // line is fetched again with the rest of it).
@@ -261,6 +267,7 @@ class SystemMetricsReader {
   int64_t malformed_lines_ = 0;
   std::vector<std::string> errors_;
   bool directory_exists_ = false;
+  bool more_pending_ = false;  // The last ReadNew(max_bytes) left changed files.
   std::string listing_error_;  // Why the last listing failed; empty if it did not.
   system_metrics_internal::ParseCache cache_;
   objectstore::ReadTally read_;

@@ -65,6 +65,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -147,6 +148,12 @@ struct EvaluationSchedulerOptions {
   // requests are recorded; null: nowhere. Must outlive the scheduler.
   metrics::EvaluationMetrics* evaluation_metrics = nullptr;
   metrics::ObjectStoreMetrics* object_store_metrics = nullptr;
+  // Optional: called after every turn of a job that read new data (tensor
+  // steps, system metrics or framework events), with the job and the last
+  // global step of its trial (-1 if none was read yet), on the worker
+  // thread: it must be quick and must not block (the dashboard records it
+  // and wakes its own thread, which throttles what it sends).
+  std::function<void(const std::string& job_name, int64_t last_step)> on_data_read;
 };
 
 class EvaluationScheduler {

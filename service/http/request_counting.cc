@@ -22,6 +22,13 @@ class CountingResponder final : public HttpResponder {
     responder_->Respond(std::move(response));
   }
 
+  // A stream (the dashboard's events) counts as answered with its status
+  // when it starts.
+  std::unique_ptr<HttpStream> StartStream(int status, HttpHeaders headers) override {
+    if (!responded_.exchange(true)) metrics_->CountHttp(route_, status);
+    return responder_->StartStream(status, std::move(headers));
+  }
+
  private:
   const std::unique_ptr<HttpResponder> responder_;
   const std::string route_;
