@@ -292,6 +292,8 @@ absl::Status ServerApp::StartHttp() {
       .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
   dashboard_ = std::make_unique<dashboard::Dashboard>(
       manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
+      // .resources: the /api/jobs/NAME/<resource> tables of other areas
+      // (overview, system, framework, tensors, tensor) join here.
       dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
                                   .sessions = {.clock = manager_->options().clock}});
   std::vector<http::HttpRoute> routes = {sagemaker_->Route()};
