@@ -353,6 +353,8 @@ absl::Status ServerApp::StartHttp() {
   metrics_route_ = std::make_unique<http::MetricsRoute>(&metrics_->registry, authenticator_.get());
   dashboard_ = std::make_unique<dashboard::Dashboard>(
       manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
+      // .resources: the /api/jobs/NAME/<resource> tables of other areas
+      // (overview, system, framework, tensors, tensor) join here.
       dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
                                   .resources = InsightsJobResources(),
                                   .sessions = {.clock = manager_->options().clock}});

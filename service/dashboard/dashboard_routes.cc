@@ -139,7 +139,15 @@ std::vector<http::HttpRoute> Dashboard::Routes() {
     responder->Respond(JsonErrorResponse(absl::NotFoundError(
         absl::StrCat("no such API: ", request.method, " ", Printable(request.path)))));
   };
-  return {
+  auto not_allowed = [](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
+    HttpResponse response = JsonErrorResponse(absl::NotFoundError(""));
+    response.status = 405;
+    response.body =
+        Dump(json{{"error", absl::StrCat("method ", Printable(request.method),
+                                         " is not allowed on ", Printable(request.path))}});
+    responder->Respond(std::move(response));
+  };
+  std::vector<http::HttpRoute> routes = {
       {.method = "GET", .path = "/", .handler = redirect},
       {.method = "GET", .path = "/dashboard", .handler = redirect},
       {.method = "GET",
@@ -162,6 +170,14 @@ std::vector<http::HttpRoute> Dashboard::Routes() {
       {.method = "POST", .path = "/api/", .prefix = true, .handler = unknown_api},
       {.method = "DELETE", .path = "/api/", .prefix = true, .handler = unknown_api},
   };
+  // Other methods get JSON with the security headers too, not the server's
+  // plain 405.
+  for (const char* method : {"PUT", "PATCH", "HEAD", "OPTIONS"}) {
+    routes.push_back({.method = method, .path = "/api/", .prefix = true, .handler = not_allowed});
+    routes.push_back(
+        {.method = method, .path = "/dashboard/", .prefix = true, .handler = not_allowed});
+  }
+  return routes;
 }
 
 void Dashboard::ServeStatic(const HttpRequest& request, HttpResponder& responder) const {

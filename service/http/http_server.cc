@@ -138,6 +138,14 @@ class Stream final : public HttpStream {
       state_->cut_off = true;
       state_->pending.clear();
       state_->sent = 0;
+      if (state_->connection != nullptr && !state_->suspended) {
+        // libmicrohttpd waits for the socket to take more bytes, which a
+        // client that does not read never lets happen: shutting the socket
+        // down (libmicrohttpd still owns and closes it) ends that wait.
+        const MHD_ConnectionInfo* info =
+            MHD_get_connection_info(state_->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info != nullptr) shutdown(info->connect_fd, SHUT_RDWR);
+      }
       state_->WakeLocked();
       return false;
     }

@@ -66,6 +66,7 @@ class DashboardApiTest : public ::testing::Test {
     if (with_credentials) {
       config.credentials_file = (dir_.path() / "credentials").string();
       std::ofstream(config.credentials_file) << kCredentials;
+      fs::permissions(config.credentials_file, fs::perms::owner_read | fs::perms::owner_write);
     }
     auto app = ServerApp::Start(config);
     ASSERT_TRUE(app.ok()) << app.status();
@@ -218,9 +219,14 @@ TEST_F(DashboardApiTest, EveryApiAndDashboardReplyCarriesTheSecurityHeaders) {
       {"GET", "/api/jobs/headers-job/nonsense", {bearer}, 404},
       {"GET", "/api/nonsense", {bearer}, 404},
       {"POST", "/api/jobs/headers-job/profiling", {bearer}, 403},
-      {"GET", "/dashboard/", {}, 200},
+      {"GET",
+       "/dashboard/",
+       {},
+       fs::exists(fs::path(DP_SOURCE_DIR) / "web/index.html") ? 200 : 404},
+      {"GET", "/dashboard/uPlot.min.css", {}, 200},
       {"GET", "/dashboard/uPlot.iife.min.js", {}, 200},
       {"GET", "/dashboard/no-such-file.js", {}, 404},
+      {"PUT", "/api/jobs", {bearer}, 405},
   };
   for (const Probe& probe : probes) {
     SCOPED_TRACE(probe.method + " " + probe.path);
@@ -266,7 +272,8 @@ TEST_F(DashboardApiTest, JobsAreListedNewestFirstAndFilteredByStatusAndName) {
     std::vector<std::string> out;
     const DashboardReply reply = Call("GET", "/api/jobs" + query, {bearer});
     EXPECT_EQ(reply.status, 200) << reply.body;
-    for (const json& job : reply.Json()["jobs"]) out.push_back(job["name"]);
+    const json body = reply.Json();
+    for (const json& job : body["jobs"]) out.push_back(job["name"]);
     return out;
   };
   EXPECT_EQ(names(""), (std::vector<std::string>{"alpha-three", "beta-two", "alpha-one"}));
@@ -409,7 +416,8 @@ TEST_F(DashboardApiTest, EventsStartWithEveryJobThenCarryNewJobsAndChangesWithin
 
 TEST_F(DashboardApiTest, EventsSayWhenTheRulesEngineReadNewData) {
   StartServer();
-  const fs::path trial = dir_.path() / "data" / "trials" / "data-job";
+  const fs::path trial = fs::canonical(dir_.path() / "data") / "trials" / "data-job";
+  fs::create_directories(trial);
   v1::CreateTrainingJobRequest request = SmallJob("data-job");
   request.mutable_debug_hook_config()->set_s3_output_path("file://" + trial.string());
   auto* rule = request.add_debug_rule_configurations();

@@ -59,13 +59,13 @@ class StreamClient {
     absl::MutexLock lock(&mu_);
     auto has = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       for (absl::string_view line : absl::StrSplit(body_, '\n')) {
-        if (RE2::FullMatch(line, re)) return true;
+        if (RE2::FullMatch(std::string(line), re)) return true;
       }
       return done_;
     };
     mu_.AwaitWithTimeout(absl::Condition(&has), timeout);
     for (absl::string_view line : absl::StrSplit(body_, '\n')) {
-      if (RE2::FullMatch(line, re)) return true;
+      if (RE2::FullMatch(std::string(line), re)) return true;
     }
     return false;
   }
