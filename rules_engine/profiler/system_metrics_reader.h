@@ -159,8 +159,8 @@ namespace system_metrics_internal {
 // metrics file repeats a handful of names in a fixed cycle, so the last hit
 // and the entry after it are tried first. At most kMaxEntries texts; more
 // evict round-robin (then the pool, still correct, is asked more often).
-// 256: a cycle of a 96-core node with 8 GPUs has 114 names (and 64 evicted
-// on every line: 3x slower reading, bench/dashboard_bench.cc).
+// 256: a cycle of a 96-core node with 8 GPUs has 114 names (64 entries
+// evicted on every line: 20% of bench/dashboard_bench.cc's profile).
 class MetricStringCache {
  public:
   static constexpr size_t kMaxEntries = 256;
