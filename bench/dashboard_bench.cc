@@ -41,6 +41,7 @@
 #include "rules_engine/insights/insights_store.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/dashboard/insights_routes.h"
+#include "service/dashboard/json_numbers.h"
 
 namespace fs = std::filesystem;
 using namespace debugplane;
@@ -150,26 +151,41 @@ Answer Call(const service::dashboard::JobResource& resource, const std::string& 
   return a;
 }
 
-// The ceiling: the same number of series and buckets, already reduced, in
-// memory, serialized with the same library and rounding.
+// The ceiling: the same number of series and buckets, already reduced and
+// rounded, in memory, written with the same JSON number writer as the route
+// (service/dashboard/json_numbers.h): what serializing costs without the
+// reduction, the pool hop and the refresh check.
 double SerializeReduced(size_t series, size_t buckets, size_t* bytes) {
   std::vector<double> t(buckets), v(buckets);
   for (size_t i = 0; i < buckets; ++i) {
-    t[i] = kStart + 86.4 * i;
-    v[i] = std::round((50 + 30 * std::sin(i / 100.0)) * 1000) / 1000;
+    t[i] = kStart + 86.4 * static_cast<double>(i);
+    v[i] = std::round((50 + 30 * std::sin(static_cast<double>(i) / 100.0)) * 1000) / 1000;
   }
   const absl::Time start = absl::Now();
-  nlohmann::json all = nlohmann::json::array();
+  auto array = [](std::string& out, const std::vector<double>& values) {
+    out += '[';
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) out += ',';
+      service::dashboard::AppendJsonNumber(out, values[i]);
+    }
+    out += ']';
+  };
+  std::string ts;
+  array(ts, t);
+  std::string body = "{\"series\":[";
   for (size_t s = 0; s < series; ++s) {
-    all.push_back({{"node", "algo-1"},
-                   {"metric", "cpu"},
-                   {"device", absl::StrCat("cpu", s)},
-                   {"t", t},
-                   {"min", v},
-                   {"max", v},
-                   {"mean", v}});
+    if (s > 0) body += ',';
+    body += "{\"node\":\"algo-1\",\"metric\":\"cpu\",\"device\":";
+    service::dashboard::AppendJsonString(body, absl::StrCat("cpu", s));
+    body += ",\"t\":";
+    body += ts;
+    for (const char* key : {",\"min\":", ",\"max\":", ",\"mean\":"}) {
+      body += key;
+      array(body, v);
+    }
+    body += '}';
   }
-  const std::string body = nlohmann::json({{"series", all}}).dump();
+  body += "]}";
   *bytes = body.size();
   return absl::ToDoubleMilliseconds(absl::Now() - start);
 }

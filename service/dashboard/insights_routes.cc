@@ -7,9 +7,11 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "rules_engine/insights/rule_insights.h"
 #include "service/dashboard/insights_query.h"
+#include "service/dashboard/json_numbers.h"
 
 namespace debugplane::service::dashboard {
 
@@ -152,37 +154,65 @@ std::string OverviewJson(const JobView& view) {
 }
 
 std::string SystemJson(const JobView& view, const insights::SystemQuery& query) {
+  // Written directly (not through a json tree): the Nodes view asks for
+  // every series at up to 4000 buckets.
   const insights::SystemSeries s = view.data->QuerySystem(query);
-  json series = json::array();
-  const json t = BucketTimes(s.buckets);
-  for (const insights::ReducedSeries& r : s.series) {
-    json min = json::array(), max = json::array(), mean = json::array();
-    for (const insights::SampleCell& c : r.cells) {
-      if (c.count == 0) {
-        min.push_back(nullptr);
-        max.push_back(nullptr);
-        mean.push_back(nullptr);
-        continue;
-      }
-      min.push_back(Round3(c.min));
-      max.push_back(Round3(c.max));
-      mean.push_back(Round3(static_cast<double>(c.sum) / c.count));
-    }
-    series.push_back({{"node", r.key.node},
-                      {"metric", std::string(insights::MetricName(r.key.metric))},
-                      {"device", r.key.device},
-                      {"t", t},
-                      {"min", std::move(min)},
-                      {"max", std::move(max)},
-                      {"mean", std::move(mean)}});
+  const int64_t n = s.buckets.output_buckets();
+  std::string t = "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) t += ',';
+    AppendJsonNumber(t, s.buckets.output_start(i));
   }
-  json out = {{"start", s.start},
-              {"end", s.end},
-              {"bucketSeconds", s.buckets.bucket_seconds()},
-              {"nodes", s.nodes},
-              {"series", std::move(series)},
-              {"problems", Problems(view)}};
-  return Dump(out);
+  t += ']';
+  std::string out;
+  out.reserve(s.series.size() * (t.size() + static_cast<size_t>(n) * 24) + 256);
+  out += "{\"start\":";
+  AppendJsonNumber(out, s.start);
+  out += ",\"end\":";
+  AppendJsonNumber(out, s.end);
+  out += ",\"bucketSeconds\":";
+  AppendJsonNumber(out, s.buckets.bucket_seconds());
+  out += ",\"nodes\":";
+  out += Dump(s.nodes);
+  out += ",\"series\":[";
+  // One of min, max, mean per bucket; null for a bucket without samples.
+  auto values = [&out](const std::vector<insights::SampleCell>& cells, auto value) {
+    out += '[';
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) out += ',';
+      if (cells[i].count == 0) {
+        out += "null";
+      } else {
+        AppendJsonNumber(out, Round3(value(cells[i])));
+      }
+    }
+    out += ']';
+  };
+  for (size_t i = 0; i < s.series.size(); ++i) {
+    const insights::ReducedSeries& r = s.series[i];
+    if (i > 0) out += ',';
+    out += "{\"node\":";
+    AppendJsonString(out, r.key.node);
+    out += ",\"metric\":\"";
+    absl::StrAppend(&out, insights::MetricName(r.key.metric));
+    out += "\",\"device\":";
+    AppendJsonString(out, r.key.device);
+    out += ",\"t\":";
+    out += t;
+    out += ",\"min\":";
+    values(r.cells, [](const insights::SampleCell& c) { return static_cast<double>(c.min); });
+    out += ",\"max\":";
+    values(r.cells, [](const insights::SampleCell& c) { return static_cast<double>(c.max); });
+    out += ",\"mean\":";
+    values(r.cells, [](const insights::SampleCell& c) {
+      return static_cast<double>(c.sum) / static_cast<double>(c.count);
+    });
+    out += '}';
+  }
+  out += "],\"problems\":";
+  out += Dump(Problems(view));
+  out += '}';
+  return out;
 }
 
 std::string FrameworkJson(const JobView& view, const insights::TimeRange& range, int width) {
