@@ -51,7 +51,7 @@ TEST(MeteredObjectStoreTest, CountsRequestsByOperationAndFailuresByCode) {
                               "store=\"local\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("debugplane_object_store_errors_total{code=\"PERMISSION_DENIED\","
                               "operation=\"read\",store=\"local\"} 1\n"));
-  EXPECT_THAT(text, Not(HasSubstr("NOT_FOUND")));
+  EXPECT_THAT(text, Not(HasSubstr("code=\"NOT_FOUND\"")));
   // Labels name the store's kind, never a path or key.
   EXPECT_THAT(text, Not(HasSubstr("job/")));
   EXPECT_THAT(text, Not(HasSubstr("link.json")));
