@@ -23,6 +23,22 @@ bool IsFinal(const absl::Status& result) {
          absl::IsInvalidArgument(result);
 }
 
+// Whether the committed record already has `rule` of `job` in `status`: a
+// record sent again (an evaluation that replayed its steps) changes nothing,
+// and must not be counted as a new detection.
+bool AlreadyRecorded(const core::TrainingJobManager& manager, const std::string& job,
+                     const std::string& rule, core::RuleStatus status) {
+  std::shared_ptr<const core::JobRecord> record = manager.GetJob(job);
+  if (record == nullptr) return false;
+  for (const auto& entry : record->debug_rule_evaluation_statuses()) {
+    if (entry.rule_configuration_name() == rule) return entry.rule_evaluation_status() == status;
+  }
+  for (const auto& entry : record->profiler_rule_evaluation_statuses()) {
+    if (entry.rule_configuration_name() == rule) return entry.rule_evaluation_status() == status;
+  }
+  return false;
+}
+
 // Queue key: job and rule, joined by a character that names cannot hold.
 std::string KeyOf(const std::string& job, const std::string& rule) {
   return absl::StrCat(job, std::string(1, '\0'), rule);
@@ -82,6 +98,15 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
     entry = it->second.entries.front();
     job = it->second.job;
     rule = it->second.rule;
+  }
+  // Records of a rule are sent one at a time, so a record this one repeats
+  // is committed by now.
+  if (entry.on_durable && AlreadyRecorded(*manager, job, rule, entry.status)) {
+    absl::MutexLock lock(&mu);
+    auto it = queues.find(key);
+    if (it != queues.end() && !it->second.entries.empty()) {
+      it->second.entries.front().on_durable = nullptr;
+    }
   }
   if (entry.last_evaluated_step >= 0 || entry.read.has_value()) {
     // Queued ahead of the status; if its write fails, so does the status's

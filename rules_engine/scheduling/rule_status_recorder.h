@@ -58,7 +58,8 @@ class RuleStatusRecorder {
   // it goes first), until durable. Returns at once; calls back only
   // `on_durable` (if given), once, when the status is committed, on the
   // manager's thread outside the recorder's lock (it must not block; for
-  // metrics). Thread-safe; may be called with locks held that the manager's
+  // metrics); not if the rule already had `status` when the record was
+  // sent (a repeat changes nothing). Thread-safe; may be called with locks held that the manager's
   // done callbacks do not take.
   void Record(const std::string& job, const std::string& rule, int64_t last_evaluated_step,
               core::RuleStatus status, std::string details,

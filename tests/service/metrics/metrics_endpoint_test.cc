@@ -211,16 +211,19 @@ TEST_F(MetricsEndpointTest, RuleEvaluationActionsAndObjectStoreAreRecorded) {
   std::string text;
   ASSERT_TRUE(WaitUntil([&] {
     text = Scrape();
+    // Pending until its outcome is committed and the dispatcher forgets it.
     return Sample(text,
                   "debugplane_rule_actions_total{outcome=\"Succeeded\",type=\"StopTraining\"}")
-               .value_or(0) == 1.0;
+                   .value_or(0) == 1.0 &&
+           Sample(text, "debugplane_outbox_pending_actions") == 0.0;
   })) << text;
   EXPECT_THAT(Sample(text, "debugplane_rule_evaluations{status=\"IssuesFound\"}"), Optional(1.0));
   // One detection: from the NaN step's index file to IssuesFound committed.
   EXPECT_THAT(Sample(text, "debugplane_detection_latency_seconds_count"), Optional(1.0));
   EXPECT_THAT(Sample(text, "debugplane_detection_latency_seconds_bucket{le=\"30\"}"),
               Optional(1.0));
-  EXPECT_THAT(Sample(text, "debugplane_steps_read_total"), Optional(6.0));
+  // Each of the 6 steps at least once (an evaluation may replay them).
+  EXPECT_GE(Sample(text, "debugplane_steps_read_total").value_or(0), 6.0);
   EXPECT_GT(Sample(text, "debugplane_read_bytes_total{source=\"tensors\"}").value_or(0), 0);
   EXPECT_GT(Sample(text, "debugplane_evaluation_lag_steps_count").value_or(0), 0);
   EXPECT_GT(Sample(text,
@@ -233,7 +236,6 @@ TEST_F(MetricsEndpointTest, RuleEvaluationActionsAndObjectStoreAreRecorded) {
                    "store=\"local\"}")
                 .value_or(0),
             0);
-  EXPECT_THAT(Sample(text, "debugplane_outbox_pending_actions"), Optional(0.0));
 }
 
 TEST_F(MetricsEndpointTest, WatchStreamsOpenFollowTheStreams) {

@@ -181,7 +181,7 @@ TEST_F(PrometheusScrapeTest, QueriesSeeTheJobsByStatusAndAHistogramCount) {
   for (const std::string name : {"p1", "p2", "p3", "p4"}) {
     v1::CreateTrainingJobResponse created;
     grpc::Status status = stub->CreateTrainingJob(TokenContext("ADMIN:admin-secret").get(),
-                                                  Job(name, dir_.path()), &created);
+                                                  Job(name, dir_.path() / "data"), &created);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
@@ -209,11 +209,17 @@ TEST_F(PrometheusScrapeTest, QueriesSeeTheJobsByStatusAndAHistogramCount) {
   EXPECT_EQ(prometheus.Query(R"(debugplane_grpc_requests_total{code="OK",)"
                              R"(method="/debugplane.v1.TrainingJobService/CreateTrainingJob"})"),
             "4");
-  // The scrapes themselves, answered 200 on /metrics.
-  std::optional<std::string> scrapes =
-      prometheus.Query(R"(debugplane_http_requests_total{route="/metrics",code="200"})");
-  ASSERT_TRUE(scrapes.has_value());
-  EXPECT_GE(std::stod(*scrapes), 1);
+  // The scrapes themselves, answered 200 on /metrics: a scrape is counted
+  // once its reply is sent, so the next scrape shows it.
+  std::optional<std::string> scrapes;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        scrapes =
+            prometheus.Query(R"(debugplane_http_requests_total{route="/metrics",code="200"})");
+        return scrapes.has_value() && std::stod(*scrapes) >= 1;
+      },
+      absl::Seconds(30)))
+      << scrapes.value_or("(none)");
 }
 
 TEST_F(PrometheusScrapeTest, AWrongTokenLeavesTheTargetDownWith401) {
