@@ -41,6 +41,13 @@ class FaultInjectingStorage final : public Storage {
   absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
   absl::StatusOr<int64_t> LatestChangeSequence() override;
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake) override;
+  absl::Status PutAgentPresence(const std::vector<AgentPresenceRow>& rows) override {
+    return base_->PutAgentPresence(rows);
+  }
+  absl::StatusOr<std::vector<AgentPresenceRow>> ReadAgentPresence(
+      const std::string& job_name) override {
+    return base_->ReadAgentPresence(job_name);
+  }
 
  private:
   absl::Status ReadError();

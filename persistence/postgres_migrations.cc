@@ -18,7 +18,8 @@ constexpr PostgresMigration kMigrations[] = {
       CREATE INDEX training_jobs_by_creation_time ON training_jobs (creation_time_us, name);
       CREATE INDEX training_jobs_by_status ON training_jobs (status);
     )sql"},
-    // v2: replicas, as SQLite's v2 (see persistence/storage.h). Sequence
+    // v2: replicas, as SQLite's v2 (see persistence/storage.h), and each
+    // server's agents per job (agent_presence, with a heartbeat). Sequence
     // numbers come from the one-row counter `change_sequence`, locked at the
     // start of every writing transaction (SELECT ... FOR UPDATE) and
     // advanced inside it: a transaction that takes numbers after another
@@ -41,6 +42,14 @@ constexpr PostgresMigration kMigrations[] = {
         last_modified_us bigint NOT NULL,
         status text NOT NULL,
         record bytea NOT NULL
+      );
+      CREATE TABLE agent_presence (
+        job_name text COLLATE "C" NOT NULL,
+        replica_id text NOT NULL,
+        agents integer NOT NULL,
+        heartbeat_us bigint NOT NULL,
+        absent_since_us bigint NOT NULL,
+        PRIMARY KEY (job_name, replica_id)
       );
     )sql"},
 };

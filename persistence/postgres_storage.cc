@@ -36,6 +36,8 @@ constexpr char kScanFirst[] = "dp_scan_jobs_first";
 constexpr char kScanAfter[] = "dp_scan_jobs_after";
 constexpr char kChangesAfter[] = "dp_changes_after";
 constexpr char kLatestSequence[] = "dp_latest_sequence";
+constexpr char kPutPresence[] = "dp_put_agent_presence";
+constexpr char kReadPresence[] = "dp_read_agent_presence";
 
 // Takes the next change sequence number for the row `changed` returned
 // (none if it returned none) and records the change; returns its sequence
@@ -113,6 +115,16 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "record FROM job_changes WHERE sequence > $1 ORDER BY sequence LIMIT $2",
        {kInt8Oid, kInt8Oid}},
       {kLatestSequence, "SELECT last FROM change_sequence", {}},
+      {kPutPresence,
+       "INSERT INTO agent_presence (job_name, replica_id, agents, heartbeat_us, absent_since_us) "
+       "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_name, replica_id) DO UPDATE SET "
+       "agents = excluded.agents, heartbeat_us = excluded.heartbeat_us, "
+       "absent_since_us = excluded.absent_since_us",
+       {kTextOid, kTextOid, kInt8Oid, kInt8Oid, kInt8Oid}},
+      {kReadPresence,
+       "SELECT replica_id, agents::bigint, heartbeat_us, absent_since_us FROM agent_presence "
+       "WHERE job_name = $1",
+       {kTextOid}},
   };
   for (const Statement& statement : statements) {
     if (absl::Status prepared =
@@ -507,6 +519,45 @@ absl::StatusOr<int64_t> PostgresStorage::LatestChangeSequence() {
   auto result = ReadOnly(kLatestSequence, {}, "reading the change sequence");
   if (!result.ok()) return result.status();
   return PgInt64(result->get(), 0, 0);
+}
+
+absl::Status PostgresStorage::PutAgentPresence(const std::vector<AgentPresenceRow>& rows) {
+  if (rows.empty()) return absl::OkStatus();
+  auto lease = pool_.Acquire();
+  if (!lease.ok()) return lease.status();
+  // One statement each, in autocommit: rows are independent.
+  for (const AgentPresenceRow& row : rows) {
+    const std::string agents = PgInt8(row.agents);
+    const std::string heartbeat = PgInt8(row.heartbeat_us);
+    const std::string absent = PgInt8(row.absent_since_us);
+    const PgParam params[] = {{row.job_name.data(), static_cast<int>(row.job_name.size())},
+                              {row.replica_id.data(), static_cast<int>(row.replica_id.size())},
+                              {agents.data(), 8},
+                              {heartbeat.data(), 8},
+                              {absent.data(), 8}};
+    auto put = (**lease).ExecPrepared(
+        kPutPresence, params, absl::StrCat("recording the agents of job '", row.job_name, "'"));
+    if (!put.ok()) return put.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AgentPresenceRow>> PostgresStorage::ReadAgentPresence(
+    const std::string& job_name) {
+  const PgParam params[] = {{job_name.data(), static_cast<int>(job_name.size())}};
+  auto result =
+      ReadOnly(kReadPresence, params, absl::StrCat("reading the agents of job '", job_name, "'"));
+  if (!result.ok()) return result.status();
+  std::vector<AgentPresenceRow> rows;
+  for (int i = 0; i < PQntuples(result->get()); ++i) {
+    AgentPresenceRow& row = rows.emplace_back();
+    row.job_name = job_name;
+    row.replica_id = PgBytes(result->get(), i, 0);
+    row.agents = static_cast<int>(PgInt64(result->get(), i, 1));
+    row.heartbeat_us = PgInt64(result->get(), i, 2);
+    row.absent_since_us = PgInt64(result->get(), i, 3);
+  }
+  return rows;
 }
 
 std::unique_ptr<ChangeSubscription> PostgresStorage::SubscribeToChanges(

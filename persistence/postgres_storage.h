@@ -80,6 +80,10 @@ class PostgresStorage final : public Storage {
   // A PostgresChangeListener: its own connection, LISTENing on
   // DP_POSTGRES_CHANGE_CHANNEL (see postgres_change_listener.h).
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake) override;
+  // The agent_presence table.
+  absl::Status PutAgentPresence(const std::vector<AgentPresenceRow>& rows) override;
+  absl::StatusOr<std::vector<AgentPresenceRow>> ReadAgentPresence(
+      const std::string& job_name) override;
   // Names are ordered bytewise (COLLATE "C"), as in SqliteStorage. Rows are
   // read in pages, each a consistent snapshot; `visit` runs with no
   // connection held, so it may call Write.

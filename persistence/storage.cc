@@ -42,4 +42,13 @@ std::unique_ptr<ChangeSubscription> Storage::SubscribeToChanges(std::function<vo
   return nullptr;
 }
 
+absl::Status Storage::PutAgentPresence(const std::vector<AgentPresenceRow>& rows) {
+  return absl::UnimplementedError("this storage keeps no agent presence");
+}
+
+absl::StatusOr<std::vector<AgentPresenceRow>> Storage::ReadAgentPresence(
+    const std::string& job_name) {
+  return absl::UnimplementedError("this storage keeps no agent presence");
+}
+
 }  // namespace debugplane::persistence

@@ -112,6 +112,16 @@ class ChangeSubscription {
   virtual ~ChangeSubscription() = default;
 };
 
+// One server's agents connected to one job (replicas: a stop waits for
+// the job's agents whichever server they are connected to).
+struct AgentPresenceRow {
+  std::string job_name;
+  std::string replica_id;
+  int agents = 0;
+  int64_t heartbeat_us = 0;     // When the server last confirmed the count.
+  int64_t absent_since_us = 0;  // When its last agent of the job left (0: never).
+};
+
 // The ABORTED status of a write that expected version `expected` (kAbsent:
 // no row) of job `name`, whose row has version `actual` (nullopt: none).
 absl::Status VersionConflictError(const std::string& name, int64_t expected,
@@ -166,6 +176,15 @@ class Storage {
   // the reader polls. Destroying the subscription stops the calls (it
   // waits for one in progress).
   virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake);
+
+  // Agent presence (replicas): records each row, replacing the row of the
+  // same job and replica. Not part of the job rows, versions or feed. The
+  // default (engines with one server: SQLite) is UNIMPLEMENTED.
+  virtual absl::Status PutAgentPresence(const std::vector<AgentPresenceRow>& rows);
+  // Every server's row of the job (the caller judges their heartbeats).
+  // The default is UNIMPLEMENTED.
+  virtual absl::StatusOr<std::vector<AgentPresenceRow>> ReadAgentPresence(
+      const std::string& job_name);
 
   // Calls `visit` once per stored job row, in ascending name order.
   // Stops at and returns the first non-OK status that `visit` returns.
