@@ -173,8 +173,7 @@ absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
     // Changes committed while the jobs were read (and older states of
     // them: the table was read page by page) are applied before anything
     // is served; nobody watches yet.
-    absl::MutexLock apply(&manager->apply_mu_);
-    if (absl::Status caught_up = manager->CatchUpLocked(); !caught_up.ok()) return caught_up;
+    if (absl::Status caught_up = manager->CatchUp(); !caught_up.ok()) return caught_up;
   }
   manager->deadlines_ = std::make_unique<DeadlineTimer>(
       manager->options_.clock,
@@ -497,12 +496,12 @@ void TrainingJobManager::CommitLoop() {
         queued_behind = queue_.size();
       }
       if (written.ok()) CallObservers(observed);
-      if (conflict) {
-        // The write lost to another server's: its change is in the feed.
-        if (absl::Status caught_up = CatchUpLocked(); !caught_up.ok()) {
-          spdlog::warn("replica '{}': cannot read the change feed after a conflict: {}",
-                       options_.replica_id, caught_up.ToString());
-        }
+    }
+    if (conflict) {
+      // The write lost to another server's: its change is in the feed.
+      if (absl::Status caught_up = CatchUp(); !caught_up.ok()) {
+        spdlog::warn("replica '{}': cannot read the change feed after a conflict: {}",
+                     options_.replica_id, caught_up.ToString());
       }
     }
     // Watchers are told on the delivery pool; the next group need not wait.

@@ -405,8 +405,9 @@ class TrainingJobManager final : public TrainingJobHandler {
   // fail now.
   void RetryAfterConflict(std::vector<PendingCommit> commits, const absl::Status& conflict);
   // Reads the feed from applied_through_ to its end and applies what it
-  // holds. Returns the storage's error if a read fails.
-  absl::Status CatchUpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // holds (each page under apply_mu_). Returns the storage's error if a
+  // read fails.
+  absl::Status CatchUp() ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
   // Applies one change of the feed (skipped if already in); adds what the
   // observers must hear to `observed`.
   void ApplyChangeLocked(const persistence::JobChange& change, absl::Time now,

@@ -31,7 +31,7 @@ absl::Status FeedUnreadable(const absl::Status& cause) {
 
 }  // namespace
 
-absl::Status TrainingJobManager::CatchUpLocked() {
+absl::Status TrainingJobManager::CatchUp() {
   while (true) {
     int64_t after = 0;
     {
@@ -49,13 +49,20 @@ absl::Status TrainingJobManager::CatchUpLocked() {
     if (changes->empty()) return absl::OkStatus();
     WatchesToDrain to_drain;
     Observed observed;
+    // Read without apply_mu_ (the committer writes meanwhile), applied
+    // with it: a write of this server's that the read found was published
+    // by the committer before it let go of apply_mu_, so it is skipped.
+    absl::MutexLock apply(&apply_mu_);
     {
       absl::MutexLock lock(&mu_);
       const absl::Time now = Now();
       for (const persistence::JobChange& change : *changes) {
+        // Another catch-up (the committer's, after a conflict) may have
+        // applied it already.
+        if (change.sequence <= applied_through_) continue;
         ApplyChangeLocked(change, now, to_drain, observed);
       }
-      applied_through_ = changes->back().sequence;
+      applied_through_ = std::max(applied_through_, changes->back().sequence);
       feed_stats_.applied_sequence = applied_through_;
       // An older change of a deleted job can no longer come.
       for (auto it = tombstones_.begin(); it != tombstones_.end();) {
@@ -186,11 +193,7 @@ void TrainingJobManager::FollowLoop() {
     const bool heartbeat = absl::Now() >= next_heartbeat;
     if (heartbeat) next_heartbeat = absl::Now() + options_.presence_heartbeat;
     WritePresence(heartbeat);
-    absl::Status caught_up;
-    {
-      absl::MutexLock apply(&apply_mu_);
-      caught_up = CatchUpLocked();
-    }
+    const absl::Status caught_up = CatchUp();
     if (!caught_up.ok() && !reported_failure) {
       spdlog::warn("replica '{}': cannot read the change feed: {}; retrying", options_.replica_id,
                    caught_up.ToString());
