@@ -122,6 +122,10 @@ void GrpcServer::Shutdown(absl::Duration grace) {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
 }
 
+void GrpcServer::SetServing(bool serving) {
+  if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(serving);
+}
+
 void GrpcServer::Wait() {
   if (server_ != nullptr) server_->Wait();
 }

@@ -72,6 +72,9 @@ class GrpcServer {
   // Marks the health service NOT_SERVING, stops accepting calls, lets calls in
   // flight finish for up to `grace`, then cancels the rest. Idempotent.
   void Shutdown(absl::Duration grace);
+  // The gRPC health service's answer for the server ("" service): SERVING
+  // or NOT_SERVING (e.g. while its database cannot be reached).
+  void SetServing(bool serving);
 
   // Blocks until the server has shut down.
   void Wait();

@@ -247,6 +247,11 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   auto storage = OpenStorage(c, &app->database_path_);
   if (!storage.ok()) return storage.status();
   spdlog::info("database: {}", app->database_path_);
+  // PostgreSQL may be shared by several servers (replicas): follow the
+  // others' changes. SQLite has one server per file.
+  manager_options.follow_changes = !c.database_url.empty();
+  spdlog::info("replica id: {}{}", manager_options.replica_id,
+               manager_options.follow_changes ? "" : " (one server: not following a change feed)");
   auto manager = core::TrainingJobManager::Create(
       persistence::Metered(*std::move(storage), &app->metrics_->database),
       std::move(manager_options));
@@ -316,6 +321,14 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
                                 app->reports_.get(), app->tensors_.get());
   if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
   app->grpc_ = *std::move(grpc);
+  // Replicas: health checks say NOT_SERVING while the database (and so the
+  // other servers' changes) cannot be read; reads fail then too.
+  app->manager_->SetFeedReachabilityObserver([grpc = app->grpc_.get()](bool reachable) {
+    spdlog::log(reachable ? spdlog::level::info : spdlog::level::warn,
+                "health: {} (the database is {})", reachable ? "SERVING" : "NOT_SERVING",
+                reachable ? "reachable again" : "unreachable");
+    grpc->SetServing(reachable);
+  });
   if (absl::Status http = app->StartHttp(); !http.ok()) return http;
 
   std::vector<std::string> root_names;

@@ -76,6 +76,8 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
 
 // The default data directory (see ServerConfig::data_dir).
 std::string DefaultDataDir();
+// "HOSTNAME-PID": unique among the servers of one database unless set.
+std::string DefaultReplicaId();
 
 }  // namespace debugplane::service
 
