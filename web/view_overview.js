@@ -30,7 +30,14 @@ export function mountOverview(container, context) {
     try {
       const overview = await api.get(jobPath(context.name, 'overview'));
       replace(errors, (overview.problems || []).map(problemBox));
-      renderSummary(summaryBox, overview.summary || {});
+      // Before any step was profiled the job's own times stand in.
+      const summary = {...(overview.summary || {})};
+      summary.start ??= context.summary?.trainingStartTime ?? context.summary?.creationTime ?? null;
+      summary.end ??= context.summary?.trainingEndTime ?? null;
+      if (summary.durationSeconds == null && summary.start) {
+        summary.durationSeconds = (summary.end ?? Date.now() / 1000) - summary.start;
+      }
+      renderSummary(summaryBox, summary);
       renderUtilization(utilizationBox, overview.utilization || []);
       renderOperations(operationsBox, overview.operations || []);
       renderInsights(insightsBox, overview.insights || [], open);
