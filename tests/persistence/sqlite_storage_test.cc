@@ -65,11 +65,11 @@ class SqliteStorageTest : public ::testing::Test {
 TEST_F(SqliteStorageTest, OpenCreatesAWalDatabaseAtTheCurrentSchemaVersion) {
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 1);
+  EXPECT_EQ(storage->schema_version(), 2);
   EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
 
   RawDb raw(db_path());
-  EXPECT_EQ(raw.Value("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.Value("PRAGMA user_version"), "2");
   EXPECT_EQ(raw.Value("PRAGMA journal_mode"), "wal");
   EXPECT_THAT(
       raw.Column("SELECT name FROM sqlite_master WHERE tbl_name = 'training_jobs' AND "
@@ -216,7 +216,7 @@ TEST_F(SqliteStorageTest, DataSurvivesCloseAndReopenAndCloseTruncatesTheWal) {
 
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 1);
+  EXPECT_EQ(storage->schema_version(), 2);
   EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
 }
 
