@@ -1,10 +1,12 @@
 #include "persistence/postgres_storage.h"
 
+#include <optional>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "persistence/lease_fence.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -22,6 +24,7 @@ constexpr Oid kTextOid = 25;
 
 constexpr char kPut[] = "dp_put_job";
 constexpr char kDelete[] = "dp_delete_job";
+constexpr char kCheckLease[] = "dp_check_lease";
 constexpr char kScanFirst[] = "dp_scan_jobs_first";
 constexpr char kScanAfter[] = "dp_scan_jobs_after";
 
@@ -42,6 +45,11 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "record = excluded.record",
        {kTextOid, kInt8Oid, kInt8Oid, kTextOid, kByteaOid}},
       {kDelete, "DELETE FROM training_jobs WHERE name = $1", {kTextOid}},
+      // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
+      // commits or rolls back, so a batch that passed the check is never
+      // applied after the lease changed hands.
+      {kCheckLease, "SELECT owner, token FROM job_leases WHERE job_name = $1 FOR SHARE",
+       {kTextOid}},
       {kScanFirst,
        "SELECT name, creation_time_us, last_modified_us, status, record FROM training_jobs "
        "ORDER BY name COLLATE \"C\" LIMIT $1",
@@ -214,6 +222,22 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
                                 {row.status.data(), static_cast<int>(row.status.size())},
                                 {row.record.data(), static_cast<int>(row.record.size())}};
       applied = connection.ExecPrepared(kPut, params, absl::StrCat("writing job '", row.name, "'"));
+    } else if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
+      const PgParam params[] = {
+          {fence->job_name.data(), static_cast<int>(fence->job_name.size())}};
+      applied = connection.ExecPrepared(
+          kCheckLease, params, absl::StrCat("checking the lease of job '", fence->job_name, "'"));
+      if (applied.ok()) {
+        std::optional<FoundLease> found;
+        if (PQntuples(applied->get()) > 0) {
+          found = FoundLease{.owner = PgBytes(applied->get(), 0, 0),
+                             .token = PgInt64(applied->get(), 0, 1)};
+        }
+        if (absl::Status fenced = CheckFence(*fence, found); !fenced.ok()) {
+          RollBack(connection);
+          return fenced;
+        }
+      }
     } else {
       const std::string& name = std::get<DeleteJob>(batch.ops()[i]).name;
       const PgParam params[] = {{name.data(), static_cast<int>(name.size())}};
