@@ -5,6 +5,7 @@
 #include <deque>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -13,6 +14,7 @@
 #include "core/field_violations.h"
 #include "core/page_token.h"
 #include "core/rule_actions.h"
+#include "persistence/lease_fence.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::core {
@@ -266,7 +268,7 @@ void TrainingJobManager::OnValidationPool(absl::AnyInvocable<void(DoneCallback) 
 }
 
 void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mutation,
-                                DoneCallback done) {
+                                DoneCallback done, std::optional<persistence::CheckLease> fence) {
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
@@ -285,6 +287,7 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
         commit.next = std::move(change->next);
         if (commit.changed && commit.next != nullptr) commit.encoded = std::move(change->encoded);
         commit.done = std::move(done);
+        commit.fence = std::move(fence);
         if (commit.changed) {
           JobEntry& entry = jobs_[job_name];
           entry.latest = commit.next;
@@ -327,19 +330,20 @@ void TrainingJobManager::CommitLoop() {
 
     // Serialize outside the lock: snapshots are immutable.
     persistence::WriteBatch batch;
-    for (PendingCommit& commit : group) {
-      if (!commit.changed) continue;
-      if (commit.next != nullptr) {
-        if (commit.encoded == nullptr) {
-          commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
-        }
-        batch.Put(ToRow(*commit.next, *commit.encoded));
-      } else {
-        batch.Delete(commit.job_name);
-      }
-    }
+    absl::Status written;
+    // Changes taken out of the group (and queue) because a lease fence
+    // refused them; the rest of the group is written again without them.
+    std::vector<PendingCommit> fenced_out;
+    absl::Status fence_refusal;
     const absl::Time write_start = Now();
-    absl::Status written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
+    while (true) {
+      batch = BuildBatch(group);
+      written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
+      const std::optional<std::string> stale = persistence::FencedJob(written);
+      if (!stale.has_value()) break;
+      fence_refusal = written;
+      if (!TakeOutFenced(*stale, group, fenced_out)) break;  // Not ours: fails as any error.
+    }
     const absl::Time now = Now();
     if (!batch.empty()) last_write = now - write_start;
 
@@ -387,11 +391,76 @@ void TrainingJobManager::CommitLoop() {
     for (PendingCommit& commit : group) {
       if (commit.done != nullptr) std::move(commit.done)(reply);
     }
+    for (PendingCommit& commit : fenced_out) {
+      if (commit.done == nullptr) continue;
+      std::move(commit.done)(
+          commit.fence.has_value() &&
+                  persistence::FencedJob(fence_refusal) == commit.fence->job_name
+              ? fence_refusal
+              : absl::UnavailableError(absl::StrCat(
+                    "the change was not saved and not applied: it followed a change of the same "
+                    "job that a stale evaluation lease made (",
+                    fence_refusal.message(), "); retry")));
+    }
     // Those queued since are (some of) the callers coming back; after a
     // failure nobody is expected.
     acknowledged_at = Now();
     expected = written.ok() ? queued_behind + group.size() : 0;
   }
+}
+
+persistence::WriteBatch TrainingJobManager::BuildBatch(std::vector<PendingCommit>& group) {
+  persistence::WriteBatch batch;
+  std::set<std::tuple<std::string, std::string, int64_t>> fences;
+  for (PendingCommit& commit : group) {
+    if (!commit.changed) continue;
+    if (commit.fence.has_value() &&
+        fences.emplace(commit.fence->job_name, commit.fence->owner, commit.fence->token).second) {
+      batch.Check(*commit.fence);
+    }
+    if (commit.next != nullptr) {
+      if (commit.encoded == nullptr) {
+        commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
+      }
+      batch.Put(ToRow(*commit.next, *commit.encoded));
+    } else {
+      batch.Delete(commit.job_name);
+    }
+  }
+  return batch;
+}
+
+bool TrainingJobManager::TakeOutFenced(const std::string& stale_job,
+                                       std::vector<PendingCommit>& group,
+                                       std::vector<PendingCommit>& taken) {
+  absl::MutexLock lock(&mu_);
+  const auto fenced = [&](const PendingCommit& commit) {
+    return commit.fence.has_value() && commit.fence->job_name == stale_job;
+  };
+  // The jobs the refused changes touch: every change of theirs queued after
+  // may build on them, so it goes too, and the jobs roll back.
+  std::set<std::string> touched;
+  for (const PendingCommit& commit : group) {
+    if (fenced(commit)) touched.insert(commit.job_name);
+  }
+  const auto goes = [&](const PendingCommit& commit) {
+    return fenced(commit) || touched.count(commit.job_name) > 0;
+  };
+  const auto move_out = [&](auto& from) {
+    for (auto it = from.begin(); it != from.end();) {
+      if (goes(*it)) {
+        taken.push_back(std::move(*it));
+        it = from.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  const size_t before = taken.size();
+  move_out(group);
+  move_out(queue_);
+  for (const std::string& job : touched) RollBackLocked(job);
+  return taken.size() > before;
 }
 
 void TrainingJobManager::WaitForReturningCallersLocked(size_t expected, absl::Time until) {
@@ -1030,7 +1099,8 @@ void TrainingJobManager::Unwatch(const std::shared_ptr<Watch>& watch) {
 
 void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
                                                  const std::string& rule_name, RuleStatus status,
-                                                 std::string details, DoneCallback done) {
+                                                 std::string details, DoneCallback done,
+                                                 std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [this, job_name, rule_name, status,
@@ -1060,7 +1130,7 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
         }
         return Change{.changed = false};
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(CommitObserver observer) {
@@ -1089,7 +1159,8 @@ void TrainingJobManager::RemoveCommitObserver(int64_t id) {
 }
 
 void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
-                                            std::vector<RuleProgress> progress, DoneCallback done) {
+                                            std::vector<RuleProgress> progress, DoneCallback done,
+                                            std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [job_name,
@@ -1101,13 +1172,14 @@ void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
         if (!changed) return Change{.changed = false};
         return Change{.next = std::move(next)};
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 void TrainingJobManager::SetRuleActionStatus(const std::string& job_name,
                                              const std::string& action_id,
                                              v1::RuleActionStatus::Value status,
-                                             std::string details, int attempts, DoneCallback done) {
+                                             std::string details, int attempts, DoneCallback done,
+                                             std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [this, job_name, action_id, status, attempts,
@@ -1129,11 +1201,12 @@ void TrainingJobManager::SetRuleActionStatus(const std::string& job_name,
         return absl::NotFoundError(
             absl::StrCat("training job '", job_name, "' has no rule action '", action_id, "'"));
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, std::string reason,
-                                                   DoneCallback done) {
+                                                   DoneCallback done,
+                                                   std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [this, job_name,
@@ -1143,7 +1216,7 @@ void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, 
         if (!BeginStop(*next, Now(), reason)) return Change{.changed = false};
         return Change{.next = std::move(next)};
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,

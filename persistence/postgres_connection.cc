@@ -244,7 +244,8 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
   }
   if (io_ms > 0) {
     // A number formatted here, not outside text.
-    const std::string statement_timeout = absl::StrCat("SET statement_timeout TO ", io_ms);
+    const std::string statement_timeout = absl::StrCat(
+        "SET statement_timeout TO ", io_ms, "; SET idle_in_transaction_session_timeout TO ", io_ms);
     if (auto set = connection->Exec(statement_timeout.c_str(), "setting statement_timeout");
         !set.ok()) {
       return set.status();

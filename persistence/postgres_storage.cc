@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "persistence/lease_fence.h"
 #include "absl/strings/str_cat.h"
+#include "persistence/lease_fence.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::persistence {
@@ -48,7 +48,8 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
       // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
       // commits or rolls back, so a batch that passed the check is never
       // applied after the lease changed hands.
-      {kCheckLease, "SELECT owner, token FROM job_leases WHERE job_name = $1 FOR SHARE",
+      {kCheckLease,
+       "SELECT owner, token FROM job_leases WHERE job_name = $1 FOR SHARE",
        {kTextOid}},
       {kScanFirst,
        "SELECT name, creation_time_us, last_modified_us, status, record FROM training_jobs "
@@ -148,7 +149,9 @@ absl::StatusOr<int> Migrate(PostgresConnection& connection) {
 
 PostgresStorage::PostgresStorage(PostgresTarget target, const PostgresStorageOptions& options)
     : options_(options),
-      pool_(std::move(target), PostgresConnectOptions{.connect_timeout = options.connect_timeout},
+      pool_(std::move(target),
+            PostgresConnectOptions{.connect_timeout = options.connect_timeout,
+                                   .io_timeout = options.io_timeout},
             options.pool_size, PrepareStatements) {}
 
 PostgresStorage::~PostgresStorage() = default;
@@ -223,8 +226,7 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
                                 {row.record.data(), static_cast<int>(row.record.size())}};
       applied = connection.ExecPrepared(kPut, params, absl::StrCat("writing job '", row.name, "'"));
     } else if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
-      const PgParam params[] = {
-          {fence->job_name.data(), static_cast<int>(fence->job_name.size())}};
+      const PgParam params[] = {{fence->job_name.data(), static_cast<int>(fence->job_name.size())}};
       applied = connection.ExecPrepared(
           kCheckLease, params, absl::StrCat("checking the lease of job '", fence->job_name, "'"));
       if (applied.ok()) {

@@ -29,6 +29,7 @@
 #include "service/http/sagemaker_protocol.h"
 #include "service/server.h"
 #include "service/server_flags.h"
+#include "service/server_leases.h"
 
 namespace debugplane::service {
 
@@ -92,6 +93,7 @@ class ServerApp {
   std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<ServerLeases> leases_;  // Shut down before the scheduler.
   std::unique_ptr<rules_engine::EvaluationScheduler> scheduler_;
   std::unique_ptr<rules_engine::ActionDispatcher> actions_;
   std::unique_ptr<core::TrainingAgentManager> agents_;

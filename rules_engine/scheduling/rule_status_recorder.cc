@@ -81,6 +81,13 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
     job = it->second.job;
     rule = it->second.rule;
   }
+  const core::WriteFence fence = core::FenceForWrite(options.leases, job);
+  if (!fence.allowed) {
+    // The lease is gone: this replica writes nothing more for the job.
+    OnDone(key, absl::FailedPreconditionError(absl::StrCat(
+                    "this replica no longer holds the evaluation lease of job '", job, "'")));
+    return;
+  }
   if (entry.last_evaluated_step >= 0 || entry.read.has_value()) {
     // Queued ahead of the status; if its write fails, so does the status's
     // (the manager fails every change queued behind a failed write), and
@@ -89,11 +96,13 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
     progress.push_back({.rule = rule,
                         .last_evaluated_step = entry.last_evaluated_step,
                         .read = std::move(entry.read)});
-    manager->RecordRuleProgress(job, std::move(progress), [](const absl::Status&) {});
+    manager->RecordRuleProgress(
+        job, std::move(progress), [](const absl::Status&) {}, fence.fence);
   }
   manager->SetRuleEvaluationStatus(
       job, rule, entry.status, std::move(entry.details),
-      [self = shared_from_this(), key](const absl::Status& result) { self->OnDone(key, result); });
+      [self = shared_from_this(), key](const absl::Status& result) { self->OnDone(key, result); },
+      fence.fence);
 }
 
 void RuleStatusRecorder::State::OnDone(const std::string& key, const absl::Status& result) {
