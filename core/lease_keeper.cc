@@ -93,6 +93,12 @@ void LeaseKeeper::Shutdown() {
   }
 }
 
+void LeaseKeeper::Poke() {
+  absl::MutexLock lock(&mu_);
+  poked_ = true;
+  wake_.SignalAll();
+}
+
 absl::Time LeaseKeeper::EarliestDeadlineLocked() const {
   absl::Time earliest = absl::InfiniteFuture();
   for (const auto& [job, held] : held_) earliest = std::min(earliest, held.local_deadline);
@@ -125,13 +131,14 @@ void LeaseKeeper::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_) {
+      while (!stopping_ && !poked_) {
         const absl::Time next = NextWakeLocked();
         const absl::Duration wait = options_.clock->RealTimeUntil(next);
         if (options_.clock->Now() >= next || wait <= absl::ZeroDuration()) break;
         wake_.WaitWithTimeout(&mu_, std::min(wait, absl::Seconds(1)));
       }
       if (stopping_) return;
+      poked_ = false;
     }
     absl::Status pass = Tick();
     absl::MutexLock lock(&mu_);

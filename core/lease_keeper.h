@@ -100,6 +100,11 @@ class LeaseKeeper {
   // then expire). Idempotent.
   void Shutdown();
 
+  // Asks the thread for a pass now (a job became active: it gets an owner
+  // within milliseconds rather than at the next scheduled pass).
+  // Thread-safe, does not block.
+  void Poke();
+
   // One pass (heartbeat, renewal, local expiry, balance); what Start's
   // thread runs. Tests call it directly (with no thread started). Returns
   // the first database error of the pass (the pass goes on past it where it
@@ -159,6 +164,7 @@ class LeaseKeeper {
   absl::Time last_pass_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
   int failed_passes_ ABSL_GUARDED_BY(mu_) = 0;  // In a row, for logging.
   int64_t jump_listener_ = 0;
   std::thread thread_;

@@ -22,6 +22,22 @@ absl::StatusOr<std::unique_ptr<SqliteLeaseTable>> SqliteLeaseTable::Open(
 
 int64_t SqliteLeaseTable::NowMicros() const { return absl::ToUnixMicros(now_()); }
 
+absl::Status SqliteLeaseTable::ExpireAll() {
+  return connection_->InTransaction("ending the leases of a previous run", [&](const auto& run) {
+    if (auto ended =
+            run("UPDATE job_leases SET expires_at_us = ?1 WHERE expires_at_us > ?1", {NowMicros()});
+        !ended.ok()) {
+      return ended.status();
+    }
+    if (auto ended =
+            run("UPDATE rule_action_outbox SET claim_expires_at_us = 0 WHERE done = 0", {});
+        !ended.ok()) {
+      return ended.status();
+    }
+    return run("DELETE FROM live_replicas", {}).status();
+  });
+}
+
 absl::Status SqliteLeaseTable::Heartbeat(const std::string& replica, absl::Duration ttl) {
   const int64_t expires = NowMicros() + Micros(ttl);
   return connection_->InTransaction("recording a replica's heartbeat", [&](const auto& run) {

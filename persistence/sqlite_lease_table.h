@@ -26,6 +26,11 @@ class SqliteLeaseTable final : public LeaseTable, public ActionOutbox {
   static absl::StatusOr<std::unique_ptr<SqliteLeaseTable>> Open(
       const std::string& path, std::function<absl::Time()> now = [] { return absl::Now(); });
 
+  // Ends every lease and action claim and forgets every replica. For a server that just took
+  // the data directory's lock: no other process can hold a lease on this
+  // file, so leases left by a killed predecessor are not waited out.
+  absl::Status ExpireAll();
+
   absl::Status Heartbeat(const std::string& replica, absl::Duration ttl) override;
   absl::Status RemoveReplica(const std::string& replica) override;
   absl::StatusOr<int> CountLiveReplicas() override;

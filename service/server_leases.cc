@@ -35,7 +35,8 @@ bool JobNeedsLease(const core::JobRecord& job) {
   return core::HasPendingActions(job);
 }
 
-ActiveJobIndex::ActiveJobIndex(core::TrainingJobManager* manager) : manager_(manager) {
+ActiveJobIndex::ActiveJobIndex(core::TrainingJobManager* manager, std::function<void()> on_new_job)
+    : manager_(manager), on_new_job_(std::move(on_new_job)) {
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const core::JobRecord> job) {
         Follow(name, job.get());
@@ -47,12 +48,16 @@ ActiveJobIndex::ActiveJobIndex(core::TrainingJobManager* manager) : manager_(man
 ActiveJobIndex::~ActiveJobIndex() { manager_->RemoveCommitObserver(observer_id_); }
 
 void ActiveJobIndex::Follow(const std::string& job_name, const core::JobRecord* job) {
-  absl::MutexLock lock(&mu_);
-  if (job != nullptr && JobNeedsLease(*job)) {
-    jobs_.insert(job_name);
-  } else {
-    jobs_.erase(job_name);
+  bool added = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (job != nullptr && JobNeedsLease(*job)) {
+      added = jobs_.insert(job_name).second;
+    } else {
+      jobs_.erase(job_name);
+    }
   }
+  if (added && on_new_job_) on_new_job_();
 }
 
 std::vector<std::string> ActiveJobIndex::Jobs() const {
@@ -76,6 +81,9 @@ absl::StatusOr<ServerLeases> OpenServerLeases(const ServerConfig& config,
     auto sqlite = persistence::SqliteLeaseTable::Open(sqlite_path);
     if (!sqlite.ok()) return sqlite.status();
     std::shared_ptr<persistence::SqliteLeaseTable> shared = *std::move(sqlite);
+    // This server holds the data directory's lock: what a killed
+    // predecessor held is free now.
+    if (absl::Status ended = shared->ExpireAll(); !ended.ok()) return ended;
     table = shared;
     outbox = shared;
   } else {
@@ -97,10 +105,15 @@ absl::StatusOr<ServerLeases> OpenServerLeases(const ServerConfig& config,
                absl::FormatDuration(config.action_claim_duration));
   ServerLeases leases;
   leases.outbox = std::move(outbox);
-  leases.active = std::make_unique<ActiveJobIndex>(manager);
-  ActiveJobIndex* active = leases.active.get();
+  // The keeper is made first (the index pokes it), the index reads for it.
+  auto active = std::make_shared<ActiveJobIndex*>(nullptr);
   leases.keeper = std::make_unique<core::LeaseKeeper>(
-      std::move(table), [active] { return active->Jobs(); }, std::move(options));
+      std::move(table),
+      [active] { return *active == nullptr ? std::vector<std::string>() : (*active)->Jobs(); },
+      std::move(options));
+  core::LeaseKeeper* keeper = leases.keeper.get();
+  leases.active = std::make_unique<ActiveJobIndex>(manager, [keeper] { keeper->Poke(); });
+  *active = leases.active.get();
   return leases;
 }
 

@@ -6,6 +6,7 @@
 #ifndef DEBUGPLANE_SERVICE_SERVER_LEASES_H_
 #define DEBUGPLANE_SERVICE_SERVER_LEASES_H_
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -30,8 +31,9 @@ bool JobNeedsLease(const core::JobRecord& job);
 // Thread-safe.
 class ActiveJobIndex {
  public:
-  // REQUIRES: `manager` outlives the index.
-  explicit ActiveJobIndex(core::TrainingJobManager* manager);
+  // REQUIRES: `manager` outlives the index. `on_new_job` runs (on the
+  // committer thread; it must not block) when a job becomes active.
+  ActiveJobIndex(core::TrainingJobManager* manager, std::function<void()> on_new_job);
   ~ActiveJobIndex();
   ActiveJobIndex(const ActiveJobIndex&) = delete;
   ActiveJobIndex& operator=(const ActiveJobIndex&) = delete;
@@ -42,6 +44,7 @@ class ActiveJobIndex {
   void Follow(const std::string& job_name, const core::JobRecord* job);
 
   core::TrainingJobManager* const manager_;
+  const std::function<void()> on_new_job_;
   mutable absl::Mutex mu_;
   std::set<std::string> jobs_ ABSL_GUARDED_BY(mu_);
   int64_t observer_id_ = 0;
@@ -49,10 +52,11 @@ class ActiveJobIndex {
 
 struct ServerLeases {
   std::shared_ptr<persistence::ActionOutbox> outbox;
-  std::unique_ptr<ActiveJobIndex> active;
   // Built, not started: the scheduler and the dispatcher add their
   // listeners first. Shut down before them.
   std::unique_ptr<core::LeaseKeeper> keeper;
+  // Pokes the keeper: declared after it, so destroyed before it.
+  std::unique_ptr<ActiveJobIndex> active;
 };
 
 // Opens the lease table and outbox on --database's PostgreSQL, or on the
