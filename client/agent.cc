@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/agent_signals.h"
 #include "client/connection.h"
 #include "client/output_uploads.h"
 #include "client/smdebug_config_files.h"
@@ -112,15 +113,11 @@ class Agent {
         confinement_(std::move(confinement)) {}
 
   int Run() {
-    // SIGTERM / SIGINT to the agent go to the command (forwarded by the
-    // signal thread); every thread started below inherits the mask.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    sigset_t previous;
-    pthread_sigmask(SIG_BLOCK, &signals, &previous);
-
+    // `main` blocked SIGTERM / SIGINT before any thread started
+    // (client/agent_signals.h); blocked again here for a caller that runs the
+    // agent inside its own process. The signal thread takes them.
+    const sigset_t previous = BlockAgentStopSignals();
+    signal_thread_ = std::thread([this] { TakeSignals(); });
     connection_ = std::thread([this] { ConnectionLoop(); });
     const int code = Supervise();
     {
@@ -130,7 +127,7 @@ class Agent {
       cv_.SignalAll();
     }
     connection_.join();
-    if (signal_thread_.joinable()) signal_thread_.join();
+    signal_thread_.join();
     if (killer_.joinable()) killer_.join();
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     return code;
@@ -143,8 +140,14 @@ class Agent {
     {
       absl::MutexLock lock(&mu_);
       const absl::Time deadline = absl::Now() + options_.connect_timeout;
-      while (applied_version_ == 0 && !done_connecting_ && absl::Now() < deadline) {
+      while (applied_version_ == 0 && !done_connecting_ && agent_signal_ == 0 &&
+             absl::Now() < deadline) {
         cv_.WaitWithDeadline(&mu_, deadline);
+      }
+      if (agent_signal_ != 0) {
+        log_ << "debugplane-agent: received " << SignalName(agent_signal_)
+             << " before the training command started; not starting it\n";
+        return 128 + agent_signal_;
       }
       if (!refusal_.ok()) {
         log_ << "debugplane-agent: job '" << options_.job << "': " << refusal_.message()
@@ -168,7 +171,6 @@ class Agent {
                                                   options_.command[0], ": ", std::strerror(errno)));
       return 127;
     }
-    signal_thread_ = std::thread([this] { ForwardSignals(); });
     std::thread progress([this] { ProgressLoop(); });
 
     int status = 0;
@@ -178,6 +180,7 @@ class Agent {
     bool stopped, deleted;
     std::optional<absl::Time> term_sent_at;
     bool killed;
+    int agent_signal;
     {
       absl::MutexLock lock(&mu_);
       child_exited_ = true;
@@ -185,6 +188,7 @@ class Agent {
       deleted = job_deleted_;
       term_sent_at = term_sent_at_;
       killed = kill_sent_;
+      agent_signal = agent_signal_;
       cv_.SignalAll();
     }
     progress.join();
@@ -194,6 +198,21 @@ class Agent {
     const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : 1;
+    const bool signal_reached_it = term_sent_at.has_value() && *term_sent_at <= exited_at;
+    if (agent_signal != 0 && !stopped) {
+      // Not a stop order: the job ends as Failed, saying the agent was
+      // signalled (a service manager's stop, Ctrl-C), and the agent's exit
+      // code says so too.
+      const std::string how =
+          signal_reached_it
+              ? DescribeExitAfterAgentSignal(agent_signal, status, killed,
+                                             exited_at - *term_sent_at, options_.stop_grace)
+              : absl::StrCat(DescribeExit(status), " before ", SignalName(agent_signal),
+                             " to debugplane-agent reached it");
+      log_ << "debugplane-agent: " << how << "\n";
+      ReportEnd(Event::EVENT_FAILED, how);
+      return 128 + agent_signal;
+    }
     if (stopped) {
       const std::string how =
           term_sent_at.has_value() && *term_sent_at <= exited_at
@@ -203,7 +222,7 @@ class Agent {
       // The job is Stopping; it is Stopped once the server has this report
       // (a deleted job has nobody to tell).
       if (!deleted) ReportEnd(Event::EVENT_STOPPED, how);
-      return code;
+      return agent_signal != 0 ? 128 + agent_signal : code;
     }
     const bool succeeded = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     ReportEnd(succeeded ? Event::EVENT_COMPLETED : Event::EVENT_FAILED,
@@ -292,42 +311,71 @@ class Agent {
       setpgid(pid, pid);  // Also here, so a stop right after fork finds the group.
       absl::MutexLock lock(&mu_);
       child_pid_ = pid;
-      if (stop_ordered_) StopChildLocked();  // Ordered while starting.
+      if (stop_ordered_) {
+        StopChildLocked();  // Ordered while starting.
+      } else if (agent_signal_ != 0) {
+        TerminateChildLocked(agent_signal_, AgentSignalledReason());
+      }
     }
     return pid;
   }
 
-  // SIGTERM to the command's group now, SIGKILL after the grace period.
+  // A stop order: SIGTERM to the command's group now, SIGKILL after the
+  // grace period.
   void StopChildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    TerminateChildLocked(SIGTERM, stop_reason_);
+  }
+
+  std::string AgentSignalledReason() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return absl::StrCat("debugplane-agent received ", SignalName(agent_signal_));
+  }
+
+  // `signal_number` to the command's group now, SIGKILL after the grace
+  // period; `why` is logged. A no-op once a termination is under way.
+  void TerminateChildLocked(int signal_number, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (child_pid_ <= 0 || child_exited_ || killer_.joinable()) return;
-    log_ << "debugplane-agent: stopping the training command: " << stop_reason_ << "\n";
+    log_ << "debugplane-agent: stopping the training command (" << SignalName(signal_number)
+         << " to its process group " << child_pid_ << "): " << why << "\n";
     term_sent_at_ = absl::Now();
-    kill(-child_pid_, SIGTERM);
+    kill(-child_pid_, signal_number);
     const pid_t pid = child_pid_;
-    killer_ = std::thread([this, pid] {
+    killer_ = std::thread([this, pid, signal_number] {
       absl::MutexLock lock(&mu_);
       const absl::Time deadline = absl::Now() + options_.stop_grace;
       while (!child_exited_ && absl::Now() < deadline) cv_.WaitWithDeadline(&mu_, deadline);
       if (!child_exited_) {
-        log_ << "debugplane-agent: the training command ignored SIGTERM for "
-             << absl::FormatDuration(options_.stop_grace) << "; killing it\n";
+        log_ << "debugplane-agent: the training command did not exit within "
+             << absl::FormatDuration(options_.stop_grace) << " of " << SignalName(signal_number)
+             << "; killing it\n";
         kill_sent_ = true;
         kill(-pid, SIGKILL);
       }
     });
   }
 
-  void ForwardSignals() {
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    const timespec tick{0, 100 * 1000 * 1000};
+  // Takes SIGTERM / SIGINT sent to the agent until it is done. The first
+  // one ends the training as a stop order would (that signal to the
+  // command's process group, SIGKILL after --stop-grace) or keeps it from
+  // starting; Supervise then reports the exit and the agent exits with
+  // 128 + the signal. Later ones go to the command's group as they come.
+  void TakeSignals() {
     while (true) {
-      const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+      const int signal_number = WaitForAgentStopSignal(absl::Milliseconds(100));
       absl::MutexLock lock(&mu_);
-      if (child_exited_) return;
-      if (signal_number > 0) kill(-child_pid_, signal_number);
+      if (done_) return;
+      if (signal_number == 0) continue;
+      if (agent_signal_ != 0) {
+        if (child_pid_ > 0 && !child_exited_) kill(-child_pid_, signal_number);
+        continue;
+      }
+      agent_signal_ = signal_number;
+      if (child_pid_ > 0 && !child_exited_) {
+        TerminateChildLocked(signal_number, AgentSignalledReason());
+      } else {
+        log_ << "debugplane-agent: " << AgentSignalledReason() << "\n";
+      }
+      cv_.SignalAll();
     }
   }
 
@@ -710,6 +758,8 @@ class Agent {
   // SIGKILL followed after --stop-grace.
   std::optional<absl::Time> term_sent_at_ ABSL_GUARDED_BY(mu_);
   bool kill_sent_ ABSL_GUARDED_BY(mu_) = false;
+  // The first SIGTERM / SIGINT sent to the agent (0: none).
+  int agent_signal_ ABSL_GUARDED_BY(mu_) = 0;
   pid_t child_pid_ ABSL_GUARDED_BY(mu_) = -1;
   bool child_exited_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -752,6 +802,25 @@ std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
                         " after SIGTERM (signal 15), ", when);
   }
   return absl::StrCat("the training command ended after SIGTERM (signal 15), ", when);
+}
+
+std::string DescribeExitAfterAgentSignal(int agent_signal, int wait_status, bool killed_after_grace,
+                                         absl::Duration since_signal, absl::Duration stop_grace) {
+  const std::string passed_on = absl::StrCat("debugplane-agent received ", SignalName(agent_signal),
+                                             " and passed it on to the training command, which ");
+  const std::string when = absl::StrCat(Seconds(since_signal), " later");
+  if (killed_after_grace && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL) {
+    return absl::StrCat(passed_on, "did not exit within the ", absl::FormatDuration(stop_grace),
+                        " grace period and was killed (SIGKILL, signal 9), ", when);
+  }
+  if (WIFSIGNALED(wait_status)) {
+    return absl::StrCat(passed_on, "was ended by signal ", WTERMSIG(wait_status), " (",
+                        strsignal(WTERMSIG(wait_status)), ") ", when);
+  }
+  if (WIFEXITED(wait_status)) {
+    return absl::StrCat(passed_on, "exited with code ", WEXITSTATUS(wait_status), " ", when);
+  }
+  return absl::StrCat(passed_on, "ended ", when);
 }
 
 std::vector<WritableRoot> AgentWritableRoots(const AgentOptions& options,

@@ -21,6 +21,13 @@
 //   MaxRuntimeInSeconds) is carried out: SIGTERM to the command's process
 //   group, SIGKILL after --stop-grace; then the exit is reported
 //   (EVENT_STOPPED, saying how it ended), which makes the job Stopped;
+// - SIGTERM or SIGINT to the agent (a service manager's stop, Ctrl-C) ends
+//   the training too: the signal goes to the command's process group,
+//   SIGKILL follows after --stop-grace, the exit is reported (EVENT_FAILED,
+//   saying the agent was signalled and how the command ended; EVENT_STOPPED
+//   if a stop order was under way) and the agent exits with 128 + the
+//   signal. Before the command started, it is not started. `main` must
+//   block both signals before any thread starts (client/agent_signals.h);
 // - when the server goes away the agent reconnects with backoff, without
 //   touching the command; reports are retried until the server takes them.
 //
@@ -54,7 +61,8 @@
 // the command starts, naming the field, the path and the flag that allows
 // it; nothing is created for such a job.
 //
-// Exit code: the command's (128 + N if signal N ended it); 0 if the job was
+// Exit code: the command's (128 + N if signal N ended it); 128 + N if signal
+// N (SIGTERM, SIGINT) was sent to the agent; 0 if the job was
 // stopped or ended before the command started; 2 for usage errors (bad
 // flags, unreadable certificate files) and for a job whose output paths the
 // flags do not allow; 7 if the job's configuration could not be fetched
@@ -110,6 +118,14 @@ struct AgentOptions {
 // (signal 15), 0.4 s after the stop order".
 std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
                                 absl::Duration since_stop_order, absl::Duration stop_grace);
+
+// How a command ended after the agent passed on `agent_signal` (SIGTERM or
+// SIGINT sent to the agent), for the EVENT_FAILED FailureReason, as
+// DescribeStoppedExit. E.g. "debugplane-agent received SIGTERM (signal 15)
+// and passed it on to the training command, which was ended by signal 15
+// (Terminated) 0.0 s later".
+std::string DescribeExitAfterAgentSignal(int agent_signal, int wait_status, bool killed_after_grace,
+                                         absl::Duration since_signal, absl::Duration stop_grace);
 
 // The directories the agent may write into (see the top of this file), as
 // given: `working_directory` (unless it is "/" or empty), then

@@ -4,8 +4,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "client/agent.h"
+#include "client/agent_signals.h"
 
 int main(int argc, char** argv) {
+  // Before anything can start a thread: every thread inherits the mask, so
+  // SIGTERM / SIGINT reach only the agent's signal thread, which ends the
+  // training before the agent exits (client/agent_signals.h).
+  debugplane::client::BlockAgentStopSignals();
   // Debian's abseil ships with absl::Mutex deadlock detection on; the agent
   // does not pay for it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

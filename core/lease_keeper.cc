@@ -303,6 +303,17 @@ absl::Status LeaseKeeper::Balance(Events& events) {
 }
 
 void LeaseKeeper::Announce(const Events& events) {
+  if (options_.metrics != nullptr && !(events.lost.empty() && events.acquired.empty())) {
+    size_t owned = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      owned = held_.size();
+    }
+    options_.metrics->SetOwned(static_cast<int64_t>(owned));
+    for (const CheckLease& lease : events.acquired) {
+      if (lease.token > 1) options_.metrics->CountTakeover();
+    }
+  }
   absl::MutexLock lock(&announce_mu_);
   for (const std::string& job : events.lost) {
     for (const Listener& listener : listeners_) {

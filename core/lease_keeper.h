@@ -47,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "metrics/lease_metrics.h"
 #include "persistence/lease_table.h"
 
 namespace debugplane::core {
@@ -64,6 +65,9 @@ struct LeaseKeeperOptions {
   // The local clock of the local deadlines (monotonic: core::SteadyClock();
   // a FakeClock in tests).
   std::shared_ptr<Clock> clock;
+  // Where the leases owned and the takeovers (acquired with token > 1) are
+  // counted; null: nowhere. Not owned; must outlive the keeper.
+  metrics::LeaseMetrics* metrics = nullptr;
 };
 
 // Whether `options` are usable: INVALID_ARGUMENT naming the option if not.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/validation_text.h"
+#include "objectstore/metered_object_store.h"
 
 namespace debugplane::core {
 namespace {
@@ -255,8 +256,11 @@ absl::StatusOr<OutputLocation> ResolveOutputPath(absl::string_view uri,
 
 DataRootStores::DataRootStores(std::vector<fs::path> data_roots,
                                objectstore::LocalObjectStore::Options options,
-                               BucketStoreFactory bucket_stores)
-    : data_roots_(std::move(data_roots)), bucket_store_factory_(std::move(bucket_stores)) {
+                               BucketStoreFactory bucket_stores,
+                               metrics::ObjectStoreMetrics* metrics)
+    : data_roots_(std::move(data_roots)),
+      bucket_store_factory_(std::move(bucket_stores)),
+      metrics_(metrics) {
   for (const fs::path& path : NormalRoots(data_roots_)) {
     Root root;
     root.path = path;
@@ -264,6 +268,7 @@ DataRootStores::DataRootStores(std::vector<fs::path> data_roots,
         objectstore::LocalObjectStore::Open(path.string(), options);
     if (store.ok()) {
       root.store = *std::move(store);
+      root.reader = objectstore::Metered(root.store, "local", metrics_);
     } else {
       root.open_error = store.status();
     }
@@ -295,7 +300,7 @@ absl::StatusOr<objectstore::StoreLocation> DataRootStores::Resolve(absl::string_
           Quote(uri), " cannot be read as a path below its data root: ", key.message()));
     }
   }
-  return objectstore::StoreLocation{root.store, std::move(prefix)};
+  return objectstore::StoreLocation{root.reader, std::move(prefix)};
 }
 
 }  // namespace debugplane::core
@@ -341,7 +346,9 @@ absl::StatusOr<std::shared_ptr<const objectstore::ObjectStore>> DataRootStores::
   if (!made.ok()) return made.status();
   absl::MutexLock lock(&buckets_mutex_);
   // Another thread may have made one meanwhile: every caller gets the first.
-  return buckets_.emplace(std::string(bucket), *std::move(made)).first->second;
+  return buckets_
+      .emplace(std::string(bucket), objectstore::Metered(*std::move(made), "s3", metrics_))
+      .first->second;
 }
 
 }  // namespace debugplane::core

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "metrics/object_store_metrics.h"
 #include "objectstore/local_object_store.h"
 #include "objectstore/object_store.h"
 
@@ -76,10 +77,14 @@ class DataRootStores {
   // Opens a store for each of `data_roots` (absolute directories, as the
   // server canonicalized them). A root that cannot be opened is kept with
   // its error, which paths into it resolve to. Without `bucket_stores`,
-  // s3:// paths resolve to UNIMPLEMENTED.
+  // s3:// paths resolve to UNIMPLEMENTED. With `metrics`, every store
+  // resolved to counts its requests there (objectstore/metered_object_store.h:
+  // kind "local" for data roots, "s3" for buckets); it must outlive this
+  // object.
   explicit DataRootStores(std::vector<std::filesystem::path> data_roots,
                           objectstore::LocalObjectStore::Options options = {},
-                          BucketStoreFactory bucket_stores = nullptr);
+                          BucketStoreFactory bucket_stores = nullptr,
+                          metrics::ObjectStoreMetrics* metrics = nullptr);
 
   const std::vector<std::filesystem::path>& data_roots() const { return data_roots_; }
 
@@ -109,11 +114,13 @@ class DataRootStores {
   struct Root {
     std::filesystem::path path;  // Lexically normal, no trailing separator.
     std::shared_ptr<objectstore::LocalObjectStore> store;
-    absl::Status open_error;  // Why store is null.
+    std::shared_ptr<const objectstore::ObjectStore> reader;  // `store`, metered if asked.
+    absl::Status open_error;                                 // Why store is null.
   };
   std::vector<std::filesystem::path> data_roots_;
   std::vector<Root> roots_;
   const BucketStoreFactory bucket_store_factory_;
+  metrics::ObjectStoreMetrics* const metrics_;
   mutable absl::Mutex buckets_mutex_;
   mutable std::map<std::string, std::shared_ptr<const objectstore::ObjectStore>, std::less<>>
       buckets_ ABSL_GUARDED_BY(buckets_mutex_);

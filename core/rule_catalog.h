@@ -18,6 +18,10 @@ enum class RuleKind {
 struct BuiltinRuleInfo {
   absl::string_view name;  // As in RuleParameters["rule_to_invoke"].
   RuleKind kind;
+  // What the rule checks, and what to do when it finds an issue: one or two
+  // sentences each, for the dashboard's insights.
+  absl::string_view checks;
+  absl::string_view suggestion;
 };
 
 // Every built-in rule of the Debugger developer guide's list.

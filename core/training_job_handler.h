@@ -85,6 +85,13 @@ class TrainingJobHandler {
   // default serializes DescribeTrainingJob's response.
   virtual absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
       const v1::DescribeTrainingJobRequest& request);
+
+  // Read-your-writes for the synchronous reads (DescribeTrainingJobEncoded):
+  // `done` gets OK once they see every change acknowledged (by any server of
+  // a replicated control plane) before this call; UNAVAILABLE if that cannot
+  // be known now. The default (one server) calls `done` at once. `done` must
+  // not block.
+  virtual void AwaitConsistentRead(DoneCallback done) { std::move(done)(absl::OkStatus()); }
 };
 
 }  // namespace debugplane::core

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 #include <tuple>
+#include <variant>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -21,6 +22,9 @@ namespace debugplane::core {
 namespace {
 
 constexpr int kDefaultMaxResults = 10;
+
+// How long registering a watch waits for the feed to be read (replicas).
+constexpr absl::Duration kWatchCatchUpLimit = absl::Seconds(2);
 
 absl::Status JobNotFound(absl::string_view name) {
   return absl::NotFoundError(absl::StrCat("training job '", name, "' does not exist"));
@@ -168,6 +172,12 @@ absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
   std::unique_ptr<TrainingJobManager> manager(
       new TrainingJobManager(std::move(storage), std::move(options)));
   if (absl::Status loaded = manager->Load(); !loaded.ok()) return loaded;
+  if (manager->following_) {
+    // Changes committed while the jobs were read (and older states of
+    // them: the table was read page by page) are applied before anything
+    // is served; nobody watches yet.
+    if (absl::Status caught_up = manager->CatchUp(); !caught_up.ok()) return caught_up;
+  }
   manager->deadlines_ = std::make_unique<DeadlineTimer>(
       manager->options_.clock,
       [m = manager.get()](const std::string& job_name) { m->OnDeadline(job_name); });
@@ -176,6 +186,17 @@ absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
   manager->delivery_pool_ =
       std::make_unique<ThreadPool>(manager->options_.watch_delivery_threads, "dp-watch");
   manager->committer_ = std::thread([m = manager.get()] { m->CommitLoop(); });
+  if (manager->following_) {
+    manager->follower_ = std::thread([m = manager.get()] { m->FollowLoop(); });
+    manager->subscription_ =
+        manager->storage_->SubscribeToChanges([m = manager.get()] { m->WakeFollower(); });
+    spdlog::info("replica '{}': following the change feed from sequence {} ({})",
+                 manager->options_.replica_id, manager->feed_stats().applied_sequence,
+                 manager->subscription_ != nullptr
+                     ? "woken by LISTEN/NOTIFY"
+                     : absl::StrCat("polled every ",
+                                    absl::FormatDuration(manager->options_.change_poll_interval)));
+  }
 
   // Resume what a previous run left unfinished: stops wait again for their
   // agents, runtimes are bounded again, from the durable records.
@@ -200,6 +221,20 @@ TrainingJobManager::~TrainingJobManager() {
 
 absl::Status TrainingJobManager::Load() {
   absl::MutexLock lock(&mu_);
+  if (options_.follow_changes) {
+    // Read before the jobs: a change committed meanwhile is read again
+    // from the feed (and skipped or applied) rather than missed.
+    absl::StatusOr<int64_t> latest = storage_->LatestChangeSequence();
+    if (latest.ok()) {
+      following_ = true;
+      applied_through_ = *latest;
+      feed_stats_.applied_sequence = *latest;
+    } else if (latest.status().code() == absl::StatusCode::kUnimplemented) {
+      spdlog::warn("the storage has no change feed: not following other servers' changes");
+    } else {
+      return latest.status();
+    }
+  }
   return storage_->ForEachJob([this](const persistence::JobRow& row) -> absl::Status {
     mu_.AssertHeld();
     auto record = std::make_shared<JobRecord>();
@@ -213,6 +248,8 @@ absl::Status TrainingJobManager::Load() {
     entry.committed = record;
     entry.committed_encoded = std::make_shared<const std::string>(row.record);
     entry.latest = record;
+    entry.version = row.version;
+    entry.latest_version = row.version;
     IndexLocked(row.name, nullptr, record.get());
     return absl::OkStatus();
   });
@@ -228,6 +265,16 @@ void TrainingJobManager::Shutdown() {
     }
     shutting_down_ = true;
     queue_cv_.SignalAll();
+  }
+  // No more feed reads: the subscription first (it wakes the follower).
+  subscription_.reset();
+  if (follower_.joinable()) {
+    {
+      absl::MutexLock lock(&follow_mu_);
+      follow_stop_ = true;
+      follow_cv_.SignalAll();
+    }
+    follower_.join();
   }
   // Requests waiting for validation are refused by Mutate now.
   if (validation_pool_ != nullptr) validation_pool_->Shutdown();
@@ -267,6 +314,29 @@ void TrainingJobManager::OnValidationPool(absl::AnyInvocable<void(DoneCallback) 
   std::move(call->done)(ShuttingDown());
 }
 
+absl::StatusOr<TrainingJobManager::PendingCommit> TrainingJobManager::ComputeLocked(
+    const std::string& job_name, std::shared_ptr<const Mutation> mutation, int attempts) {
+  auto it = jobs_.find(job_name);
+  const JobRecord* latest = it == jobs_.end() ? nullptr : it->second.latest.get();
+  absl::StatusOr<Change> change = (*mutation)(latest);
+  if (!change.ok()) return change.status();
+  PendingCommit commit;
+  commit.job_name = job_name;
+  commit.changed = change->changed;
+  commit.next = std::move(change->next);
+  if (commit.changed && commit.next != nullptr) commit.encoded = std::move(change->encoded);
+  commit.mutation = std::move(mutation);
+  commit.attempts = attempts;
+  if (commit.changed) {
+    JobEntry& entry = jobs_[job_name];
+    commit.expected_version = entry.latest_version;
+    entry.latest = commit.next;
+    entry.latest_version = commit.next == nullptr ? persistence::kAbsent : entry.latest_version + 1;
+    ++entry.queued_changes;
+  }
+  return commit;
+}
+
 void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mutation,
                                 DoneCallback done, std::optional<persistence::CheckLease> fence) {
   absl::Status refused;
@@ -275,31 +345,56 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
     if (shutting_down_) {
       refused = ShuttingDown();
     } else {
-      auto it = jobs_.find(job_name);
-      const JobRecord* latest = it == jobs_.end() ? nullptr : it->second.latest.get();
-      absl::StatusOr<Change> change = mutation(latest);
-      if (!change.ok()) {
-        refused = change.status();
+      absl::StatusOr<PendingCommit> commit =
+          ComputeLocked(job_name, std::make_shared<const Mutation>(mutation), /*attempts=*/1);
+      if (!commit.ok()) {
+        refused = commit.status();
       } else {
-        PendingCommit commit;
-        commit.job_name = job_name;
-        commit.changed = change->changed;
-        commit.next = std::move(change->next);
-        if (commit.changed && commit.next != nullptr) commit.encoded = std::move(change->encoded);
-        commit.done = std::move(done);
-        commit.fence = std::move(fence);
-        if (commit.changed) {
-          JobEntry& entry = jobs_[job_name];
-          entry.latest = commit.next;
-          ++entry.queued_changes;
-        }
-        queue_.push_back(std::move(commit));
+        commit->done = std::move(done);
+        commit->fence = std::move(fence);
+        queue_.push_back(*std::move(commit));
         queue_cv_.Signal();
         return;
       }
     }
   }
   std::move(done)(std::move(refused));
+}
+
+void TrainingJobManager::RetryAfterConflict(std::vector<PendingCommit> commits,
+                                            const absl::Status& conflict) {
+  std::vector<std::pair<DoneCallback, absl::Status>> failed;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<PendingCommit> again;
+    for (PendingCommit& commit : commits) {
+      absl::StatusOr<PendingCommit> redone = absl::UnavailableError("shutting down");
+      if (shutting_down_) {
+        redone = ShuttingDown();
+      } else if (commit.mutation == nullptr || commit.attempts > options_.max_conflict_retries) {
+        redone = absl::AbortedError(absl::StrCat(
+            "training job '", commit.job_name, "' kept being changed by other servers: ",
+            commit.attempts, " attempts to apply the change failed on a newer version (",
+            conflict.message(), "); retry the call"));
+      } else {
+        redone = ComputeLocked(commit.job_name, commit.mutation, commit.attempts + 1);
+      }
+      if (!redone.ok()) {
+        failed.emplace_back(std::move(commit.done), redone.status());
+        continue;
+      }
+      redone->done = std::move(commit.done);
+      redone->fence = std::move(commit.fence);  // Still written only under its lease.
+      again.push_back(*std::move(redone));
+    }
+    // Before what was queued meanwhile (computed on the states before the
+    // retries, it will conflict and be run again itself if it must).
+    for (auto it = again.rbegin(); it != again.rend(); ++it) queue_.push_front(std::move(*it));
+    if (!again.empty()) queue_cv_.Signal();
+  }
+  for (auto& [done, status] : failed) {
+    if (done != nullptr) std::move(done)(status);
+  }
 }
 
 void TrainingJobManager::CommitLoop() {
@@ -328,69 +423,101 @@ void TrainingJobManager::CommitLoop() {
       }
     }
 
-    // Serialize outside the lock: snapshots are immutable.
+    // Built by BuildBatch (snapshots are immutable): each write expects the
+    // version its change was computed against, under its lease's fence.
     persistence::WriteBatch batch;
-    absl::Status written;
     // Changes taken out of the group (and queue) because a lease fence
     // refused them; the rest of the group is written again without them.
     std::vector<PendingCommit> fenced_out;
     absl::Status fence_refusal;
-    const absl::Time write_start = Now();
-    while (true) {
-      batch = BuildBatch(group);
-      written = batch.empty() ? absl::OkStatus() : storage_->Write(batch);
-      const std::optional<std::string> stale = persistence::FencedJob(written);
-      if (!stale.has_value()) break;
-      fence_refusal = written;
-      if (!TakeOutFenced(*stale, group, fenced_out)) break;  // Not ours: fails as any error.
-    }
-    const absl::Time now = Now();
-    if (!batch.empty()) last_write = now - write_start;
-
     WatchesToDrain to_drain;
     size_t queued_behind = 0;  // Queued before this group is acknowledged.
+    absl::Status written;
+    bool conflict = false;
     {
-      absl::MutexLock lock(&mu_);
-      if (!batch.empty()) {
-        ++commit_stats_.writes;
-        commit_stats_.changes += static_cast<int64_t>(batch.size());
-        commit_stats_.writing += last_write;
+      // The write and its publication are one step for the feed thread: it
+      // never applies this write as another server's, and observers hear
+      // every change in storage order.
+      absl::MutexLock apply(&apply_mu_);
+      const absl::Time write_start = Now();
+      absl::StatusOr<persistence::WriteResult> result;
+      while (true) {
+        batch = BuildBatch(group);
+        result = batch.empty() ? persistence::WriteResult{} : storage_->WriteAndReport(batch);
+        const std::optional<std::string> stale = persistence::FencedJob(result.status());
+        if (!stale.has_value()) break;
+        fence_refusal = result.status();
+        if (!TakeOutFenced(*stale, group, fenced_out)) break;  // Not ours: fails as any error.
       }
-      if (written.ok()) {
-        for (PendingCommit& commit : group) PublishLocked(commit, now, to_drain);
-      } else {
-        spdlog::error("storage write of {} change(s) failed: {}", batch.size(), written.ToString());
-        // Everything queued behind the failed group may build on it: fail it
-        // too, and roll every job back to its committed state.
-        while (!queue_.empty()) {
-          group.push_back(std::move(queue_.front()));
-          queue_.pop_front();
+      written = result.status();
+      const absl::Time now = Now();
+      if (!batch.empty()) last_write = now - write_start;
+      Observed observed;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!batch.empty()) {
+          ++commit_stats_.writes;
+          commit_stats_.changes += std::count_if(
+              batch.ops().begin(), batch.ops().end(), [](const persistence::WriteOp& op) {
+                return !std::holds_alternative<persistence::CheckLease>(op);
+              });
+          commit_stats_.writing += last_write;
         }
-        for (const PendingCommit& commit : group) {
-          if (commit.changed) RollBackLocked(commit.job_name);
+        if (written.ok()) {
+          size_t op = 0;
+          for (PendingCommit& commit : group) {
+            if (!commit.changed) {
+              PublishLocked(commit, now, 0, 0, to_drain);
+              continue;
+            }
+            // The batch's lease checks have entries of their own.
+            while (op < batch.size() &&
+                   std::holds_alternative<persistence::CheckLease>(batch.ops()[op])) {
+              ++op;
+            }
+            // Storages without versions report none: counted here.
+            const int64_t sequence = op < result->sequences.size() ? result->sequences[op] : 0;
+            const int64_t version = op < result->versions.size() ? result->versions[op]
+                                    : commit.next == nullptr     ? persistence::kAbsent
+                                                                 : commit.expected_version + 1;
+            ++op;
+            observed.emplace_back(commit.job_name, commit.next);
+            PublishLocked(commit, now, sequence, version, to_drain);
+          }
+        } else {
+          conflict = written.code() == absl::StatusCode::kAborted && following_;
+          if (conflict) {
+            ++feed_stats_.conflicts;
+            spdlog::info("replica '{}': {}; reading the other servers' changes and trying again",
+                         options_.replica_id, std::string(written.message()));
+          } else {
+            spdlog::error("storage write of {} change(s) failed: {}", batch.size(),
+                          written.ToString());
+          }
+          // Everything queued behind the failed group may build on it: fail
+          // it (or compute it again) too, and roll every job back to its
+          // committed state.
+          while (!queue_.empty()) {
+            group.push_back(std::move(queue_.front()));
+            queue_.pop_front();
+          }
+          for (const PendingCommit& commit : group) {
+            if (commit.changed) RollBackLocked(commit.job_name);
+          }
         }
+        queued_behind = queue_.size();
       }
-      queued_behind = queue_.size();
+      if (written.ok()) CallObservers(observed);
+    }
+    if (conflict) {
+      // The write lost to another server's: its change is in the feed.
+      if (absl::Status caught_up = CatchUp(); !caught_up.ok()) {
+        spdlog::warn("replica '{}': cannot read the change feed after a conflict: {}",
+                     options_.replica_id, caught_up.ToString());
+      }
     }
     // Watchers are told on the delivery pool; the next group need not wait.
     StartDrains(to_drain);
-
-    const absl::Status reply =
-        written.ok() ? absl::OkStatus()
-                     : absl::UnavailableError(absl::StrCat(
-                           "the change was not saved and not applied: storage failed (",
-                           written.message(), "); retry later"));
-    if (written.ok()) {
-      absl::ReaderMutexLock lock(&observers_mu_);
-      for (const PendingCommit& commit : group) {
-        if (!commit.changed) continue;
-        for (const auto& [id, observer] : observers_) observer(commit.job_name, commit.next);
-      }
-    }
-    // The rest went with their deliveries (PublishLocked).
-    for (PendingCommit& commit : group) {
-      if (commit.done != nullptr) std::move(commit.done)(reply);
-    }
     for (PendingCommit& commit : fenced_out) {
       if (commit.done == nullptr) continue;
       std::move(commit.done)(
@@ -401,6 +528,25 @@ void TrainingJobManager::CommitLoop() {
                     "the change was not saved and not applied: it followed a change of the same "
                     "job that a stale evaluation lease made (",
                     fence_refusal.message(), "); retry")));
+    }
+    if (conflict) {
+      RetryAfterConflict(std::move(group), written);
+      acknowledged_at = Now();
+      expected = 0;
+      continue;
+    }
+
+    const absl::Status reply =
+        written.ok() ? absl::OkStatus()
+        : written.code() == absl::StatusCode::kAborted
+            ? absl::AbortedError(
+                  absl::StrCat("the change was not saved and not applied: ", written.message()))
+            : absl::UnavailableError(
+                  absl::StrCat("the change was not saved and not applied: storage failed (",
+                               written.message(), "); retry later"));
+    // The rest went with their deliveries (PublishLocked).
+    for (PendingCommit& commit : group) {
+      if (commit.done != nullptr) std::move(commit.done)(reply);
     }
     // Those queued since are (some of) the callers coming back; after a
     // failure nobody is expected.
@@ -422,9 +568,9 @@ persistence::WriteBatch TrainingJobManager::BuildBatch(std::vector<PendingCommit
       if (commit.encoded == nullptr) {
         commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
       }
-      batch.Put(ToRow(*commit.next, *commit.encoded));
+      batch.Put(ToRow(*commit.next, *commit.encoded), commit.expected_version);
     } else {
-      batch.Delete(commit.job_name);
+      batch.Delete(commit.job_name, commit.expected_version);
     }
   }
   return batch;
@@ -463,6 +609,14 @@ bool TrainingJobManager::TakeOutFenced(const std::string& stale_job,
   return taken.size() > before;
 }
 
+void TrainingJobManager::CallObservers(const Observed& observed) {
+  if (observed.empty()) return;
+  absl::ReaderMutexLock lock(&observers_mu_);
+  for (const auto& [name, job] : observed) {
+    for (const auto& [id, observer] : observers_) observer(name, job);
+  }
+}
+
 void TrainingJobManager::WaitForReturningCallersLocked(size_t expected, absl::Time until) {
   if (queue_.size() >= expected) return;
   const absl::Time start = Now();
@@ -478,8 +632,8 @@ void TrainingJobManager::WaitForReturningCallersLocked(size_t expected, absl::Ti
   commit_stats_.waiting += Now() - start;
 }
 
-void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now,
-                                       WatchesToDrain& to_drain) {
+void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now, int64_t sequence,
+                                       int64_t version, WatchesToDrain& to_drain) {
   if (!commit.changed) return;
   auto it = jobs_.find(commit.job_name);
   if (it == jobs_.end()) return;  // Cannot happen: the entry has a queued change.
@@ -488,38 +642,51 @@ void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now,
   std::shared_ptr<const JobRecord> before = std::move(entry.committed);
   entry.committed = commit.next;
   entry.committed_encoded = commit.encoded;
+  entry.version = version;
+  if (entry.queued_changes == 0) entry.latest_version = version;
+  entry.sequence = std::max(entry.sequence, sequence);
+  if (entry.committed == nullptr && following_ && sequence > applied_through_) {
+    tombstones_[commit.job_name] = sequence;
+  }
   IndexLocked(commit.job_name, before.get(), entry.committed.get());
   ArmDeadlineLocked(commit.job_name, entry);
   if (entry.committed == nullptr) entry.agents.clear();  // Their streams end below.
-
-  if (!entry.watches.empty()) {
-    // Only the news is made here (the diff and one shared event); the
-    // watchers are called by the delivery pool, outside the lock.
-    Delivery news;
-    if (entry.committed == nullptr) {
-      news.end =
-          absl::NotFoundError(absl::StrCat("training job '", commit.job_name, "' was deleted"));
-    } else {
-      news.record = entry.committed;
-      std::vector<v1::StatusChange> changes = before == nullptr
-                                                  ? std::vector<v1::StatusChange>{}
-                                                  : DiffForWatch(*before, *entry.committed);
-      if (!changes.empty()) {
-        news.event = std::make_shared<const v1::WatchTrainingJobResponse>(
-            MakeWatchEvent(*entry.committed, std::move(changes), now));
-      }
-      if (IsSettled(*entry.committed)) news.end = absl::OkStatus();
-    }
-    news.completion = std::make_shared<DeliveryCompletion>(static_cast<int>(entry.watches.size()),
-                                                           std::move(commit.done));
-    commit.done = nullptr;
-    for (const std::shared_ptr<Watch>& watch : entry.watches) Enqueue(watch, news, to_drain);
-    if (news.end.has_value()) entry.watches.clear();  // Their streams are over.
-  }
+  commit.done =
+      NotifyWatchesLocked(commit.job_name, entry, before, now, std::move(commit.done), to_drain);
   if (entry.committed == nullptr && entry.latest == nullptr && entry.queued_changes == 0 &&
       entry.watches.empty()) {
     jobs_.erase(it);
   }
+}
+
+DoneCallback TrainingJobManager::NotifyWatchesLocked(const std::string& job_name, JobEntry& entry,
+                                                     const std::shared_ptr<const JobRecord>& before,
+                                                     absl::Time now, DoneCallback done,
+                                                     WatchesToDrain& to_drain) {
+  if (entry.watches.empty()) return done;
+  // Only the news is made here (the diff and one shared event); the
+  // watchers are called by the delivery pool, outside the lock.
+  Delivery news;
+  if (entry.committed == nullptr) {
+    news.end = absl::NotFoundError(absl::StrCat("training job '", job_name, "' was deleted"));
+  } else {
+    news.record = entry.committed;
+    std::vector<v1::StatusChange> changes = before == nullptr
+                                                ? std::vector<v1::StatusChange>{}
+                                                : DiffForWatch(*before, *entry.committed);
+    if (!changes.empty()) {
+      news.event = std::make_shared<const v1::WatchTrainingJobResponse>(
+          MakeWatchEvent(*entry.committed, std::move(changes), now));
+    }
+    if (IsSettled(*entry.committed)) news.end = absl::OkStatus();
+  }
+  if (done != nullptr) {
+    news.completion = std::make_shared<DeliveryCompletion>(static_cast<int>(entry.watches.size()),
+                                                           std::move(done));
+  }
+  for (const std::shared_ptr<Watch>& watch : entry.watches) Enqueue(watch, news, to_drain);
+  if (news.end.has_value()) entry.watches.clear();  // Their streams are over.
+  return nullptr;
 }
 
 void TrainingJobManager::Enqueue(const std::shared_ptr<Watch>& watch, Delivery delivery,
@@ -575,6 +742,7 @@ void TrainingJobManager::RollBackLocked(const std::string& job_name) {
   if (it == jobs_.end()) return;
   JobEntry& entry = it->second;
   entry.latest = entry.committed;
+  entry.latest_version = entry.version;
   entry.queued_changes = 0;
   if (entry.committed == nullptr && entry.watches.empty()) jobs_.erase(it);
 }
@@ -613,9 +781,12 @@ void TrainingJobManager::ArmDeadlineLocked(const std::string& job_name, const Jo
 }
 
 void TrainingJobManager::OnDeadline(const std::string& job_name) {
+  // Replicas: the job's agents may be connected to other servers (read
+  // here, on the deadline thread, not under the lock).
+  const AgentPresence remote = following_ ? RemotePresence(job_name) : AgentPresence{};
   Mutate(
       job_name,
-      [this, job_name](const JobRecord* latest) -> absl::StatusOr<Change> {
+      [this, job_name, remote](const JobRecord* latest) -> absl::StatusOr<Change> {
         mu_.AssertHeld();  // Mutations run under mu_.
         if (latest == nullptr) return Change{.changed = false};
         const absl::Time now = Now();
@@ -624,8 +795,10 @@ void TrainingJobManager::OnDeadline(const std::string& job_name) {
         // one decides (a change may be queued, an agent may have come).
         std::optional<absl::Time> deadline;
         if (latest->training_job_status() == v1::TrainingJobStatus::Stopping) {
-          const StopCompletion plan =
-              PlanStopCompletion(*latest, PresenceLocked(jobs_.at(job_name)), options_.stop_wait);
+          AgentPresence presence = PresenceLocked(jobs_.at(job_name));
+          presence.connected += remote.connected;
+          presence.absent_since = std::max(presence.absent_since, remote.absent_since);
+          const StopCompletion plan = PlanStopCompletion(*latest, presence, options_.stop_wait);
           if (plan.at <= now && CompleteStop(*next, now, plan.message)) {
             return Change{.next = std::move(next)};
           }
@@ -680,7 +853,7 @@ void TrainingJobManager::CreateValidated(const v1::CreateTrainingJobRequest& req
   std::vector<std::string> warnings = CreateTrainingJobWarnings(request, options_.validation);
   Mutate(
       request.training_job_name(),
-      [&record, &encoded](const JobRecord* latest) -> absl::StatusOr<Change> {
+      [record, encoded](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest != nullptr) {
           return absl::AlreadyExistsError(
               absl::StrCat("a training job named '", record->training_job_name(),
@@ -705,6 +878,24 @@ void TrainingJobManager::DescribeTrainingJob(const v1::DescribeTrainingJobReques
     std::move(done)(std::move(valid));
     return;
   }
+  if (following_) {
+    // Read-your-writes: answered once the other servers' changes are in.
+    AwaitCaughtUp(
+        [this, &request, response, done = std::move(done)](absl::Status caught_up) mutable {
+          if (!caught_up.ok()) {
+            std::move(done)(std::move(caught_up));
+            return;
+          }
+          DescribeCommitted(request, response, std::move(done));
+        });
+    return;
+  }
+  DescribeCommitted(request, response, std::move(done));
+}
+
+void TrainingJobManager::DescribeCommitted(const v1::DescribeTrainingJobRequest& request,
+                                           v1::DescribeTrainingJobResponse* response,
+                                           DoneCallback done) {
   std::shared_ptr<const JobRecord> job = GetJob(request.training_job_name());
   if (job == nullptr) {
     std::move(done)(JobNotFound(request.training_job_name()));
@@ -734,6 +925,22 @@ void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& req
     std::move(done)(std::move(valid));
     return;
   }
+  if (following_) {
+    AwaitCaughtUp(
+        [this, &request, response, done = std::move(done)](absl::Status caught_up) mutable {
+          if (!caught_up.ok()) {
+            std::move(done)(std::move(caught_up));
+            return;
+          }
+          ListCommitted(request, response, std::move(done));
+        });
+    return;
+  }
+  ListCommitted(request, response, std::move(done));
+}
+
+void TrainingJobManager::ListCommitted(const v1::ListTrainingJobsRequest& request,
+                                       v1::ListTrainingJobsResponse* response, DoneCallback done) {
   const uint32_t fingerprint = QueryFingerprint(request);
   absl::optional<PageToken> after;
   if (!request.next_token().empty()) {
@@ -1012,6 +1219,16 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchAsAg
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterWatch(
     const std::string& job_name, JobWatcher* watcher, bool agent) {
   if (absl::Status valid = ValidateTrainingJobName(job_name); !valid.ok()) return valid;
+  if (following_) {
+    // Read-your-writes for the initial state (a job just created through
+    // another server). Synchronous, bounded: this call returns the
+    // registration. If the feed cannot be read now, the state here is
+    // served and the feed brings the rest later.
+    if (absl::Status caught_up = CatchUpNow(kWatchCatchUpLimit); !caught_up.ok()) {
+      spdlog::debug("watch of training job '{}' without catching up: {}", job_name,
+                    caught_up.ToString());
+    }
+  }
   auto watch = std::make_shared<Watch>(watcher, job_name);
   {
     absl::MutexLock lock(&mu_);
@@ -1034,9 +1251,11 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterW
       if (agent) {
         entry.agents.push_back(watch.get());
         ArmDeadlineLocked(job_name, entry);  // A stop now waits for this agent.
+        presence_dirty_.insert(job_name);    // For the other servers.
       }
     }
   }
+  if (agent && following_) WakeFollower();
   DeliverInitialState(watch);
   return std::make_unique<Registration>(liveness_, std::move(watch));
 }
@@ -1074,6 +1293,7 @@ void TrainingJobManager::DeliverInitialState(const std::shared_ptr<Watch>& watch
 }
 
 void TrainingJobManager::Unwatch(const std::shared_ptr<Watch>& watch) {
+  bool agent_left = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(watch->job_name);
@@ -1086,9 +1306,12 @@ void TrainingJobManager::Unwatch(const std::shared_ptr<Watch>& watch) {
         entry.agents.erase(agent);
         if (entry.agents.empty()) entry.agents_absent_since = Now();
         ArmDeadlineLocked(watch->job_name, entry);
+        presence_dirty_.insert(watch->job_name);
+        agent_left = true;
       }
     }
   }
+  if (agent_left && following_) WakeFollower();
   // Nothing is queued on it from now on; what is queued is dropped by its
   // drain. Wait for a callback in progress, unless it is this thread's own.
   absl::MutexLock lock(&watch->mu);
@@ -1333,6 +1556,28 @@ TrainingJobManager::CommitStats TrainingJobManager::commit_stats() const {
 size_t TrainingJobManager::job_count() const {
   absl::ReaderMutexLock lock(&mu_);
   return committed_count_;
+}
+
+TrainingJobManager::StatusCounts TrainingJobManager::CountStatuses() const {
+  StatusCounts counts;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, entry] : jobs_) {
+    // Agents' watches are among `watches` until the job settles.
+    const int64_t agents = static_cast<int64_t>(entry.agents.size());
+    counts.agent_watches += agents;
+    counts.client_watches +=
+        std::max<int64_t>(0, static_cast<int64_t>(entry.watches.size()) - agents);
+    if (entry.committed == nullptr) continue;
+    const JobRecord& job = *entry.committed;
+    ++counts.jobs[job.training_job_status()];
+    for (const auto& rule : job.debug_rule_evaluation_statuses()) {
+      ++counts.rule_evaluations[rule.rule_evaluation_status()];
+    }
+    for (const auto& rule : job.profiler_rule_evaluation_statuses()) {
+      ++counts.rule_evaluations[rule.rule_evaluation_status()];
+    }
+  }
+  return counts;
 }
 
 }  // namespace debugplane::core

@@ -49,6 +49,25 @@
 // (a deadline that passed while the server was down fires at once); they
 // change jobs through the same queue as every call.
 
+// Replicas (TrainingJobManagerOptions::follow_changes): several servers on
+// one PostgreSQL database are one control plane. Each manager's writes carry
+// the row version they were computed against; a write that another server
+// overtook fails in storage (ABORTED): the manager then reads the change
+// feed up to date and re-runs the call's mutation on the new state (up to
+// max_conflict_retries times, then the call fails with ABORTED naming the
+// job). Every manager follows the storage's change feed (woken by
+// LISTEN/NOTIFY, and polling as a safety net): the other servers' changes
+// are applied in sequence order, once each, as its own commits are
+// (indexes, deadlines, watchers, commit observers), and its own are
+// skipped. Reads (Describe, List, Watch) first catch up with the feed
+// (AwaitCaughtUp: one query that finds nothing new when up to date, shared
+// by the reads waiting at the time), so a client that wrote through one
+// server reads its write through any other. Deadlines fire on every server;
+// the version check lets one of them apply each (the others' re-runs find
+// nothing to do). Agents connected to any server count for stop waits: each
+// manager records its agents per job in the storage (agent presence, with
+// a heartbeat) and reads the others' when a stop's wait ends.
+
 #ifndef DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_
 #define DEBUGPLANE_CORE_TRAINING_JOB_MANAGER_H_
 
@@ -106,6 +125,21 @@ struct TrainingJobManagerOptions {
   // How long a Stopping job waits for the training process to be reported
   // gone (see StopWaitLimits).
   StopWaitLimits stop_wait;
+
+  // Replicas (see the top of this file). Off: this manager is the only
+  // writer of its storage (SQLite's case); reads never query the storage.
+  bool follow_changes = false;
+  // This server's name among the replicas (agent presence, logs).
+  std::string replica_id = "replica";
+  // How often the feed is read without being woken: the safety net of
+  // LISTEN/NOTIFY, or the only way for storages without it (SQLite).
+  absl::Duration change_poll_interval = absl::Seconds(5);
+  // Re-runs of a call's mutation after version conflicts before the call
+  // fails with ABORTED.
+  int max_conflict_retries = 8;
+  // How often this server's agent presence records are refreshed; those
+  // not refreshed for 3 intervals (a server that died) no longer count.
+  absl::Duration presence_heartbeat = absl::Seconds(2);
 };
 
 class TrainingJobManager final : public TrainingJobHandler {
@@ -156,6 +190,8 @@ class TrainingJobManager final : public TrainingJobHandler {
       const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
   absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
       const v1::DescribeTrainingJobRequest& request) override;
+  // AwaitCaughtUp.
+  void AwaitConsistentRead(DoneCallback done) override { AwaitCaughtUp(std::move(done)); }
 
   // Sets the status of one rule evaluation of a job (for the rules engine).
   // `done` gets OK once durable (also when nothing changed), NOT_FOUND for an
@@ -258,6 +294,16 @@ class TrainingJobManager final : public TrainingJobHandler {
   // Number of committed jobs.
   size_t job_count() const;
 
+  // What the manager holds now, counted in one pass under its lock (for
+  // metrics, at scrape time: O(jobs + rules), no I/O). Thread-safe.
+  struct StatusCounts {
+    std::map<JobStatus, int64_t> jobs;               // Committed jobs by status.
+    std::map<RuleStatus, int64_t> rule_evaluations;  // Debugging and profiler rules.
+    int64_t client_watches = 0;                      // WatchTrainingJob registrations.
+    int64_t agent_watches = 0;                       // WatchAsAgent registrations.
+  };
+  StatusCounts CountStatuses() const;
+
   // What the committer has done since the start, for diagnostics and
   // benchmarks. Thread-safe.
   struct CommitStats {
@@ -271,6 +317,31 @@ class TrainingJobManager final : public TrainingJobHandler {
   CommitStats commit_stats() const;
 
   const TrainingJobManagerOptions& options() const { return options_; }
+
+  // Read-your-writes across replicas: `done` gets OK once this manager has
+  // applied every change committed to the storage (by any server) before
+  // the call; at once if it does not follow the feed. UNAVAILABLE (saying
+  // so) if the storage cannot be read, or when shutting down. `done` runs
+  // on the feed thread or the caller's; it must not block.
+  void AwaitCaughtUp(DoneCallback done);
+  // AwaitCaughtUp, blocking the caller up to `timeout` (DEADLINE_EXCEEDED
+  // then). For the synchronous paths (WatchTrainingJob, WatchAsAgent).
+  absl::Status CatchUpNow(absl::Duration timeout);
+
+  // What following the feed did since the start. Thread-safe.
+  struct FeedStats {
+    int64_t applied_sequence = 0;   // Every change up to it is applied.
+    int64_t reads = 0;              // ReadChangesAfter calls.
+    int64_t applied = 0;            // Other servers' changes applied.
+    int64_t skipped = 0;            // Own (or superseded) changes skipped.
+    int64_t conflicts = 0;          // Writes that failed ABORTED and were re-run.
+    bool storage_reachable = true;  // The last read of the feed succeeded.
+  };
+  FeedStats feed_stats() const;
+  // Called (on the feed thread) each time reading the feed starts failing
+  // (false) or works again (true): e.g. to report NOT_SERVING in health
+  // checks while the database cannot be reached. Thread-safe.
+  void SetFeedReachabilityObserver(std::function<void(bool reachable)> observer);
 
  private:
   // What a mutation decided.
@@ -286,6 +357,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   };
   // Computes a change from the latest state (nullptr if there is none).
   // Runs under mu_: must be quick and must not call back into the manager.
+  // It may run more than once (after a version conflict, on the newer
+  // state): it must depend only on its arguments and what it captured.
   using Mutation = std::function<absl::StatusOr<Change>(const JobRecord* latest)>;
 
   struct Delivery;
@@ -301,6 +374,13 @@ class TrainingJobManager final : public TrainingJobHandler {
     std::shared_ptr<const std::string> committed_encoded;
     std::shared_ptr<const JobRecord> latest;  // Committed + queued changes.
     int queued_changes = 0;
+    // The storage's row version of `committed` (persistence::kAbsent if
+    // none), and the one `latest` will have once written.
+    int64_t version = persistence::kAbsent;
+    int64_t latest_version = persistence::kAbsent;
+    // The change feed sequence number of `committed` (0: loaded at start):
+    // a change of the feed at or below it is already in.
+    int64_t sequence = 0;
     // The watches that get the job's commits (none once it is settled).
     std::vector<std::shared_ptr<Watch>> watches;
     // The agents' watches (also in `watches` until the job is settled), and
@@ -317,9 +397,18 @@ class TrainingJobManager final : public TrainingJobHandler {
     // it (Create), else by the committer.
     std::shared_ptr<const std::string> encoded;
     DoneCallback done;  // Null once handed to the deliveries of the commit.
-    // The lease the change was made under (written only while it holds).
+    // The row version the change was computed against (what the write
+    // expects), and what computed it, to run it again after a conflict.
+    int64_t expected_version = persistence::kAbsent;
+    std::shared_ptr<const Mutation> mutation;
+    int attempts = 1;
+    // The lease the change was made under (written only while it holds); a change
+    // run again after a conflict keeps it.
     std::optional<persistence::CheckLease> fence;
   };
+
+  // A committed change of a job, for the commit observers.
+  using Observed = std::vector<std::pair<std::string, std::shared_ptr<const JobRecord>>>;
 
   // Watches that have something to deliver and no drain yet: the caller
   // starts one for each (StartDrains) once it no longer holds mu_.
@@ -340,6 +429,43 @@ class TrainingJobManager final : public TrainingJobHandler {
   // nothing was taken.
   bool TakeOutFenced(const std::string& stale_job, std::vector<PendingCommit>& group,
                      std::vector<PendingCommit>& taken);
+  // Runs `mutation` on the job's latest state and, if it succeeds, makes
+  // the change the latest (returned to be queued); else the error.
+  absl::StatusOr<PendingCommit> ComputeLocked(const std::string& job_name,
+                                              std::shared_ptr<const Mutation> mutation,
+                                              int attempts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a version conflict: runs the mutations of `commits` again, in
+  // order, on the states the feed brought, and queues them first; a commit
+  // out of attempts fails with ABORTED. Calls the `done`s of those that
+  // fail now.
+  void RetryAfterConflict(std::vector<PendingCommit> commits, const absl::Status& conflict);
+  // Reads the feed from applied_through_ to its end and applies what it
+  // holds (each page under apply_mu_). Returns the storage's error if a
+  // read fails.
+  absl::Status CatchUp() ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
+  // Applies one change of the feed (skipped if already in); adds what the
+  // observers must hear to `observed`.
+  void ApplyChangeLocked(const persistence::JobChange& change, absl::Time now,
+                         WatchesToDrain& to_drain, Observed& observed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the news of a new committed state (after `before`) on the job's
+  // watches; `done` runs once all have it (at once if there are none: then
+  // it is returned to the caller to run).
+  DoneCallback NotifyWatchesLocked(const std::string& job_name, JobEntry& entry,
+                                   const std::shared_ptr<const JobRecord>& before, absl::Time now,
+                                   DoneCallback done, WatchesToDrain& to_drain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CallObservers(const Observed& observed);
+  // The feed thread: reads the feed when woken (LISTEN/NOTIFY, a reader
+  // waiting in AwaitCaughtUp) or every change_poll_interval, and keeps this
+  // server's agent presence records.
+  void FollowLoop();
+  void WakeFollower();
+  // Writes this server's agents of the jobs whose count changed (all, when
+  // the heartbeat is due).
+  void WritePresence(bool heartbeat);
+  // The agents of a job connected to the other servers, from storage.
+  AgentPresence RemotePresence(const std::string& job_name);
   // Runs `work` with `done` on the validation pool, or answers `done` with
   // UNAVAILABLE once shutting down.
   void OnValidationPool(absl::AnyInvocable<void(DoneCallback) &&> work, DoneCallback done);
@@ -347,6 +473,11 @@ class TrainingJobManager final : public TrainingJobHandler {
                        v1::CreateTrainingJobResponse* response, DoneCallback done);
   void UpdateValidated(const v1::UpdateTrainingJobRequest& request,
                        v1::UpdateTrainingJobResponse* response, DoneCallback done);
+  // Describe and List from the committed state in memory.
+  void DescribeCommitted(const v1::DescribeTrainingJobRequest& request,
+                         v1::DescribeTrainingJobResponse* response, DoneCallback done);
+  void ListCommitted(const v1::ListTrainingJobsRequest& request,
+                     v1::ListTrainingJobsResponse* response, DoneCallback done);
   void CommitLoop();
   // Group commit (TrainingJobManagerOptions::max_group_wait): waits until
   // `expected` changes are queued, the deadline `until` passes or shutdown.
@@ -356,8 +487,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   // queues the news on the job's watches (adding those that need a drain to
   // `to_drain`). If there are watches, `commit.done` moves to their
   // deliveries, to run once all have it.
-  void PublishLocked(PendingCommit& commit, absl::Time now, WatchesToDrain& to_drain)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLocked(PendingCommit& commit, absl::Time now, int64_t sequence, int64_t version,
+                     WatchesToDrain& to_drain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `delivery` on `watch`; adds the watch to `to_drain` if no drain
   // of it is scheduled or running.
   static void Enqueue(const std::shared_ptr<Watch>& watch, Delivery delivery,
@@ -387,6 +518,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   // A deadline passed (on the deadline thread): enforces MaxRuntimeInSeconds
   // or ends a stop's wait, as the job's latest state then calls for.
   void OnDeadline(const std::string& job_name);
+  // Whether the feed is followed (the option, and a storage with a feed).
+  bool following() const { return following_; }
 
   const TrainingJobManagerOptions options_;
   std::unique_ptr<persistence::Storage> storage_;
@@ -396,8 +529,23 @@ class TrainingJobManager final : public TrainingJobHandler {
   // ended after it): they unregister only while it exists.
   const std::shared_ptr<Liveness> liveness_;
 
+  // Held while this manager's writes or the feed's changes are applied, so
+  // that they are applied in storage order and observers hear them in that
+  // order. Taken before mu_; also orders the feed's reads.
+  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Set by Create (the option, if the storage has a feed) before any thread.
+  bool following_ = false;
+
   mutable absl::Mutex mu_;
   absl::CondVar queue_cv_;
+  // Every change of the feed up to this sequence number is applied.
+  int64_t applied_through_ ABSL_GUARDED_BY(mu_) = 0;
+  // Deleted jobs' sequence numbers, until the feed is applied past them:
+  // an older change of the feed must not bring the job back.
+  std::map<std::string, int64_t> tombstones_ ABSL_GUARDED_BY(mu_);
+  FeedStats feed_stats_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose number of agents here changed since last written.
+  std::set<std::string> presence_dirty_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   // Committed jobs by (creation time in microseconds, name), for listing.
   std::set<std::pair<int64_t, std::string>> by_creation_ ABSL_GUARDED_BY(mu_);
@@ -416,6 +564,17 @@ class TrainingJobManager final : public TrainingJobHandler {
   int64_t next_observer_id_ ABSL_GUARDED_BY(observers_mu_) = 1;
 
   std::thread committer_;
+
+  // The feed thread's work (FollowLoop), under follow_mu_.
+  absl::Mutex follow_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::CondVar follow_cv_;
+  bool follow_wake_ ABSL_GUARDED_BY(follow_mu_) = false;
+  bool follow_stop_ ABSL_GUARDED_BY(follow_mu_) = false;
+  std::vector<DoneCallback> catch_up_waiters_ ABSL_GUARDED_BY(follow_mu_);
+  std::function<void(bool)> reachability_observer_ ABSL_GUARDED_BY(follow_mu_);
+  std::thread follower_;
+  // LISTEN/NOTIFY wakes the feed thread while it lives (null: polling).
+  std::unique_ptr<persistence::ChangeSubscription> subscription_;
   // Created once the jobs are loaded; calls OnDeadline, which takes mu_, so
   // it is shut down without mu_ held.
   std::unique_ptr<DeadlineTimer> deadlines_;

@@ -165,6 +165,10 @@ struct S3ObjectStore::Response {
   // `body` otherwise (ReadHeader decides at the status line).
   std::string* body_target = nullptr;
   std::string* success_target = nullptr;
+  // Whether the body being received is an error body, which is kept only as
+  // far as its code and message need (a success body, e.g. a listing page of
+  // 1000 keys, is kept whole even when it too goes to `body`).
+  bool error_body = true;
   std::optional<uint64_t> content_length;
   std::string last_modified;
   std::string content_range;
@@ -187,7 +191,7 @@ size_t WriteBody(char* data, size_t size, size_t count, void* user) {
   const size_t bytes = size * count;
   std::string* target = response->body_target;
   // An error body is kept only as far as its code and message need.
-  if (target == &response->body && response->body.size() >= kMaxErrorBodyBytes) return bytes;
+  if (response->error_body && target->size() >= kMaxErrorBodyBytes) return bytes;
   target->append(data, bytes);
   return bytes;
 }
@@ -210,6 +214,7 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
                          absl::SimpleAtoi(line.substr(space + 1, 3), &status) && status >= 200 &&
                          status < 300;
     response->body_target = success ? response->success_target : &response->body;
+    response->error_body = !success;
     return bytes;
   }
   const size_t colon = line.find(':');

@@ -23,18 +23,18 @@ namespace fs = std::filesystem;
 absl::Status ExplainWriteError(int error, const std::string& path, absl::string_view doing) {
   switch (error) {
     case EROFS:
-      return absl::FailedPreconditionError(
-          absl::StrCat("data directory ", path, " is on a read-only file system (", doing,
-                       "); give --data-dir a writable directory"));
+      return absl::FailedPreconditionError(absl::StrCat("data directory ", path,
+                                                        " is on a read-only file system (", doing,
+                                                        "); give --data-dir a writable directory"));
     case EACCES:
     case EPERM:
       return absl::FailedPreconditionError(
-          absl::StrCat("data directory ", path, ": permission denied for user id ", geteuid(),
-                       " (", doing, "); give this user write access to it, or another --data-dir"));
+          absl::StrCat("data directory ", path, ": permission denied for user id ", geteuid(), " (",
+                       doing, "); give this user write access to it, or another --data-dir"));
     case ENOSPC:
     case EDQUOT:
-      return absl::FailedPreconditionError(absl::StrCat("data directory ", path, ": no space left (",
-                                                        doing, "); free space or move it"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data directory ", path, ": no space left (", doing, "); free space or move it"));
     default:
       return absl::UnavailableError(
           absl::StrCat("data directory ", path, ": ", doing, ": ", std::strerror(error)));

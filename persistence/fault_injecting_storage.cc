@@ -31,6 +31,10 @@ void FaultInjectingStorage::Heal() {
 }
 
 absl::Status FaultInjectingStorage::Write(const WriteBatch& batch) {
+  return WriteAndReport(batch).status();
+}
+
+absl::StatusOr<WriteResult> FaultInjectingStorage::WriteAndReport(const WriteBatch& batch) {
   write_calls_.fetch_add(1);
   {
     absl::MutexLock lock(&mu_);
@@ -40,7 +44,33 @@ absl::Status FaultInjectingStorage::Write(const WriteBatch& batch) {
     }
   }
   // Outside the lock: a slow write must not hold up arming or healing.
-  return base_->Write(batch);
+  return base_->WriteAndReport(batch);
+}
+
+absl::Status FaultInjectingStorage::ReadError() {
+  absl::MutexLock lock(&mu_);
+  return read_error_;
+}
+
+absl::StatusOr<std::optional<JobRow>> FaultInjectingStorage::ReadJob(const std::string& name) {
+  if (absl::Status error = ReadError(); !error.ok()) return error;
+  return base_->ReadJob(name);
+}
+
+absl::StatusOr<std::vector<JobChange>> FaultInjectingStorage::ReadChangesAfter(int64_t after,
+                                                                               int limit) {
+  if (absl::Status error = ReadError(); !error.ok()) return error;
+  return base_->ReadChangesAfter(after, limit);
+}
+
+absl::StatusOr<int64_t> FaultInjectingStorage::LatestChangeSequence() {
+  if (absl::Status error = ReadError(); !error.ok()) return error;
+  return base_->LatestChangeSequence();
+}
+
+std::unique_ptr<ChangeSubscription> FaultInjectingStorage::SubscribeToChanges(
+    std::function<void()> wake) {
+  return base_->SubscribeToChanges(std::move(wake));
 }
 
 absl::Status FaultInjectingStorage::ForEachJob(

@@ -23,7 +23,8 @@ class FaultInjectingStorage final : public Storage {
   // the wrapped storage. count < 0 means every call until Heal().
   // REQUIRES: !error.ok().
   void FailWrites(absl::Status error, int count = -1);
-  // Makes calls to ForEachJob fail with `error` until Heal().
+  // Makes calls to ForEachJob and the other reads fail with `error` until
+  // Heal().
   void FailReads(absl::Status error);
   // Disarms every failure.
   void Heal();
@@ -32,10 +33,25 @@ class FaultInjectingStorage final : public Storage {
   int write_calls() const { return write_calls_.load(); }
 
   absl::Status Write(const WriteBatch& batch) override;
-  absl::Status ForEachJob(
-      const std::function<absl::Status(const JobRow&)>& visit) override;
+  absl::Status ForEachJob(const std::function<absl::Status(const JobRow&)>& visit) override;
+  // As Write (counted by write_calls, failed by FailWrites).
+  absl::StatusOr<WriteResult> WriteAndReport(const WriteBatch& batch) override;
+  // Failed by FailReads, like ForEachJob.
+  absl::StatusOr<std::optional<JobRow>> ReadJob(const std::string& name) override;
+  absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
+  absl::StatusOr<int64_t> LatestChangeSequence() override;
+  std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake) override;
+  absl::Status PutAgentPresence(const std::vector<AgentPresenceRow>& rows) override {
+    return base_->PutAgentPresence(rows);
+  }
+  absl::StatusOr<std::vector<AgentPresenceRow>> ReadAgentPresence(
+      const std::string& job_name) override {
+    return base_->ReadAgentPresence(job_name);
+  }
 
  private:
+  absl::Status ReadError();
+
   std::unique_ptr<Storage> base_;
   std::atomic<int> write_calls_{0};
   mutable absl::Mutex mu_;

@@ -123,6 +123,9 @@ class PostgresConnection {
   // Whether it can serve another holder: not broken, and in no transaction.
   bool reusable() const { return !broken() && PQtransactionStatus(conn_) == PQTRANS_IDLE; }
   const PostgresTarget& target() const { return target_; }
+  // The libpq connection, for what this class does not wrap (LISTEN's
+  // socket and notifications). Owned by this object.
+  PGconn* raw() const { return conn_; }
 
  private:
   PostgresConnection(const PostgresTarget& target, PGconn* conn) : target_(target), conn_(conn) {}

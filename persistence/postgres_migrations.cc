@@ -18,10 +18,44 @@ constexpr PostgresMigration kMigrations[] = {
       CREATE INDEX training_jobs_by_creation_time ON training_jobs (creation_time_us, name);
       CREATE INDEX training_jobs_by_status ON training_jobs (status);
     )sql"},
-    // v2: evaluation leases, live replicas and the action outbox
+    // v2: replicas, as SQLite's v2 (see persistence/storage.h), and each
+    // server's agents per job (agent_presence, with a heartbeat). Sequence
+    // numbers come from the one-row counter `change_sequence`, locked at the
+    // start of every writing transaction (SELECT ... FOR UPDATE) and
+    // advanced inside it: a transaction that takes numbers after another
+    // waits for it to end, so the numbers are in commit order (a plain
+    // sequence is not: a later number may commit first, and a reader past
+    // it would miss the earlier one).
+    {2, R"sql(
+      ALTER TABLE training_jobs ADD COLUMN version bigint NOT NULL DEFAULT 1;
+      CREATE TABLE change_sequence (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        last bigint NOT NULL
+      );
+      INSERT INTO change_sequence (singleton, last) VALUES (true, 0);
+      CREATE TABLE job_changes (
+        sequence bigint PRIMARY KEY,
+        name text COLLATE "C" NOT NULL,
+        version bigint NOT NULL,
+        deleted boolean NOT NULL,
+        creation_time_us bigint NOT NULL,
+        last_modified_us bigint NOT NULL,
+        status text NOT NULL,
+        record bytea NOT NULL
+      );
+      CREATE TABLE agent_presence (
+        job_name text COLLATE "C" NOT NULL,
+        replica_id text NOT NULL,
+        agents integer NOT NULL,
+        heartbeat_us bigint NOT NULL,
+        absent_since_us bigint NOT NULL,
+        PRIMARY KEY (job_name, replica_id)
+      );
+    )sql"},
+    // v3: evaluation leases, live replicas and the action outbox
     // (persistence/lease_table.h, persistence/action_outbox.h). Expiry is by
     // the database's clock (now()), so the replicas' clocks do not matter.
-    {2, R"sql(
+    {3, R"sql(
       CREATE TABLE job_leases (
         job_name text COLLATE "C" PRIMARY KEY,
         owner text NOT NULL,

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "persistence/lease_fence.h"
+#include "persistence/postgres_change_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::persistence {
@@ -22,47 +23,120 @@ constexpr Oid kByteaOid = 17;
 constexpr Oid kInt8Oid = 20;
 constexpr Oid kTextOid = 25;
 
-constexpr char kPut[] = "dp_put_job";
-constexpr char kDelete[] = "dp_delete_job";
+// Puts without, with kAbsent, and with another expected version; deletes
+// without and with one. Each statement that changes a row also records the
+// change under the next change sequence number, in one round trip.
+constexpr char kPutAny[] = "dp_put_job";
+constexpr char kPutNew[] = "dp_put_new_job";
+constexpr char kPutIf[] = "dp_put_job_if";
+constexpr char kDeleteAny[] = "dp_delete_job";
+constexpr char kDeleteIf[] = "dp_delete_job_if";
+constexpr char kVersionOf[] = "dp_job_version";
+constexpr char kReadJob[] = "dp_read_job";
 constexpr char kCheckLease[] = "dp_check_lease";
 constexpr char kScanFirst[] = "dp_scan_jobs_first";
 constexpr char kScanAfter[] = "dp_scan_jobs_after";
+constexpr char kChangesAfter[] = "dp_changes_after";
+constexpr char kLatestSequence[] = "dp_latest_sequence";
+constexpr char kPutPresence[] = "dp_put_agent_presence";
+constexpr char kReadPresence[] = "dp_read_agent_presence";
+
+// Takes the next change sequence number for the row `changed` returned
+// (none if it returned none) and records the change; returns its sequence
+// number and version. `values` are the job_changes columns after sequence.
+std::string RecordingChange(const char* changed, const char* values) {
+  return absl::StrCat("WITH changed AS (", changed,
+                      "), next AS (UPDATE change_sequence SET last = last + 1 "
+                      "WHERE EXISTS (SELECT 1 FROM changed) RETURNING last) "
+                      "INSERT INTO job_changes (sequence, name, version, deleted, "
+                      "creation_time_us, last_modified_us, status, record) "
+                      "SELECT next.last, ",
+                      values, " FROM changed, next RETURNING sequence, version");
+}
 
 static_assert(kPostgresSchemaVersion >= 1);
 
 absl::Status PrepareStatements(PostgresConnection& connection) {
   struct Statement {
     const char* name;
-    const char* sql;
+    std::string sql;
     std::vector<Oid> types;
   };
+  constexpr char kRowValues[] = "$1, changed.version, false, $2, $3, $4, $5";
+  constexpr char kTombstoneValues[] = "$1, changed.version + 1, true, 0, 0, '', ''::bytea";
+  const std::vector<Oid> row_types = {kTextOid, kInt8Oid, kInt8Oid, kTextOid, kByteaOid};
+  const std::vector<Oid> row_if_types = {kTextOid, kInt8Oid,  kInt8Oid,
+                                         kTextOid, kByteaOid, kInt8Oid};
   const Statement statements[] = {
-      {kPut,
-       "INSERT INTO training_jobs (name, creation_time_us, last_modified_us, status, record) "
-       "VALUES ($1, $2, $3, $4, $5) "
-       "ON CONFLICT (name) DO UPDATE SET creation_time_us = excluded.creation_time_us, "
-       "last_modified_us = excluded.last_modified_us, status = excluded.status, "
-       "record = excluded.record",
-       {kTextOid, kInt8Oid, kInt8Oid, kTextOid, kByteaOid}},
-      {kDelete, "DELETE FROM training_jobs WHERE name = $1", {kTextOid}},
       // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
       // commits or rolls back, so a batch that passed the check is never
       // applied after the lease changed hands.
       {kCheckLease,
        "SELECT owner, token FROM job_leases WHERE job_name = $1 FOR SHARE",
        {kTextOid}},
+      {kPutAny,
+       RecordingChange(
+           "INSERT INTO training_jobs AS t (name, creation_time_us, last_modified_us, status, "
+           "record, version) VALUES ($1, $2, $3, $4, $5, 1) "
+           "ON CONFLICT (name) DO UPDATE SET creation_time_us = excluded.creation_time_us, "
+           "last_modified_us = excluded.last_modified_us, status = excluded.status, "
+           "record = excluded.record, version = t.version + 1 RETURNING t.version",
+           kRowValues),
+       row_types},
+      {kPutNew,
+       RecordingChange(
+           "INSERT INTO training_jobs (name, creation_time_us, last_modified_us, status, record, "
+           "version) VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (name) DO NOTHING "
+           "RETURNING version",
+           kRowValues),
+       row_types},
+      {kPutIf,
+       RecordingChange("UPDATE training_jobs SET creation_time_us = $2, last_modified_us = $3, "
+                       "status = $4, record = $5, version = version + 1 "
+                       "WHERE name = $1 AND version = $6 RETURNING version",
+                       kRowValues),
+       row_if_types},
+      {kDeleteAny,
+       RecordingChange("DELETE FROM training_jobs WHERE name = $1 RETURNING version",
+                       kTombstoneValues),
+       {kTextOid}},
+      {kDeleteIf,
+       RecordingChange(
+           "DELETE FROM training_jobs WHERE name = $1 AND version = $2 RETURNING version",
+           kTombstoneValues),
+       {kTextOid, kInt8Oid}},
+      {kVersionOf, "SELECT version FROM training_jobs WHERE name = $1", {kTextOid}},
+      {kReadJob,
+       "SELECT name, creation_time_us, last_modified_us, status, record, version "
+       "FROM training_jobs WHERE name = $1",
+       {kTextOid}},
       {kScanFirst,
-       "SELECT name, creation_time_us, last_modified_us, status, record FROM training_jobs "
-       "ORDER BY name COLLATE \"C\" LIMIT $1",
+       "SELECT name, creation_time_us, last_modified_us, status, record, version "
+       "FROM training_jobs ORDER BY name COLLATE \"C\" LIMIT $1",
        {kInt8Oid}},
       {kScanAfter,
-       "SELECT name, creation_time_us, last_modified_us, status, record FROM training_jobs "
-       "WHERE name COLLATE \"C\" > $1 ORDER BY name COLLATE \"C\" LIMIT $2",
+       "SELECT name, creation_time_us, last_modified_us, status, record, version "
+       "FROM training_jobs WHERE name COLLATE \"C\" > $1 ORDER BY name COLLATE \"C\" LIMIT $2",
        {kTextOid, kInt8Oid}},
+      {kChangesAfter,
+       "SELECT sequence, name, version, deleted, creation_time_us, last_modified_us, status, "
+       "record FROM job_changes WHERE sequence > $1 ORDER BY sequence LIMIT $2",
+       {kInt8Oid, kInt8Oid}},
+      {kLatestSequence, "SELECT last FROM change_sequence", {}},
+      {kPutPresence,
+       "INSERT INTO agent_presence (job_name, replica_id, agents, heartbeat_us, absent_since_us) "
+       "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_name, replica_id) DO UPDATE SET "
+       "agents = excluded.agents, heartbeat_us = excluded.heartbeat_us, "
+       "absent_since_us = excluded.absent_since_us",
+       {kTextOid, kTextOid, kInt8Oid, kInt8Oid, kInt8Oid}},
+      {kReadPresence,
+       "SELECT replica_id, agents::bigint, heartbeat_us, absent_since_us FROM agent_presence "
+       "WHERE job_name = $1",
+       {kTextOid}},
   };
   for (const Statement& statement : statements) {
     if (absl::Status prepared =
-            connection.Prepare(statement.name, statement.sql, statement.types,
+            connection.Prepare(statement.name, statement.sql.c_str(), statement.types,
                                absl::StrCat("preparing statement ", statement.name));
         !prepared.ok()) {
       return prepared;
@@ -184,12 +258,17 @@ absl::StatusOr<std::unique_ptr<PostgresStorage>> PostgresStorage::Open(
 }
 
 absl::Status PostgresStorage::Write(const WriteBatch& batch) {
-  if (batch.empty()) return absl::OkStatus();
+  return WriteAndReport(batch).status();
+}
+
+absl::StatusOr<WriteResult> PostgresStorage::WriteAndReport(const WriteBatch& batch) {
+  if (batch.empty()) return WriteResult{};
   for (int attempt = 0;; ++attempt) {
     auto lease = pool_.Acquire();
     if (!lease.ok()) return lease.status();
     bool began = false;
-    absl::Status written = WriteOn(**lease, batch, &began);
+    WriteResult result;
+    absl::Status written = WriteOn(**lease, batch, &began, result);
     // A pooled connection that the server closed since its last use (a
     // restart) fails before the transaction begins: nothing was sent, so the
     // batch goes once more, on a new connection.
@@ -197,61 +276,120 @@ absl::Status PostgresStorage::Write(const WriteBatch& batch) {
       pool_.DropIdle();
       continue;
     }
-    return written;
+    if (!written.ok()) return written;
+    return result;
   }
 }
 
+namespace {
+
+// Reads the fence's lease row FOR SHARE inside the open write transaction and
+// checks it (lease_fence.h): FAILED_PRECONDITION if the fence is stale.
+absl::Status CheckLeaseOn(PostgresConnection& connection, const CheckLease& fence) {
+  const PgParam params[] = {{fence.job_name.data(), static_cast<int>(fence.job_name.size())}};
+  absl::StatusOr<PgResult> found_row = connection.ExecPrepared(
+      kCheckLease, params, absl::StrCat("checking the lease of job '", fence.job_name, "'"));
+  if (!found_row.ok()) return found_row.status();
+  std::optional<FoundLease> found;
+  if (PQntuples(found_row->get()) > 0) {
+    found = FoundLease{.owner = PgBytes(found_row->get(), 0, 0),
+                       .token = PgInt64(found_row->get(), 0, 1)};
+  }
+  return CheckFence(fence, found);
+}
+
+}  // namespace
+
 absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const WriteBatch& batch,
-                                      bool* began) {
+                                      bool* began, WriteResult& result) {
   constexpr absl::string_view kNothingApplied = "; no write of the batch was applied";
   // The transaction id, to learn the outcome if the connection is lost in
-  // COMMIT; in the same round trip as BEGIN.
-  auto begun = connection.Exec("BEGIN; SELECT txid_current()", "starting a write transaction");
+  // COMMIT; and the change sequence counter's row lock, which orders this
+  // transaction's sequence numbers (and commit) after every transaction
+  // that took numbers before it, across servers (see the v2 migration).
+  // Taken first, it also orders writers so that they cannot deadlock on
+  // each other's job rows. One round trip with BEGIN.
+  auto begun = connection.Exec("BEGIN; SELECT txid_current(), last FROM change_sequence FOR UPDATE",
+                               "starting a write transaction");
   if (!begun.ok()) {
     RollBack(connection);
     return WithContext(begun.status(), kNothingApplied);
   }
   const std::string txid = PQgetvalue(begun->get(), 0, 0);
   *began = true;
+  bool changed_any = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     absl::StatusOr<PgResult> applied;
+    const std::string* name = nullptr;
+    std::optional<int64_t> expected;
+    if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
+      // After the change sequence counter (locked at BEGIN): every writer
+      // takes the counter first, then lease rows, so they cannot deadlock.
+      if (absl::Status checked = CheckLeaseOn(connection, *fence); !checked.ok()) {
+        RollBack(connection);
+        return FencedJob(checked).has_value()
+                   ? checked
+                   : WithContext(checked, absl::StrCat(" (operation ", i + 1, " of ", batch.size(),
+                                                       ")", kNothingApplied));
+      }
+      result.sequences.push_back(0);  // A check changes nothing.
+      result.versions.push_back(0);
+      continue;
+    }
     if (const auto* put = std::get_if<PutJob>(&batch.ops()[i])) {
       const JobRow& row = put->row;
+      name = &row.name;
+      expected = put->expected_version;
       const std::string created = PgInt8(row.creation_time_us);
       const std::string modified = PgInt8(row.last_modified_us);
+      const std::string version = PgInt8(expected.value_or(0));
       const PgParam params[] = {{row.name.data(), static_cast<int>(row.name.size())},
                                 {created.data(), 8},
                                 {modified.data(), 8},
                                 {row.status.data(), static_cast<int>(row.status.size())},
-                                {row.record.data(), static_cast<int>(row.record.size())}};
-      applied = connection.ExecPrepared(kPut, params, absl::StrCat("writing job '", row.name, "'"));
-    } else if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
-      const PgParam params[] = {{fence->job_name.data(), static_cast<int>(fence->job_name.size())}};
+                                {row.record.data(), static_cast<int>(row.record.size())},
+                                {version.data(), 8}};
+      const char* statement = !expected.has_value()  ? kPutAny
+                              : *expected == kAbsent ? kPutNew
+                                                     : kPutIf;
       applied = connection.ExecPrepared(
-          kCheckLease, params, absl::StrCat("checking the lease of job '", fence->job_name, "'"));
-      if (applied.ok()) {
-        std::optional<FoundLease> found;
-        if (PQntuples(applied->get()) > 0) {
-          found = FoundLease{.owner = PgBytes(applied->get(), 0, 0),
-                             .token = PgInt64(applied->get(), 0, 1)};
-        }
-        if (absl::Status fenced = CheckFence(*fence, found); !fenced.ok()) {
-          RollBack(connection);
-          return fenced;
-        }
-      }
+          statement, std::span<const PgParam>(params, statement == kPutIf ? 6 : 5),
+          absl::StrCat("writing job '", row.name, "'"));
     } else {
-      const std::string& name = std::get<DeleteJob>(batch.ops()[i]).name;
-      const PgParam params[] = {{name.data(), static_cast<int>(name.size())}};
-      applied = connection.ExecPrepared(kDelete, params, absl::StrCat("deleting job '", name, "'"));
+      const DeleteJob& remove = std::get<DeleteJob>(batch.ops()[i]);
+      name = &remove.name;
+      expected = remove.expected_version;
+      const std::string version = PgInt8(expected.value_or(0));
+      const PgParam params[] = {{name->data(), static_cast<int>(name->size())},
+                                {version.data(), 8}};
+      applied =
+          connection.ExecPrepared(expected.has_value() ? kDeleteIf : kDeleteAny,
+                                  std::span<const PgParam>(params, expected.has_value() ? 2 : 1),
+                                  absl::StrCat("deleting job '", *name, "'"));
     }
     if (!applied.ok()) {
       RollBack(connection);
       return WithContext(applied.status(), absl::StrCat(" (operation ", i + 1, " of ", batch.size(),
                                                         ")", kNothingApplied));
     }
+    if (PQntuples(applied->get()) == 1) {
+      result.sequences.push_back(PgInt64(applied->get(), 0, 0));
+      result.versions.push_back(PgInt64(applied->get(), 0, 1));
+      changed_any = true;
+      continue;
+    }
+    if (!expected.has_value()) {  // A delete of a missing row: no change.
+      result.sequences.push_back(0);
+      result.versions.push_back(kAbsent);
+      continue;
+    }
+    absl::Status conflict = VersionConflict(connection, *name, *expected);
+    RollBack(connection);
+    return conflict;
   }
-  auto committed = connection.Exec("COMMIT", "committing");
+  // Listeners (SubscribeToChanges) hear of it once it commits.
+  auto committed = connection.Exec(
+      changed_any ? "NOTIFY " DP_POSTGRES_CHANGE_CHANNEL "; COMMIT" : "COMMIT", "committing");
   if (!committed.ok()) {
     if (connection.broken()) return ResolveCommit(txid, batch);
     RollBack(connection);
@@ -263,6 +401,17 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
                                             ": the transaction was rolled back", kNothingApplied));
   }
   return absl::OkStatus();
+}
+
+absl::Status PostgresStorage::VersionConflict(PostgresConnection& connection,
+                                              const std::string& name, int64_t expected) {
+  const PgParam params[] = {{name.data(), static_cast<int>(name.size())}};
+  auto current = connection.ExecPrepared(kVersionOf, params,
+                                         absl::StrCat("reading the version of job '", name, "'"));
+  if (!current.ok()) return current.status();
+  std::optional<int64_t> actual;
+  if (PQntuples(current->get()) == 1) actual = PgInt64(current->get(), 0, 0);
+  return VersionConflictError(name, expected, actual);
 }
 
 absl::Status PostgresStorage::ResolveCommit(const std::string& txid, const WriteBatch& batch) {
@@ -331,6 +480,7 @@ absl::Status PostgresStorage::ReadPage(const std::string* after, std::vector<Job
       row.last_modified_us = PgInt64(result, i, 2);
       row.status = PgBytes(result, i, 3);
       row.record = PgBytes(result, i, 4);
+      row.version = PgInt64(result, i, 5);
     }
     return absl::OkStatus();
   }
@@ -348,6 +498,116 @@ absl::Status PostgresStorage::ForEachJob(const std::function<absl::Status(const 
     if (page.size() < kScanPageRows) return absl::OkStatus();
     after = std::move(page.back().name);
   }
+}
+
+absl::StatusOr<PgResult> PostgresStorage::ReadOnly(const char* statement,
+                                                   std::span<const PgParam> params,
+                                                   absl::string_view doing) {
+  for (int attempt = 0;; ++attempt) {
+    auto lease = pool_.Acquire();
+    if (!lease.ok()) return lease.status();
+    absl::StatusOr<PgResult> result = (**lease).ExecPrepared(statement, params, doing);
+    // A read changes nothing: on a connection cut since its last use, once more.
+    if (!result.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) {
+      pool_.DropIdle();
+      continue;
+    }
+    return result;
+  }
+}
+
+absl::StatusOr<std::optional<JobRow>> PostgresStorage::ReadJob(const std::string& name) {
+  const PgParam params[] = {{name.data(), static_cast<int>(name.size())}};
+  auto result = ReadOnly(kReadJob, params, absl::StrCat("reading job '", name, "'"));
+  if (!result.ok()) return result.status();
+  if (PQntuples(result->get()) == 0) return std::nullopt;
+  const PGresult* r = result->get();
+  JobRow row;
+  row.name = PgBytes(r, 0, 0);
+  row.creation_time_us = PgInt64(r, 0, 1);
+  row.last_modified_us = PgInt64(r, 0, 2);
+  row.status = PgBytes(r, 0, 3);
+  row.record = PgBytes(r, 0, 4);
+  row.version = PgInt64(r, 0, 5);
+  return row;
+}
+
+absl::StatusOr<std::vector<JobChange>> PostgresStorage::ReadChangesAfter(int64_t after, int limit) {
+  const std::string from = PgInt8(after);
+  const std::string count = PgInt8(limit);
+  const PgParam params[] = {{from.data(), 8}, {count.data(), 8}};
+  auto result = ReadOnly(kChangesAfter, params, "reading the change feed");
+  if (!result.ok()) return result.status();
+  const PGresult* r = result->get();
+  std::vector<JobChange> changes;
+  changes.reserve(PQntuples(r));
+  for (int i = 0; i < PQntuples(r); ++i) {
+    JobChange& change = changes.emplace_back();
+    change.sequence = PgInt64(r, i, 0);
+    change.name = PgBytes(r, i, 1);
+    change.version = PgInt64(r, i, 2);
+    change.deleted = PQgetlength(r, i, 3) == 1 && PQgetvalue(r, i, 3)[0] != 0;
+    if (change.deleted) continue;
+    change.row.name = change.name;
+    change.row.creation_time_us = PgInt64(r, i, 4);
+    change.row.last_modified_us = PgInt64(r, i, 5);
+    change.row.status = PgBytes(r, i, 6);
+    change.row.record = PgBytes(r, i, 7);
+    change.row.version = change.version;
+  }
+  return changes;
+}
+
+absl::StatusOr<int64_t> PostgresStorage::LatestChangeSequence() {
+  auto result = ReadOnly(kLatestSequence, {}, "reading the change sequence");
+  if (!result.ok()) return result.status();
+  return PgInt64(result->get(), 0, 0);
+}
+
+absl::Status PostgresStorage::PutAgentPresence(const std::vector<AgentPresenceRow>& rows) {
+  if (rows.empty()) return absl::OkStatus();
+  auto lease = pool_.Acquire();
+  if (!lease.ok()) return lease.status();
+  // One statement each, in autocommit: rows are independent.
+  for (const AgentPresenceRow& row : rows) {
+    const std::string agents = PgInt8(row.agents);
+    const std::string heartbeat = PgInt8(row.heartbeat_us);
+    const std::string absent = PgInt8(row.absent_since_us);
+    const PgParam params[] = {{row.job_name.data(), static_cast<int>(row.job_name.size())},
+                              {row.replica_id.data(), static_cast<int>(row.replica_id.size())},
+                              {agents.data(), 8},
+                              {heartbeat.data(), 8},
+                              {absent.data(), 8}};
+    auto put = (**lease).ExecPrepared(
+        kPutPresence, params, absl::StrCat("recording the agents of job '", row.job_name, "'"));
+    if (!put.ok()) return put.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AgentPresenceRow>> PostgresStorage::ReadAgentPresence(
+    const std::string& job_name) {
+  const PgParam params[] = {{job_name.data(), static_cast<int>(job_name.size())}};
+  auto result =
+      ReadOnly(kReadPresence, params, absl::StrCat("reading the agents of job '", job_name, "'"));
+  if (!result.ok()) return result.status();
+  std::vector<AgentPresenceRow> rows;
+  for (int i = 0; i < PQntuples(result->get()); ++i) {
+    AgentPresenceRow& row = rows.emplace_back();
+    row.job_name = job_name;
+    row.replica_id = PgBytes(result->get(), i, 0);
+    row.agents = static_cast<int>(PgInt64(result->get(), i, 1));
+    row.heartbeat_us = PgInt64(result->get(), i, 2);
+    row.absent_since_us = PgInt64(result->get(), i, 3);
+  }
+  return rows;
+}
+
+std::unique_ptr<ChangeSubscription> PostgresStorage::SubscribeToChanges(
+    std::function<void()> wake) {
+  return std::make_unique<PostgresChangeListener>(
+      pool_.target(), PostgresConnectOptions{.connect_timeout = options_.connect_timeout},
+      std::move(wake));
 }
 
 }  // namespace debugplane::persistence

@@ -16,7 +16,10 @@
 #define DEBUGPLANE_PERSISTENCE_POSTGRES_STORAGE_H_
 
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -71,6 +74,21 @@ class PostgresStorage final : public Storage {
   // which an error does not mean "nothing applied"; all or nothing still
   // holds).
   absl::Status Write(const WriteBatch& batch) override;
+  // Every writing transaction first locks the one-row change sequence
+  // counter, so writes (of every server on the database) are serialized;
+  // that orders the feed by commit. NOTIFY in the transaction tells the
+  // listeners of SubscribeToChanges at its commit.
+  absl::StatusOr<WriteResult> WriteAndReport(const WriteBatch& batch) override;
+  absl::StatusOr<std::optional<JobRow>> ReadJob(const std::string& name) override;
+  absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
+  absl::StatusOr<int64_t> LatestChangeSequence() override;
+  // A PostgresChangeListener: its own connection, LISTENing on
+  // DP_POSTGRES_CHANGE_CHANNEL (see postgres_change_listener.h).
+  std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake) override;
+  // The agent_presence table.
+  absl::Status PutAgentPresence(const std::vector<AgentPresenceRow>& rows) override;
+  absl::StatusOr<std::vector<AgentPresenceRow>> ReadAgentPresence(
+      const std::string& job_name) override;
   // Names are ordered bytewise (COLLATE "C"), as in SqliteStorage. Rows are
   // read in pages, each a consistent snapshot; `visit` runs with no
   // connection held, so it may call Write.
@@ -86,7 +104,17 @@ class PostgresStorage final : public Storage {
 
   // Writes the batch on `connection`. `*began` says whether the transaction
   // had started (so whether a failure may have touched the database).
-  absl::Status WriteOn(PostgresConnection& connection, const WriteBatch& batch, bool* began);
+  absl::Status WriteOn(PostgresConnection& connection, const WriteBatch& batch, bool* began,
+                       WriteResult& result);
+  // The ABORTED status of a write that expected `expected` of job `name`,
+  // naming the version the row has (read on `connection`, in the
+  // transaction).
+  absl::Status VersionConflict(PostgresConnection& connection, const std::string& name,
+                               int64_t expected);
+  // Runs a prepared read-only statement on a pooled connection (again once
+  // on a new one if the pooled one was cut since its last use).
+  absl::StatusOr<PgResult> ReadOnly(const char* statement, std::span<const PgParam> params,
+                                    absl::string_view doing);
   // After the connection was lost in COMMIT: whether transaction `txid`
   // committed, asked on a new connection.
   absl::Status ResolveCommit(const std::string& txid, const WriteBatch& batch);

@@ -19,10 +19,34 @@ constexpr SqliteMigration kMigrations[] = {
       CREATE INDEX training_jobs_by_creation_time ON training_jobs (creation_time_us, name);
       CREATE INDEX training_jobs_by_status ON training_jobs (status);
     )sql"},
-    // v2: evaluation leases, live replicas and the action outbox
+    // v2: replicas (see persistence/storage.h). Row versions for optimistic
+    // concurrency (rows already there count as written once); the change
+    // feed: every write gets the next number of the one-row counter
+    // `change_sequence` inside its transaction, and its row (or a
+    // tombstone) is kept in `job_changes` under that number. Writes before
+    // v2 are not in the feed: readers load the table first.
+    {2, R"sql(
+      ALTER TABLE training_jobs ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+      CREATE TABLE change_sequence (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        last INTEGER NOT NULL
+      );
+      INSERT INTO change_sequence (singleton, last) VALUES (1, 0);
+      CREATE TABLE job_changes (
+        sequence INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        deleted INTEGER NOT NULL,
+        creation_time_us INTEGER NOT NULL,
+        last_modified_us INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        record BLOB NOT NULL
+      );
+    )sql"},
+    // v3: evaluation leases, live replicas and the action outbox
     // (persistence/lease_table.h, persistence/action_outbox.h). Times are
     // microseconds since the Unix epoch by the one server's clock.
-    {2, R"sql(
+    {3, R"sql(
       CREATE TABLE job_leases (
         job_name TEXT PRIMARY KEY,
         owner TEXT NOT NULL,

@@ -109,6 +109,14 @@ absl::Status SqliteError(absl::string_view path, sqlite3* db, int rc, absl::stri
   return absl::Status(CodeFor(rc, system_errno), message);
 }
 
+// column_blob works for the TEXT columns too: it returns their bytes as
+// stored, embedded NULs included. It returns null for an empty value.
+std::string ColumnBytes(sqlite3_stmt* s, int i) {
+  const void* data = sqlite3_column_blob(s, i);
+  return data == nullptr ? std::string()
+                         : std::string(static_cast<const char*>(data), sqlite3_column_bytes(s, i));
+}
+
 absl::Status TooNewError(absl::string_view path, int version) {
   return absl::FailedPreconditionError(absl::StrCat(
       "sqlite database '", path, "' has schema version ", version,
@@ -175,8 +183,18 @@ struct SqliteStorage::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   absl::StatusOr<int> ReadUserVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
-  absl::Status WriteLocked(const WriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  absl::Status ApplyLocked(const WriteOp& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::StatusOr<WriteResult> WriteLocked(const WriteBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Applies one operation and records its change under sequence number
+  // `*sequence + 1` (advancing `*sequence`) if it changed a row.
+  absl::Status ApplyLocked(const WriteOp& op, int64_t* sequence, WriteResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The version of the row `name` (nullopt if there is none).
+  absl::StatusOr<std::optional<int64_t>> VersionLocked(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::Status RecordChangeLocked(int64_t sequence, const std::string& name, int64_t version,
+                                  const JobRow* row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::StatusOr<int64_t> LatestSequenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // CheckLease: inside the write transaction (BEGIN IMMEDIATE holds the
   // database's write lock, so no lease changes until the batch commits).
   absl::Status CheckLeaseLocked(const CheckLease& fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -205,13 +223,20 @@ struct SqliteStorage::Impl {
   Statement check_lease ABSL_GUARDED_BY(mu);
   Statement scan_first ABSL_GUARDED_BY(mu);
   Statement scan_after ABSL_GUARDED_BY(mu);
+  Statement version_of ABSL_GUARDED_BY(mu);
+  Statement read_job ABSL_GUARDED_BY(mu);
+  Statement latest_sequence ABSL_GUARDED_BY(mu);
+  Statement set_sequence ABSL_GUARDED_BY(mu);
+  Statement add_change ABSL_GUARDED_BY(mu);
+  Statement changes_after ABSL_GUARDED_BY(mu);
 };
 
 SqliteStorage::Impl::~Impl() {
   absl::MutexLock lock(&mu);
   // Statements first: a connection with live statements does not close.
   for (Statement* statement :
-       {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first, &scan_after}) {
+       {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first, &scan_after,
+        &version_of, &read_job, &latest_sequence, &set_sequence, &add_change, &changes_after}) {
     statement->reset();
   }
   if (db == nullptr) return;
@@ -332,19 +357,31 @@ absl::Status SqliteStorage::Impl::OpenLocked() {
       {&begin, "BEGIN IMMEDIATE"}, {&commit, "COMMIT"}, {&rollback, "ROLLBACK"}};
   const StatementSql table_statements[] = {
       {&put,
-       "INSERT INTO training_jobs (name, creation_time_us, last_modified_us, status, record) "
-       "VALUES (?1, ?2, ?3, ?4, ?5) "
+       "INSERT INTO training_jobs (name, creation_time_us, last_modified_us, status, record, "
+       "version) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
        "ON CONFLICT (name) DO UPDATE SET creation_time_us = excluded.creation_time_us, "
        "last_modified_us = excluded.last_modified_us, status = excluded.status, "
-       "record = excluded.record"},
+       "record = excluded.record, version = excluded.version"},
       {&remove, "DELETE FROM training_jobs WHERE name = ?1"},
       {&check_lease, "SELECT owner, token FROM job_leases WHERE job_name = ?1"},
       {&scan_first,
-       "SELECT name, creation_time_us, last_modified_us, status, record FROM training_jobs "
-       "ORDER BY name LIMIT ?1"},
+       "SELECT name, creation_time_us, last_modified_us, status, record, version "
+       "FROM training_jobs ORDER BY name LIMIT ?1"},
       {&scan_after,
-       "SELECT name, creation_time_us, last_modified_us, status, record FROM training_jobs "
-       "WHERE name > ?1 ORDER BY name LIMIT ?2"},
+       "SELECT name, creation_time_us, last_modified_us, status, record, version "
+       "FROM training_jobs WHERE name > ?1 ORDER BY name LIMIT ?2"},
+      {&version_of, "SELECT version FROM training_jobs WHERE name = ?1"},
+      {&read_job,
+       "SELECT name, creation_time_us, last_modified_us, status, record, version "
+       "FROM training_jobs WHERE name = ?1"},
+      {&latest_sequence, "SELECT last FROM change_sequence"},
+      {&set_sequence, "UPDATE change_sequence SET last = ?1"},
+      {&add_change,
+       "INSERT INTO job_changes (sequence, name, version, deleted, creation_time_us, "
+       "last_modified_us, status, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+      {&changes_after,
+       "SELECT sequence, name, version, deleted, creation_time_us, last_modified_us, status, "
+       "record FROM job_changes WHERE sequence > ?1 ORDER BY sequence LIMIT ?2"},
   };
   if (absl::Status s = PrepareAll(transaction_statements); !s.ok()) return s;
   if (absl::Status s = MigrateLocked(); !s.ok()) return s;
@@ -401,26 +438,58 @@ absl::Status SqliteStorage::Impl::MigrateOneStepLocked(int from_version) {
   return absl::OkStatus();
 }
 
-absl::Status SqliteStorage::Impl::WriteLocked(const WriteBatch& batch) {
+absl::StatusOr<int64_t> SqliteStorage::Impl::LatestSequenceLocked() {
+  StatementUse use(latest_sequence);
+  if (int rc = sqlite3_step(latest_sequence.get()); rc != SQLITE_ROW) {
+    return Error(rc, "reading the change sequence");
+  }
+  return sqlite3_column_int64(latest_sequence.get(), 0);
+}
+
+absl::StatusOr<WriteResult> SqliteStorage::Impl::WriteLocked(const WriteBatch& batch) {
   // A ROLLBACK that failed after an earlier error leaves a transaction open;
   // end it rather than have every later batch fail inside it.
   if (!sqlite3_get_autocommit(db.get())) RollBackLocked();
   // IMMEDIATE takes the write lock now (waiting up to the busy timeout), so a
-  // busy database fails the batch before any of it is applied.
+  // busy database fails the batch before any of it is applied. It also
+  // orders the change sequence: one writer at a time takes numbers.
   if (absl::Status s = Run(begin, "starting a write transaction"); !s.ok()) return s;
-  absl::Status written;
+  WriteResult result;
+  absl::StatusOr<int64_t> sequence = LatestSequenceLocked();
+  absl::Status written = sequence.status();
+  const int64_t first = sequence.ok() ? *sequence : 0;
   for (size_t i = 0; i < batch.size() && written.ok(); ++i) {
-    if (absl::Status applied = ApplyLocked(batch.ops()[i]); !applied.ok()) {
-      written = absl::Status(applied.code(), absl::StrCat(applied.message(), " (operation ", i + 1,
-                                                          " of ", batch.size(), ")"));
+    const WriteOp& op = batch.ops()[i];
+    absl::Status applied;
+    if (const auto* fence = std::get_if<CheckLease>(&op)) {
+      applied = CheckLeaseLocked(*fence);
+      result.sequences.push_back(0);  // A check changes nothing.
+      result.versions.push_back(0);
+    } else {
+      applied = ApplyLocked(op, &*sequence, result);
+    }
+    if (!applied.ok()) {
+      // A version conflict's message already says that nothing was applied.
+      written = applied.code() == absl::StatusCode::kAborted
+                    ? applied
+                    : absl::Status(applied.code(), absl::StrCat(applied.message(), " (operation ",
+                                                                i + 1, " of ", batch.size(), ")"));
       applied.ForEachPayload([&written](absl::string_view type, const absl::Cord& payload) {
         written.SetPayload(type, payload);
       });
     }
   }
+  if (written.ok() && *sequence != first) {
+    StatementUse use(set_sequence);
+    sqlite3_bind_int64(set_sequence.get(), 1, *sequence);
+    if (int rc = sqlite3_step(set_sequence.get()); rc != SQLITE_DONE) {
+      written = Error(rc, "advancing the change sequence");
+    }
+  }
   if (written.ok()) written = Run(commit, "committing");
-  if (written.ok()) return written;
+  if (written.ok()) return result;
   RollBackLocked();
+  if (written.code() == absl::StatusCode::kAborted) return written;
   if (FencedJob(written).has_value()) return written;  // Says so already.
   return absl::Status(written.code(),
                       absl::StrCat(written.message(), "; no write of the batch was applied"));
@@ -442,10 +511,57 @@ absl::Status SqliteStorage::Impl::CheckLeaseLocked(const CheckLease& fence) {
   return CheckFence(fence, found);
 }
 
-absl::Status SqliteStorage::Impl::ApplyLocked(const WriteOp& op) {
-  if (const auto* fence = std::get_if<CheckLease>(&op)) return CheckLeaseLocked(*fence);
-  if (const auto* put_job = std::get_if<PutJob>(&op)) {
-    const JobRow& row = put_job->row;
+absl::StatusOr<std::optional<int64_t>> SqliteStorage::Impl::VersionLocked(const std::string& name) {
+  StatementUse use(version_of);
+  int rc = sqlite3_bind_text64(version_of.get(), 1, name.data(), name.size(), SQLITE_STATIC,
+                               SQLITE_UTF8);
+  if (rc == SQLITE_OK) rc = sqlite3_step(version_of.get());
+  if (rc == SQLITE_ROW) return sqlite3_column_int64(version_of.get(), 0);
+  if (rc == SQLITE_DONE) return std::nullopt;
+  return Error(rc, absl::StrCat("reading the version of job '", name, "'"));
+}
+
+absl::Status SqliteStorage::Impl::RecordChangeLocked(int64_t sequence, const std::string& name,
+                                                     int64_t version, const JobRow* row) {
+  static const JobRow kTombstone;
+  const JobRow& r = row != nullptr ? *row : kTombstone;
+  StatementUse use(add_change);
+  sqlite3_stmt* s = add_change.get();
+  int rc = sqlite3_bind_int64(s, 1, sequence);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_bind_text64(s, 2, name.data(), name.size(), SQLITE_STATIC, SQLITE_UTF8);
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(s, 3, version);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int(s, 4, row == nullptr ? 1 : 0);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(s, 5, r.creation_time_us);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(s, 6, r.last_modified_us);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_bind_text64(s, 7, r.status.data(), r.status.size(), SQLITE_STATIC, SQLITE_UTF8);
+  }
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_bind_blob64(s, 8, r.record.data(), r.record.size(), SQLITE_STATIC);
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_step(s);
+  if (rc != SQLITE_DONE) {
+    return Error(rc, absl::StrCat("recording the change of job '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStorage::Impl::ApplyLocked(const WriteOp& op, int64_t* sequence,
+                                              WriteResult& result) {
+  const bool is_put = std::holds_alternative<PutJob>(op);
+  const std::string& name = is_put ? std::get<PutJob>(op).row.name : std::get<DeleteJob>(op).name;
+  const std::optional<int64_t> expected =
+      is_put ? std::get<PutJob>(op).expected_version : std::get<DeleteJob>(op).expected_version;
+  absl::StatusOr<std::optional<int64_t>> current = VersionLocked(name);
+  if (!current.ok()) return current.status();
+  if (expected.has_value() && current->value_or(kAbsent) != *expected) {
+    return VersionConflictError(name, *expected, *current);
+  }
+  const int64_t version = current->value_or(kAbsent) + 1;
+  if (is_put) {
+    const JobRow& row = std::get<PutJob>(op).row;
     StatementUse use(put);
     sqlite3_stmt* s = put.get();
     // SQLITE_STATIC: the row outlives the step, and StatementUse unbinds it.
@@ -462,16 +578,29 @@ absl::Status SqliteStorage::Impl::ApplyLocked(const WriteOp& op) {
     if (rc == SQLITE_OK) {
       rc = sqlite3_bind_blob64(s, 5, row.record.data(), row.record.size(), SQLITE_STATIC);
     }
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(s, 6, version);
     if (rc == SQLITE_OK) rc = sqlite3_step(s);
     if (rc != SQLITE_DONE) return Error(rc, absl::StrCat("writing job '", row.name, "'"));
-    return absl::OkStatus();
+  } else {
+    if (!current->has_value()) {  // Nothing to delete: no change.
+      result.sequences.push_back(0);
+      result.versions.push_back(kAbsent);
+      return absl::OkStatus();
+    }
+    StatementUse use(remove);
+    int rc =
+        sqlite3_bind_text64(remove.get(), 1, name.data(), name.size(), SQLITE_STATIC, SQLITE_UTF8);
+    if (rc == SQLITE_OK) rc = sqlite3_step(remove.get());
+    if (rc != SQLITE_DONE) return Error(rc, absl::StrCat("deleting job '", name, "'"));
   }
-  const std::string& name = std::get<DeleteJob>(op).name;
-  StatementUse use(remove);
-  int rc =
-      sqlite3_bind_text64(remove.get(), 1, name.data(), name.size(), SQLITE_STATIC, SQLITE_UTF8);
-  if (rc == SQLITE_OK) rc = sqlite3_step(remove.get());
-  if (rc != SQLITE_DONE) return Error(rc, absl::StrCat("deleting job '", name, "'"));
+  ++*sequence;
+  if (absl::Status recorded = RecordChangeLocked(*sequence, name, version,
+                                                 is_put ? &std::get<PutJob>(op).row : nullptr);
+      !recorded.ok()) {
+    return recorded;
+  }
+  result.sequences.push_back(*sequence);
+  result.versions.push_back(version);
   return absl::OkStatus();
 }
 
@@ -495,14 +624,7 @@ absl::Status SqliteStorage::Impl::ReadPageLocked(const std::string* after,
   }
   if (rc == SQLITE_OK) rc = sqlite3_bind_int(s, after == nullptr ? 1 : 2, kScanPageRows);
   if (rc != SQLITE_OK) return Error(rc, "reading jobs");
-  // column_blob works for the TEXT columns too: it returns their bytes as
-  // stored, embedded NULs included. It returns null for an empty value.
-  auto column = [s](int i) {
-    const void* data = sqlite3_column_blob(s, i);
-    return data == nullptr
-               ? std::string()
-               : std::string(static_cast<const char*>(data), sqlite3_column_bytes(s, i));
-  };
+  auto column = [s](int i) { return ColumnBytes(s, i); };
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     JobRow& row = rows.emplace_back();
     row.name = column(0);
@@ -510,6 +632,7 @@ absl::Status SqliteStorage::Impl::ReadPageLocked(const std::string* after,
     row.last_modified_us = sqlite3_column_int64(s, 2);
     row.status = column(3);
     row.record = column(4);
+    row.version = sqlite3_column_int64(s, 5);
   }
   if (rc != SQLITE_DONE) return Error(rc, "reading jobs");
   return absl::OkStatus();
@@ -560,9 +683,64 @@ SqliteStorage::SqliteStorage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 SqliteStorage::~SqliteStorage() = default;
 
 absl::Status SqliteStorage::Write(const WriteBatch& batch) {
-  if (batch.empty()) return absl::OkStatus();
+  return WriteAndReport(batch).status();
+}
+
+absl::StatusOr<WriteResult> SqliteStorage::WriteAndReport(const WriteBatch& batch) {
+  if (batch.empty()) return WriteResult{};
   absl::MutexLock lock(&impl_->mu);
   return impl_->WriteLocked(batch);
+}
+
+absl::StatusOr<std::optional<JobRow>> SqliteStorage::ReadJob(const std::string& name) {
+  absl::MutexLock lock(&impl_->mu);
+  const Statement& read = impl_->read_job;
+  StatementUse use(read);
+  sqlite3_stmt* s = read.get();
+  int rc = sqlite3_bind_text64(s, 1, name.data(), name.size(), SQLITE_STATIC, SQLITE_UTF8);
+  if (rc == SQLITE_OK) rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) return impl_->Error(rc, absl::StrCat("reading job '", name, "'"));
+  JobRow row;
+  row.name = ColumnBytes(s, 0);
+  row.creation_time_us = sqlite3_column_int64(s, 1);
+  row.last_modified_us = sqlite3_column_int64(s, 2);
+  row.status = ColumnBytes(s, 3);
+  row.record = ColumnBytes(s, 4);
+  row.version = sqlite3_column_int64(s, 5);
+  return row;
+}
+
+absl::StatusOr<std::vector<JobChange>> SqliteStorage::ReadChangesAfter(int64_t after, int limit) {
+  absl::MutexLock lock(&impl_->mu);
+  const Statement& read = impl_->changes_after;
+  StatementUse use(read);
+  sqlite3_stmt* s = read.get();
+  int rc = sqlite3_bind_int64(s, 1, after);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int(s, 2, limit);
+  if (rc != SQLITE_OK) return impl_->Error(rc, "reading the change feed");
+  std::vector<JobChange> changes;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    JobChange& change = changes.emplace_back();
+    change.sequence = sqlite3_column_int64(s, 0);
+    change.name = ColumnBytes(s, 1);
+    change.version = sqlite3_column_int64(s, 2);
+    change.deleted = sqlite3_column_int(s, 3) != 0;
+    if (change.deleted) continue;
+    change.row.name = change.name;
+    change.row.creation_time_us = sqlite3_column_int64(s, 4);
+    change.row.last_modified_us = sqlite3_column_int64(s, 5);
+    change.row.status = ColumnBytes(s, 6);
+    change.row.record = ColumnBytes(s, 7);
+    change.row.version = change.version;
+  }
+  if (rc != SQLITE_DONE) return impl_->Error(rc, "reading the change feed");
+  return changes;
+}
+
+absl::StatusOr<int64_t> SqliteStorage::LatestChangeSequence() {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->LatestSequenceLocked();
 }
 
 absl::Status SqliteStorage::ForEachJob(const std::function<absl::Status(const JobRow&)>& visit) {

@@ -15,7 +15,7 @@ namespace debugplane::persistence {
 
 // The schema version this build writes. Open() migrates older databases up to
 // it and refuses newer ones.
-inline constexpr int kSqliteSchemaVersion = 2;
+inline constexpr int kSqliteSchemaVersion = 3;
 
 // Thread-safe: one connection, every call serialized by a mutex. Another
 // connection to the same file (another process, or another SqliteStorage) is
@@ -37,12 +37,17 @@ class SqliteStorage final : public Storage {
   SqliteStorage& operator=(const SqliteStorage&) = delete;
 
   absl::Status Write(const WriteBatch& batch) override;
+  absl::StatusOr<WriteResult> WriteAndReport(const WriteBatch& batch) override;
+  absl::StatusOr<std::optional<JobRow>> ReadJob(const std::string& name) override;
+  // The feed of this file. SubscribeToChanges is the default (nullptr):
+  // another process writing the file is not noticed, readers poll.
+  absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
+  absl::StatusOr<int64_t> LatestChangeSequence() override;
   // Names are ordered bytewise (SQLite's BINARY collation). Rows are read in
   // pages of a few hundred, each page a consistent snapshot; `visit` runs
   // without the lock held, so it may call Write. A Write made during the scan
   // may or may not be seen for the rows not visited yet.
-  absl::Status ForEachJob(
-      const std::function<absl::Status(const JobRow&)>& visit) override;
+  absl::Status ForEachJob(const std::function<absl::Status(const JobRow&)>& visit) override;
 
   // The schema version of the open database (after migration).
   int schema_version() const;

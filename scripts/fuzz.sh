@@ -52,6 +52,7 @@ seed_pattern() {
     sagemaker_json_fuzzer) echo 'tests/data/sagemaker/fuzz-seeds/*' ;;
     sigv4_fuzzer) echo 'tests/data/auth/sigv4/*.txt' ;;
     credentials_file_fuzzer) echo 'tests/data/auth/credentials/*.txt' ;;
+    dashboard_profiling_form_fuzzer) echo 'tests/data/dashboard/profiling-form-seeds/*' ;;
     *) echo '' ;;
   esac
 }

@@ -13,6 +13,7 @@ packages=(
   chromium fonts-dejavu-core nodejs
   python3 python3-venv python3-grpcio python3-protobuf python3-botocore
   postgresql
+  prometheus-cpp-dev prometheus
 )
 
 missing=()

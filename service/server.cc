@@ -8,6 +8,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/grpc_request_metrics.h"
 #include "service/profiler_report_service.h"
 #include "service/tensor_query_service.h"
 #include "service/training_agent_service.h"
@@ -94,6 +95,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
         std::make_unique<TensorQueryServiceImpl>(tensors, server->authenticator_.get());
     builder.RegisterService(server->tensor_service_.get());
   }
+  if (options.request_metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(NewRequestCountingFactory(options.request_metrics));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // gRPC sets SO_REUSEPORT by default: a second server on the same port
   // would then silently take a share of the connections. Binding must fail.
@@ -114,6 +120,10 @@ void GrpcServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr) return;
   server_->GetHealthCheckService()->SetServingStatus(false);
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+}
+
+void GrpcServer::SetServing(bool serving) {
+  if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(serving);
 }
 
 void GrpcServer::Wait() {

@@ -13,6 +13,7 @@
 #include "core/training_agent_handler.h"
 #include "core/training_job_handler.h"
 #include "grpcpp/server.h"
+#include "metrics/request_metrics.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/auth/auth.h"
 #include "service/stream_writer.h"
@@ -36,6 +37,9 @@ struct GrpcServerOptions {
   int max_receive_message_bytes = 4 * 1024 * 1024;
   // How far a WatchTrainingJob client may fall behind (service/stream_writer.h).
   StreamLimits watch_limits;
+  // Where every call is counted by method and code; null: nowhere. Must
+  // outlive the server.
+  metrics::RequestMetrics* request_metrics = nullptr;
 };
 
 class TrainingJobServiceImpl;
@@ -68,6 +72,9 @@ class GrpcServer {
   // Marks the health service NOT_SERVING, stops accepting calls, lets calls in
   // flight finish for up to `grace`, then cancels the rest. Idempotent.
   void Shutdown(absl::Duration grace);
+  // The gRPC health service's answer for the server ("" service): SERVING
+  // or NOT_SERVING (e.g. while its database cannot be reached).
+  void SetServing(bool serving);
 
   // Blocks until the server has shut down.
   void Wait();

@@ -13,11 +13,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "objectstore/s3_object_store.h"
+#include "persistence/metered_storage.h"
 #include "persistence/postgres_storage.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
+#include "service/dashboard/insights_routes.h"
+#include "service/http/request_counting.h"
 #include "service/server_leases.h"
 #include "spdlog/spdlog.h"
 
@@ -175,6 +178,38 @@ absl::StatusOr<std::unique_ptr<persistence::Storage>> OpenStorage(const ServerCo
   return storage;
 }
 
+// Gauges whose truth the manager and the dispatcher hold, read at each
+// scrape. Every status is set, 0 included, so that a query for one returns
+// 0 rather than nothing. REQUIRES: `manager` and `actions` outlive the
+// scrapes (the HTTP listener stops before they go).
+void AddScrapeHooks(metrics::ServerMetrics& metrics, const core::TrainingJobManager* manager,
+                    const rules_engine::ActionDispatcher* actions) {
+  metrics.registry.AddScrapeHook([&metrics, manager] {
+    const core::TrainingJobManager::StatusCounts counts = manager->CountStatuses();
+    for (int value = v1::TrainingJobStatus::Value_MIN + 1;
+         value <= v1::TrainingJobStatus::Value_MAX; ++value) {
+      if (!v1::TrainingJobStatus::Value_IsValid(value)) continue;
+      const auto status = static_cast<core::JobStatus>(value);
+      auto found = counts.jobs.find(status);
+      metrics.jobs.SetJobs(core::JobStatusName(status),
+                           found == counts.jobs.end() ? 0 : found->second);
+    }
+    for (int value = v1::RuleEvaluationStatus::Value_MIN + 1;
+         value <= v1::RuleEvaluationStatus::Value_MAX; ++value) {
+      if (!v1::RuleEvaluationStatus::Value_IsValid(value)) continue;
+      const auto status = static_cast<core::RuleStatus>(value);
+      auto found = counts.rule_evaluations.find(status);
+      metrics.jobs.SetRuleEvaluations(core::RuleStatusName(status),
+                                      found == counts.rule_evaluations.end() ? 0 : found->second);
+    }
+    metrics.jobs.SetWatchStreams("client", counts.client_watches);
+    metrics.jobs.SetWatchStreams("agent", counts.agent_watches);
+  });
+  metrics.registry.AddScrapeHook([&metrics, actions] {
+    metrics.actions.SetPending(static_cast<int64_t>(actions->pending_actions()));
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
@@ -215,14 +250,33 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   auto storage = OpenStorage(c, &app->database_path_);
   if (!storage.ok()) return storage.status();
   spdlog::info("database: {}", app->database_path_);
-  auto manager = core::TrainingJobManager::Create(*std::move(storage), std::move(manager_options));
+  // PostgreSQL may be shared by several servers (replicas): follow the
+  // others' changes. SQLite has one server per file.
+  manager_options.follow_changes = !c.database_url.empty();
+  spdlog::info("replica id: {}{}", manager_options.replica_id,
+               manager_options.follow_changes ? "" : " (one server: not following a change feed)");
+  auto manager = core::TrainingJobManager::Create(
+      persistence::Metered(*std::move(storage), &app->metrics_->database),
+      std::move(manager_options));
   if (!manager.ok()) return manager.status();
   app->manager_ = *std::move(manager);
 
   rules_engine::EvaluationSchedulerOptions scheduler_options;
+  if (!c.http_listen_address.empty()) {
+    app->dashboard_events_ = std::make_shared<dashboard::DashboardEvents>(
+        app->manager_.get(),
+        dashboard::DashboardEventsOptions{.clock = app->manager_->options().clock});
+    app->dashboard_events_->Start();
+    scheduler_options.on_data_read = [events = app->dashboard_events_](const std::string& job_name,
+                                                                       int64_t last_step) {
+      events->OnDataRead(job_name, last_step);
+    };
+  }
   scheduler_options.worker_threads = c.rule_workers;
   scheduler_options.custom_evaluators = std::move(evaluators);
   scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
+  scheduler_options.evaluation_metrics = &app->metrics_->evaluation;
+  scheduler_options.object_store_metrics = &app->metrics_->object_store;
   scheduler_options.data_roots = app->manager_->options().validation.data_roots;
   scheduler_options.bucket_stores =
       objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
@@ -233,7 +287,8 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   scheduler_options.report_dir = report_dir;
   // Which jobs this replica evaluates and whose actions it carries out (all
   // of them with SQLite, one server).
-  auto leases = OpenServerLeases(c, app->database_path_, app->manager_.get());
+  auto leases =
+      OpenServerLeases(c, app->database_path_, app->manager_.get(), &app->metrics_->leases);
   if (!leases.ok()) return leases.status();
   app->leases_ = std::make_unique<ServerLeases>(*std::move(leases));
   scheduler_options.leases = app->leases_->keeper.get();
@@ -243,10 +298,12 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   app->scheduler_ =
       std::make_unique<rules_engine::EvaluationScheduler>(app->manager_.get(), scheduler_options);
   app->scheduler_->Start();
+  action_options.metrics = &app->metrics_->actions;
   app->actions_ = std::make_unique<rules_engine::ActionDispatcher>(app->manager_.get(),
                                                                    std::move(action_options));
   app->actions_->Start();
   app->leases_->keeper->Start();  // After its listeners are in.
+  AddScrapeHooks(*app->metrics_, app->manager_.get(), app->actions_.get());
 
   app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
   app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir);
@@ -258,12 +315,34 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
       objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
   app->tensors_ =
       std::make_unique<rules_engine::TensorQueryHandler>(app->manager_.get(), tensor_options);
+  // --- Dashboard data (issue 13, insights) ---
+  // The dashboard's series of each job's profiler output, read through the
+  // same roots and buckets as the rules, on two threads of its own; live
+  // profiled jobs are followed from now on, so opening one is instant.
+  if (!c.http_listen_address.empty()) {
+    rules_engine::insights::InsightsStoreOptions insights_options;
+    insights_options.data_roots = app->manager_->options().validation.data_roots;
+    insights_options.bucket_stores =
+        objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
+    insights_options.clock = app->manager_->options().clock;
+    app->insights_ = std::make_unique<rules_engine::insights::InsightsStore>(
+        app->manager_.get(), std::move(insights_options));
+  }
   GrpcServerOptions grpc_options = c.grpc;
   grpc_options.authenticator = app->authenticator_;
+  grpc_options.request_metrics = &app->metrics_->requests;
   auto grpc = GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(),
                                 app->reports_.get(), app->tensors_.get());
   if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
   app->grpc_ = *std::move(grpc);
+  // Replicas: health checks say NOT_SERVING while the database (and so the
+  // other servers' changes) cannot be read; reads fail then too.
+  app->manager_->SetFeedReachabilityObserver([grpc = app->grpc_.get()](bool reachable) {
+    spdlog::log(reachable ? spdlog::level::info : spdlog::level::warn,
+                "health: {} (the database is {})", reachable ? "SERVING" : "NOT_SERVING",
+                reachable ? "reachable again" : "unreachable");
+    grpc->SetServing(reachable);
+  });
   if (absl::Status http = app->StartHttp(); !http.ok()) return http;
 
   std::vector<std::string> root_names;
@@ -279,8 +358,14 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
         "--endpoint-url {}://HOST:{})",
         c.http_listen_address, app->http_port(), app->http_->tls() ? "https" : "http",
         app->http_->tls() ? "https" : "http", app->http_port());
+    spdlog::info("dashboard: {}", app->DashboardUrl());
   }
   return app;
+}
+
+std::vector<dashboard::JobResource> ServerApp::InsightsJobResources() {
+  if (insights_ == nullptr) return {};
+  return dashboard::InsightsResources({insights_.get(), tensors_.get()});
 }
 
 absl::Status ServerApp::StartHttp() {
@@ -292,10 +377,30 @@ absl::Status ServerApp::StartHttp() {
       .tls_key_file = config_.grpc.tls_key_file,
       .threads = config_.http_threads,
       .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
-  auto server = http::HttpServer::Start(std::move(options), {sagemaker_->Route()});
+  metrics_route_ = std::make_unique<http::MetricsRoute>(&metrics_->registry, authenticator_.get());
+  dashboard_ = std::make_unique<dashboard::Dashboard>(
+      manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
+      // .resources: the /api/jobs/NAME/<resource> tables of other areas
+      // (overview, system, framework, tensors, tensor) join here.
+      dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
+                                  .resources = InsightsJobResources(),
+                                  .sessions = {.clock = manager_->options().clock}});
+  std::vector<http::HttpRoute> routes = {sagemaker_->Route(), metrics_route_->Route()};
+  for (http::HttpRoute& route : dashboard_->Routes()) routes.push_back(std::move(route));
+  auto server = http::HttpServer::Start(
+      std::move(options), http::CountRequests(std::move(routes), &metrics_->requests));
   if (!server.ok()) return server.status();
   http_ = *std::move(server);
   return absl::OkStatus();
+}
+
+std::string ServerApp::DashboardUrl() const {
+  if (http_ == nullptr) return "";
+  // The listener's host as a browser on this machine reaches it.
+  std::string host = config_.http_listen_address.substr(0, config_.http_listen_address.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
+  return absl::StrCat(http_->tls() ? "https" : "http", "://", host, ":", http_port(),
+                      "/dashboard/");
 }
 
 ServerApp::~ServerApp() { Shutdown(); }
@@ -325,23 +430,31 @@ void ServerApp::Shutdown() {
   if (leases_ != nullptr) leases_->keeper->Shutdown();
   if (actions_ != nullptr) actions_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
+  // Live dashboards end before the listener waits for its requests.
+  if (dashboard_events_ != nullptr) dashboard_events_->Shutdown();
   // The HTTP listener first: its requests in flight complete while the
   // manager still accepts them.
   if (http_ != nullptr) http_->Shutdown(config_.shutdown_grace);
+  // Before the manager: the store observes its commits.
+  if (insights_ != nullptr) insights_->Shutdown();
   if (manager_ != nullptr) manager_->Shutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(config_.shutdown_grace);
     grpc_->Wait();
   }
   http_.reset();
+  metrics_route_.reset();
+  dashboard_.reset();
   sagemaker_.reset();
   grpc_.reset();
+  insights_.reset();
   tensors_.reset();
   reports_.reset();
   agents_.reset();
   actions_.reset();
   scheduler_.reset();
   leases_.reset();
+  dashboard_events_.reset();
   manager_.reset();  // Commits the last changes and closes the database.
   data_directory_.reset();
 }

@@ -4,7 +4,8 @@
 //
 // It owns, in start order: the data directory's lock, the database, the job
 // manager, the rules engine (evaluation scheduler, action dispatcher), the
-// agent and report handlers, the gRPC server and the SageMaker HTTP listener. Shutdown() stops them
+// agent and report handlers, the gRPC server and the HTTP listener (the
+// SageMaker API and GET /metrics, service/http/metrics_route.h). Shutdown() stops them
 // in the reverse order that keeps every acknowledged write: evaluation and actions first, then
 // queued changes are committed and new ones refused, calls in flight finish, and the database
 // closes.
@@ -19,13 +20,19 @@
 #include "core/profiler_report_handler.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
+#include "metrics/server_metrics.h"
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"
+#include "rules_engine/insights/insights_store.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
+#include "service/dashboard/dashboard_events.h"
+#include "service/dashboard/dashboard_http.h"
+#include "service/dashboard/dashboard_routes.h"
 #include "service/http/http_server.h"
+#include "service/http/metrics_route.h"
 #include "service/http/sagemaker_protocol.h"
 #include "service/server.h"
 #include "service/server_flags.h"
@@ -56,12 +63,20 @@ class ServerApp {
 
   // The bound port (useful with port 0).
   int port() const { return grpc_->port(); }
+  // http://HOST:PORT/dashboard/ (the listener's host, 127.0.0.1 for a
+  // wildcard address); "" without --http-listen.
+  std::string DashboardUrl() const;
+  // The dashboard (on the HTTP listener); null without --http-listen.
+  dashboard::Dashboard* dashboard() { return dashboard_.get(); }
   // The bound port of the SageMaker HTTP listener; 0 without --http-listen.
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   // The SQLite file, or the PostgreSQL database as
   // postgresql://USER@HOST:PORT/DATABASE (never with the password).
   const std::string& database_path() const { return database_path_; }
   core::TrainingJobManager& manager() { return *manager_; }
+  // The server's metrics, served as GET /metrics on --http-listen. Valid as
+  // long as the app lives; record into its parts from any thread.
+  metrics::ServerMetrics& metrics() { return *metrics_; }
   // Who may call, for every listener (enabled() false without --credentials).
   std::shared_ptr<const auth::Authenticator> authenticator() const { return authenticator_; }
 
@@ -81,26 +96,43 @@ class ServerApp {
 
  private:
   explicit ServerApp(ServerConfig config) : config_(std::move(config)) {}
-  // Starts the SageMaker HTTP listener if --http-listen was given.
+  // --- Dashboard data (issue 13, insights) ---
+  // The dashboard's /api/jobs/NAME/{overview, system, framework, tensors,
+  // tensor} resources (service/dashboard/insights_routes.h), over the
+  // InsightsStore made with the HTTP listener; empty without --http-listen.
+  // For DashboardRoutes(...) where the listener's routes are built.
+  std::vector<dashboard::JobResource> InsightsJobResources();
+
+  // Starts the HTTP listener (SageMaker API, dashboard, GET /metrics) if
+  // --http-listen was given.
   absl::Status StartHttp();
 
   const ServerConfig config_;
   std::string database_path_;
   bool shut_down_ = false;
   // Declared in start order: destroyed in reverse, the gRPC server first and
-  // the data directory's lock last.
+  // the data directory's lock last; the metrics, which every part records
+  // into, after all of them.
+  std::unique_ptr<metrics::ServerMetrics> metrics_ = std::make_unique<metrics::ServerMetrics>();
   std::shared_ptr<auth::CredentialStore> credentials_;  // Null without --credentials.
   std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<ServerLeases> leases_;  // Shut down before the scheduler.
+  // The dashboard's live updates (with --http-listen): told of the rules
+  // engine's reads, so made before the scheduler.
+  std::shared_ptr<dashboard::DashboardEvents> dashboard_events_;
   std::unique_ptr<rules_engine::EvaluationScheduler> scheduler_;
   std::unique_ptr<rules_engine::ActionDispatcher> actions_;
   std::unique_ptr<core::TrainingAgentManager> agents_;
   std::unique_ptr<core::ProfilerReportHandler> reports_;
   std::unique_ptr<rules_engine::TensorQueryHandler> tensors_;
+  // The dashboard's per-job series (with --http-listen only).
+  std::unique_ptr<rules_engine::insights::InsightsStore> insights_;
   std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<http::SageMakerProtocol> sagemaker_;
+  std::unique_ptr<http::MetricsRoute> metrics_route_;
+  std::unique_ptr<dashboard::Dashboard> dashboard_;
   std::unique_ptr<http::HttpServer> http_;
 };
 

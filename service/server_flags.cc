@@ -1,9 +1,13 @@
 #include "service/server_flags.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 
 namespace debugplane::service {
 namespace {
@@ -36,6 +40,7 @@ std::string DefaultDataDir() {
 ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostream& out,
                                    std::ostream& err) {
   ServerConfig config;
+  config.manager.replica_id.clear();  // Unless given: DefaultReplicaId().
   config.data_dir = DefaultDataDir();
   CLI::App app{"debugplane-server: the training-job debug control plane (gRPC)"};
   app.set_config("--config", "", "Read flags from this TOML/INI file");
@@ -125,9 +130,6 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "--lease-duration)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 3600.0));
-  app.add_option("--replica-id", config.replica_id,
-                 "This server's name among the replicas sharing --database (default: "
-                 "HOSTNAME-PID-RANDOM)");
   app.add_option("--action-claim-duration", *action_claim_duration.value(),
                  "Seconds a replica's claim on carrying out a rule action lasts; a replica killed "
                  "while delivering leaves the action to another after it (longer than a "
@@ -147,6 +149,15 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "Deliveries of a notification before its action ends Failed")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--replica-id", config.manager.replica_id,
+                 "This server's name among the servers sharing one --database (change feed, "
+                 "evaluation leases, agent presence, logs); default HOSTNAME-PID");
+  SecondsFlag change_poll_interval(&config.manager.change_poll_interval);
+  app.add_option("--change-poll-interval", *change_poll_interval.value(),
+                 "With --database: seconds between reads of the change feed when no "
+                 "notification came (the safety net of LISTEN/NOTIFY)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
   app.add_option("--stop-wait-without-agent", *stop_wait_without_agent.value(),
                  "Seconds a stopping job whose training started waits for an agent to "
                  "(re)connect and report the process gone, before it is Stopped without one")
@@ -187,9 +198,10 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   }
   for (const SecondsFlag* flag :
        {&evaluator_time_limit, &shutdown_grace, &stop_wait_without_agent, &stop_confirm_timeout,
-        &lease_duration, &lease_safety_margin, &action_claim_duration}) {
+        &change_poll_interval, &lease_duration, &lease_safety_margin, &action_claim_duration}) {
     flag->Store();
   }
+  if (config.manager.replica_id.empty()) config.manager.replica_id = DefaultReplicaId();
   const auto given = [](std::string value) {
     return value.empty() ? std::nullopt : std::optional<std::string>(std::move(value));
   };
@@ -199,6 +211,12 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   config.s3.ca_file = given(s3_ca_file);
   if (s3_addressing != "auto") config.s3.path_style = s3_addressing == "path";
   return ParsedServerFlags{.config = std::move(config), .exit_code = 0};
+}
+
+std::string DefaultReplicaId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') strcpy(host, "localhost");
+  return absl::StrCat(host, "-", getpid());
 }
 
 }  // namespace debugplane::service

@@ -62,11 +62,10 @@ struct ServerConfig {
   bool insecure = false;
   // Evaluation leases (core/lease_keeper.h): how long a replica's lease on a
   // job lasts without renewal, how long before that it stops counting it as
-  // held, its id among the replicas (empty: HOSTNAME-PID-RANDOM), and how
-  // long a claim on a rule action lasts (persistence/action_outbox.h).
+  // held (the replica's id is manager.replica_id), and how long a claim on a
+  // rule action lasts (persistence/action_outbox.h).
   absl::Duration lease_duration = absl::Seconds(10);
   absl::Duration lease_safety_margin = absl::Seconds(2);
-  std::string replica_id;
   absl::Duration action_claim_duration = absl::Minutes(2);
 };
 
@@ -84,6 +83,8 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
 
 // The default data directory (see ServerConfig::data_dir).
 std::string DefaultDataDir();
+// "HOSTNAME-PID": unique among the servers of one database unless set.
+std::string DefaultReplicaId();
 
 }  // namespace debugplane::service
 

@@ -13,18 +13,6 @@
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
-namespace {
-
-std::string DefaultReplicaId() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  std::random_device random;
-  return absl::StrCat(host[0] != '\0' ? host : "host", "-", getpid(), "-",
-                      absl::Hex(random(), absl::kZeroPad8));
-}
-
-}  // namespace
-
 bool JobNeedsLease(const core::JobRecord& job) {
   for (const auto& rule : job.debug_rule_evaluation_statuses()) {
     if (rule.rule_evaluation_status() == v1::RuleEvaluationStatus::InProgress) return true;
@@ -67,12 +55,15 @@ std::vector<std::string> ActiveJobIndex::Jobs() const {
 
 absl::StatusOr<ServerLeases> OpenServerLeases(const ServerConfig& config,
                                               const std::string& sqlite_path,
-                                              core::TrainingJobManager* manager) {
-  core::LeaseKeeperOptions options{
-      .replica_id = config.replica_id.empty() ? DefaultReplicaId() : config.replica_id,
-      .lease_duration = config.lease_duration,
-      .safety_margin = config.lease_safety_margin,
-      .clock = core::SteadyClock()};
+                                              core::TrainingJobManager* manager,
+                                              metrics::LeaseMetrics* lease_metrics) {
+  core::LeaseKeeperOptions options{.replica_id = config.manager.replica_id.empty()
+                                                     ? DefaultReplicaId()
+                                                     : config.manager.replica_id,
+                                   .lease_duration = config.lease_duration,
+                                   .safety_margin = config.lease_safety_margin,
+                                   .clock = core::SteadyClock(),
+                                   .metrics = lease_metrics};
   if (absl::Status valid = core::ValidateLeaseKeeperOptions(options); !valid.ok()) return valid;
 
   std::shared_ptr<persistence::LeaseTable> table;

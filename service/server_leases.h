@@ -63,10 +63,12 @@ struct ServerLeases {
 // SQLite file `sqlite_path` (already created by the storage). Errors:
 // INVALID_ARGUMENT naming the lease flag that is out of range, or the
 // database's error (as the storage's, without the password).
-// REQUIRES: `manager` outlives the result.
+// `lease_metrics` (null: none) counts the leases owned and the takeovers.
+// REQUIRES: `manager` and `lease_metrics` outlive the result.
 absl::StatusOr<ServerLeases> OpenServerLeases(const ServerConfig& config,
                                               const std::string& sqlite_path,
-                                              core::TrainingJobManager* manager);
+                                              core::TrainingJobManager* manager,
+                                              metrics::LeaseMetrics* lease_metrics);
 
 }  // namespace debugplane::service
 

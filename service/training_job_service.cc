@@ -116,21 +116,31 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
     reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
-  absl::StatusOr<std::shared_ptr<const std::string>> encoded =
-      handler_->DescribeTrainingJobEncoded(**parsed);
-  if (!encoded.ok()) {
-    reactor->Finish(ToGrpcStatus(encoded.status()));
-    return reactor;
-  }
-  // The slice borrows the bytes and keeps them alive until gRPC is done.
-  auto* owner = new std::shared_ptr<const std::string>(*std::move(encoded));
-  grpc::Slice slice(
-      const_cast<char*>((*owner)->data()), (*owner)->size(),
-      [](void* user_data) { delete static_cast<std::shared_ptr<const std::string>*>(user_data); },
-      owner);
-  grpc::ByteBuffer bytes(&slice, 1);
-  response->Swap(&bytes);
-  reactor->Finish(grpc::Status::OK);
+  // Replicas: answered once this server has the changes acknowledged by
+  // the others (at once with one server). The request and response live
+  // until the reactor finishes.
+  auto owned_request = std::shared_ptr<const v1::DescribeTrainingJobRequest>(*std::move(parsed));
+  handler_->AwaitConsistentRead([this, reactor, response, owned_request](absl::Status caught_up) {
+    if (!caught_up.ok()) {
+      reactor->Finish(ToGrpcStatus(caught_up));
+      return;
+    }
+    absl::StatusOr<std::shared_ptr<const std::string>> encoded =
+        handler_->DescribeTrainingJobEncoded(*owned_request);
+    if (!encoded.ok()) {
+      reactor->Finish(ToGrpcStatus(encoded.status()));
+      return;
+    }
+    // The slice borrows the bytes and keeps them alive until gRPC is done.
+    auto* owner = new std::shared_ptr<const std::string>(*std::move(encoded));
+    grpc::Slice slice(
+        const_cast<char*>((*owner)->data()), (*owner)->size(),
+        [](void* user_data) { delete static_cast<std::shared_ptr<const std::string>*>(user_data); },
+        owner);
+    grpc::ByteBuffer bytes(&slice, 1);
+    response->Swap(&bytes);
+    reactor->Finish(grpc::Status::OK);
+  });
   return reactor;
 }
 

@@ -281,6 +281,11 @@ void ActionDispatcher::WorkerLoop() {
                              "; next attempt in ", absl::FormatDuration(backoff));
       it->second.due = clock_->Now() + backoff;
     }
+    if (options_.metrics != nullptr) {
+      options_.metrics->CountOutcome(action->action(), status == v1::RuleActionStatus::Pending
+                                                           ? "Retried"
+                                                           : core::RuleActionStatusName(status));
+    }
     it->second.attempts = attempts;
     it->second.state = status == v1::RuleActionStatus::Pending ? Tracked::State::kQueued
                                                                : Tracked::State::kRecorded;

@@ -37,6 +37,7 @@
 #include "core/clock.h"
 #include "core/lease_keeper.h"
 #include "core/training_job_manager.h"
+#include "metrics/action_metrics.h"
 #include "persistence/action_outbox.h"
 #include "rules_engine/actions/notification_sink.h"
 
@@ -66,6 +67,9 @@ struct ActionDispatcherOptions {
   core::LeaseKeeper* leases = nullptr;
   std::shared_ptr<persistence::ActionOutbox> outbox;
   absl::Duration claim_duration = absl::Minutes(2);
+  // Where every attempt's outcome is counted; null: nowhere. Must outlive
+  // the dispatcher.
+  metrics::ActionMetrics* metrics = nullptr;
 };
 
 class ActionDispatcher {

@@ -52,6 +52,17 @@ bool IsNonTensorBuiltin(const std::string& name) {
   return names->count(name) > 0;
 }
 
+// A stand-in lookup so that SimilarAcrossRuns builds (to check or show its
+// parameters) without access to the other trial; such a rule is discarded.
+RuleContext ValidationContext() {
+  RuleContext context;
+  context.other_trial = [](const std::string&, int64_t,
+                           const std::string&) -> absl::StatusOr<Tensor> {
+    return absl::NotFoundError("validation only");
+  };
+  return context;
+}
+
 absl::StatusOr<std::unique_ptr<Rule>> Create(const std::string& rule_name,
                                              const RuleParameters& parameters,
                                              const RuleContext& context) {
@@ -88,19 +99,35 @@ absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_
   return Create(rule_name, parameters, context);
 }
 
+absl::StatusOr<std::map<std::string, std::string>> EffectiveRuleParameters(
+    const std::string& rule_name, const RuleParameters& parameters) {
+  std::map<std::string, std::string> out;
+  if (IsProfilerRuleName(rule_name)) {
+    absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
+        CreateProfilerRuleSet(rule_name, parameters);
+    if (!rules.ok()) return rules.status();
+    for (const auto& rule : *rules) {
+      const ProfilerRuleFinding finding = rule->Finding();
+      for (const auto& [name, value] : finding.parameters) {
+        out[rules->size() == 1 ? name : absl::StrCat(finding.rule, ".", name)] = value;
+      }
+    }
+    return out;
+  }
+  auto it = Makers().find(rule_name);
+  if (it == Makers().end()) return Create(rule_name, parameters, RuleContext()).status();
+  RuleParameterReader reader(rule_name, parameters);
+  absl::StatusOr<std::unique_ptr<Rule>> rule = it->second(reader, ValidationContext());
+  if (!rule.ok()) return rule.status();
+  return reader.resolved();
+}
+
 absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
                                            const RuleParameters& parameters) {
   if (IsProfilerRuleName(rule_name)) {
     return CreateProfilerRuleSet(rule_name, parameters).status();
   }
-  // A stand-in lookup so that SimilarAcrossRuns validates its parameters
-  // without access to the other trial; the rule built here is discarded.
-  RuleContext context;
-  context.other_trial = [](const std::string&, int64_t,
-                           const std::string&) -> absl::StatusOr<Tensor> {
-    return absl::NotFoundError("validation only");
-  };
-  return Create(rule_name, parameters, context).status();
+  return Create(rule_name, parameters, ValidationContext()).status();
 }
 
 }  // namespace debugplane::rules_engine

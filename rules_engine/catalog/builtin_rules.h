@@ -6,6 +6,7 @@
 #ifndef DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_
 #define DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,14 @@ absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_
 // does: for CreateTrainingJob- and UpdateTrainingJob-time validation.
 absl::Status ValidateBuiltinRuleParameters(const std::string& rule_name,
                                            const RuleParameters& parameters);
+
+// The parameters built-in rule `rule_name` runs with: every parameter it
+// reads, the given value or its default, as text (what a report or the
+// dashboard shows as "effective parameters"). For ProfilerReport, which runs
+// every profiler rule, the keys are "<Rule>.<parameter>". Errors as
+// ValidateBuiltinRuleParameters'.
+absl::StatusOr<std::map<std::string, std::string>> EffectiveRuleParameters(
+    const std::string& rule_name, const RuleParameters& parameters);
 
 // The names of the built-in tensor rules CreateBuiltinRule knows, sorted.
 std::vector<std::string> BuiltinTensorRuleNames();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/base/config.h"
@@ -482,7 +483,12 @@ void SystemMetricsReader::AddError(std::string message) {
 }
 
 std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew() {
+  return ReadNew(std::numeric_limits<uint64_t>::max());
+}
+
+std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew(uint64_t max_bytes) {
   std::vector<SystemMetricPoint> out;
+  more_pending_ = false;
   absl::StatusOr<std::vector<HourFile>> files = ListHourFiles(
       incremental_, [](absl::string_view name) { return absl::EndsWith(name, ".json"); });
   if (!files.ok()) {
@@ -507,6 +513,11 @@ std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew() {
     // all files size `out` once (growing it file by file copied the points
     // again and again and touched fresh pages each time).
     if (file.size <= state.offset) continue;
+    if (!changed.empty() && new_bytes >= max_bytes) {
+      // The rest waits for the next call (in file order, so time order).
+      more_pending_ = true;
+      break;
+    }
     new_bytes += file.size - state.offset;
     changed.push_back({&file, &state});
   }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "rules_engine/profiler/framework_phase.h"
 #include "rules_engine/profiler_rules/profiler_rule_base.h"
 #include "rules_engine/rule/rule_parameters.h"
 
@@ -414,7 +415,7 @@ class OverallFrameworkMetrics : public FrameworkRule {
     int64_t max_us = 0;
   };
   static constexpr char kStepPrefix[] = "Step:ModeKeys.";
-  enum class Phase { kNone, kForward, kBackward, kData };
+  using Phase = FrameworkPhase;
   struct Category {
     Total total;
     Phase phase = Phase::kNone;
@@ -479,26 +480,12 @@ class OverallFrameworkMetrics : public FrameworkRule {
   }
 
  private:
-  static bool IsDataLoading(absl::string_view s) {
-    for (const char* marker : {"DataIterator", "DataLoader", "dataset::", "GetNext"}) {
-      if (absl::StrContains(s, marker)) return true;
-    }
-    return false;
-  }
-  // The phase of a category (or, for events without one, of a name).
-  static Phase PhaseOf(absl::string_view c) {
-    if (IsDataLoading(c)) return Phase::kData;
-    if (absl::StrContains(c, "SubModuleInternal")) return Phase::kNone;
-    if (absl::StartsWith(c, "Forward")) return Phase::kForward;
-    if (absl::StartsWith(c, "Backward")) return Phase::kBackward;
-    return Phase::kNone;
-  }
   // Consecutive events mostly share category and process: one-entry caches
   // in front of the maps (map nodes do not move).
   Category& CategoryOf(const std::string& key) {
     if (last_category_ == nullptr || *last_category_key_ != key) {
       auto [it, inserted] = categories_.try_emplace(key);
-      if (inserted) it->second.phase = PhaseOf(key);
+      if (inserted) it->second.phase = PhaseOfCategory(key);
       last_category_key_ = &it->first;
       last_category_ = &it->second;
     }

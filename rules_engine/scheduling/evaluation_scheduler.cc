@@ -513,6 +513,31 @@ void EvaluationScheduler::WorkerLoop(const bool backlog) {
   }
 }
 
+namespace {
+
+// How much of a job's data its readers have read, to tell whether a turn
+// read any. REQUIRES: the caller owns the evaluation (its worker).
+struct DataReadMark {
+  int64_t amount = 0;
+  int64_t last_step = -1;
+};
+
+DataReadMark MarkDataRead(const JobEvaluation& evaluation) {
+  DataReadMark mark;
+  if (evaluation.reader != nullptr) {
+    const TrialSummary& summary = evaluation.reader->summary();
+    mark.amount += summary.steps_seen;
+    mark.last_step = summary.last_global_step;
+  }
+  if (evaluation.system_reader != nullptr) mark.amount += evaluation.system_reader->points_read();
+  if (evaluation.framework_reader != nullptr) {
+    mark.amount += evaluation.framework_reader->events_read();
+  }
+  return mark;
+}
+
+}  // namespace
+
 TurnResult EvaluationScheduler::RunTurn(JobEvaluation& evaluation) {
   std::shared_ptr<const JobRecord> job;
   bool finishing = false;
@@ -523,7 +548,12 @@ TurnResult EvaluationScheduler::RunTurn(JobEvaluation& evaluation) {
     finishing = evaluation.finishing;
     added.swap(evaluation.pending_profiler_runs);
   }
-  return evaluator_.Turn(evaluation, *job, finishing, std::move(added));
+  if (!options_.on_data_read) return evaluator_.Turn(evaluation, *job, finishing, std::move(added));
+  const DataReadMark before = MarkDataRead(evaluation);
+  TurnResult turn = evaluator_.Turn(evaluation, *job, finishing, std::move(added));
+  const DataReadMark after = MarkDataRead(evaluation);
+  if (after.amount > before.amount) options_.on_data_read(evaluation.job_name, after.last_step);
+  return turn;
 }
 
 void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& evaluation,

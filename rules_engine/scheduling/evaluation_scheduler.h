@@ -65,6 +65,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -79,6 +80,8 @@
 #include "core/lease_keeper.h"
 #include "core/output_path.h"
 #include "core/training_job_manager.h"
+#include "metrics/evaluation_metrics.h"
+#include "metrics/object_store_metrics.h"
 #include "objectstore/local_object_store.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/rule/rule.h"
@@ -150,6 +153,16 @@ struct EvaluationSchedulerOptions {
   // must outlive the scheduler and be started after Start() and shut down
   // before the scheduler (its listeners call the scheduler).
   core::LeaseKeeper* leases = nullptr;
+  // Where evaluation (detection latency, lag, reads) and object store
+  // requests are recorded; null: nowhere. Must outlive the scheduler.
+  metrics::EvaluationMetrics* evaluation_metrics = nullptr;
+  metrics::ObjectStoreMetrics* object_store_metrics = nullptr;
+  // Optional: called after every turn of a job that read new data (tensor
+  // steps, system metrics or framework events), with the job and the last
+  // global step of its trial (-1 if none was read yet), on the worker
+  // thread: it must be quick and must not block (the dashboard records it
+  // and wakes its own thread, which throttles what it sends).
+  std::function<void(const std::string& job_name, int64_t last_step)> on_data_read;
 };
 
 class EvaluationScheduler {
@@ -250,6 +263,7 @@ class EvaluationScheduler {
                                     .max_steps_per_turn = options_.max_steps_per_turn,
                                     .turn_time_slice = options_.turn_time_slice,
                                     .leases = options_.leases,
+                                    .metrics = options_.evaluation_metrics,
                                 }};
 
   mutable absl::Mutex mu_;
@@ -282,7 +296,7 @@ class EvaluationScheduler {
 
   // The stores of the data roots: where every output path is read.
   const core::DataRootStores stores_{options_.data_roots, options_.data_root_store_options,
-                                     options_.bucket_stores};
+                                     options_.bucket_stores, options_.object_store_metrics};
   // SimilarAcrossRuns' reads of other trials, shared by every job.
   OtherTrialCache other_trials_;
   const OtherTrialLookup other_trial_lookup_ = other_trials_.AsLookup(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/output_path.h"
@@ -51,6 +52,16 @@ std::optional<v1::RuleReadProgress> ProfilerReadProgress(const JobEvaluation& ev
   return progress;
 }
 
+// Bytes the profiler readers have fetched (0 before they exist).
+int64_t ProfilerBytesRead(const JobEvaluation& evaluation) {
+  int64_t bytes = 0;
+  if (evaluation.system_reader != nullptr) bytes += evaluation.system_reader->read_tally().bytes;
+  if (evaluation.framework_reader != nullptr) {
+    bytes += evaluation.framework_reader->read_tally().bytes;
+  }
+  return bytes;
+}
+
 // `now` differs from what was `recorded` (and is something).
 bool ReadProgressChanged(const std::optional<v1::RuleReadProgress>& now,
                          const std::optional<v1::RuleReadProgress>& recorded) {
@@ -85,9 +96,11 @@ JobEvaluator::JobEvaluator(core::TrainingJobManager* manager, RuleStatusRecorder
 
 void JobEvaluator::RecordStatus(const std::string& job, const std::string& rule, int status,
                                 std::string details, int64_t last_evaluated_step,
-                                std::optional<v1::RuleReadProgress> read) const {
+                                std::optional<v1::RuleReadProgress> read,
+                                std::function<void()> on_durable) const {
   recorder_->Record(job, rule, last_evaluated_step, static_cast<core::RuleStatus>(status),
-                    SanitizeStatusDetails(std::move(details)), std::move(read));
+                    SanitizeStatusDetails(std::move(details)), std::move(read),
+                    std::move(on_durable));
 }
 
 bool JobEvaluator::FinalReportsSettled(const JobEvaluation& evaluation,
@@ -139,14 +152,19 @@ TurnResult JobEvaluator::Turn(JobEvaluation& evaluation, const JobRecord& job, b
   TurnResult result;
   if (evaluation.DebugRulesActive()) result = EvaluateDebugRules(evaluation, job);
   if (!evaluation.profiler_runs.empty() && !evaluation.cancelled) {
+    const int64_t profiler_bytes_before = ProfilerBytesRead(evaluation);
     EvaluateProfilerRules(evaluation, job);
+    if (options_.metrics != nullptr) {
+      options_.metrics->AddBytesRead(metrics::ReadSource::kProfiler,
+                                     ProfilerBytesRead(evaluation) - profiler_bytes_before);
+    }
   }
   if (!evaluation.cancelled) RecordProgress(evaluation);
   return result;
 }
 
 void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int status,
-                          std::string details) const {
+                          std::string details, absl::Time data_arrived) const {
   auto& run = evaluation.rules[rule_index];
   run.done = true;
   // The step the verdict was reached at is recorded with it (progress of a
@@ -158,15 +176,25 @@ void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int stat
     last_step = run.last_step;
     run.recorded_step = run.last_step;
   }
+  // Detection latency: from the step's arrival to this IssuesFound being
+  // durable (what a watcher or an action sees).
+  std::function<void()> on_durable;
+  if (options_.metrics != nullptr && status == v1::RuleEvaluationStatus::IssuesFound &&
+      data_arrived != absl::InfinitePast()) {
+    on_durable = [metrics = options_.metrics, clock = options_.clock, data_arrived] {
+      metrics->ObserveDetectionLatency(clock->Now() - data_arrived);
+    };
+  }
   RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step,
-               TrialReadProgress(evaluation));
+               TrialReadProgress(evaluation), std::move(on_durable));
 }
 
-void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index,
-                                 RuleVerdict verdict) const {
+void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index, RuleVerdict verdict,
+                                 absl::Time data_arrived) const {
   if (verdict.kind == RuleVerdict::Kind::kIssuesFound ||
       verdict.kind == RuleVerdict::Kind::kError) {
-    Report(evaluation, rule_index, StatusOf(verdict.kind), std::move(verdict.details));
+    Report(evaluation, rule_index, StatusOf(verdict.kind), std::move(verdict.details),
+           data_arrived);
   }
 }
 
@@ -209,10 +237,26 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
   const size_t max_steps = std::max<size_t>(1, options_.max_steps_per_turn);
   size_t steps_read = 0;
   bool more_data = false;
+  // What this turn read, for the metrics (whichever way it returns).
+  const int64_t bytes_before = evaluation.reader->summary().read.bytes;
+  absl::Cleanup record_reads = [&] {
+    if (options_.metrics == nullptr || evaluation.reader == nullptr) return;
+    const TrialReader& reader = *evaluation.reader;
+    options_.metrics->AddBytesRead(metrics::ReadSource::kTensors,
+                                   reader.summary().read.bytes - bytes_before);
+    options_.metrics->AddStepsRead(static_cast<int64_t>(steps_read));
+    if (reader.newest_step_seen() >= 0) {
+      options_.metrics->ObserveEvaluationLag(reader.newest_step_seen() -
+                                             reader.summary().last_global_step);
+    }
+  };
   while (true) {
     const ReadBudget budget{.max_steps = std::min(per_read, max_steps - steps_read),
                             .deadline = deadline,
                             .now = [&clock] { return clock.Now(); }};
+    // A step whose files' times the store does not give arrived, as far as
+    // this server can tell, when this read first saw it.
+    const absl::Time read_started = clock.Now();
     absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
       // A store that answered before and is unreachable now (object storage
@@ -238,11 +282,12 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
     const TrialInfo& info = evaluation.reader->info();
     for (const Step& step : *steps) {
       if (evaluation.cancelled) return {};
+      const absl::Time arrived = step.written != absl::InfinitePast() ? step.written : read_started;
       for (size_t i = 0; i < evaluation.rules.size(); ++i) {
         auto& run = evaluation.rules[i];
         if (run.done) continue;
         run.last_step = step.global_step;
-        ReportVerdict(evaluation, i, run.rule->OnStep(step, info));
+        ReportVerdict(evaluation, i, run.rule->OnStep(step, info), arrived);
       }
     }
     steps_read += steps->size();

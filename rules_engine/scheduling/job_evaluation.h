@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -39,6 +40,7 @@
 #include "core/job_record.h"
 #include "core/lease_keeper.h"
 #include "core/training_job_manager.h"
+#include "metrics/evaluation_metrics.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
@@ -144,6 +146,9 @@ struct JobEvaluatorOptions {
   // With server replicas: progress is written under the job's lease fence,
   // and nothing (progress, reports) once the lease is lost. Null: one server.
   const core::LeaseKeeper* leases = nullptr;
+  // Where detection latency, evaluation lag and reads are recorded; null:
+  // nowhere. Must outlive the evaluator.
+  metrics::EvaluationMetrics* metrics = nullptr;
 };
 
 // What a turn left.
@@ -179,9 +184,12 @@ class JobEvaluator {
   // after its LastEvaluatedStep `last_evaluated_step` if >= 0 and its
   // ReadProgress `read` if given, with the details sanitized
   // (SanitizeStatusDetails). Returns at once.
+  // `on_durable`, if given, runs once the status is committed (see
+  // RuleStatusRecorder::Record).
   void RecordStatus(const std::string& job, const std::string& rule, int status,
                     std::string details, int64_t last_evaluated_step = -1,
-                    std::optional<v1::RuleReadProgress> read = std::nullopt) const;
+                    std::optional<v1::RuleReadProgress> read = std::nullopt,
+                    std::function<void()> on_durable = nullptr) const;
 
   // True if every report of `evaluation` was written final with the final
   // (terminal) status `job` has (or reports are not written at all).
@@ -191,8 +199,12 @@ class JobEvaluator {
   TurnResult EvaluateDebugRules(JobEvaluation& evaluation, const core::JobRecord& job) const;
   void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job) const;
   // Feeds `verdict` of rule `rule_index` to the record, if terminal.
-  void ReportVerdict(JobEvaluation& evaluation, size_t rule_index, RuleVerdict verdict) const;
-  void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details) const;
+  // `data_arrived`: when the step it was reached at arrived (for the
+  // detection latency of IssuesFound); InfinitePast when not at a step.
+  void ReportVerdict(JobEvaluation& evaluation, size_t rule_index, RuleVerdict verdict,
+                     absl::Time data_arrived = absl::InfinitePast()) const;
+  void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details,
+              absl::Time data_arrived = absl::InfinitePast()) const;
   // Makes every profiler rule again and the readers read from the start.
   void ReplayProfilerRules(JobEvaluation& evaluation) const;
   void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -22,6 +23,22 @@ bool IsFinal(const absl::Status& result) {
          absl::IsInvalidArgument(result);
 }
 
+// Whether the committed record already has `rule` of `job` in `status`: a
+// record sent again (an evaluation that replayed its steps) changes nothing,
+// and must not be counted as a new detection.
+bool AlreadyRecorded(const core::TrainingJobManager& manager, const std::string& job,
+                     const std::string& rule, core::RuleStatus status) {
+  std::shared_ptr<const core::JobRecord> record = manager.GetJob(job);
+  if (record == nullptr) return false;
+  for (const auto& entry : record->debug_rule_evaluation_statuses()) {
+    if (entry.rule_configuration_name() == rule) return entry.rule_evaluation_status() == status;
+  }
+  for (const auto& entry : record->profiler_rule_evaluation_statuses()) {
+    if (entry.rule_configuration_name() == rule) return entry.rule_evaluation_status() == status;
+  }
+  return false;
+}
+
 // Queue key: job and rule, joined by a character that names cannot hold.
 std::string KeyOf(const std::string& job, const std::string& rule) {
   return absl::StrCat(job, std::string(1, '\0'), rule);
@@ -35,6 +52,7 @@ struct RuleStatusRecorder::State : std::enable_shared_from_this<State> {
     core::RuleStatus status;
     std::string details;
     std::optional<v1::RuleReadProgress> read;
+    std::function<void()> on_durable;  // May be empty.
   };
   struct RuleQueue {
     std::string job;
@@ -88,6 +106,15 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
                     "this replica no longer holds the evaluation lease of job '", job, "'")));
     return;
   }
+  // Records of a rule are sent one at a time, so a record this one repeats
+  // is committed by now.
+  if (entry.on_durable && AlreadyRecorded(*manager, job, rule, entry.status)) {
+    absl::MutexLock lock(&mu);
+    auto it = queues.find(key);
+    if (it != queues.end() && !it->second.entries.empty()) {
+      it->second.entries.front().on_durable = nullptr;
+    }
+  }
   if (entry.last_evaluated_step >= 0 || entry.read.has_value()) {
     // Queued ahead of the status; if its write fails, so does the status's
     // (the manager fails every change queued behind a failed write), and
@@ -108,6 +135,10 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
 void RuleStatusRecorder::State::OnDone(const std::string& key, const absl::Status& result) {
   std::string next_attempt_note;
   absl::Time retry_at = absl::InfinitePast();
+  std::function<void()> on_durable;  // Called outside the lock.
+  absl::Cleanup call_on_durable = [&on_durable] {
+    if (on_durable) on_durable();
+  };
   {
     absl::MutexLock lock(&mu);
     if (shut_down) return;
@@ -124,6 +155,7 @@ void RuleStatusRecorder::State::OnDone(const std::string& key, const absl::Statu
         spdlog::info("the status of rule '{}' of job '{}' is recorded after {} refused writes",
                      queue.rule, queue.job, queue.refusals);
       }
+      if (result.ok()) on_durable = std::move(queue.entries.front().on_durable);
       queue.entries.pop_front();
       queue.refusals = 0;
       queue.backoff = options.initial_backoff;
@@ -165,7 +197,8 @@ RuleStatusRecorder::~RuleStatusRecorder() { Shutdown(); }
 
 void RuleStatusRecorder::Record(const std::string& job, const std::string& rule,
                                 int64_t last_evaluated_step, core::RuleStatus status,
-                                std::string details, std::optional<v1::RuleReadProgress> read) {
+                                std::string details, std::optional<v1::RuleReadProgress> read,
+                                std::function<void()> on_durable) {
   const std::string key = KeyOf(job, rule);
   {
     absl::MutexLock lock(&state_->mu);
@@ -176,7 +209,8 @@ void RuleStatusRecorder::Record(const std::string& job, const std::string& rule,
       queue.rule = rule;
       queue.backoff = state_->options.initial_backoff;
     }
-    queue.entries.push_back({last_evaluated_step, status, std::move(details), std::move(read)});
+    queue.entries.push_back(
+        {last_evaluated_step, status, std::move(details), std::move(read), std::move(on_durable)});
     // Behind another record of this rule: sent once that one is settled.
     if (queue.entries.size() > 1) return;
   }

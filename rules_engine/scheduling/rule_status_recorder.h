@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,12 +60,16 @@ class RuleStatusRecorder {
   // Records `status` of rule `rule` of job `job` with `details`, preceded by
   // its progress: LastEvaluatedStep `last_evaluated_step` when that is >= 0,
   // ReadProgress `read` when given (a terminal rule's progress is frozen, so
-  // it goes first), until durable. Returns at once; never calls back.
-  // Thread-safe; may be called with locks held that the manager's done
-  // callbacks do not take.
+  // it goes first), until durable. Returns at once; calls back only
+  // `on_durable` (if given), once, when the status is committed, on the
+  // manager's thread outside the recorder's lock (it must not block; for
+  // metrics); not if the rule already had `status` when the record was
+  // sent (a repeat changes nothing). Thread-safe; may be called with locks held that the manager's
+  // done callbacks do not take.
   void Record(const std::string& job, const std::string& rule, int64_t last_evaluated_step,
               core::RuleStatus status, std::string details,
-              std::optional<v1::RuleReadProgress> read = std::nullopt);
+              std::optional<v1::RuleReadProgress> read = std::nullopt,
+              std::function<void()> on_durable = nullptr);
 
   // Records waiting to be durable (sent, or waiting for a retry), for tests.
   size_t pending() const;

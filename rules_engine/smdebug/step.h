@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace debugplane::rules_engine {
 
@@ -59,6 +60,10 @@ struct Step {
   Mode mode = Mode::kGlobal;
   int64_t mode_step = 0;
   std::vector<Tensor> tensors;  // Ordered by (name, worker).
+  // When the step arrived: the latest modification time of its workers'
+  // index files (smdebug writes a step's index file after its events), as
+  // the store listed them; InfinitePast when the store does not say.
+  absl::Time written = absl::InfinitePast();
   // Every tensor the step's index files name, sorted and unique; filled only
   // by a TrialReader told to (TrialReader::ListSavedTensors).
   std::vector<std::string> saved_tensors;

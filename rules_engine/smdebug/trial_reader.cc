@@ -84,6 +84,9 @@ struct TrialReader::State {
 
   struct Worker {
     std::string index_key;
+    // The index file's modification time as listed (InfinitePast when the
+    // store does not say): when the worker's step arrived.
+    absl::Time index_modified = absl::InfinitePast();
     std::optional<StepIndex> index;  // Once it parsed.
     absl::Status index_error;        // Last parse failure (maybe still being written).
     bool event_exists = false;
@@ -144,6 +147,12 @@ void TrialReader::StartAt(int64_t first_step) {
   state_->last_returned = std::max<int64_t>(state_->last_returned, first_step - 1);
 }
 void TrialReader::ListSavedTensors() { state_->list_saved_tensors = true; }
+int64_t TrialReader::newest_step_seen() const {
+  const State& st = *state_;
+  return st.pending.empty() ? st.last_returned
+                            : std::max(st.last_returned, st.pending.rbegin()->first);
+}
+
 const TrialInfo& TrialReader::info() const { return state_->info; }
 const TrialSummary& TrialReader::summary() const { return state_->summary; }
 
@@ -235,7 +244,9 @@ absl::StatusOr<bool> TrialReader::ListTrial() {
       if (!parsed || parsed->first <= st.last_returned) continue;
       auto& workers = st.pending[parsed->first];
       if (workers.count(parsed->second)) continue;
-      workers[parsed->second].index_key = std::move(object.key);
+      State::Worker& worker = workers[parsed->second];
+      worker.index_key = std::move(object.key);
+      worker.index_modified = object.modified;
     }
   }
   return true;
@@ -361,6 +372,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         error = w.index_error;
         break;
       }
+      result.written = std::max(result.written, w.index_modified);
       if (!have_mode && w.index->mode) {
         result.mode = *w.index->mode;
         result.mode_step = w.index->mode_step.value_or(0);

@@ -137,6 +137,11 @@ class TrialReader {
   // still waited for, until SetTrainingEnded.
   bool finished() const;
 
+  // The highest global step of any index file listed so far (returned or
+  // still pending), -1 before any: how far training has written, as far as
+  // this reader knows (evaluation lag is this minus the last step returned).
+  int64_t newest_step_seen() const;
+
   const TrialInfo& info() const;
   const TrialSummary& summary() const;
 

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -31,7 +32,190 @@ absl::string_view HttpRequest::Header(absl::string_view name) const {
   return {};
 }
 
+std::unique_ptr<HttpStream> HttpResponder::StartStream(int, HttpHeaders) {
+  Respond(HttpResponse{.status = 500,
+                       .headers = {{"Content-Type", "text/plain; charset=utf-8"}},
+                       .body = "this reply cannot be streamed\n"});
+  return nullptr;
+}
+
 namespace {
+
+// One streamed reply, shared by its HttpStream (any thread), libmicrohttpd's
+// content reader (its thread) and the exchange.
+struct StreamState {
+  explicit StreamState(size_t max_queue_bytes) : max_queue_bytes(max_queue_bytes) {}
+
+  const size_t max_queue_bytes;
+  absl::Mutex mu;
+  // Set when the reply is queued, null once libmicrohttpd is done with it.
+  MHD_Connection* connection ABSL_GUARDED_BY(mu) = nullptr;
+  // The content reader found nothing to send and suspended the connection.
+  bool suspended ABSL_GUARDED_BY(mu) = false;
+  // Written, not yet handed to libmicrohttpd: pending.substr(sent).
+  std::string pending ABSL_GUARDED_BY(mu);
+  size_t sent ABSL_GUARDED_BY(mu) = 0;
+  bool closing ABSL_GUARDED_BY(mu) = false;  // Close: end after `pending`.
+  bool cut_off ABSL_GUARDED_BY(mu) = false;  // Queue overflow: drop the connection.
+  bool done ABSL_GUARDED_BY(mu) = false;     // The connection is finished.
+  std::function<void()> on_closed ABSL_GUARDED_BY(mu);
+
+  // Lets libmicrohttpd call the content reader again if it is waiting.
+  void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (connection != nullptr && suspended) {
+      suspended = false;
+      MHD_resume_connection(connection);
+    }
+  }
+
+  // The connection is finished: refuse writes and call the callback.
+  void Finish() {
+    std::function<void()> callback;
+    {
+      absl::MutexLock lock(&mu);
+      if (done) return;
+      done = true;
+      connection = nullptr;
+      pending.clear();
+      sent = 0;
+      callback = std::move(on_closed);
+    }
+    if (callback) callback();
+  }
+};
+
+// The streams a server has started, so that Shutdown ends them (an open
+// stream would otherwise keep its connection, suspended, past the grace).
+class StreamRegistry {
+ public:
+  // False once the server shuts down (the stream is then not added).
+  bool Add(const std::shared_ptr<StreamState>& stream) {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return false;
+    // Forget streams that ended, so the list stays as long as the open ones.
+    std::erase_if(streams_, [](const std::weak_ptr<StreamState>& s) { return s.expired(); });
+    streams_.push_back(stream);
+    return true;
+  }
+
+  // Closes every stream (each ends after what was written) and refuses
+  // new ones.
+  void CloseAll() {
+    std::vector<std::weak_ptr<StreamState>> streams;
+    {
+      absl::MutexLock lock(&mu_);
+      shut_down_ = true;
+      streams.swap(streams_);
+    }
+    for (const auto& weak : streams) {
+      if (std::shared_ptr<StreamState> stream = weak.lock()) {
+        absl::MutexLock lock(&stream->mu);
+        stream->closing = true;
+        stream->WakeLocked();
+      }
+    }
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::weak_ptr<StreamState>> streams_ ABSL_GUARDED_BY(mu_);
+};
+
+// The HttpStream a handler writes to.
+class Stream final : public HttpStream {
+ public:
+  explicit Stream(std::shared_ptr<StreamState> state) : state_(std::move(state)) {}
+  ~Stream() override { Close(); }
+
+  bool Write(std::string chunk) override {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->closing || state_->cut_off || state_->done) return false;
+    if (chunk.empty()) return true;
+    const size_t queued = state_->pending.size() - state_->sent;
+    if (queued + chunk.size() > state_->max_queue_bytes) {
+      // The client does not keep up: drop it rather than buffer forever.
+      state_->cut_off = true;
+      state_->pending.clear();
+      state_->sent = 0;
+      if (state_->connection != nullptr && !state_->suspended) {
+        // libmicrohttpd waits for the socket to take more bytes, which a
+        // client that does not read never lets happen: shutting the socket
+        // down (libmicrohttpd still owns and closes it) ends that wait.
+        const MHD_ConnectionInfo* info =
+            MHD_get_connection_info(state_->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info != nullptr) shutdown(info->connect_fd, SHUT_RDWR);
+      }
+      state_->WakeLocked();
+      return false;
+    }
+    if (state_->sent > 0 && state_->sent == state_->pending.size()) {
+      state_->pending.clear();
+      state_->sent = 0;
+    }
+    state_->pending.append(chunk);
+    state_->WakeLocked();
+    return true;
+  }
+
+  void Close() override {
+    absl::MutexLock lock(&state_->mu);
+    state_->closing = true;
+    state_->WakeLocked();
+  }
+
+  bool closed() const override {
+    absl::MutexLock lock(&state_->mu);
+    return state_->closing || state_->cut_off || state_->done;
+  }
+
+  void SetOnClosed(std::function<void()> callback) override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      if (!state_->done) {
+        state_->on_closed = std::move(callback);
+        return;
+      }
+    }
+    callback();
+  }
+
+ private:
+  const std::shared_ptr<StreamState> state_;
+};
+
+// libmicrohttpd's content reader of a stream: what was written, or, with
+// nothing to send, a suspended connection until the next write.
+ssize_t ReadStream(void* cls, uint64_t, char* buf, size_t max) {
+  StreamState& state = **static_cast<std::shared_ptr<StreamState>*>(cls);
+  absl::MutexLock lock(&state.mu);
+  if (state.cut_off) return MHD_CONTENT_READER_END_WITH_ERROR;
+  const size_t left = state.pending.size() - state.sent;
+  if (left > 0) {
+    const size_t n = std::min(left, max);
+    std::memcpy(buf, state.pending.data() + state.sent, n);
+    state.sent += n;
+    if (state.sent == state.pending.size()) {
+      state.pending.clear();
+      state.sent = 0;
+    }
+    return static_cast<ssize_t>(n);
+  }
+  if (state.closing || state.connection == nullptr) return MHD_CONTENT_READER_END_OF_STREAM;
+  // Allowed from a content reader; returning 0 with the connection
+  // suspended is how libmicrohttpd waits without polling.
+  state.suspended = true;
+  MHD_suspend_connection(state.connection);
+  return 0;
+}
+
+void FreeStreamBox(void* cls) { delete static_cast<std::shared_ptr<StreamState>*>(cls); }
+
+// A stream's start, from StartStream to the access handler that queues it.
+struct StreamStart {
+  int status = 200;
+  HttpHeaders headers;
+};
 
 // One request on one connection, shared by libmicrohttpd's callbacks and the
 // request's responder (which may answer from another thread).
@@ -46,6 +230,10 @@ struct Exchange {
   MHD_Connection* connection ABSL_GUARDED_BY(mu) = nullptr;
   bool suspended ABSL_GUARDED_BY(mu) = false;
   std::optional<HttpResponse> response ABSL_GUARDED_BY(mu);
+  // A streamed reply: its state (from StartStream on) and, until queued,
+  // its status and headers.
+  std::shared_ptr<StreamState> stream ABSL_GUARDED_BY(mu);
+  std::optional<StreamStart> stream_start ABSL_GUARDED_BY(mu);
 };
 
 HttpResponse TextResponse(int status, absl::string_view text) {
@@ -181,6 +369,8 @@ class HttpServer::Impl {
   const HttpRoute* Route(const HttpRequest& request, bool* path_known) const;
   MHD_Result Queue(MHD_Connection* connection, const HttpRequest& request,
                    const HttpResponse& response);
+  MHD_Result QueueStream(MHD_Connection* connection, const HttpRequest& request,
+                         const StreamStart& start, const std::shared_ptr<StreamState>& stream);
 
   const HttpServerOptions options_;
   const std::vector<HttpRoute> routes_;
@@ -189,6 +379,7 @@ class HttpServer::Impl {
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   bool shut_down_ = false;
+  const std::shared_ptr<StreamRegistry> streams_ = std::make_shared<StreamRegistry>();
 
   // Requests that libmicrohttpd has started and not yet finished (the reply
   // sent or the connection closed): Shutdown waits for them.
@@ -200,7 +391,11 @@ class HttpServer::Impl {
 // suspended connection, whose access handler then queues it.
 class HttpServer::Impl::Responder final : public HttpResponder {
  public:
-  explicit Responder(std::shared_ptr<Exchange> exchange) : exchange_(std::move(exchange)) {}
+  Responder(std::shared_ptr<Exchange> exchange, std::shared_ptr<StreamRegistry> streams,
+            size_t max_stream_queue_bytes)
+      : exchange_(std::move(exchange)),
+        streams_(std::move(streams)),
+        max_stream_queue_bytes_(max_stream_queue_bytes) {}
   ~Responder() override {
     if (!answered_) Respond(TextResponse(500, "the request's handler gave no answer"));
   }
@@ -218,8 +413,46 @@ class HttpServer::Impl::Responder final : public HttpResponder {
     }
   }
 
+  std::unique_ptr<HttpStream> StartStream(int status, HttpHeaders headers) override {
+    auto state = std::make_shared<StreamState>(max_stream_queue_bytes_);
+    auto stream = std::make_unique<Stream>(state);
+    if (answered_) {
+      state->Finish();
+      return stream;
+    }
+    answered_ = true;
+    {
+      absl::MutexLock lock(&exchange_->mu);
+      if (exchange_->connection != nullptr && streams_->Add(state)) {
+        exchange_->stream = state;
+        exchange_->stream_start = StreamStart{.status = status, .headers = std::move(headers)};
+        if (exchange_->suspended) {
+          exchange_->suspended = false;
+          MHD_resume_connection(exchange_->connection);
+        }
+        return stream;
+      }
+      if (exchange_->connection != nullptr) {
+        // The server is shutting down: an empty reply, ended at once.
+        exchange_->stream = state;
+        exchange_->stream_start = StreamStart{.status = status, .headers = std::move(headers)};
+        absl::MutexLock stream_lock(&state->mu);
+        state->closing = true;
+        if (exchange_->suspended) {
+          exchange_->suspended = false;
+          MHD_resume_connection(exchange_->connection);
+        }
+        return stream;
+      }
+    }
+    state->Finish();  // The client is gone.
+    return stream;
+  }
+
  private:
   std::shared_ptr<Exchange> exchange_;
+  const std::shared_ptr<StreamRegistry> streams_;
+  const size_t max_stream_queue_bytes_;
   bool answered_ = false;
 };
 
@@ -283,6 +516,10 @@ void HttpServer::Impl::Shutdown(absl::Duration grace) {
   // Stop accepting; connections already open finish their requests.
   const MHD_socket listener = MHD_quiesce_daemon(daemon_);
   if (listener != MHD_INVALID_SOCKET) close(listener);
+  // Streams never finish by themselves: end them (each after what was
+  // written), which also resumes their suspended connections, as
+  // MHD_stop_daemon requires.
+  streams_->CloseAll();
   {
     absl::MutexLock lock(&live_mu_);
     auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(live_mu_) { return live_requests_ == 0; };
@@ -347,6 +584,11 @@ MHD_Result HttpServer::Impl::OnAccess(void* cls, MHD_Connection* connection, con
     self->Dispatch(connection, exchange);
   }
   absl::MutexLock lock(&exchange->mu);
+  if (exchange->stream_start.has_value()) {
+    const StreamStart start = *std::move(exchange->stream_start);
+    exchange->stream_start.reset();
+    return self->QueueStream(connection, exchange->request, start, exchange->stream);
+  }
   if (!exchange->response.has_value()) {
     // Resumed spuriously or not answered yet: stay suspended.
     if (!exchange->suspended) {
@@ -378,7 +620,7 @@ void HttpServer::Impl::Dispatch(MHD_Connection* connection,
   exchange->request.peer = PeerOf(connection);
   bool path_known = false;
   const HttpRoute* route = Route(exchange->request, &path_known);
-  auto responder = std::make_unique<Responder>(exchange);
+  auto responder = std::make_unique<Responder>(exchange, streams_, options_.max_stream_queue_bytes);
   if (route == nullptr) {
     responder->Respond(
         path_known ? TextResponse(405, absl::StrCat("method ", exchange->request.method,
@@ -417,15 +659,41 @@ MHD_Result HttpServer::Impl::Queue(MHD_Connection* connection, const HttpRequest
   return queued;
 }
 
+MHD_Result HttpServer::Impl::QueueStream(MHD_Connection* connection, const HttpRequest& request,
+                                         const StreamStart& start,
+                                         const std::shared_ptr<StreamState>& stream) {
+  auto* box = new std::shared_ptr<StreamState>(stream);
+  MHD_Response* reply = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &ReadStream,
+                                                          box, &FreeStreamBox);
+  if (reply == nullptr) {
+    delete box;
+    return MHD_NO;
+  }
+  for (const auto& [name, value] : start.headers) {
+    MHD_add_response_header(reply, name.c_str(), value.c_str());
+  }
+  MHD_add_response_header(reply, "x-amzn-RequestId", request.request_id.c_str());
+  {
+    absl::MutexLock lock(&stream->mu);
+    stream->connection = connection;
+  }
+  const MHD_Result queued = MHD_queue_response(connection, start.status, reply);
+  MHD_destroy_response(reply);  // Frees `box` once the connection is done with it.
+  return queued;
+}
+
 void HttpServer::Impl::OnCompleted(void* cls, MHD_Connection* connection, void** con_cls,
                                    MHD_RequestTerminationCode code) {
   auto* self = static_cast<Impl*>(cls);
   auto* box = static_cast<std::shared_ptr<Exchange>*>(*con_cls);
   if (box == nullptr) return;
+  std::shared_ptr<StreamState> stream;
   {
     absl::MutexLock lock(&(*box)->mu);
     (*box)->connection = nullptr;
+    stream = (*box)->stream;
   }
+  if (stream != nullptr) stream->Finish();
   delete box;
   *con_cls = nullptr;
   absl::MutexLock lock(&self->live_mu_);

@@ -11,10 +11,14 @@
 //     core's completion threads), exactly once; it only queues the reply and
 //     wakes libmicrohttpd, so it never blocks either.
 //   - Every reply carries `x-amzn-RequestId` (the request's random UUID).
+//   - A handler may instead start a stream (HttpResponder::StartStream, for
+//     server-sent events): the reply's headers go out at once and its body
+//     (chunked) is whatever the HttpStream is given, written from any thread
+//     without blocking. Between writes the connection is suspended: no
+//     thread is held per stream.
 //
 // Adding a dashboard or metrics: register more routes (exact paths or path
-// prefixes, per method). Streaming replies (server-sent events) would add a
-// second way to answer to HttpResponder; routes are unaffected.
+// prefixes, per method).
 
 #ifndef DEBUGPLANE_SERVICE_HTTP_HTTP_SERVER_H_
 #define DEBUGPLANE_SERVICE_HTTP_HTTP_SERVER_H_
@@ -53,8 +57,41 @@ struct HttpResponse {
   std::string body;
 };
 
-// Answers one request. Destroying it without Respond answers 500, so a
-// request is never left hanging.
+// The body of a streamed reply (see HttpResponder::StartStream), sent as it
+// is written. Thread-safe: every method may be called from any thread and
+// none blocks (a write only queues its bytes and wakes libmicrohttpd).
+// Destroying it closes the stream (as Close).
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+
+  // Queues `chunk` to be sent after what was written before. Returns false,
+  // and sends nothing, once the stream is closed: by Close, because the
+  // client went away, because the server shut down, or because the bytes
+  // queued and not yet sent would exceed the server's
+  // max_stream_queue_bytes (a client that does not read is cut off: the
+  // stream is closed and its connection dropped, rather than buffered
+  // without bound).
+  virtual bool Write(std::string chunk) = 0;
+
+  // Ends the reply once what was written is sent (the last chunk of the
+  // chunked body). Later writes return false. Idempotent.
+  virtual void Close() = 0;
+
+  // True once writes are refused (see Write). libmicrohttpd learns that a
+  // client went away only when it sends to it: a stream that nothing is
+  // written to does not notice a disconnected client.
+  virtual bool closed() const = 0;
+
+  // Calls `callback` once, when the stream's connection is done (the end
+  // sent, the client gone, the server stopped), on a libmicrohttpd thread,
+  // or at once on this thread if it is already done. It must not block and
+  // must not destroy the stream. Replaces an earlier callback.
+  virtual void SetOnClosed(std::function<void()> callback) = 0;
+};
+
+// Answers one request. Destroying it without Respond or StartStream answers
+// 500, so a request is never left hanging.
 class HttpResponder {
  public:
   virtual ~HttpResponder() = default;
@@ -62,6 +99,14 @@ class HttpResponder {
   // is ignored, as is a call after the client went away or the server
   // stopped.
   virtual void Respond(HttpResponse response) = 0;
+
+  // Answers with `status` and `headers` (x-amzn-RequestId is added) and a
+  // body of unknown length written through the returned stream (chunked
+  // transfer encoding). Instead of Respond, at most once; callable from any
+  // thread, never blocks. A stream started after the client went away or
+  // the server stopped is closed from the start. The default (responders
+  // that cannot stream) answers 500 and returns null.
+  virtual std::unique_ptr<HttpStream> StartStream(int status, HttpHeaders headers);
 };
 
 // Serves one request. Runs on a libmicrohttpd thread; must not block (see
@@ -91,6 +136,9 @@ struct HttpServerOptions {
   absl::Duration connection_timeout = absl::Seconds(60);
   // Simultaneous connections; more are refused at accept.
   int max_connections = 1024;
+  // Bytes a stream may hold written but not yet sent; a write beyond this
+  // closes the stream (see HttpStream::Write).
+  size_t max_stream_queue_bytes = 1024 * 1024;
 };
 
 // A running server. Thread-safe.
@@ -115,7 +163,8 @@ class HttpServer {
   int port() const;
   bool tls() const;
 
-  // Stops accepting connections, waits up to `grace` for the requests being
+  // Stops accepting connections, closes every open stream (each ends after
+  // what was written to it), waits up to `grace` for the requests being
   // handled to be answered and sent, then closes every connection. Blocks
   // until libmicrohttpd's threads are gone. Idempotent.
   void Shutdown(absl::Duration grace);

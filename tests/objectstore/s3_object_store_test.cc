@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -146,6 +147,28 @@ TEST_F(S3ObjectStoreTest, ListsOneLevelWithCommonPrefixesAndPagesWithStartAfter)
   ASSERT_TRUE(keys.ok()) << keys.status();
   EXPECT_THAT(Keys(*keys), ElementsAre("list/job/index/000/1.json", "list/job/index/000/2.json",
                                        "list/job/index/001/1.json"));
+}
+
+// A page of 1000 keys is about 300 KB of XML: far more than an error body
+// is kept of (64 KB), which once cut listings of more than ~220 keys short
+// ("not well-formed XML").
+TEST_F(S3ObjectStoreTest, ListsPagesLargerThanAnErrorBodyWhole) {
+  constexpr int kObjects = 1200;
+  std::vector<std::string> expected;
+  for (int i = 0; i < kObjects; ++i) {
+    expected.push_back(absl::StrFormat(
+        "large-listing/job/events/000000000%03d/000000000%03d_worker_0.tfevents", i / 100, i));
+    Put(expected.back(), "x");
+  }
+  ListOptions options;
+  options.prefix = "large-listing/job/";
+  absl::StatusOr<ListResult> page = store_->List(options);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->objects.size(), 1000u);
+  EXPECT_TRUE(page->truncated);
+  absl::StatusOr<ListResult> all = store_->ListAll(options);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(Keys(*all), expected);
 }
 
 TEST_F(S3ObjectStoreTest, ListingAPrefixWithoutKeysIsEmpty) {

@@ -81,9 +81,9 @@ class PostgresStorageTest : public ::testing::Test {
 TEST_F(PostgresStorageTest, OpenCreatesTheSchemaAtTheCurrentVersion) {
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 2);
+  EXPECT_EQ(storage->schema_version(), 3);
   EXPECT_EQ(storage->schema_version(), kPostgresSchemaVersion);
-  EXPECT_EQ(Query("SELECT version FROM schema_version"), "2");
+  EXPECT_EQ(Query("SELECT version FROM schema_version"), "3");
   EXPECT_EQ(Query("SELECT count(*) FROM schema_version"), "1");
   // Bytewise names whatever the database's collation, as in SQLite.
   EXPECT_EQ(Query("SELECT collation_name FROM information_schema.columns WHERE "
@@ -343,6 +343,76 @@ TEST_F(PostgresStorageTest, AReadAfterARestartReconnects) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].name, "a");
+}
+
+// Wakes counted, and waited for.
+class WakeCounter {
+ public:
+  void Wake() {
+    absl::MutexLock lock(&mu_);
+    ++wakes_;
+  }
+  // Waits until more than `seen` wakes came; false after 10 s.
+  bool WaitForMoreThan(int seen) {
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (wakes() <= seen) {
+      if (absl::Now() > until) return false;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return true;
+  }
+  int wakes() {
+    absl::MutexLock lock(&mu_);
+    return wakes_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int wakes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// LISTEN/NOTIFY: a commit by another server (another storage) wakes the
+// subscriber; after a restart of the database the listener reconnects and
+// wakes it again, as notifications sent meanwhile are lost.
+TEST_F(PostgresStorageTest, ASubscriberIsWokenByCommitsAndAgainAfterItsListenerReconnects) {
+  auto follower = OpenOrDie();
+  auto writer = OpenOrDie();
+  ASSERT_NE(follower, nullptr);
+  ASSERT_NE(writer, nullptr);
+  WakeCounter counter;
+  auto subscription = follower->SubscribeToChanges([&counter] { counter.Wake(); });
+  ASSERT_NE(subscription, nullptr);
+  // The first (re)connection wakes it once.
+  ASSERT_TRUE(counter.WaitForMoreThan(0));
+  const int connected = counter.wakes();
+  WriteBatch batch;
+  batch.Put(MakeRow("a", 1));
+  ASSERT_TRUE(writer->Write(batch).ok());
+  EXPECT_TRUE(counter.WaitForMoreThan(connected)) << "no NOTIFY reached the listener";
+
+  // A rolled-back batch (a version conflict) notifies nobody.
+  const int before_conflict = counter.wakes();
+  WriteBatch conflict;
+  conflict.Put(MakeRow("a", 2), 7);
+  ASSERT_EQ(writer->Write(conflict).code(), absl::StatusCode::kAborted);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(counter.wakes(), before_conflict);
+
+  ASSERT_TRUE(server_->Stop(PostgresTestServer::StopMode::kImmediate).ok());
+  WriteBatch during;
+  during.Put(MakeRow("b", 1));
+  EXPECT_EQ(writer->Write(during).code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(server_->StartAgain().ok());
+  const int before_restart = counter.wakes();
+  // The reconnection wakes it (a catch-up read), without any commit.
+  EXPECT_TRUE(counter.WaitForMoreThan(before_restart)) << "no wake after the reconnection";
+  auto changes = follower->ReadChangesAfter(0, 100);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_EQ(changes->size(), 1u);
+  // And commits reach it again.
+  const int after_restart = counter.wakes();
+  ASSERT_TRUE(writer->Write(during).ok());
+  EXPECT_TRUE(counter.WaitForMoreThan(after_restart));
 }
 
 }  // namespace

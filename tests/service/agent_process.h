@@ -83,6 +83,10 @@ class AgentProcess {
     return waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
   }
   std::string log() const { return ReadFile(log_); }
+  // Sends `signal_number` to the agent (only: not to what it started).
+  void Signal(int signal_number) {
+    if (pid_ > 0) kill(pid_, signal_number);
+  }
   // kill -9 the agent (not what it started: the command is in its own
   // process group).
   void Kill() {

@@ -8,7 +8,7 @@
 //   fake_training [--steps N] [--step-ms MS] [--exit-code C] [--nan-at STEP]
 //                 [--log FILE] [--ignore-term]
 //                 [--rank R --num-workers N] [--wait-for-end-before STEP]
-//                 [--exit-delay-ms MS]
+//                 [--exit-delay-ms MS] [--pid-file FILE]
 //
 // Several workers of one job (torch.distributed, include_workers "all"):
 // start one process per rank with --rank and --num-workers; each writes as
@@ -17,6 +17,7 @@
 // until another worker has ended (training_job_end.ts is there), then one
 // more --step-ms: its later steps land after another worker's end.
 // --exit-delay-ms holds the process after its last step, before it ends.
+// --pid-file writes the process id to FILE (atomically) when it starts.
 // With --log, the time the --nan-at step's index file was written is logged
 // ("nan step N written at unix us T").
 
@@ -69,6 +70,10 @@ int main(int argc, char** argv) {
       (void)absl::SimpleAtoi(argv[++i], it->second);
     } else if (flag == "--log" && i + 1 < argc) {
       log_path = argv[++i];
+    } else if (flag == "--pid-file" && i + 1 < argc) {
+      const std::string pid_file = argv[++i];
+      std::ofstream(pid_file + ".tmp") << getpid() << std::endl;
+      std::filesystem::rename(pid_file + ".tmp", pid_file);
     } else if (flag == "--ignore-term") {
       signal(SIGTERM, SIG_IGN);
     }

@@ -1,0 +1,26 @@
+#include "metrics/action_metrics.h"
+
+#include <string>
+
+namespace debugplane::metrics {
+
+ActionMetrics::ActionMetrics(prometheus::Registry& registry)
+    : pending_(prometheus::BuildGauge()
+                   .Name("debugplane_outbox_pending_actions")
+                   .Help("Rule actions Pending in the outbox (queued, being carried out, or their "
+                         "outcome being recorded)")
+                   .Register(registry)
+                   .Add({})),
+      outcomes_(prometheus::BuildCounter()
+                    .Name("debugplane_rule_actions_total")
+                    .Help("Attempts at rule actions by type (StopTraining, Email, SMS) and outcome "
+                          "(Succeeded, Failed, Skipped; Retried: another attempt follows)")
+                    .Register(registry)) {}
+
+void ActionMetrics::SetPending(int64_t count) { pending_.Set(static_cast<double>(count)); }
+
+void ActionMetrics::CountOutcome(absl::string_view type, absl::string_view outcome) {
+  outcomes_.Add({{"type", std::string(type)}, {"outcome", std::string(outcome)}}).Increment();
+}
+
+}  // namespace debugplane::metrics

@@ -1,0 +1,25 @@
+#include "metrics/request_metrics.h"
+
+#include <string>
+
+namespace debugplane::metrics {
+
+RequestMetrics::RequestMetrics(prometheus::Registry& registry)
+    : grpc_(prometheus::BuildCounter()
+                .Name("debugplane_grpc_requests_total")
+                .Help("gRPC calls served, by method and status code")
+                .Register(registry)),
+      http_(prometheus::BuildCounter()
+                .Name("debugplane_http_requests_total")
+                .Help("HTTP requests served, by route and status code")
+                .Register(registry)) {}
+
+void RequestMetrics::CountGrpc(absl::string_view method, absl::string_view code) {
+  grpc_.Add({{"method", std::string(method)}, {"code", std::string(code)}}).Increment();
+}
+
+void RequestMetrics::CountHttp(absl::string_view route, int code) {
+  http_.Add({{"route", std::string(route)}, {"code", std::to_string(code)}}).Increment();
+}
+
+}  // namespace debugplane::metrics

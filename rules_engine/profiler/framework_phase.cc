@@ -1,0 +1,42 @@
+#include "rules_engine/profiler/framework_phase.h"
+
+#include "absl/strings/match.h"
+
+namespace debugplane::rules_engine {
+
+bool IsDataLoading(absl::string_view s) {
+  for (const char* marker : {"DataIterator", "DataLoader", "dataset::", "GetNext"}) {
+    if (absl::StrContains(s, marker)) return true;
+  }
+  return false;
+}
+
+FrameworkPhase PhaseOfCategory(absl::string_view c) {
+  if (IsDataLoading(c)) return FrameworkPhase::kData;
+  if (absl::StrContains(c, "SubModuleInternal")) return FrameworkPhase::kNone;
+  if (absl::StartsWith(c, "Forward")) return FrameworkPhase::kForward;
+  if (absl::StartsWith(c, "Backward")) return FrameworkPhase::kBackward;
+  return FrameworkPhase::kNone;
+}
+
+FrameworkPhase PhaseOfEvent(const FrameworkEvent& e) {
+  FrameworkPhase phase = PhaseOfCategory(e.category.empty() ? e.name : e.category);
+  if (phase == FrameworkPhase::kNone && IsDataLoading(e.name)) phase = FrameworkPhase::kData;
+  return phase;
+}
+
+absl::string_view FrameworkPhaseName(FrameworkPhase phase) {
+  switch (phase) {
+    case FrameworkPhase::kForward:
+      return "forward";
+    case FrameworkPhase::kBackward:
+      return "backward";
+    case FrameworkPhase::kData:
+      return "dataloader";
+    case FrameworkPhase::kNone:
+      break;
+  }
+  return "other";
+}
+
+}  // namespace debugplane::rules_engine

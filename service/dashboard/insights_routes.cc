@@ -1,0 +1,393 @@
+#include "service/dashboard/insights_routes.h"
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "rules_engine/insights/rule_insights.h"
+#include "service/dashboard/insights_query.h"
+#include "service/dashboard/json_numbers.h"
+
+namespace debugplane::service::dashboard {
+
+namespace {
+
+using nlohmann::json;
+using rules_engine::insights::JobView;
+namespace insights = rules_engine::insights;
+
+// Values to a thousandth: enough for a chart, and short in JSON.
+double Round3(double v) { return std::round(v * 1000) / 1000; }
+
+json OptionalNumber(const std::optional<double>& v) {
+  return v.has_value() ? json(Round3(*v)) : json(nullptr);
+}
+
+std::string Dump(const json& j) {
+  // Training data may hold invalid UTF-8 (names): replaced, never thrown on.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json Problems(const JobView& view) {
+  json problems = json::array();
+  if (!view.problem.empty()) problems.push_back(view.problem);
+  for (const std::string& e : view.read_errors) problems.push_back(e);
+  return problems;
+}
+
+json BucketTimes(const insights::LevelChoice& buckets) {
+  json t = json::array();
+  const int64_t n = buckets.output_buckets();
+  for (int64_t i = 0; i < n; ++i) t.push_back(buckets.output_start(i));
+  return t;
+}
+
+json SummaryJson(const JobView& view) {
+  const insights::TrainingSummary s = view.data->Summary(view.training_ended);
+  json summary = {{"start", OptionalNumber(s.start)},
+                  {"end", OptionalNumber(s.end)},
+                  {"durationSeconds", nullptr},
+                  {"phases", json::array()}};
+  if (!s.start.has_value()) return summary;
+  const double duration = s.latest - *s.start;
+  summary["durationSeconds"] = Round3(duration);
+  for (const insights::TrainingPhase& p : s.phases) {
+    const double seconds = p.end - p.start;
+    summary["phases"].push_back({{"name", p.name},
+                                 {"start", Round3(p.start)},
+                                 {"end", Round3(p.end)},
+                                 {"seconds", Round3(seconds)},
+                                 {"share", duration > 0 ? Round3(seconds / duration) : 0.0}});
+  }
+  return summary;
+}
+
+json UtilizationJson(const JobView& view) {
+  json out = json::array();
+  for (const insights::Utilization& u : view.data->UtilizationSummary()) {
+    const bool percent = insights::IsPercent(u.metric);
+    json entry = {{"node", u.node},
+                  {"metric", percent ? std::string(insights::MetricName(u.metric)) : "network"},
+                  {"unit", percent ? "percent" : "bytes_per_second"},
+                  {"min", Round3(u.min)},
+                  {"max", Round3(u.max)},
+                  {"p99", OptionalNumber(u.p99)},
+                  {"p90", OptionalNumber(u.p90)},
+                  {"p50", OptionalNumber(u.p50)}};
+    if (!percent) entry["direction"] = u.metric == insights::Metric::kNetworkRx ? "rx" : "tx";
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json OperationsJson(const JobView& view) {
+  json out = json::array();
+  for (const insights::Operation& op : view.data->TopOperations()) {
+    out.push_back({{"name", op.name},
+                   {"phase", std::string(insights::PhaseName(op.phase))},
+                   {"totalSeconds", Round3(op.total_seconds)},
+                   {"count", op.count},
+                   {"share", Round3(op.share)}});
+  }
+  return out;
+}
+
+json InsightsJson(const JobView& view) {
+  json out = json::array();
+  for (const insights::RuleInsight& r : insights::RuleInsightsOf(*view.record)) {
+    json found = nullptr;
+    if (r.found.has_value()) {
+      found = {{"step", r.found->step ? json(*r.found->step) : json(nullptr)},
+               {"tensor", r.found->tensor.empty() ? json(nullptr) : json(r.found->tensor)},
+               {"value", r.found->value ? json(*r.found->value) : json(nullptr)},
+               {"message", r.found->message}};
+    }
+    out.push_back({{"rule", r.rule},
+                   {"kind", r.kind},
+                   {"status", r.status},
+                   {"checks", r.checks},
+                   {"parameters", r.parameters},
+                   {"found", std::move(found)},
+                   {"suggestion", r.suggestion}});
+  }
+  return out;
+}
+
+// Runs `reply(view)` on the store's pool and answers with its JSON (200),
+// or the store's error.
+template <typename Reply>
+void AnswerWithView(insights::InsightsStore* store, const std::string& job_name,
+                    std::shared_ptr<http::HttpResponder> responder, Reply reply) {
+  store->WithJob(job_name,
+                 [responder, reply = std::move(reply)](absl::StatusOr<JobView> view) mutable {
+                   if (!view.ok()) {
+                     responder->Respond(JsonErrorResponse(view.status()));
+                     return;
+                   }
+                   responder->Respond(JsonResponse(200, reply(*view)));
+                 });
+}
+
+JobResource Resource(std::string name, auth::Action action,
+                     decltype(JobResource::handler) handler) {
+  return JobResource{"GET", std::move(name), action, std::move(handler)};
+}
+
+std::string ModeName(v1::TensorMode::Value mode) {
+  return mode == v1::TensorMode::TENSOR_MODE_UNSPECIFIED ? "ALL" : v1::TensorMode::Value_Name(mode);
+}
+
+}  // namespace
+
+std::string OverviewJson(const JobView& view) {
+  json out = {{"summary", SummaryJson(view)},
+              {"utilization", UtilizationJson(view)},
+              {"operations", OperationsJson(view)},
+              {"insights", InsightsJson(view)},
+              {"problems", Problems(view)}};
+  return Dump(out);
+}
+
+std::string SystemJson(const JobView& view, const insights::SystemQuery& query) {
+  // Written directly (not through a json tree): the Nodes view asks for
+  // every series at up to 4000 buckets.
+  const insights::SystemSeries s = view.data->QuerySystem(query);
+  const int64_t n = s.buckets.output_buckets();
+  std::string t = "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) t += ',';
+    AppendJsonNumber(t, s.buckets.output_start(i));
+  }
+  t += ']';
+  std::string out;
+  out.reserve(s.series.size() * (t.size() + static_cast<size_t>(n) * 24) + 256);
+  out += "{\"start\":";
+  AppendJsonNumber(out, s.start);
+  out += ",\"end\":";
+  AppendJsonNumber(out, s.end);
+  out += ",\"bucketSeconds\":";
+  AppendJsonNumber(out, s.buckets.bucket_seconds());
+  out += ",\"nodes\":";
+  out += Dump(s.nodes);
+  out += ",\"series\":[";
+  // One of min, max, mean per bucket; null for a bucket without samples.
+  auto values = [&out](const std::vector<insights::SampleCell>& cells, auto value) {
+    out += '[';
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) out += ',';
+      if (cells[i].count == 0) {
+        out += "null";
+      } else {
+        AppendJsonNumber(out, Round3(value(cells[i])));
+      }
+    }
+    out += ']';
+  };
+  for (size_t i = 0; i < s.series.size(); ++i) {
+    const insights::ReducedSeries& r = s.series[i];
+    if (i > 0) out += ',';
+    out += "{\"node\":";
+    AppendJsonString(out, r.key.node);
+    out += ",\"metric\":\"";
+    absl::StrAppend(&out, insights::MetricName(r.key.metric));
+    out += "\",\"device\":";
+    AppendJsonString(out, r.key.device);
+    out += ",\"t\":";
+    out += t;
+    out += ",\"min\":";
+    values(r.cells, [](const insights::SampleCell& c) { return static_cast<double>(c.min); });
+    out += ",\"max\":";
+    values(r.cells, [](const insights::SampleCell& c) { return static_cast<double>(c.max); });
+    out += ",\"mean\":";
+    values(r.cells, [](const insights::SampleCell& c) {
+      return static_cast<double>(c.sum) / static_cast<double>(c.count);
+    });
+    out += '}';
+  }
+  out += "],\"problems\":";
+  out += Dump(Problems(view));
+  out += '}';
+  return out;
+}
+
+std::string FrameworkJson(const JobView& view, const insights::TimeRange& range, int width) {
+  const insights::FrameworkSeries f = view.data->QueryFramework(range, width);
+  const double bucket = f.buckets.bucket_seconds();
+  const json t = BucketTimes(f.buckets);
+  json phases = json::array();
+  for (int i = 0; i < insights::kPhaseCount; ++i) {
+    json busy = json::array();
+    // Overlapping events of one phase (threads) could pass the bucket.
+    for (double b : f.busy[i]) busy.push_back(Round3(std::min(1.0, b / bucket)));
+    phases.push_back({{"phase", std::string(insights::PhaseName(static_cast<insights::Phase>(i)))},
+                      {"t", t},
+                      {"busy", std::move(busy)}});
+  }
+  json steps = json::array();
+  for (const insights::StepRecord& s : f.steps) {
+    steps.push_back({{"step", s.step >= 0 ? json(s.step) : json(nullptr)},
+                     {"start", s.start},
+                     {"end", s.end},
+                     {"seconds", Round3(s.end - s.start)},
+                     {"node", s.node},
+                     {"mode", s.mode}});
+  }
+  json out = {{"start", f.start},
+              {"end", f.end},
+              {"bucketSeconds", bucket},
+              {"phases", std::move(phases)},
+              {"steps", std::move(steps)}};
+  return Dump(out);
+}
+
+std::string TensorsJson(const v1::ListTensorsResponse& response) {
+  json collections = json::array();
+  for (const v1::CollectionSummary& c : response.collections()) {
+    collections.push_back(
+        {{"name", c.collection_name()},
+         {"tensors", std::vector<std::string>(c.tensor_names().begin(), c.tensor_names().end())}});
+  }
+  json tensors = json::array();
+  for (const v1::TensorSummary& t : response.tensors()) {
+    json steps = json::object();
+    for (const v1::TensorModeSteps& m : t.modes()) {
+      steps[ModeName(m.mode())] = {m.first_step(), m.last_step(), m.step_count()};
+    }
+    tensors.push_back(
+        {{"name", t.tensor_name()},
+         {"collections", std::vector<std::string>(t.collections().begin(), t.collections().end())},
+         {"shape", std::vector<int64_t>(t.shape().begin(), t.shape().end())},
+         {"steps", std::move(steps)}});
+  }
+  return Dump({{"collections", std::move(collections)}, {"tensors", std::move(tensors)}});
+}
+
+std::string TensorJson(const std::string& name,
+                       const std::vector<v1::TensorValuesResponse>& messages) {
+  // One series per mode, in the order modes first appear.
+  std::vector<v1::TensorMode::Value> order;
+  std::map<v1::TensorMode::Value, json> series;
+  auto optional = [](bool has, double v) { return has ? json(v) : json(nullptr); };
+  for (const v1::TensorValuesResponse& m : messages) {
+    for (const v1::TensorPoint& p : m.points()) {
+      auto [it, inserted] = series.try_emplace(p.mode());
+      json& s = it->second;
+      if (inserted) {
+        order.push_back(p.mode());
+        s = {{"mode", ModeName(p.mode())}, {"steps", json::array()}, {"scalar", p.has_value()}};
+        if (p.has_value()) {
+          s["value"] = json::array();
+        } else {
+          for (const char* k : {"mean", "norm", "min", "max"}) s[k] = json::array();
+        }
+      }
+      s["steps"].push_back(p.has_step() ? json(p.step()) : json(nullptr));
+      if (s["scalar"].get<bool>()) {
+        s["value"].push_back(optional(p.has_value(), p.value()));
+      } else {
+        s["mean"].push_back(optional(p.has_mean(), p.mean()));
+        s["norm"].push_back(optional(p.has_norm(), p.norm()));
+        s["min"].push_back(optional(p.has_min(), p.min()));
+        s["max"].push_back(optional(p.has_max(), p.max()));
+      }
+    }
+  }
+  json out = {{"name", name}, {"series", json::array()}};
+  for (v1::TensorMode::Value mode : order) out["series"].push_back(std::move(series[mode]));
+  return Dump(out);
+}
+
+std::vector<JobResource> InsightsResources(InsightsRouteDeps deps) {
+  std::vector<JobResource> out;
+  insights::InsightsStore* store = deps.store;
+  rules_engine::TensorQueryHandler* tensors = deps.tensors;
+
+  out.push_back(Resource(
+      "overview", auth::Action::kDescribeTrainingJob,
+      [store](http::HttpRequest, std::string job, auth::Principal,
+              std::unique_ptr<http::HttpResponder> responder) {
+        AnswerWithView(store, job, std::shared_ptr<http::HttpResponder>(std::move(responder)),
+                       [](const JobView& view) { return OverviewJson(view); });
+      }));
+
+  out.push_back(Resource(
+      "system", auth::Action::kDescribeTrainingJob,
+      [store](http::HttpRequest request, std::string job, auth::Principal,
+              std::unique_ptr<http::HttpResponder> responder) {
+        insights::SystemQuery query;
+        if (ParamError e = ParseSystemQuery(request.query, &query); !e.ok()) {
+          responder->Respond(JsonErrorResponse(e.status, e.field));
+          return;
+        }
+        AnswerWithView(store, job, std::shared_ptr<http::HttpResponder>(std::move(responder)),
+                       [query](const JobView& view) { return SystemJson(view, query); });
+      }));
+
+  out.push_back(Resource(
+      "framework", auth::Action::kDescribeTrainingJob,
+      [store](http::HttpRequest request, std::string job, auth::Principal,
+              std::unique_ptr<http::HttpResponder> responder) {
+        insights::TimeRange range;
+        int width = kDefaultWidth;
+        if (ParamError e = ParseFrameworkQuery(request.query, &range, &width); !e.ok()) {
+          responder->Respond(JsonErrorResponse(e.status, e.field));
+          return;
+        }
+        AnswerWithView(
+            store, job, std::shared_ptr<http::HttpResponder>(std::move(responder)),
+            [range, width](const JobView& view) { return FrameworkJson(view, range, width); });
+      }));
+
+  out.push_back(
+      Resource("tensors", auth::Action::kQueryTensors,
+               [tensors](http::HttpRequest request, std::string job, auth::Principal,
+                         std::unique_ptr<http::HttpResponder> responder) {
+                 std::map<std::string, std::string> params;
+                 if (ParamError e = ParseQueryString(request.query, {}, &params); !e.ok()) {
+                   responder->Respond(JsonErrorResponse(e.status, e.field));
+                   return;
+                 }
+                 auto list = std::make_shared<v1::ListTensorsRequest>();
+                 list->set_training_job_name(job);
+                 auto response = std::make_shared<v1::ListTensorsResponse>();
+                 std::shared_ptr<http::HttpResponder> shared(std::move(responder));
+                 tensors->ListTensors(*list, response.get(),
+                                      [shared, response, list](const absl::Status& status) {
+                                        if (!status.ok()) {
+                                          shared->Respond(JsonErrorResponse(status));
+                                          return;
+                                        }
+                                        shared->Respond(JsonResponse(200, TensorsJson(*response)));
+                                      });
+               }));
+
+  out.push_back(Resource(
+      "tensor", auth::Action::kQueryTensors,
+      [tensors](http::HttpRequest request, std::string job, auth::Principal,
+                std::unique_ptr<http::HttpResponder> responder) {
+        v1::GetTensorValuesRequest values;
+        if (ParamError e = ParseTensorQuery(request.query, job, &values); !e.ok()) {
+          responder->Respond(JsonErrorResponse(e.status, e.field));
+          return;
+        }
+        std::shared_ptr<http::HttpResponder> shared(std::move(responder));
+        const std::string name = values.tensor_name();
+        tensors->GetTensorValues(
+            values, std::make_shared<const std::atomic<bool>>(false),
+            [shared, name](absl::StatusOr<std::vector<v1::TensorValuesResponse>> messages) {
+              if (!messages.ok()) {
+                shared->Respond(JsonErrorResponse(messages.status()));
+                return;
+              }
+              shared->Respond(JsonResponse(200, TensorJson(name, *messages)));
+            });
+      }));
+  return out;
+}
+
+}  // namespace debugplane::service::dashboard

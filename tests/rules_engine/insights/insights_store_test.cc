@@ -1,0 +1,144 @@
+// InsightsStore over a real job manager: which jobs it follows in the
+// background (InProgress with profiling, polled by the options' clock), when
+// it stops, and its LRU bound.
+
+#include "rules_engine/insights/insights_store.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/core/scoped_temp_dir.h"
+#include "tests/core/test_util.h"
+
+namespace debugplane::rules_engine::insights {
+namespace {
+
+namespace fs = std::filesystem;
+using ::debugplane::testing::ScopedTempDir;
+
+// Waits (real time, bounded) until `done()`.
+template <typename Done>
+bool WaitFor(Done done, absl::Duration limit = absl::Seconds(60)) {
+  const absl::Time until = absl::Now() + limit;
+  while (!done()) {
+    if (absl::Now() > until) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+class InsightsStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto manager = debugplane::testing::OpenTestManager(dir_.path());
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = *std::move(manager);
+  }
+  void TearDown() override {
+    if (store_) store_->Shutdown();
+    manager_->Shutdown();
+  }
+
+  // A job profiling to <dir>/<name>, with the healthy fixture's metrics.
+  void CreateJob(const std::string& name, bool profiling = true) {
+    fs::copy(fs::path(DP_TEST_DATA_DIR) / "profiler/system/healthy", dir_.path() / name,
+             fs::copy_options::recursive);
+    v1::CreateTrainingJobRequest request;
+    request.set_training_job_name(name);
+    request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
+    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    if (profiling) {
+      request.mutable_profiler_config()->set_s3_output_path((dir_.path() / name).string());
+    } else {
+      request.mutable_profiler_config()->set_disable_profiler(true);
+    }
+    auto created = debugplane::testing::CallSync<v1::CreateTrainingJobResponse>(
+        *manager_, &core::TrainingJobHandler::CreateTrainingJob, request);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+
+  void StartStore(size_t max_jobs = 32) {
+    InsightsStoreOptions options;
+    options.data_roots = {dir_.path()};
+    options.clock = clock_;
+    options.max_jobs = max_jobs;
+    store_ = std::make_unique<InsightsStore>(manager_.get(), options);
+  }
+
+  int64_t Points(const std::string& job) {
+    absl::Notification done;
+    int64_t points = -1;
+    store_->WithJob(job, [&](absl::StatusOr<JobView> view) {
+      if (view.ok()) points = view->data->metric_points();
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return points;
+  }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<InsightsStore> store_;
+};
+
+TEST_F(InsightsStoreTest, LiveProfiledJobIsReadInTheBackgroundAndPolled) {
+  CreateJob("live");
+  CreateJob("quiet", /*profiling=*/false);
+  StartStore();
+  EXPECT_TRUE(store_->IsLive("live"));
+  EXPECT_FALSE(store_->IsLive("quiet"));
+  // Read without any request.
+  ASSERT_TRUE(WaitFor([&] { return store_->memory_bytes() > 0; }));
+  const size_t before = store_->memory_bytes();
+  EXPECT_EQ(store_->job_count(), 1u);
+
+  // New data of another node: the next poll (500 ms of the clock) reads it.
+  std::ofstream(dir_.path() / "live/system/incremental/2026112122/1795309999.algo-2.json")
+      << "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": 5, \"NodeId\": \"algo-2\", \"Timestamp\": 1795309999.0}\n";
+  ASSERT_TRUE(WaitFor([&] {
+    clock_->Advance(absl::Milliseconds(500));
+    return store_->memory_bytes() > before;
+  }));
+
+  // A job that is not live is read on its first request.
+  EXPECT_EQ(Points("quiet"), 0);  // Profiling disabled: nothing to read.
+  EXPECT_EQ(store_->job_count(), 2u);
+  EXPECT_EQ(Points("live"), 1800 * 8 + 1);
+}
+
+TEST_F(InsightsStoreTest, PollingStopsAfterTheJobEnds) {
+  CreateJob("ends");
+  StartStore();
+  ASSERT_TRUE(WaitFor([&] { return store_->memory_bytes() > 0; }));
+  v1::StopTrainingJobRequest stop;
+  stop.set_training_job_name("ends");
+  ASSERT_TRUE((debugplane::testing::CallSync<v1::StopTrainingJobResponse>(
+                   *manager_, &core::TrainingJobHandler::StopTrainingJob, stop))
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] {
+    clock_->Advance(absl::Milliseconds(500));
+    return !store_->IsLive("ends");
+  }));
+}
+
+TEST_F(InsightsStoreTest, LeastRecentlyUsedJobsAreDroppedPastMaxJobs) {
+  CreateJob("a", false);
+  CreateJob("b", false);
+  CreateJob("c", false);
+  StartStore(/*max_jobs=*/2);
+  EXPECT_EQ(Points("a"), 0);
+  EXPECT_EQ(Points("b"), 0);
+  EXPECT_EQ(Points("c"), 0);
+  EXPECT_EQ(store_->job_count(), 2u);
+  EXPECT_EQ(Points("no-such-job"), -1);
+}
+
+}  // namespace
+}  // namespace debugplane::rules_engine::insights
