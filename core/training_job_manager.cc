@@ -878,19 +878,27 @@ void TrainingJobManager::DescribeTrainingJob(const v1::DescribeTrainingJobReques
     std::move(done)(std::move(valid));
     return;
   }
-  if (following_) {
-    // Read-your-writes: answered once the other servers' changes are in.
-    AwaitCaughtUp(
-        [this, &request, response, done = std::move(done)](absl::Status caught_up) mutable {
-          if (!caught_up.ok()) {
-            std::move(done)(std::move(caught_up));
-            return;
-          }
-          DescribeCommitted(request, response, std::move(done));
-        });
+  AfterCaughtUp(
+      [this, &request, response](DoneCallback read_done) {
+        DescribeCommitted(request, response, std::move(read_done));
+      },
+      std::move(done));
+}
+
+void TrainingJobManager::AfterCaughtUp(absl::AnyInvocable<void(DoneCallback) &&> read,
+                                       DoneCallback done) {
+  if (!following_) {
+    std::move(read)(std::move(done));
     return;
   }
-  DescribeCommitted(request, response, std::move(done));
+  // Read-your-writes: answered once the other servers' changes are in.
+  AwaitCaughtUp([read = std::move(read), done = std::move(done)](absl::Status caught_up) mutable {
+    if (!caught_up.ok()) {
+      std::move(done)(std::move(caught_up));
+      return;
+    }
+    std::move(read)(std::move(done));
+  });
 }
 
 void TrainingJobManager::DescribeCommitted(const v1::DescribeTrainingJobRequest& request,
@@ -925,18 +933,11 @@ void TrainingJobManager::ListTrainingJobs(const v1::ListTrainingJobsRequest& req
     std::move(done)(std::move(valid));
     return;
   }
-  if (following_) {
-    AwaitCaughtUp(
-        [this, &request, response, done = std::move(done)](absl::Status caught_up) mutable {
-          if (!caught_up.ok()) {
-            std::move(done)(std::move(caught_up));
-            return;
-          }
-          ListCommitted(request, response, std::move(done));
-        });
-    return;
-  }
-  ListCommitted(request, response, std::move(done));
+  AfterCaughtUp(
+      [this, &request, response](DoneCallback read_done) {
+        ListCommitted(request, response, std::move(read_done));
+      },
+      std::move(done));
 }
 
 void TrainingJobManager::ListCommitted(const v1::ListTrainingJobsRequest& request,

@@ -324,6 +324,9 @@ class TrainingJobManager final : public TrainingJobHandler {
   // so) if the storage cannot be read, or when shutting down. `done` runs
   // on the feed thread or the caller's; it must not block.
   void AwaitCaughtUp(DoneCallback done);
+  // Runs `read` with `done` at once on a server that does not follow a feed,
+  // else once AwaitCaughtUp succeeded; its error goes to `done` instead.
+  void AfterCaughtUp(absl::AnyInvocable<void(DoneCallback) &&> read, DoneCallback done);
   // AwaitCaughtUp, blocking the caller up to `timeout` (DEADLINE_EXCEEDED
   // then). For the synchronous paths (WatchTrainingJob, WatchAsAgent).
   absl::Status CatchUpNow(absl::Duration timeout);

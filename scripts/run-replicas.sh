@@ -6,8 +6,8 @@
 #   replica 1: gRPC 127.0.0.1:7070, HTTP (SageMaker API, dashboard, /metrics) 127.0.0.1:7080
 #   replica 2: gRPC 127.0.0.1:7071, HTTP 127.0.0.1:7081
 #   replica 3: gRPC 127.0.0.1:7072, HTTP 127.0.0.1:7082
-# Any replica serves any call; kill one and the others take over its jobs'
-# rule evaluations. Production: deploy/replicas/ (one replica per machine).
+# Any replica serves any call (README: "Several replicas on one PostgreSQL").
+# Production: deploy/replicas/ (one replica per machine).
 #
 # Usage: scripts/run-replicas.sh [--dir DIR] [--database postgresql://...] [-- SERVER_ARGS...]
 set -euo pipefail

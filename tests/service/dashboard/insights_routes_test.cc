@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/scoped_temp_dir.h"
@@ -130,7 +131,8 @@ class InsightsRoutesTest : public ::testing::Test {
       EXPECT_FALSE(reply.body.is_discarded()) << reply.raw;
       bool json_type = false;
       for (const auto& [name, value] : shared->response.headers) {
-        json_type = json_type || (name == "Content-Type" && value == "application/json");
+        json_type = json_type ||
+                    (name == "Content-Type" && absl::StartsWith(value, "application/json"));
       }
       EXPECT_TRUE(json_type);
       return reply;
