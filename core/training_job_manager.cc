@@ -5,6 +5,8 @@
 #include <deque>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <variant>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -13,6 +15,7 @@
 #include "core/field_violations.h"
 #include "core/page_token.h"
 #include "core/rule_actions.h"
+#include "persistence/lease_fence.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::core {
@@ -335,7 +338,7 @@ absl::StatusOr<TrainingJobManager::PendingCommit> TrainingJobManager::ComputeLoc
 }
 
 void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mutation,
-                                DoneCallback done) {
+                                DoneCallback done, std::optional<persistence::CheckLease> fence) {
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
@@ -348,6 +351,7 @@ void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mut
         refused = commit.status();
       } else {
         commit->done = std::move(done);
+        commit->fence = std::move(fence);
         queue_.push_back(*std::move(commit));
         queue_cv_.Signal();
         return;
@@ -380,6 +384,7 @@ void TrainingJobManager::RetryAfterConflict(std::vector<PendingCommit> commits,
         continue;
       }
       redone->done = std::move(commit.done);
+      redone->fence = std::move(commit.fence);  // Still written only under its lease.
       again.push_back(*std::move(redone));
     }
     // Before what was queued meanwhile (computed on the states before the
@@ -418,21 +423,13 @@ void TrainingJobManager::CommitLoop() {
       }
     }
 
-    // Serialize outside the lock: snapshots are immutable. Each write
-    // expects the version its change was computed against.
+    // Built by BuildBatch (snapshots are immutable): each write expects the
+    // version its change was computed against, under its lease's fence.
     persistence::WriteBatch batch;
-    for (PendingCommit& commit : group) {
-      if (!commit.changed) continue;
-      if (commit.next != nullptr) {
-        if (commit.encoded == nullptr) {
-          commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
-        }
-        batch.Put(ToRow(*commit.next, *commit.encoded), commit.expected_version);
-      } else {
-        batch.Delete(commit.job_name, commit.expected_version);
-      }
-    }
-
+    // Changes taken out of the group (and queue) because a lease fence
+    // refused them; the rest of the group is written again without them.
+    std::vector<PendingCommit> fenced_out;
+    absl::Status fence_refusal;
     WatchesToDrain to_drain;
     size_t queued_behind = 0;  // Queued before this group is acknowledged.
     absl::Status written;
@@ -443,8 +440,15 @@ void TrainingJobManager::CommitLoop() {
       // every change in storage order.
       absl::MutexLock apply(&apply_mu_);
       const absl::Time write_start = Now();
-      absl::StatusOr<persistence::WriteResult> result =
-          batch.empty() ? persistence::WriteResult{} : storage_->WriteAndReport(batch);
+      absl::StatusOr<persistence::WriteResult> result;
+      while (true) {
+        batch = BuildBatch(group);
+        result = batch.empty() ? persistence::WriteResult{} : storage_->WriteAndReport(batch);
+        const std::optional<std::string> stale = persistence::FencedJob(result.status());
+        if (!stale.has_value()) break;
+        fence_refusal = result.status();
+        if (!TakeOutFenced(*stale, group, fenced_out)) break;  // Not ours: fails as any error.
+      }
       written = result.status();
       const absl::Time now = Now();
       if (!batch.empty()) last_write = now - write_start;
@@ -453,7 +457,10 @@ void TrainingJobManager::CommitLoop() {
         absl::MutexLock lock(&mu_);
         if (!batch.empty()) {
           ++commit_stats_.writes;
-          commit_stats_.changes += static_cast<int64_t>(batch.size());
+          commit_stats_.changes += std::count_if(
+              batch.ops().begin(), batch.ops().end(), [](const persistence::WriteOp& op) {
+                return !std::holds_alternative<persistence::CheckLease>(op);
+              });
           commit_stats_.writing += last_write;
         }
         if (written.ok()) {
@@ -462,6 +469,11 @@ void TrainingJobManager::CommitLoop() {
             if (!commit.changed) {
               PublishLocked(commit, now, 0, 0, to_drain);
               continue;
+            }
+            // The batch's lease checks have entries of their own.
+            while (op < batch.size() &&
+                   std::holds_alternative<persistence::CheckLease>(batch.ops()[op])) {
+              ++op;
             }
             // Storages without versions report none: counted here.
             const int64_t sequence = op < result->sequences.size() ? result->sequences[op] : 0;
@@ -506,6 +518,17 @@ void TrainingJobManager::CommitLoop() {
     }
     // Watchers are told on the delivery pool; the next group need not wait.
     StartDrains(to_drain);
+    for (PendingCommit& commit : fenced_out) {
+      if (commit.done == nullptr) continue;
+      std::move(commit.done)(
+          commit.fence.has_value() &&
+                  persistence::FencedJob(fence_refusal) == commit.fence->job_name
+              ? fence_refusal
+              : absl::UnavailableError(absl::StrCat(
+                    "the change was not saved and not applied: it followed a change of the same "
+                    "job that a stale evaluation lease made (",
+                    fence_refusal.message(), "); retry")));
+    }
     if (conflict) {
       RetryAfterConflict(std::move(group), written);
       acknowledged_at = Now();
@@ -530,6 +553,60 @@ void TrainingJobManager::CommitLoop() {
     acknowledged_at = Now();
     expected = written.ok() ? queued_behind + group.size() : 0;
   }
+}
+
+persistence::WriteBatch TrainingJobManager::BuildBatch(std::vector<PendingCommit>& group) {
+  persistence::WriteBatch batch;
+  std::set<std::tuple<std::string, std::string, int64_t>> fences;
+  for (PendingCommit& commit : group) {
+    if (!commit.changed) continue;
+    if (commit.fence.has_value() &&
+        fences.emplace(commit.fence->job_name, commit.fence->owner, commit.fence->token).second) {
+      batch.Check(*commit.fence);
+    }
+    if (commit.next != nullptr) {
+      if (commit.encoded == nullptr) {
+        commit.encoded = std::make_shared<const std::string>(commit.next->SerializeAsString());
+      }
+      batch.Put(ToRow(*commit.next, *commit.encoded), commit.expected_version);
+    } else {
+      batch.Delete(commit.job_name, commit.expected_version);
+    }
+  }
+  return batch;
+}
+
+bool TrainingJobManager::TakeOutFenced(const std::string& stale_job,
+                                       std::vector<PendingCommit>& group,
+                                       std::vector<PendingCommit>& taken) {
+  absl::MutexLock lock(&mu_);
+  const auto fenced = [&](const PendingCommit& commit) {
+    return commit.fence.has_value() && commit.fence->job_name == stale_job;
+  };
+  // The jobs the refused changes touch: every change of theirs queued after
+  // may build on them, so it goes too, and the jobs roll back.
+  std::set<std::string> touched;
+  for (const PendingCommit& commit : group) {
+    if (fenced(commit)) touched.insert(commit.job_name);
+  }
+  const auto goes = [&](const PendingCommit& commit) {
+    return fenced(commit) || touched.count(commit.job_name) > 0;
+  };
+  const auto move_out = [&](auto& from) {
+    for (auto it = from.begin(); it != from.end();) {
+      if (goes(*it)) {
+        taken.push_back(std::move(*it));
+        it = from.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  const size_t before = taken.size();
+  move_out(group);
+  move_out(queue_);
+  for (const std::string& job : touched) RollBackLocked(job);
+  return taken.size() > before;
 }
 
 void TrainingJobManager::CallObservers(const Observed& observed) {
@@ -1246,7 +1323,8 @@ void TrainingJobManager::Unwatch(const std::shared_ptr<Watch>& watch) {
 
 void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
                                                  const std::string& rule_name, RuleStatus status,
-                                                 std::string details, DoneCallback done) {
+                                                 std::string details, DoneCallback done,
+                                                 std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [this, job_name, rule_name, status,
@@ -1276,7 +1354,7 @@ void TrainingJobManager::SetRuleEvaluationStatus(const std::string& job_name,
         }
         return Change{.changed = false};
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 TrainingJobManager::Observation TrainingJobManager::AddCommitObserver(CommitObserver observer) {
@@ -1305,7 +1383,8 @@ void TrainingJobManager::RemoveCommitObserver(int64_t id) {
 }
 
 void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
-                                            std::vector<RuleProgress> progress, DoneCallback done) {
+                                            std::vector<RuleProgress> progress, DoneCallback done,
+                                            std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [job_name,
@@ -1317,13 +1396,14 @@ void TrainingJobManager::RecordRuleProgress(const std::string& job_name,
         if (!changed) return Change{.changed = false};
         return Change{.next = std::move(next)};
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 void TrainingJobManager::SetRuleActionStatus(const std::string& job_name,
                                              const std::string& action_id,
                                              v1::RuleActionStatus::Value status,
-                                             std::string details, int attempts, DoneCallback done) {
+                                             std::string details, int attempts, DoneCallback done,
+                                             std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [this, job_name, action_id, status, attempts,
@@ -1345,11 +1425,12 @@ void TrainingJobManager::SetRuleActionStatus(const std::string& job_name,
         return absl::NotFoundError(
             absl::StrCat("training job '", job_name, "' has no rule action '", action_id, "'"));
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, std::string reason,
-                                                   DoneCallback done) {
+                                                   DoneCallback done,
+                                                   std::optional<persistence::CheckLease> fence) {
   Mutate(
       job_name,
       [this, job_name,
@@ -1359,7 +1440,7 @@ void TrainingJobManager::StopTrainingJobWithReason(const std::string& job_name, 
         if (!BeginStop(*next, Now(), reason)) return Change{.changed = false};
         return Change{.next = std::move(next)};
       },
-      std::move(done));
+      std::move(done), std::move(fence));
 }
 
 void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,

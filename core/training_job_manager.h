@@ -197,8 +197,18 @@ class TrainingJobManager final : public TrainingJobHandler {
   // `done` gets OK once durable (also when nothing changed), NOT_FOUND for an
   // unknown job or rule, FAILED_PRECONDITION if the rule is already terminal
   // with another status.
+  //
+  // Fencing (this and the next three calls, for the rules engine when server
+  // replicas share the database, see rules_engine/scheduling/lease_keeper.h):
+  // with a `fence` the change is written only if the database still gives
+  // that lease to that owner and token, checked in the write's transaction.
+  // A stale fence fails `done` with FAILED_PRECONDITION naming the job and
+  // the tokens; the job rolls back to its committed state, and the changes
+  // of the same job queued behind fail with UNAVAILABLE; other jobs' changes
+  // in the same group are written without it.
   void SetRuleEvaluationStatus(const std::string& job_name, const std::string& rule_name,
-                               RuleStatus status, std::string details, DoneCallback done);
+                               RuleStatus status, std::string details, DoneCallback done,
+                               std::optional<persistence::CheckLease> fence = std::nullopt);
 
   // Records the progress of rules of a job: that they evaluated every step
   // up to the given global steps (LastEvaluatedStep, for resuming after a
@@ -207,7 +217,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   // change: no watch event. `done` gets OK once durable, NOT_FOUND for an
   // unknown job.
   void RecordRuleProgress(const std::string& job_name, std::vector<RuleProgress> progress,
-                          DoneCallback done);
+                          DoneCallback done,
+                          std::optional<persistence::CheckLease> fence = std::nullopt);
 
   // Sets the status of rule action `action_id` of a job (for the action
   // dispatcher): Pending with more attempts while retrying, then Succeeded,
@@ -216,15 +227,16 @@ class TrainingJobManager final : public TrainingJobHandler {
   // the action is no longer Pending.
   void SetRuleActionStatus(const std::string& job_name, const std::string& action_id,
                            v1::RuleActionStatus::Value status, std::string details, int attempts,
-                           DoneCallback done);
+                           DoneCallback done,
+                           std::optional<persistence::CheckLease> fence = std::nullopt);
 
   // StopTrainingJob on behalf of a rule action: as StopTrainingJob, with
   // `reason` as the Stopping transition's StatusMessage. `done` gets OK once
   // the Stopping state is durable (Stopped follows as for every stop), also
   // when the job was already stopping or ended (nothing changes then),
   // NOT_FOUND for an unknown job.
-  void StopTrainingJobWithReason(const std::string& job_name, std::string reason,
-                                 DoneCallback done);
+  void StopTrainingJobWithReason(const std::string& job_name, std::string reason, DoneCallback done,
+                                 std::optional<persistence::CheckLease> fence = std::nullopt);
 
   // TrainingAgentService.ReportTrainingStatus: the training process started,
   // progressed, ended on its own (Completed / Failed), or exited after a
@@ -393,6 +405,9 @@ class TrainingJobManager final : public TrainingJobHandler {
     int64_t expected_version = persistence::kAbsent;
     std::shared_ptr<const Mutation> mutation;
     int attempts = 1;
+    // The lease the change was made under (written only while it holds); a change
+    // run again after a conflict keeps it.
+    std::optional<persistence::CheckLease> fence;
   };
 
   // A committed change of a job, for the commit observers.
@@ -406,7 +421,17 @@ class TrainingJobManager final : public TrainingJobHandler {
                      TrainingJobManagerOptions options);
 
   absl::Status Load();
-  void Mutate(const std::string& job_name, const Mutation& mutation, DoneCallback done);
+  void Mutate(const std::string& job_name, const Mutation& mutation, DoneCallback done,
+              std::optional<persistence::CheckLease> fence = std::nullopt);
+  // The group's changes as one batch, each lease fence checked once before
+  // the changes made under it.
+  static persistence::WriteBatch BuildBatch(std::vector<PendingCommit>& group);
+  // After a write refused by the fence of `stale_job`'s lease: moves the
+  // changes made under it, and every change (in `group` and queued) of the
+  // jobs they change, to `taken`, and rolls those jobs back. False if
+  // nothing was taken.
+  bool TakeOutFenced(const std::string& stale_job, std::vector<PendingCommit>& group,
+                     std::vector<PendingCommit>& taken);
   // Runs `mutation` on the job's latest state and, if it succeeds, makes
   // the change the latest (returned to be queued); else the error.
   absl::StatusOr<PendingCommit> ComputeLocked(const std::string& job_name,

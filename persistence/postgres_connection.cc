@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -191,10 +192,24 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
   const std::string timeout = absl::StrCat(timeout_seconds);
   // The connection string expands in place of "dbname"; the keywords after
   // it override its values.
-  const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding",
-                            "connect_timeout", nullptr};
-  const char* values[] = {target.conninfo.c_str(), "debugplane", "UTF8", timeout.c_str(), nullptr};
-  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+  std::vector<const char*> keywords = {"dbname", "fallback_application_name", "client_encoding",
+                                       "connect_timeout"};
+  std::vector<const char*> values = {target.conninfo.c_str(), "debugplane", "UTF8",
+                                     timeout.c_str()};
+  const int64_t io_ms = absl::ToInt64Milliseconds(options.io_timeout);
+  const std::string io_timeout = absl::StrCat(io_ms);
+  const std::string keepalive = absl::StrCat(std::max<int64_t>(1, io_ms / 3000));
+  if (io_ms > 0) {
+    for (const char* key : {"tcp_user_timeout", "keepalives_idle", "keepalives_interval"}) {
+      keywords.push_back(key);
+    }
+    values.insert(values.end(), {io_timeout.c_str(), keepalive.c_str(), keepalive.c_str()});
+    keywords.push_back("keepalives_count");
+    values.push_back("2");
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* conn = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("PostgreSQL: out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
     const std::string reason = target.Redact(OneLine(PQerrorMessage(conn)));
@@ -226,6 +241,15 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
   if (auto set = connection->Exec("SET synchronous_commit TO on", "setting synchronous_commit");
       !set.ok()) {
     return set.status();
+  }
+  if (io_ms > 0) {
+    // A number formatted here, not outside text.
+    const std::string statement_timeout = absl::StrCat(
+        "SET statement_timeout TO ", io_ms, "; SET idle_in_transaction_session_timeout TO ", io_ms);
+    if (auto set = connection->Exec(statement_timeout.c_str(), "setting statement_timeout");
+        !set.ok()) {
+      return set.status();
+    }
   }
   return connection;
 }

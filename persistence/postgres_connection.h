@@ -61,6 +61,12 @@ struct PostgresConnectOptions {
   // whole seconds, at least 2). A value in the connection string is
   // overridden.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // When above zero: a connection whose server stops answering (a network
+  // partition that drops packets) fails within about this long instead of
+  // waiting for TCP's own timeouts (minutes): libpq's tcp_user_timeout and
+  // keepalives, and statement_timeout. For the leases, whose holder must
+  // notice a lost database in a fraction of a lease.
+  absl::Duration io_timeout = absl::ZeroDuration();
 };
 
 struct PgResultDeleter {

@@ -52,6 +52,30 @@ constexpr PostgresMigration kMigrations[] = {
         PRIMARY KEY (job_name, replica_id)
       );
     )sql"},
+    // v3: evaluation leases, live replicas and the action outbox
+    // (persistence/lease_table.h, persistence/action_outbox.h). Expiry is by
+    // the database's clock (now()), so the replicas' clocks do not matter.
+    {3, R"sql(
+      CREATE TABLE job_leases (
+        job_name text COLLATE "C" PRIMARY KEY,
+        owner text NOT NULL,
+        token bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+      CREATE TABLE live_replicas (
+        replica_id text PRIMARY KEY,
+        expires_at timestamptz NOT NULL
+      );
+      CREATE TABLE rule_action_outbox (
+        action_id text PRIMARY KEY,
+        job_name text NOT NULL,
+        claimed_by text,
+        claim_token bigint NOT NULL DEFAULT 0,
+        claim_expires_at timestamptz NOT NULL DEFAULT '-infinity',
+        done boolean NOT NULL DEFAULT false
+      );
+      CREATE INDEX rule_action_outbox_open ON rule_action_outbox (action_id) WHERE NOT done;
+    )sql"},
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "persistence/lease_fence.h"
 #include "persistence/postgres_change_listener.h"
 #include "spdlog/spdlog.h"
 
@@ -32,6 +33,7 @@ constexpr char kDeleteAny[] = "dp_delete_job";
 constexpr char kDeleteIf[] = "dp_delete_job_if";
 constexpr char kVersionOf[] = "dp_job_version";
 constexpr char kReadJob[] = "dp_read_job";
+constexpr char kCheckLease[] = "dp_check_lease";
 constexpr char kScanFirst[] = "dp_scan_jobs_first";
 constexpr char kScanAfter[] = "dp_scan_jobs_after";
 constexpr char kChangesAfter[] = "dp_changes_after";
@@ -66,6 +68,12 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
   const std::vector<Oid> row_if_types = {kTextOid, kInt8Oid,  kInt8Oid,
                                          kTextOid, kByteaOid, kInt8Oid};
   const Statement statements[] = {
+      // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
+      // commits or rolls back, so a batch that passed the check is never
+      // applied after the lease changed hands.
+      {kCheckLease,
+       "SELECT owner, token FROM job_leases WHERE job_name = $1 FOR SHARE",
+       {kTextOid}},
       {kPutAny,
        RecordingChange(
            "INSERT INTO training_jobs AS t (name, creation_time_us, last_modified_us, status, "
@@ -215,7 +223,9 @@ absl::StatusOr<int> Migrate(PostgresConnection& connection) {
 
 PostgresStorage::PostgresStorage(PostgresTarget target, const PostgresStorageOptions& options)
     : options_(options),
-      pool_(std::move(target), PostgresConnectOptions{.connect_timeout = options.connect_timeout},
+      pool_(std::move(target),
+            PostgresConnectOptions{.connect_timeout = options.connect_timeout,
+                                   .io_timeout = options.io_timeout},
             options.pool_size, PrepareStatements) {}
 
 PostgresStorage::~PostgresStorage() = default;
@@ -271,6 +281,25 @@ absl::StatusOr<WriteResult> PostgresStorage::WriteAndReport(const WriteBatch& ba
   }
 }
 
+namespace {
+
+// Reads the fence's lease row FOR SHARE inside the open write transaction and
+// checks it (lease_fence.h): FAILED_PRECONDITION if the fence is stale.
+absl::Status CheckLeaseOn(PostgresConnection& connection, const CheckLease& fence) {
+  const PgParam params[] = {{fence.job_name.data(), static_cast<int>(fence.job_name.size())}};
+  absl::StatusOr<PgResult> found_row = connection.ExecPrepared(
+      kCheckLease, params, absl::StrCat("checking the lease of job '", fence.job_name, "'"));
+  if (!found_row.ok()) return found_row.status();
+  std::optional<FoundLease> found;
+  if (PQntuples(found_row->get()) > 0) {
+    found = FoundLease{.owner = PgBytes(found_row->get(), 0, 0),
+                       .token = PgInt64(found_row->get(), 0, 1)};
+  }
+  return CheckFence(fence, found);
+}
+
+}  // namespace
+
 absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const WriteBatch& batch,
                                       bool* began, WriteResult& result) {
   constexpr absl::string_view kNothingApplied = "; no write of the batch was applied";
@@ -293,6 +322,20 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
     absl::StatusOr<PgResult> applied;
     const std::string* name = nullptr;
     std::optional<int64_t> expected;
+    if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
+      // After the change sequence counter (locked at BEGIN): every writer
+      // takes the counter first, then lease rows, so they cannot deadlock.
+      if (absl::Status checked = CheckLeaseOn(connection, *fence); !checked.ok()) {
+        RollBack(connection);
+        return FencedJob(checked).has_value()
+                   ? checked
+                   : WithContext(checked, absl::StrCat(" (operation ", i + 1, " of ", batch.size(),
+                                                       ")", kNothingApplied));
+      }
+      result.sequences.push_back(0);  // A check changes nothing.
+      result.versions.push_back(0);
+      continue;
+    }
     if (const auto* put = std::get_if<PutJob>(&batch.ops()[i])) {
       const JobRow& row = put->row;
       name = &row.name;

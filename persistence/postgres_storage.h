@@ -35,6 +35,11 @@ struct PostgresStorageOptions {
   int pool_size = 4;
   // How long opening one connection may take (whole seconds, at least 2).
   absl::Duration connect_timeout = absl::Seconds(10);
+  // See PostgresConnectOptions::io_timeout (zero: TCP's own timeouts). With
+  // evaluation leases the server sets it below the lease, so that a write
+  // cut off by a partition neither hangs nor keeps the lease row locked on
+  // the server (idle_in_transaction_session_timeout) past a takeover.
+  absl::Duration io_timeout = absl::ZeroDuration();
 };
 
 // Thread-safe: every call takes a pooled connection for its duration.

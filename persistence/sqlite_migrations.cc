@@ -43,6 +43,29 @@ constexpr SqliteMigration kMigrations[] = {
         record BLOB NOT NULL
       );
     )sql"},
+    // v3: evaluation leases, live replicas and the action outbox
+    // (persistence/lease_table.h, persistence/action_outbox.h). Times are
+    // microseconds since the Unix epoch by the one server's clock.
+    {3, R"sql(
+      CREATE TABLE job_leases (
+        job_name TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        expires_at_us INTEGER NOT NULL
+      );
+      CREATE TABLE live_replicas (
+        replica_id TEXT PRIMARY KEY,
+        expires_at_us INTEGER NOT NULL
+      );
+      CREATE TABLE rule_action_outbox (
+        action_id TEXT PRIMARY KEY,
+        job_name TEXT NOT NULL,
+        claimed_by TEXT,
+        claim_token INTEGER NOT NULL DEFAULT 0,
+        claim_expires_at_us INTEGER NOT NULL DEFAULT 0,
+        done INTEGER NOT NULL DEFAULT 0
+      );
+    )sql"},
 };
 
 }  // namespace

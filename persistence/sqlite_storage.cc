@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "persistence/lease_fence.h"
 #include "persistence/sqlite_migrations.h"
 #include "spdlog/spdlog.h"
 
@@ -194,6 +195,9 @@ struct SqliteStorage::Impl {
   absl::Status RecordChangeLocked(int64_t sequence, const std::string& name, int64_t version,
                                   const JobRow* row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   absl::StatusOr<int64_t> LatestSequenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // CheckLease: inside the write transaction (BEGIN IMMEDIATE holds the
+  // database's write lock, so no lease changes until the batch commits).
+  absl::Status CheckLeaseLocked(const CheckLease& fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void RollBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Appends up to kScanPageRows rows, in name order, with names above
   // `*after` (all names if null).
@@ -216,6 +220,7 @@ struct SqliteStorage::Impl {
   Statement rollback ABSL_GUARDED_BY(mu);
   Statement put ABSL_GUARDED_BY(mu);
   Statement remove ABSL_GUARDED_BY(mu);
+  Statement check_lease ABSL_GUARDED_BY(mu);
   Statement scan_first ABSL_GUARDED_BY(mu);
   Statement scan_after ABSL_GUARDED_BY(mu);
   Statement version_of ABSL_GUARDED_BY(mu);
@@ -230,8 +235,8 @@ SqliteStorage::Impl::~Impl() {
   absl::MutexLock lock(&mu);
   // Statements first: a connection with live statements does not close.
   for (Statement* statement :
-       {&begin, &commit, &rollback, &put, &remove, &scan_first, &scan_after, &version_of, &read_job,
-        &latest_sequence, &set_sequence, &add_change, &changes_after}) {
+       {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first, &scan_after,
+        &version_of, &read_job, &latest_sequence, &set_sequence, &add_change, &changes_after}) {
     statement->reset();
   }
   if (db == nullptr) return;
@@ -358,6 +363,7 @@ absl::Status SqliteStorage::Impl::OpenLocked() {
        "last_modified_us = excluded.last_modified_us, status = excluded.status, "
        "record = excluded.record, version = excluded.version"},
       {&remove, "DELETE FROM training_jobs WHERE name = ?1"},
+      {&check_lease, "SELECT owner, token FROM job_leases WHERE job_name = ?1"},
       {&scan_first,
        "SELECT name, creation_time_us, last_modified_us, status, record, version "
        "FROM training_jobs ORDER BY name LIMIT ?1"},
@@ -453,12 +459,24 @@ absl::StatusOr<WriteResult> SqliteStorage::Impl::WriteLocked(const WriteBatch& b
   absl::Status written = sequence.status();
   const int64_t first = sequence.ok() ? *sequence : 0;
   for (size_t i = 0; i < batch.size() && written.ok(); ++i) {
-    if (absl::Status applied = ApplyLocked(batch.ops()[i], &*sequence, result); !applied.ok()) {
+    const WriteOp& op = batch.ops()[i];
+    absl::Status applied;
+    if (const auto* fence = std::get_if<CheckLease>(&op)) {
+      applied = CheckLeaseLocked(*fence);
+      result.sequences.push_back(0);  // A check changes nothing.
+      result.versions.push_back(0);
+    } else {
+      applied = ApplyLocked(op, &*sequence, result);
+    }
+    if (!applied.ok()) {
       // A version conflict's message already says that nothing was applied.
       written = applied.code() == absl::StatusCode::kAborted
                     ? applied
                     : absl::Status(applied.code(), absl::StrCat(applied.message(), " (operation ",
                                                                 i + 1, " of ", batch.size(), ")"));
+      applied.ForEachPayload([&written](absl::string_view type, const absl::Cord& payload) {
+        written.SetPayload(type, payload);
+      });
     }
   }
   if (written.ok() && *sequence != first) {
@@ -472,8 +490,25 @@ absl::StatusOr<WriteResult> SqliteStorage::Impl::WriteLocked(const WriteBatch& b
   if (written.ok()) return result;
   RollBackLocked();
   if (written.code() == absl::StatusCode::kAborted) return written;
+  if (FencedJob(written).has_value()) return written;  // Says so already.
   return absl::Status(written.code(),
                       absl::StrCat(written.message(), "; no write of the batch was applied"));
+}
+
+absl::Status SqliteStorage::Impl::CheckLeaseLocked(const CheckLease& fence) {
+  StatementUse use(check_lease);
+  sqlite3_stmt* s = check_lease.get();
+  int rc = sqlite3_bind_text64(s, 1, fence.job_name.data(), fence.job_name.size(), SQLITE_STATIC,
+                               SQLITE_UTF8);
+  if (rc == SQLITE_OK) rc = sqlite3_step(s);
+  std::optional<FoundLease> found;
+  if (rc == SQLITE_ROW) {
+    const auto* owner = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    found = FoundLease{.owner = owner == nullptr ? "" : owner, .token = sqlite3_column_int64(s, 1)};
+  } else if (rc != SQLITE_DONE) {
+    return Error(rc, absl::StrCat("checking the lease of job '", fence.job_name, "'"));
+  }
+  return CheckFence(fence, found);
 }
 
 absl::StatusOr<std::optional<int64_t>> SqliteStorage::Impl::VersionLocked(const std::string& name) {

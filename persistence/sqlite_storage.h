@@ -15,7 +15,7 @@ namespace debugplane::persistence {
 
 // The schema version this build writes. Open() migrates older databases up to
 // it and refuses newer ones.
-inline constexpr int kSqliteSchemaVersion = 2;
+inline constexpr int kSqliteSchemaVersion = 3;
 
 // Thread-safe: one connection, every call serialized by a mutex. Another
 // connection to the same file (another process, or another SqliteStorage) is

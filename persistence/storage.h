@@ -63,7 +63,22 @@ struct DeleteJob {
   std::optional<int64_t> expected_version;
 };
 
-using WriteOp = std::variant<PutJob, DeleteJob>;
+// Fencing (persistence/lease_table.h): the batch applies only if job
+// `job_name`'s evaluation lease is held by `owner` with fencing token
+// `token`; checked inside the batch's transaction, with the lease row locked
+// against a concurrent takeover until the batch commits. Otherwise the whole
+// batch fails with FAILED_PRECONDITION naming the job and both tokens
+// (payload kLeaseFencePayload = the job's name), nothing written.
+struct CheckLease {
+  std::string job_name;
+  std::string owner;  // The replica id that holds the lease.
+  int64_t token = 0;  // The fencing token it acquired the lease with.
+};
+
+// The payload type_url under which a fencing refusal carries the job's name.
+inline constexpr char kLeaseFencePayload[] = "debugplane.lease_fence_job";
+
+using WriteOp = std::variant<PutJob, DeleteJob, CheckLease>;
 
 // An ordered list of writes applied atomically by Storage::Write.
 // Not thread-safe; build it on one thread, then hand it over.
@@ -75,6 +90,7 @@ class WriteBatch {
   void Delete(std::string name, std::optional<int64_t> expected_version = std::nullopt) {
     ops_.emplace_back(DeleteJob{std::move(name), expected_version});
   }
+  void Check(CheckLease fence) { ops_.emplace_back(std::move(fence)); }
   // Appends all of `other`'s operations after this batch's own.
   void Append(const WriteBatch& other) {
     ops_.insert(ops_.end(), other.ops_.begin(), other.ops_.end());
@@ -90,7 +106,8 @@ class WriteBatch {
 
 // Where a committed batch landed: per operation (in the batch's order), the
 // change sequence number it got (0: it changed nothing, a delete of a
-// missing row) and the row version it left (a delete: its tombstone's).
+// missing row) and the row version it left (a delete: its tombstone's; a
+// CheckLease: 0 and 0).
 struct WriteResult {
   std::vector<int64_t> sequences;
   std::vector<int64_t> versions;

@@ -19,8 +19,9 @@
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
-#include "service/http/request_counting.h"
 #include "service/dashboard/insights_routes.h"
+#include "service/http/request_counting.h"
+#include "service/server_leases.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
@@ -166,7 +167,9 @@ absl::StatusOr<std::unique_ptr<persistence::Storage>> OpenStorage(const ServerCo
                      " is not a postgresql:// or postgres:// URI (leave it out for SQLite in the "
                      "data directory)"));
   }
-  auto storage = persistence::PostgresStorage::Open(url);
+  // Bounded waits below the evaluation lease (service/server_leases.h).
+  auto storage = persistence::PostgresStorage::Open(
+      url, persistence::PostgresStorageOptions{.io_timeout = config.lease_duration / 3});
   if (!storage.ok()) {
     return absl::Status(storage.status().code(),
                         absl::StrCat("--database: ", storage.status().message()));
@@ -282,6 +285,16 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   // that directory, whereas output paths may be read-only to it.
   const fs::path report_dir = fs::path(c.data_dir) / "reports";
   scheduler_options.report_dir = report_dir;
+  // Which jobs this replica evaluates and whose actions it carries out (all
+  // of them with SQLite, one server).
+  auto leases =
+      OpenServerLeases(c, app->database_path_, app->manager_.get(), &app->metrics_->leases);
+  if (!leases.ok()) return leases.status();
+  app->leases_ = std::make_unique<ServerLeases>(*std::move(leases));
+  scheduler_options.leases = app->leases_->keeper.get();
+  action_options.leases = app->leases_->keeper.get();
+  action_options.outbox = app->leases_->outbox;
+  action_options.claim_duration = c.action_claim_duration;
   app->scheduler_ =
       std::make_unique<rules_engine::EvaluationScheduler>(app->manager_.get(), scheduler_options);
   app->scheduler_->Start();
@@ -289,6 +302,7 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   app->actions_ = std::make_unique<rules_engine::ActionDispatcher>(app->manager_.get(),
                                                                    std::move(action_options));
   app->actions_->Start();
+  app->leases_->keeper->Start();  // After its listeners are in.
   AddScrapeHooks(*app->metrics_, app->manager_.get(), app->actions_.get());
 
   app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
@@ -411,6 +425,9 @@ void ServerApp::Shutdown() {
   shut_down_ = true;
   // Stop evaluating, commit what is queued and refuse new changes, so calls
   // in flight complete; then stop the transport, then close the database.
+  // Leases first: evaluations and actions stop, and other replicas take the
+  // jobs over at once.
+  if (leases_ != nullptr) leases_->keeper->Shutdown();
   if (actions_ != nullptr) actions_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
   // Live dashboards end before the listener waits for its requests.
@@ -436,6 +453,7 @@ void ServerApp::Shutdown() {
   agents_.reset();
   actions_.reset();
   scheduler_.reset();
+  leases_.reset();
   dashboard_events_.reset();
   manager_.reset();  // Commits the last changes and closes the database.
   data_directory_.reset();

@@ -36,6 +36,7 @@
 #include "service/http/sagemaker_protocol.h"
 #include "service/server.h"
 #include "service/server_flags.h"
+#include "service/server_leases.h"
 
 namespace debugplane::service {
 
@@ -117,6 +118,7 @@ class ServerApp {
   std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<ServerLeases> leases_;  // Shut down before the scheduler.
   // The dashboard's live updates (with --http-listen): told of the rules
   // engine's reads, so made before the scheduler.
   std::shared_ptr<dashboard::DashboardEvents> dashboard_events_;

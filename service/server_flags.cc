@@ -49,6 +49,9 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   SecondsFlag shutdown_grace(&config.shutdown_grace);
   SecondsFlag stop_wait_without_agent(&config.manager.stop_wait.without_agent);
   SecondsFlag stop_confirm_timeout(&config.manager.stop_wait.for_agent);
+  SecondsFlag lease_duration(&config.lease_duration);
+  SecondsFlag lease_safety_margin(&config.lease_safety_margin);
+  SecondsFlag action_claim_duration(&config.action_claim_duration);
 
   app.add_option("--listen", config.grpc.listen_address, "Address to serve on (HOST:PORT)")
       ->capture_default_str();
@@ -115,6 +118,24 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "Seconds calls in flight get to finish on SIGTERM")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--lease-duration", *lease_duration.value(),
+                 "Seconds a server replica's lease on evaluating a job lasts without renewal "
+                 "(renewed every third of it); after a replica dies, another takes its jobs over "
+                 "within about this long")
+      ->capture_default_str()
+      ->check(CLI::Range(0.03, 3600.0));
+  app.add_option("--lease-safety-margin", *lease_safety_margin.value(),
+                 "Seconds before its lease would expire in the database that a replica which "
+                 "could not renew it stops writing for the job (below two thirds of "
+                 "--lease-duration)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--action-claim-duration", *action_claim_duration.value(),
+                 "Seconds a replica's claim on carrying out a rule action lasts; a replica killed "
+                 "while delivering leaves the action to another after it (longer than a "
+                 "delivery may take)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--notify-webhook", config.notify_webhooks,
                  "URL that Email and SMS rule actions are POSTed to as JSON (repeatable)");
   app.add_option("--smtp-url", config.smtp.url,
@@ -129,8 +150,8 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   app.add_option("--replica-id", config.manager.replica_id,
-                 "This server's name among the servers sharing one --database (agent presence, "
-                 "logs); default HOSTNAME-PID");
+                 "This server's name among the servers sharing one --database (change feed, "
+                 "evaluation leases, agent presence, logs); default HOSTNAME-PID");
   SecondsFlag change_poll_interval(&config.manager.change_poll_interval);
   app.add_option("--change-poll-interval", *change_poll_interval.value(),
                  "With --database: seconds between reads of the change feed when no "
@@ -175,8 +196,9 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   } catch (const CLI::ParseError& error) {
     return ParsedServerFlags{.config = std::nullopt, .exit_code = app.exit(error, out, err)};
   }
-  for (const SecondsFlag* flag : {&evaluator_time_limit, &shutdown_grace, &stop_wait_without_agent,
-                                  &stop_confirm_timeout, &change_poll_interval}) {
+  for (const SecondsFlag* flag :
+       {&evaluator_time_limit, &shutdown_grace, &stop_wait_without_agent, &stop_confirm_timeout,
+        &change_poll_interval, &lease_duration, &lease_safety_margin, &action_claim_duration}) {
     flag->Store();
   }
   if (config.manager.replica_id.empty()) config.manager.replica_id = DefaultReplicaId();

@@ -60,6 +60,13 @@ struct ServerConfig {
   std::string credentials_file;
   // --insecure: serve a non-loopback address without credentials or TLS.
   bool insecure = false;
+  // Evaluation leases (core/lease_keeper.h): how long a replica's lease on a
+  // job lasts without renewal, how long before that it stops counting it as
+  // held (the replica's id is manager.replica_id), and how long a claim on a
+  // rule action lasts (persistence/action_outbox.h).
+  absl::Duration lease_duration = absl::Seconds(10);
+  absl::Duration lease_safety_margin = absl::Seconds(2);
+  absl::Duration action_claim_duration = absl::Minutes(2);
 };
 
 // The outcome of parsing: a configuration to run, or an exit code (0 after

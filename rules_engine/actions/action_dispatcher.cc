@@ -53,6 +53,12 @@ void ActionDispatcher::Start() {
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] { WorkerLoop(); });
   }
+  if (options_.leases != nullptr) {
+    options_.leases->AddListener(core::LeaseKeeper::Listener{
+        .acquired =
+            [this](const persistence::CheckLease& lease) { OnLeaseAcquired(lease.job_name); },
+        .lost = [this](const std::string& job_name) { OnLeaseLost(job_name); }});
+  }
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
         OnCommit(name, job);
@@ -103,7 +109,74 @@ void ActionDispatcher::OnCommit(const std::string& job_name,
   TrackLocked(*job);
 }
 
+void ActionDispatcher::OnLeaseAcquired(const std::string& job_name) {
+  std::shared_ptr<const JobRecord> job = manager_->GetJob(job_name);
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || !started_ || job == nullptr) return;
+  TrackLocked(*job);
+}
+
+void ActionDispatcher::OnLeaseLost(const std::string& job_name) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    if (it->second.job_name == job_name && it->second.state == Tracked::State::kQueued) {
+      it = tracked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool ActionDispatcher::OwnsLocked(const std::string& job_name) const {
+  return options_.leases == nullptr || options_.leases->Holds(job_name);
+}
+
+ActionDispatcher::Gate ActionDispatcher::Claim(const std::string& action_id,
+                                               const std::string& job_name,
+                                               std::optional<persistence::ActionClaim>& claim) {
+  if (options_.outbox == nullptr) return Gate::kGo;
+  const std::string claimer =
+      options_.leases != nullptr ? options_.leases->replica_id() : std::string("this-server");
+  absl::StatusOr<persistence::ClaimResult> claimed =
+      options_.outbox->Claim(action_id, job_name, claimer, options_.claim_duration);
+  if (!claimed.ok()) {
+    spdlog::warn("rule action {} of job '{}': cannot claim it in the outbox (trying again): {}",
+                 action_id, job_name, claimed.status().ToString());
+    return Gate::kLater;
+  }
+  switch (claimed->outcome) {
+    case persistence::ClaimOutcome::kClaimed:
+      claim = claimed->claim;
+      return Gate::kGo;
+    case persistence::ClaimOutcome::kDone:
+      return Gate::kDrop;  // Its outcome is durable: the commit shows it.
+    case persistence::ClaimOutcome::kClaimedByOther:
+      break;
+  }
+  spdlog::info(
+      "rule action {} of job '{}' is claimed by another replica; trying again when "
+      "that claim may have expired",
+      action_id, job_name);
+  return Gate::kLater;
+}
+
+void ActionDispatcher::CompleteClaims() {
+  std::vector<persistence::ActionClaim> claims;
+  {
+    absl::MutexLock lock(&mu_);
+    claims.swap(to_complete_);
+  }
+  for (const persistence::ActionClaim& claim : claims) {
+    // Its outcome is durable in the job record already; a failure here only
+    // leaves a row that no replica acts on (the record says it is done).
+    if (absl::Status s = options_.outbox->Complete(claim); !s.ok()) {
+      spdlog::warn("rule action {}: marking its claim done: {}", claim.action_id, s.ToString());
+    }
+  }
+}
+
 void ActionDispatcher::TrackLocked(const JobRecord& job) {
+  if (!OwnsLocked(job.training_job_name())) return;  // Another replica's.
   bool queued = false;
   for (const auto& action : job.rule_actions()) {
     auto it = tracked_.find(action.action_id());
@@ -135,6 +208,11 @@ absl::Duration ActionDispatcher::Backoff(int attempts) const {
 void ActionDispatcher::WorkerLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
+    if (!to_complete_.empty()) {
+      mu_.Unlock();
+      CompleteClaims();
+      mu_.Lock();
+    }
     // The queued action due first.
     auto next = tracked_.end();
     for (auto it = tracked_.begin(); it != tracked_.end(); ++it) {
@@ -153,6 +231,10 @@ void ActionDispatcher::WorkerLoop() {
       cv_.WaitWithTimeout(&mu_, clock_->RealTimeUntil(next->second.due));
       continue;
     }
+    if (!OwnsLocked(next->second.job_name)) {  // The lease went meanwhile.
+      tracked_.erase(next);
+      continue;
+    }
     const std::string action_id = next->first;
     Tracked& tracked = next->second;
     tracked.state = Tracked::State::kRunning;
@@ -166,15 +248,27 @@ void ActionDispatcher::WorkerLoop() {
     const bool still_pending =
         action != nullptr && action->status() == v1::RuleActionStatus::Pending;
     Outcome outcome;
-    if (still_pending) outcome = Execute(*job, *action, accepted_by);
+    std::optional<persistence::ActionClaim> claim;
+    Gate gate = still_pending ? Claim(action_id, job_name, claim) : Gate::kDrop;
+    // Checked after the claim: carried out only while the lease is ours.
+    const core::WriteFence fence = core::FenceForWrite(options_.leases, job_name);
+    if (gate == Gate::kGo && !fence.allowed) gate = Gate::kDrop;
+    if (gate == Gate::kGo) outcome = Execute(*job, *action, accepted_by, fence.fence);
     mu_.Lock();
 
     auto it = tracked_.find(action_id);
     if (it == tracked_.end()) continue;
-    if (!still_pending) {
+    if (gate == Gate::kDrop) {
       tracked_.erase(it);
       continue;
     }
+    if (gate == Gate::kLater) {
+      it->second.state = Tracked::State::kQueued;
+      it->second.due = clock_->Now() + std::clamp(options_.claim_duration / 8,
+                                                  absl::Milliseconds(100), absl::Seconds(15));
+      continue;
+    }
+    it->second.claim = claim;
     it->second.accepted_by = accepted_by;
     v1::RuleActionStatus::Value status = outcome.status;
     std::string details = outcome.details;
@@ -202,13 +296,18 @@ void ActionDispatcher::WorkerLoop() {
     }
     ++records_in_flight_;
     mu_.Unlock();
+    const bool final_status = status != v1::RuleActionStatus::Pending;
     manager_->SetRuleActionStatus(
         job_name, action_id, status, details, attempts,
-        [this, action_id, job_name](const absl::Status& recorded) {
+        [this, action_id, job_name, final_status, claim](const absl::Status& recorded) {
           absl::MutexLock lock(&mu_);
           --records_in_flight_;
           cv_.SignalAll();
-          if (recorded.ok()) return;  // The commit observer forgets it.
+          if (recorded.ok()) {
+            // The commit observer forgets it; the outbox hears it is done.
+            if (final_status && claim.has_value()) to_complete_.push_back(*claim);
+            return;
+          }
           if (recorded.code() == absl::StatusCode::kFailedPrecondition ||
               recorded.code() == absl::StatusCode::kNotFound) {
             // Settled otherwise, or the job is gone: nothing to wait for.
@@ -232,17 +331,18 @@ void ActionDispatcher::WorkerLoop() {
   }
 }
 
-ActionDispatcher::Outcome ActionDispatcher::Execute(const JobRecord& job,
-                                                    const v1::RuleAction& action,
-                                                    std::set<std::string>& accepted_by) {
+ActionDispatcher::Outcome ActionDispatcher::Execute(
+    const JobRecord& job, const v1::RuleAction& action, std::set<std::string>& accepted_by,
+    const std::optional<persistence::CheckLease>& fence) {
   if (action.action() == core::RuleActionTypeName(core::RuleActionType::kStopTraining)) {
-    return StopTraining(job, action);
+    return StopTraining(job, action, fence);
   }
   return Notify(job, action, accepted_by);
 }
 
-ActionDispatcher::Outcome ActionDispatcher::StopTraining(const JobRecord& job,
-                                                         const v1::RuleAction& action) {
+ActionDispatcher::Outcome ActionDispatcher::StopTraining(
+    const JobRecord& job, const v1::RuleAction& action,
+    const std::optional<persistence::CheckLease>& fence) {
   const std::string& prefix = action.target();
   std::vector<std::string> matches = manager_->ActiveJobNamesWithPrefix(prefix);
   std::string target;
@@ -271,11 +371,13 @@ ActionDispatcher::Outcome ActionDispatcher::StopTraining(const JobRecord& job,
                    " (StopTraining action): ", RuleDetails(job, action.rule_configuration_name()));
   absl::Notification stopped;
   absl::Status result;
-  manager_->StopTrainingJobWithReason(target, reason.substr(0, 1024),
-                                      [&stopped, &result](const absl::Status& status) {
-                                        result = status;
-                                        stopped.Notify();
-                                      });
+  manager_->StopTrainingJobWithReason(
+      target, reason.substr(0, 1024),
+      [&stopped, &result](const absl::Status& status) {
+        result = status;
+        stopped.Notify();
+      },
+      fence);
   stopped.WaitForNotification();
   if (result.ok()) {
     return {v1::RuleActionStatus::Succeeded, absl::StrCat("stopped training job '", target, "'")};

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,8 +35,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/lease_keeper.h"
 #include "core/training_job_manager.h"
 #include "metrics/action_metrics.h"
+#include "persistence/action_outbox.h"
 #include "rules_engine/actions/notification_sink.h"
 
 namespace debugplane::rules_engine {
@@ -53,6 +56,17 @@ struct ActionDispatcherOptions {
   // When retries are due; the system clock when null (tests move a
   // FakeClock, and waiting threads wake when it jumps).
   std::shared_ptr<core::Clock> clock;
+  // Server replicas sharing one database: a job's actions are carried out
+  // by the replica that holds its lease (picked up when it acquires it,
+  // dropped when it loses it), each under a claim in `outbox` that lasts
+  // claim_duration (longer than one delivery may take, sink timeouts
+  // included), and their outcomes (and a StopTraining) are written under
+  // the lease's fence. An action already claimed by a replica that lost the
+  // lease waits until that claim expires. Null: one server, no claims.
+  // `leases` is not owned; it must be shut down before the dispatcher.
+  core::LeaseKeeper* leases = nullptr;
+  std::shared_ptr<persistence::ActionOutbox> outbox;
+  absl::Duration claim_duration = absl::Minutes(2);
   // Where every attempt's outcome is counted; null: nowhere. Must outlive
   // the dispatcher.
   metrics::ActionMetrics* metrics = nullptr;
@@ -82,11 +96,20 @@ class ActionDispatcher {
   // Actions known Pending, queued or being carried out (for tests, metrics).
   size_t pending_actions() const;
 
+  // The leases' listeners (options.leases): picks up the Pending actions of
+  // a job whose lease this replica acquired; forgets those of a job whose
+  // lease it lost (one being carried out finishes; its outcome is refused
+  // by the fence if another replica took the lease over meanwhile).
+  void OnLeaseAcquired(const std::string& job_name);
+  void OnLeaseLost(const std::string& job_name);
+
  private:
   struct Tracked {
     std::string job_name;
     int attempts = 0;
     absl::Time due;
+    // The outbox's claim while this replica carries it out.
+    std::optional<persistence::ActionClaim> claim;
     // kQueued: waiting for `due`; kRunning: a thread carries it out;
     // kRecorded: its outcome is being written, the entry goes once the
     // manager commits it (until then, a commit that still shows it Pending
@@ -105,10 +128,21 @@ class ActionDispatcher {
 
   void OnCommit(const std::string& job_name, const std::shared_ptr<const core::JobRecord>& job);
   void TrackLocked(const core::JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether this replica carries out the job's actions (it holds the lease,
+  // or there are no leases).
+  bool OwnsLocked(const std::string& job_name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before carrying out an action (no lock held): the outbox's claim.
+  enum class Gate { kGo, kLater, kDrop };
+  Gate Claim(const std::string& action_id, const std::string& job_name,
+             std::optional<persistence::ActionClaim>& claim);
+  // Marks the claims of recorded outcomes done (on a worker, no lock held).
+  void CompleteClaims();
   void WorkerLoop();
   Outcome Execute(const core::JobRecord& job, const v1::RuleAction& action,
-                  std::set<std::string>& accepted_by);
-  Outcome StopTraining(const core::JobRecord& job, const v1::RuleAction& action);
+                  std::set<std::string>& accepted_by,
+                  const std::optional<persistence::CheckLease>& fence);
+  Outcome StopTraining(const core::JobRecord& job, const v1::RuleAction& action,
+                       const std::optional<persistence::CheckLease>& fence);
   Outcome Notify(const core::JobRecord& job, const v1::RuleAction& action,
                  std::set<std::string>& accepted_by);
   absl::Duration Backoff(int attempts) const;
@@ -122,6 +156,8 @@ class ActionDispatcher {
   absl::CondVar cv_;  // Signalled when an action is queued or on shutdown.
   // Pending actions by ActionId.
   std::map<std::string, Tracked> tracked_ ABSL_GUARDED_BY(mu_);
+  // Claims whose action's outcome is durable, to be marked done.
+  std::vector<persistence::ActionClaim> to_complete_ ABSL_GUARDED_BY(mu_);
   // SetRuleActionStatus calls whose completion has not run yet.
   int records_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -60,7 +60,12 @@ void LowerThisThreadsPriority(int nice) {
 
 EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
                                          EvaluationSchedulerOptions options)
-    : manager_(manager), options_(std::move(options)) {}
+    : manager_(manager), options_(WithLeases(std::move(options))) {}
+
+EvaluationSchedulerOptions EvaluationScheduler::WithLeases(EvaluationSchedulerOptions options) {
+  options.status_retries.leases = options.leases;
+  return options;
+}
 
 EvaluationScheduler::~EvaluationScheduler() { Shutdown(); }
 
@@ -109,6 +114,12 @@ void EvaluationScheduler::Start() {
     workers_.emplace_back([this] { WorkerLoop(/*backlog=*/true); });
   }
 
+  if (options_.leases != nullptr) {
+    options_.leases->AddListener(core::LeaseKeeper::Listener{
+        .acquired =
+            [this](const persistence::CheckLease& lease) { OnLeaseAcquired(lease.job_name); },
+        .lost = [this](const std::string& job_name) { OnLeaseLost(job_name); }});
+  }
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
         OnCommit(name, std::move(job));
@@ -140,6 +151,38 @@ void EvaluationScheduler::Shutdown() {
   status_recorder_.Shutdown();
   // Its threads stop here; OnChange and OnPoll see stopping_ meanwhile.
   watcher_->Shutdown();
+}
+
+void EvaluationScheduler::OnLeaseAcquired(const std::string& job_name) {
+  std::shared_ptr<const JobRecord> job = manager_->GetJob(job_name);
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || !started_ || job == nullptr) return;
+  spdlog::info("rule evaluation: evaluating job '{}' (its lease is this replica's)", job_name);
+  Apply(job_name, std::move(job));
+}
+
+void EvaluationScheduler::OnLeaseLost(const std::string& job_name) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || !started_) return;
+  if (auto runs = custom_runs_.find(job_name); runs != custom_runs_.end()) {
+    for (const auto& [rule, id] : runs->second) {
+      if (id != 0) custom_runner_->Cancel(id);
+    }
+    custom_runs_.erase(runs);  // Started again if the lease comes back.
+  }
+  if (auto finishing = finishing_.find(job_name); finishing != finishing_.end()) {
+    for (const auto& evaluation : finishing->second) evaluation->cancelled = true;
+    finishing_.erase(finishing);
+  }
+  auto it = jobs_.find(job_name);
+  if (it == jobs_.end()) return;
+  spdlog::info(
+      "rule evaluation: stopped evaluating job '{}' (its lease is no longer this "
+      "replica's)",
+      job_name);
+  it->second->cancelled = true;
+  watcher_->Drop(job_name);
+  jobs_.erase(it);
 }
 
 size_t EvaluationScheduler::active_jobs() const {
@@ -200,6 +243,8 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
     }
     return;
   }
+  // Another replica's job (until this one acquires its lease).
+  if (options_.leases != nullptr && !options_.leases->Holds(job_name)) return;
   std::shared_ptr<JobEvaluation> evaluation = NewEvaluationLocked(job_name, std::move(job));
   if (evaluation == nullptr) return;
   jobs_[job_name] = evaluation;

@@ -77,6 +77,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/lease_keeper.h"
 #include "core/output_path.h"
 #include "core/training_job_manager.h"
 #include "metrics/evaluation_metrics.h"
@@ -144,6 +145,14 @@ struct EvaluationSchedulerOptions {
   // backlog thread gets almost no CPU, and so its jobs almost no progress.
   int backlog_threads = 0;
   int backlog_nice = 10;
+  // Server replicas sharing one database: this replica evaluates only the
+  // jobs whose lease it holds (it starts a job when it acquires the lease,
+  // resuming from the recorded progress as after a restart, and drops the
+  // job at once when it loses it), and every write it makes for a job
+  // carries the lease's fence. Null: every job (one server). Not owned; it
+  // must outlive the scheduler and be started after Start() and shut down
+  // before the scheduler (its listeners call the scheduler).
+  core::LeaseKeeper* leases = nullptr;
   // Where evaluation (detection latency, lag, reads) and object store
   // requests are recorded; null: nowhere. Must outlive the scheduler.
   metrics::EvaluationMetrics* evaluation_metrics = nullptr;
@@ -176,6 +185,13 @@ class EvaluationScheduler {
 
   // Jobs currently evaluated (with at least one rule InProgress).
   size_t active_jobs() const;
+
+  // The leases' listeners (options.leases): starts evaluating a job whose
+  // lease this replica acquired, from its committed record; stops one whose
+  // lease it lost (its turn in progress, if any, writes nothing more: the
+  // writes check the lease).
+  void OnLeaseAcquired(const std::string& job_name);
+  void OnLeaseLost(const std::string& job_name);
 
  private:
   void OnCommit(const std::string& job_name, std::shared_ptr<const core::JobRecord> job);
@@ -231,6 +247,9 @@ class EvaluationScheduler {
   void OnChange(const std::string& job_name);
   void OnPoll();
 
+  // `options` with the lease keeper handed to the parts that write.
+  static EvaluationSchedulerOptions WithLeases(EvaluationSchedulerOptions options);
+
   core::TrainingJobManager* const manager_;
   const EvaluationSchedulerOptions options_;
   RuleStatusRecorder status_recorder_{manager_, options_.status_retries};
@@ -243,6 +262,7 @@ class EvaluationScheduler {
                                     .progress_interval = options_.progress_interval,
                                     .max_steps_per_turn = options_.max_steps_per_turn,
                                     .turn_time_slice = options_.turn_time_slice,
+                                    .leases = options_.leases,
                                     .metrics = options_.evaluation_metrics,
                                 }};
 

@@ -503,6 +503,8 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
 
 void JobEvaluator::WriteReport(JobEvaluation& evaluation, size_t run_index, const JobRecord& job,
                                bool final) const {
+  // Another replica holds the job now: its reports are that replica's.
+  if (!core::FenceForWrite(options_.leases, evaluation.job_name).allowed) return;
   JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
   ReportContent content;
   content.findings.reserve(run.rules.size());
@@ -558,15 +560,20 @@ void JobEvaluator::RecordProgress(JobEvaluation& evaluation) const {
   // ProfilerSchedulingTest.AJobCompletedAfterItsTrialEndedHasItsFinalStatusInTheReport
   // (cause not found yet).
   if (progress.empty()) return;
+  const core::WriteFence fence = core::FenceForWrite(options_.leases, evaluation.job_name);
+  if (!fence.allowed) return;  // The lease is lost: the new holder records it.
   evaluation.progress_recorded = now;
   const std::string job = evaluation.job_name;
   // Queued behind this turn's verdicts, so a recorded step never runs
   // ahead of a verdict reached at or before it.
-  manager_->RecordRuleProgress(job, std::move(progress), [job](const absl::Status& result) {
-    if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
-      spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
-    }
-  });
+  manager_->RecordRuleProgress(
+      job, std::move(progress),
+      [job](const absl::Status& result) {
+        if (!result.ok() && result.code() != absl::StatusCode::kNotFound) {
+          spdlog::warn("recording rule progress of job '{}' failed: {}", job, result.ToString());
+        }
+      },
+      fence.fence);
 }
 
 }  // namespace debugplane::rules_engine

@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/job_record.h"
+#include "core/lease_keeper.h"
 #include "core/training_job_manager.h"
 #include "metrics/evaluation_metrics.h"
 #include "objectstore/object_store.h"
@@ -142,6 +143,9 @@ struct JobEvaluatorOptions {
   absl::Duration turn_time_slice = absl::Milliseconds(5);
   // Steps read (then evaluated) at a time.
   size_t steps_per_read = 4;
+  // With server replicas: progress is written under the job's lease fence,
+  // and nothing (progress, reports) once the lease is lost. Null: one server.
+  const core::LeaseKeeper* leases = nullptr;
   // Where detection latency, evaluation lag and reads are recorded; null:
   // nowhere. Must outlive the evaluator.
   metrics::EvaluationMetrics* metrics = nullptr;

@@ -99,6 +99,13 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
     job = it->second.job;
     rule = it->second.rule;
   }
+  const core::WriteFence fence = core::FenceForWrite(options.leases, job);
+  if (!fence.allowed) {
+    // The lease is gone: this replica writes nothing more for the job.
+    OnDone(key, absl::FailedPreconditionError(absl::StrCat(
+                    "this replica no longer holds the evaluation lease of job '", job, "'")));
+    return;
+  }
   // Records of a rule are sent one at a time, so a record this one repeats
   // is committed by now.
   if (entry.on_durable && AlreadyRecorded(*manager, job, rule, entry.status)) {
@@ -116,11 +123,13 @@ void RuleStatusRecorder::State::Send(const std::string& key) {
     progress.push_back({.rule = rule,
                         .last_evaluated_step = entry.last_evaluated_step,
                         .read = std::move(entry.read)});
-    manager->RecordRuleProgress(job, std::move(progress), [](const absl::Status&) {});
+    manager->RecordRuleProgress(
+        job, std::move(progress), [](const absl::Status&) {}, fence.fence);
   }
   manager->SetRuleEvaluationStatus(
       job, rule, entry.status, std::move(entry.details),
-      [self = shared_from_this(), key](const absl::Status& result) { self->OnDone(key, result); });
+      [self = shared_from_this(), key](const absl::Status& result) { self->OnDone(key, result); },
+      fence.fence);
 }
 
 void RuleStatusRecorder::State::OnDone(const std::string& key, const absl::Status& result) {

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "core/clock.h"
 #include "core/job_record.h"
+#include "core/lease_keeper.h"
 #include "core/training_job_manager.h"
 
 namespace debugplane::rules_engine {
@@ -40,6 +41,10 @@ struct RuleStatusRecorderOptions {
   // refusal, up to max_backoff.
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(30);
+  // With server replicas: records are written under the job's lease fence,
+  // and dropped once this replica no longer holds the lease (the new holder
+  // evaluates the rule again from its recorded progress). Null: one server.
+  const core::LeaseKeeper* leases = nullptr;
 };
 
 class RuleStatusRecorder {

@@ -81,9 +81,9 @@ class PostgresStorageTest : public ::testing::Test {
 TEST_F(PostgresStorageTest, OpenCreatesTheSchemaAtTheCurrentVersion) {
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 2);
+  EXPECT_EQ(storage->schema_version(), 3);
   EXPECT_EQ(storage->schema_version(), kPostgresSchemaVersion);
-  EXPECT_EQ(Query("SELECT version FROM schema_version"), "2");
+  EXPECT_EQ(Query("SELECT version FROM schema_version"), "3");
   EXPECT_EQ(Query("SELECT count(*) FROM schema_version"), "1");
   // Bytewise names whatever the database's collation, as in SQLite.
   EXPECT_EQ(Query("SELECT collation_name FROM information_schema.columns WHERE "
@@ -134,7 +134,7 @@ TEST_F(PostgresStorageTest, ConcurrentOpensOfAFreshDatabaseAllSucceedWithOneSche
     EXPECT_EQ((*storage)->schema_version(), kPostgresSchemaVersion);
   }
   EXPECT_EQ(Query("SELECT count(*) FROM schema_version"), "1");
-  EXPECT_EQ(Query("SELECT version FROM schema_version"), "2");
+  EXPECT_EQ(Query("SELECT version FROM schema_version"), absl::StrCat(kPostgresSchemaVersion));
   EXPECT_EQ(Query("SELECT count(*) FROM pg_tables WHERE tablename = 'training_jobs'"), "1");
   // Every one of them works on the one table.
   for (int i = 0; i < kServers; ++i) {
@@ -151,9 +151,10 @@ TEST_F(PostgresStorageTest, ADatabaseOfANewerSchemaIsRefusedNamingBothVersions) 
       "version integer NOT NULL); INSERT INTO schema_version (version) VALUES (99)");
   auto storage = PostgresStorage::Open(server_->Uri(database_));
   ASSERT_EQ(storage.status().code(), absl::StatusCode::kFailedPrecondition) << storage.status();
-  EXPECT_THAT(storage.status().message(),
-              AllOf(HasSubstr(database_), HasSubstr(server_->address()),
-                    HasSubstr("schema version 99"), HasSubstr("schema version 2 ")));
+  EXPECT_THAT(
+      storage.status().message(),
+      AllOf(HasSubstr(database_), HasSubstr(server_->address()), HasSubstr("schema version 99"),
+            HasSubstr(absl::StrCat("schema version ", kPostgresSchemaVersion, " "))));
   EXPECT_EQ(Query("SELECT count(*) FROM pg_tables WHERE tablename = 'training_jobs'"), "0");
   EXPECT_EQ(Query("SELECT version FROM schema_version"), "99");
 }

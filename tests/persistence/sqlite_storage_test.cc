@@ -65,11 +65,11 @@ class SqliteStorageTest : public ::testing::Test {
 TEST_F(SqliteStorageTest, OpenCreatesAWalDatabaseAtTheCurrentSchemaVersion) {
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 2);
+  EXPECT_EQ(storage->schema_version(), 3);
   EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
 
   RawDb raw(db_path());
-  EXPECT_EQ(raw.Value("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.Value("PRAGMA user_version"), "3");
   EXPECT_EQ(raw.Value("PRAGMA journal_mode"), "wal");
   EXPECT_THAT(
       raw.Column("SELECT name FROM sqlite_master WHERE tbl_name = 'training_jobs' AND "
@@ -216,8 +216,36 @@ TEST_F(SqliteStorageTest, DataSurvivesCloseAndReopenAndCloseTruncatesTheWal) {
 
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 2);
+  EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
   EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
+}
+
+TEST_F(SqliteStorageTest, AVersion2DatabaseMigratesToTheLeaseTablesKeepingJobsAndFeed) {
+  {
+    auto storage = OpenOrDie();
+    ASSERT_NE(storage, nullptr);
+    WriteBatch batch;
+    batch.Put(MakeRow("a", 1));
+    ASSERT_TRUE(storage->Write(batch).ok());
+  }
+  {
+    // What the replicas' schema (v2) left: no lease tables yet.
+    RawDb raw(db_path());
+    raw.Exec(
+        "DROP TABLE job_leases; DROP TABLE live_replicas; DROP TABLE rule_action_outbox; "
+        "PRAGMA user_version = 2");
+  }
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_EQ(storage->schema_version(), 3);
+  EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("a", 1))));
+  absl::StatusOr<int64_t> latest = storage->LatestChangeSequence();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, 1);
+  RawDb raw(db_path());
+  EXPECT_THAT(raw.Column("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
+                         "('job_leases', 'live_replicas', 'rule_action_outbox') ORDER BY name"),
+              ElementsAre("job_leases", "live_replicas", "rule_action_outbox"));
 }
 
 TEST_F(SqliteStorageTest, ADatabaseOfANewerSchemaIsRefusedUntouched) {
@@ -229,9 +257,9 @@ TEST_F(SqliteStorageTest, ADatabaseOfANewerSchemaIsRefusedUntouched) {
 
   auto storage = SqliteStorage::Open(db_path());
   ASSERT_EQ(storage.status().code(), absl::StatusCode::kFailedPrecondition) << storage.status();
-  EXPECT_THAT(
-      storage.status().message(),
-      AllOf(HasSubstr(db_path()), HasSubstr("schema version 99"), HasSubstr("schema version 2 ")));
+  EXPECT_THAT(storage.status().message(),
+              AllOf(HasSubstr(db_path()), HasSubstr("schema version 99"),
+                    HasSubstr(absl::StrCat("schema version ", kSqliteSchemaVersion, " "))));
   EXPECT_EQ(ReadFile(db_path()), before);  // Not even switched to WAL.
   EXPECT_FALSE(fs::exists(db_path() + "-wal"));
 }
