@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -436,18 +437,47 @@ class Agent {
     }
   }
 
+  // Tells the server the newest configuration version written to the
+  // training's files (EVENT_CONFIG_APPLIED), once per version. Called by the
+  // connection thread after a directive; a report that fails is sent again
+  // after the next directive (e.g. on reconnecting).
+  void ReportConfigApplied() {
+    int64_t version;
+    {
+      absl::MutexLock lock(&mu_);
+      version = written_version_;
+      if (version <= reported_written_version_) return;
+    }
+    absl::Status reported =
+        Report(Event::EVENT_CONFIG_APPLIED, std::nullopt, "", kProbeTimeout, version).status();
+    absl::MutexLock lock(&mu_);
+    if (reported.ok()) {
+      reported_written_version_ = std::max(reported_written_version_, version);
+    } else if (reported.code() == absl::StatusCode::kInvalidArgument) {
+      // A server older than EVENT_CONFIG_APPLIED: the job shows no applied
+      // time, the training goes on.
+      log_ << "debugplane-agent: the server does not take the applied configuration version ("
+           << reported.message() << "); not reporting it\n";
+      reported_written_version_ = std::numeric_limits<int64_t>::max();
+    }
+  }
+
   // Calls ReportTrainingStatus, retrying while the server is unreachable,
   // for up to `patience`. Returns the job's status after the report.
   // `message` is the FailureReason of EVENT_FAILED, the StatusMessage of
-  // EVENT_STOPPED.
+  // EVENT_STOPPED; `applied_config_version` goes with EVENT_CONFIG_APPLIED.
   absl::StatusOr<v1::TrainingJobStatus::Value> Report(Event::Event event,
                                                       std::optional<int64_t> step,
                                                       const std::string& message,
-                                                      absl::Duration patience) {
+                                                      absl::Duration patience,
+                                                      int64_t applied_config_version = 0) {
     v1::ReportTrainingStatusRequest request;
     request.set_training_job_name(options_.job);
     request.set_event(event);
     if (step.has_value()) request.set_current_step(*step);
+    if (event == Event::EVENT_CONFIG_APPLIED) {
+      request.set_applied_config_version(applied_config_version);
+    }
     if (event == Event::EVENT_STOPPED) {
       request.set_status_message(message);
     } else {
@@ -515,6 +545,7 @@ class Agent {
           context->TryCancel();  // Refused: the job cannot run under this agent.
           break;
         }
+        ReportConfigApplied();
       }
       const grpc::Status status = reader->Finish();
       // Probing the server (blocking I/O) happens outside the lock.
@@ -597,6 +628,8 @@ class Agent {
       }
       if (!written.ok()) {
         log_ << "debugplane-agent: cannot write the configuration: " << written << "\n";
+      } else {
+        written_version_ = directive.config_version();
       }
       const absl::Duration interval =
           absl::Milliseconds(directive.profiler_config().has_profiling_interval_in_milliseconds()
@@ -746,6 +779,11 @@ class Agent {
   absl::Mutex mu_;
   absl::CondVar cv_;  // Any change of the state below.
   int64_t applied_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest version whose files were written, and the newest of those
+  // the server took (EVENT_CONFIG_APPLIED; int64 max: the server refuses
+  // the event).
+  int64_t written_version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reported_written_version_ ABSL_GUARDED_BY(mu_) = 0;
   // Gave up: see refusal_, else connect_error_.
   bool done_connecting_ ABSL_GUARDED_BY(mu_) = false;
   // Why the agent refuses the job (its output paths), if it does.

@@ -9,7 +9,9 @@
 // smdebug-instrumented script is configured by the service. Then:
 // - every new configuration version (UpdateTrainingJob) is written to the
 //   files atomically (smdebug re-reads profilerconfig.json at every step),
-//   and the system-metrics sampler changes rate at once;
+//   and the system-metrics sampler changes rate at once; once the files of a
+//   version are written the agent reports it (EVENT_CONFIG_APPLIED with
+//   AppliedConfigVersion: the job's ProfilerConfigAppliedTime);
 // - system metrics are sampled at ProfilingIntervalInMilliseconds into the
 //   SageMaker layout under the profiler output directory, while profiling
 //   is enabled;

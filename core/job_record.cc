@@ -278,6 +278,15 @@ void RecordConfigurationUpdate(JobRecord& job, const v1::UpdateTrainingJobReques
   }
 }
 
+bool RecordProfilerConfigApplied(JobRecord& job, int64_t version, absl::Time now) {
+  if (IsTerminal(job.training_job_status()) || version <= job.profiler_config_applied_version()) {
+    return false;
+  }
+  job.set_profiler_config_applied_version(version);
+  SetTimestamp(now, job.mutable_profiler_config_applied_time());
+  return true;
+}
+
 bool MarkTrainingStarted(JobRecord& job, absl::Time now) {
   if (job.training_job_status() != v1::TrainingJobStatus::InProgress ||
       job.secondary_status() == v1::SecondaryStatus::Training) {

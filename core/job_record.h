@@ -149,6 +149,13 @@ bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reaso
 void RecordConfigurationUpdate(JobRecord& job, const v1::UpdateTrainingJobRequest& update,
                                absl::Time now);
 
+// The job's agent wrote the training's configuration files of ConfigVersion
+// `version` (ReportTrainingStatus EVENT_CONFIG_APPLIED): sets
+// ProfilerConfigAppliedVersion and ProfilerConfigAppliedTime (`now`).
+// Returns false (no change) if the job is terminal or `version` is not newer
+// than the recorded one. REQUIRES: 1 <= version <= job.config_version().
+bool RecordProfilerConfigApplied(JobRecord& job, int64_t version, absl::Time now);
+
 // Sets the status of the rule evaluation named `rule` (debug or profiler).
 // Returns false if there is no such rule or nothing changes. Terminal rule
 // statuses are final: returns false when the rule is already terminal.

@@ -1454,7 +1454,7 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
   if (request.event() == Event::EVENT_UNSPECIFIED || !Event::Event_IsValid(request.event())) {
     std::move(done)(InvalidField("Event",
                                  "is required: EVENT_STARTED, EVENT_PROGRESS, EVENT_COMPLETED, "
-                                 "EVENT_FAILED or EVENT_STOPPED"));
+                                 "EVENT_FAILED, EVENT_STOPPED or EVENT_CONFIG_APPLIED"));
     return;
   }
   if (request.event() == Event::EVENT_PROGRESS && !request.has_current_step()) {
@@ -1469,6 +1469,11 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
   }
   if (request.event() == Event::EVENT_FAILED && request.failure_reason().empty()) {
     std::move(done)(InvalidField("FailureReason", "is required with EVENT_FAILED"));
+    return;
+  }
+  if (request.event() == Event::EVENT_CONFIG_APPLIED && request.applied_config_version() < 1) {
+    std::move(done)(InvalidField("AppliedConfigVersion",
+                                 "is required with EVENT_CONFIG_APPLIED and counts from 1"));
     return;
   }
   auto status = std::make_shared<v1::TrainingJobStatus::Value>();
@@ -1501,6 +1506,15 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
                 request.status_message().empty()
                     ? absl::string_view("the agent reported that the training command exited")
                     : absl::string_view(request.status_message()).substr(0, 1024));
+            break;
+          case Event::EVENT_CONFIG_APPLIED:
+            if (request.applied_config_version() > latest->config_version()) {
+              return InvalidField("AppliedConfigVersion",
+                                  absl::StrCat(request.applied_config_version(),
+                                               " is newer than the job's ConfigVersion ",
+                                               latest->config_version()));
+            }
+            changed = RecordProfilerConfigApplied(*next, request.applied_config_version(), now);
             break;
           default:
             if (stopping) {

@@ -241,14 +241,17 @@ class TrainingJobManager final : public TrainingJobHandler {
   // TrainingAgentService.ReportTrainingStatus: the training process started,
   // progressed, ended on its own (Completed / Failed), or exited after a
   // stop order (EVENT_STOPPED: the Stopping job becomes Stopped with the
-  // report's StatusMessage). A start is refused while the job is Stopping:
+  // report's StatusMessage), or the agent wrote a configuration version
+  // (EVENT_CONFIG_APPLIED: ProfilerConfigAppliedTime / Version, see
+  // RecordProfilerConfigApplied). A start is refused while the job is Stopping:
   // the response then says Stopping and the agent must not start the
   // command. An end reported while Stopping completes the stop. `response`
   // gets the job's status; `done` OK once durable (also when nothing
   // changes, e.g. a progress report for a stopped job), INVALID_ARGUMENT
   // naming the field for a bad request (no Event, EVENT_PROGRESS without
   // CurrentStep, a negative CurrentStep, EVENT_FAILED without
-  // FailureReason), NOT_FOUND for an unknown job, FAILED_PRECONDITION for
+  // FailureReason, EVENT_CONFIG_APPLIED without AppliedConfigVersion or with
+  // one newer than the job's ConfigVersion), NOT_FOUND for an unknown job, FAILED_PRECONDITION for
   // EVENT_STOPPED while the job is InProgress (no stop was ordered).
   void ReportTrainingStatus(const v1::ReportTrainingStatusRequest& request,
                             v1::ReportTrainingStatusResponse* response, DoneCallback done);

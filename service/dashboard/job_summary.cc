@@ -55,8 +55,10 @@ nlohmann::json JobSummary(const core::JobRecord& job, std::optional<absl::Time> 
       {"currentStep", current_step},
       {"profilingStatus", v1::ProfilingStatus::Value_Name(job.profiling_status())},
       {"configVersion", job.config_version()},
-      // The agent does not report when it applied a configuration (yet).
-      {"profilerConfigAppliedTime", nullptr},
+      // When the agent reported writing the job's profilerconfig.json
+      // (ReportTrainingStatus EVENT_CONFIG_APPLIED).
+      {"profilerConfigAppliedTime", EpochSeconds(TimeOf(job.has_profiler_config_applied_time(),
+                                                        job.profiler_config_applied_time()))},
   };
 }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -777,6 +778,66 @@ TEST_F(TrainingJobManagerTest, ANegativeCurrentStepIsRefusedNamingTheField) {
   ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
   EXPECT_TRUE(result.status().ok()) << result.status();
   EXPECT_EQ(Describe("steps")->progress_info().current_step(), 0);
+}
+
+TEST_F(TrainingJobManagerTest, TheAgentsAppliedConfigVersionIsRecordedWithItsTime) {
+  ASSERT_TRUE(Create(JobRequest("applied")).ok());
+  TrainingAgentManager agents(manager_.get());
+  auto report = [&](std::optional<int64_t> version) {
+    v1::ReportTrainingStatusRequest request;
+    request.set_training_job_name("applied");
+    request.set_event(v1::ReportTrainingStatusRequest::EVENT_CONFIG_APPLIED);
+    if (version.has_value()) request.set_applied_config_version(*version);
+    v1::ReportTrainingStatusResponse response;
+    CallResult result;
+    agents.ReportTrainingStatus(request, &response, result.Callback());
+    EXPECT_TRUE(result.WaitFor(absl::Seconds(10)));
+    return result.status();
+  };
+  auto applied_time = [&] {
+    auto job = Describe("applied");
+    return absl::FromUnixSeconds(job->profiler_config_applied_time().seconds()) +
+           absl::Nanoseconds(job->profiler_config_applied_time().nanos());
+  };
+  // Nothing reported yet.
+  EXPECT_FALSE(Describe("applied")->has_profiler_config_applied_time());
+  EXPECT_EQ(Describe("applied")->profiler_config_applied_version(), 0);
+
+  ASSERT_TRUE(report(1).ok());
+  EXPECT_EQ(Describe("applied")->profiler_config_applied_version(), 1);
+  EXPECT_TRUE(Describe("applied")->has_profiler_config_applied_time());
+  const absl::Time first = applied_time();
+
+  // A version the job does not have yet, or none: refused, naming the field.
+  for (std::optional<int64_t> bad :
+       {std::optional<int64_t>(2), std::optional<int64_t>(0), std::optional<int64_t>()}) {
+    const absl::Status refused = report(bad);
+    ASSERT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    ASSERT_EQ(FieldViolationsOf(refused).size(), 1u);
+    EXPECT_EQ(FieldViolationsOf(refused)[0].field, "AppliedConfigVersion");
+  }
+  EXPECT_THAT(FieldViolationsOf(report(2))[0].description,
+              HasSubstr("2 is newer than the job's ConfigVersion 1"));
+
+  // An update, then the agent applies it: the time moves to after the update.
+  v1::UpdateTrainingJobRequest update;
+  update.set_training_job_name("applied");
+  update.mutable_profiler_config()->set_profiling_interval_in_milliseconds(100);
+  ASSERT_TRUE(Update(update).ok());
+  EXPECT_EQ(Describe("applied")->profiler_config_applied_version(), 1);
+  ASSERT_TRUE(report(2).ok());
+  auto job = Describe("applied");
+  EXPECT_EQ(job->profiler_config_applied_version(), 2);
+  const auto& updated = job->configuration_updates(0).update_time();
+  EXPECT_GE(applied_time(),
+            absl::FromUnixSeconds(updated.seconds()) + absl::Nanoseconds(updated.nanos()));
+  EXPECT_GE(applied_time(), first);
+
+  // A late report of an older version changes nothing.
+  const absl::Time second = applied_time();
+  ASSERT_TRUE(report(1).ok());
+  EXPECT_EQ(Describe("applied")->profiler_config_applied_version(), 2);
+  EXPECT_EQ(applied_time(), second);
 }
 
 TEST_F(TrainingJobManagerTest, AWatcherBlockedInOnEventHoldsUpNeitherReadsNorOtherJobs) {

@@ -19,8 +19,10 @@
 #include "service/server_app.h"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/rules_engine/trial_writer.h"
+#include "tests/service/agent_process.h"
 #include "tests/service/dashboard/dashboard_client.h"
 #include "tests/service/http/stream_client.h"
+#include "tests/service/wait_until.h"
 
 namespace debugplane::service {
 namespace {
@@ -378,6 +380,57 @@ TEST_F(DashboardApiTest, TheProfilingFormChangesTheJobsProfilerConfig) {
   ASSERT_EQ(off.status, 200) << off.body;
   EXPECT_EQ(off.Json()["profilingStatus"], "Disabled");
   EXPECT_EQ(Call("GET", "/api/jobs/job-p", {oper.cookie}).Json()["ProfilingStatus"], "Disabled");
+}
+
+TEST_F(DashboardApiTest, TheSummarySaysWhenTheAgentAppliedTheProfilingChange) {
+  // The real agent around a stand-in training: after a change of the
+  // monitoring interval, the agent writes profilerconfig.json and reports
+  // it (EVENT_CONFIG_APPLIED); the summary's profilerConfigAppliedTime and
+  // the job's ProfilerConfigAppliedTime / Version follow, not before the
+  // change.
+  StartServer(/*with_credentials=*/false);
+  const fs::path data = dir_.path() / "job";
+  v1::CreateTrainingJobRequest request = SmallJob("job-a");
+  request.mutable_debug_hook_config()->set_s3_output_path((data / "tensors").string());
+  request.mutable_profiler_config()->set_s3_output_path((data / "profiler").string());
+  ASSERT_TRUE(CreateJob(request).ok());
+  auto summary = [&] { return Call("GET", "/api/jobs?name=job-a").Json()["jobs"][0]; };
+  EXPECT_TRUE(summary()["profilerConfigAppliedTime"].is_null());
+
+  const fs::path config_dir = data / "config";
+  testing::AgentProcess agent(
+      {"--server", absl::StrCat("127.0.0.1:", app_->port()), "--job", "job-a", "--config-dir",
+       config_dir.string(), "--allow-write", dir_.path().string(), "--stop-grace", "1"},
+      {DP_FAKE_TRAINING_BINARY, "--steps", "300", "--step-ms", "20"}, dir_.path() / "agent.log");
+  // The first configuration, written before the training started.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return summary()["profilerConfigAppliedTime"].is_number();
+  })) << agent.log();
+  EXPECT_EQ(Call("GET", "/api/jobs/job-a").Json()["ProfilerConfigAppliedVersion"], 1);
+
+  const double before_change = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  // Without credentials everyone is an admin; a change needs the CSRF token.
+  const std::string csrf = Call("GET", "/api/session").Json()["csrfToken"];
+  const DashboardReply changed =
+      Call("POST", "/api/jobs/job-a/profiling", {"X-CSRF-Token: " + csrf},
+           R"({"monitoringIntervalMillis": 1000})");
+  ASSERT_EQ(changed.status, 200) << changed.body;
+  ASSERT_EQ(changed.Json()["configVersion"], 2);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return Call("GET", "/api/jobs/job-a").Json()["ProfilerConfigAppliedVersion"] == 2;
+  })) << agent.log();
+  const json job = Call("GET", "/api/jobs/job-a").Json();
+  EXPECT_TRUE(job.contains("ProfilerConfigAppliedTime")) << job.dump();
+  const json applied = summary()["profilerConfigAppliedTime"];
+  ASSERT_TRUE(applied.is_number()) << summary().dump();
+  EXPECT_GE(applied.get<double>(), before_change);
+  EXPECT_LE(applied.get<double>(), absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  // What the agent reported is in the file the training reads.
+  const json written = json::parse(ReadFile(config_dir / "profilerconfig.json"), nullptr, false);
+  EXPECT_EQ(written["ProfilingParameters"]["ProfilingIntervalInMilliseconds"], 1000)
+      << written.dump();
+
+  EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
 }
 
 TEST_F(DashboardApiTest, EventsStartWithEveryJobThenCarryNewJobsAndChangesWithinASecond) {
