@@ -10,10 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/atomic_file.h"
 #include "core/field_violations.h"
 #include "core/job_record.h"
 #include "core/profiler_report_files.h"
 #include "core/validation.h"
+#include "spdlog/spdlog.h"
 
 namespace debugplane::core {
 namespace {
@@ -73,9 +75,10 @@ absl::StatusOr<int> FindReportRule(const JobRecord& job,
 
 }  // namespace
 
-ProfilerReportHandler::ProfilerReportHandler(const TrainingJobManager* manager,
-                                             std::filesystem::path report_dir)
-    : manager_(manager), report_dir_(std::move(report_dir)) {
+ProfilerReportHandler::ProfilerReportHandler(TrainingJobManager* manager,
+                                             std::filesystem::path report_dir,
+                                             persistence::ReportStore* store)
+    : manager_(manager), report_dir_(std::move(report_dir)), store_(store) {
   reader_ = std::thread([this] { ReadLoop(); });
 }
 
@@ -114,6 +117,21 @@ void ProfilerReportHandler::GetProfilerReport(const v1::GetProfilerReportRequest
         "Format", absl::StrCat(request.format(), " is not a report format; use HTML or JSON")));
     return;
   }
+  // Replicas: a job written through another replica a moment ago is known
+  // here once the change feed is read.
+  manager_->AwaitConsistentRead(
+      [this, &request, response, done = std::move(done)](absl::Status caught_up) mutable {
+        if (!caught_up.ok()) {
+          std::move(done)(caught_up);
+          return;
+        }
+        ServeCaughtUp(request, response, std::move(done));
+      });
+}
+
+void ProfilerReportHandler::ServeCaughtUp(const v1::GetProfilerReportRequest& request,
+                                          v1::GetProfilerReportResponse* response,
+                                          DoneCallback done) {
   std::shared_ptr<const JobRecord> job = manager_->GetJob(request.training_job_name());
   if (job == nullptr) {
     std::move(done)(absl::NotFoundError(
@@ -146,36 +164,93 @@ void ProfilerReportHandler::GetProfilerReport(const v1::GetProfilerReportRequest
     std::move(done)(absl::UnavailableError("the server is shutting down"));
     return;
   }
-  reads_.push_back([response, path = std::filesystem::path(response->path()),
-                    path_only = request.path_only(), job_name = job->training_job_name(), rule,
+  reads_.push_back([this, response, path_only = request.path_only(),
+                    job_name = job->training_job_name(),
+                    job_created = ToAbslTime(job->creation_time()), rule,
                     done = std::move(done)]() mutable {
-    std::error_code error;
-    const auto modified = std::filesystem::last_write_time(path, error);
-    if (error) {
-      std::move(done)(absl::NotFoundError(absl::StrCat(
-          "no report yet for rule '", rule, "' of training job '", job_name, "' (", path.string(),
-          ": ", error.message(), "); it is written after the rule's first evaluation pass")));
-      return;
-    }
-    // file_time_type's clock has no portable epoch: shift by the clocks' offset now.
-    const auto modified_system = std::chrono::system_clock::now() +
-                                 std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                     modified - std::filesystem::file_time_type::clock::now());
-    SetTimestamp(absl::FromChrono(modified_system), response->mutable_last_modified_time());
-    if (!path_only) {
-      std::ifstream in(path, std::ios::binary);
-      std::ostringstream content;
-      content << in.rdbuf();
-      if (!in || !content) {
-        std::move(done)(absl::InternalError(
-            absl::StrCat("cannot read the report ", path.string(), ": ", std::strerror(errno))));
-        return;
-      }
-      response->set_content(std::move(content).str());
-    }
-    std::move(done)(absl::OkStatus());
+    std::move(done)(ReadReport(job_name, job_created, rule, path_only, response));
   });
   work_cv_.Signal();
+}
+
+void ProfilerReportHandler::ForgetJob(const std::string& job_name, absl::Time deleted_at) {
+  if (store_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  reads_.push_back([this, job_name, deleted_at]() {
+    absl::Status deleted = store_->DeleteJob(job_name, absl::ToUnixMicros(deleted_at));
+    if (!deleted.ok()) {
+      spdlog::warn("deleting the profiling reports of deleted job '{}' failed: {}", job_name,
+                   deleted.ToString());
+    }
+  });
+  work_cv_.Signal();
+}
+
+absl::Status ProfilerReportHandler::ReadReport(const std::string& job_name, absl::Time job_created,
+                                               const std::string& rule, bool path_only,
+                                               v1::GetProfilerReportResponse* response) const {
+  if (store_ != nullptr) return ReadFromStore(job_name, job_created, rule, path_only, response);
+  const std::filesystem::path path = response->path();
+  std::error_code error;
+  const auto modified = std::filesystem::last_write_time(path, error);
+  if (error) {
+    return absl::NotFoundError(absl::StrCat(
+        "no report yet for rule '", rule, "' of training job '", job_name, "' (", path.string(),
+        ": ", error.message(), "); it is written after the rule's first evaluation pass"));
+  }
+  // file_time_type's clock has no portable epoch: shift by the clocks' offset now.
+  const auto modified_system = std::chrono::system_clock::now() +
+                               std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                   modified - std::filesystem::file_time_type::clock::now());
+  SetTimestamp(absl::FromChrono(modified_system), response->mutable_last_modified_time());
+  if (path_only) return absl::OkStatus();
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in || !content) {
+    return absl::InternalError(
+        absl::StrCat("cannot read the report ", path.string(), ": ", std::strerror(errno)));
+  }
+  response->set_content(std::move(content).str());
+  return absl::OkStatus();
+}
+
+absl::Status ProfilerReportHandler::ReadFromStore(const std::string& job_name,
+                                                  absl::Time job_created, const std::string& rule,
+                                                  bool path_only,
+                                                  v1::GetProfilerReportResponse* response) const {
+  absl::StatusOr<std::optional<persistence::StoredReport>> stored = store_->Read(job_name, rule);
+  if (!stored.ok()) return stored.status();
+  // A report older than the job is an earlier job's of the same name.
+  if (!stored->has_value() ||
+      absl::FromUnixMicros((*stored)->generated_at_us) < job_created) {
+    return absl::NotFoundError(absl::StrCat("no report yet for rule '", rule,
+                                            "' of training job '", job_name,
+                                            "'; it is written after the rule's first "
+                                            "evaluation pass"));
+  }
+  persistence::StoredReport& report = **stored;
+  const bool json = response->format() == v1::ProfilerReportFormat::JSON;
+  std::string& content = json ? report.json : report.html;
+  // This server's copy at `path`, for readers on this machine (path_only);
+  // rewritten when the database holds a newer report than the copy.
+  const std::filesystem::path path = response->path();
+  const auto generated = std::filesystem::file_time_type::clock::now() +
+                         std::chrono::duration_cast<std::filesystem::file_time_type::duration>(
+                             absl::ToChronoTime(absl::FromUnixMicros(report.generated_at_us)) -
+                             std::chrono::system_clock::now());
+  std::error_code error;
+  const auto copied = std::filesystem::last_write_time(path, error);
+  if (error || copied < generated - std::chrono::seconds(1) ||
+      std::filesystem::file_size(path, error) != content.size()) {
+    if (absl::Status written = WriteFileAtomically(path, content); !written.ok()) return written;
+    std::filesystem::last_write_time(path, generated, error);  // Best effort.
+  }
+  SetTimestamp(absl::FromUnixMicros(report.generated_at_us),
+               response->mutable_last_modified_time());
+  if (!path_only) response->set_content(std::move(content));
+  return absl::OkStatus();
 }
 
 }  // namespace debugplane::core

@@ -320,6 +320,9 @@ class TrainingJobManager final : public TrainingJobHandler {
   CommitStats commit_stats() const;
 
   const TrainingJobManagerOptions& options() const { return options_; }
+  // The storage the manager writes, for parts that keep its tables in order
+  // beside it (ChangeFeedPruner). Thread-safe (Storage is).
+  persistence::Storage& storage() const { return *storage_; }
 
   // Read-your-writes across replicas: `done` gets OK once this manager has
   // applied every change committed to the storage (by any server) before

@@ -60,6 +60,11 @@ std::unique_ptr<ChangeSubscription> MeteredStorage::SubscribeToChanges(
   return storage_->SubscribeToChanges(std::move(wake));
 }
 
+absl::StatusOr<int64_t> MeteredStorage::PruneChanges(int64_t modified_before_us, int limit) {
+  return Timed(metrics::DatabaseOperation::kWrite,
+               [&] { return storage_->PruneChanges(modified_before_us, limit); });
+}
+
 absl::Status MeteredStorage::PutAgentPresence(const std::vector<AgentPresenceRow>& rows) {
   return Timed(metrics::DatabaseOperation::kWrite, [&] { return storage_->PutAgentPresence(rows); });
 }

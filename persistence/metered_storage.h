@@ -32,6 +32,7 @@ class MeteredStorage final : public Storage {
   absl::StatusOr<std::optional<JobRow>> ReadJob(const std::string& name) override;
   absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
   absl::StatusOr<int64_t> LatestChangeSequence() override;
+  absl::StatusOr<int64_t> PruneChanges(int64_t modified_before_us, int limit) override;
   // Not timed: it only registers.
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake) override;
   absl::Status PutAgentPresence(const std::vector<AgentPresenceRow>& rows) override;

@@ -76,6 +76,21 @@ constexpr PostgresMigration kMigrations[] = {
       );
       CREATE INDEX rule_action_outbox_open ON rule_action_outbox (action_id) WHERE NOT done;
     )sql"},
+    // v4: ProfilerReport rules' reports, kept with the jobs so that any
+    // replica serves them (persistence/report_store.h); and an index by job
+    // for pruning the change feed's superseded rows (Storage::PruneChanges).
+    {4, R"sql(
+      CREATE TABLE profiler_reports (
+        job_name text COLLATE "C" NOT NULL,
+        rule_configuration_name text NOT NULL,
+        generated_at_us bigint NOT NULL,
+        final boolean NOT NULL,
+        json bytea NOT NULL,
+        html bytea NOT NULL,
+        PRIMARY KEY (job_name, rule_configuration_name)
+      );
+      CREATE INDEX job_changes_by_name ON job_changes (name, sequence);
+    )sql"},
 };
 
 }  // namespace

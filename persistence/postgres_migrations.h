@@ -16,7 +16,7 @@ namespace debugplane::persistence {
 
 // The schema version this build writes. Open() migrates older databases up to
 // it and refuses newer ones.
-inline constexpr int kPostgresSchemaVersion = 3;
+inline constexpr int kPostgresSchemaVersion = 4;
 
 // The statements that take a database from version to_version - 1 to
 // to_version. They contain no values from outside the program.

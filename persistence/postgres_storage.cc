@@ -40,6 +40,7 @@ constexpr char kChangesAfter[] = "dp_changes_after";
 constexpr char kLatestSequence[] = "dp_latest_sequence";
 constexpr char kPutPresence[] = "dp_put_agent_presence";
 constexpr char kReadPresence[] = "dp_read_agent_presence";
+constexpr char kPruneChanges[] = "dp_prune_changes";
 
 // Takes the next change sequence number for the row `changed` returned
 // (none if it returned none) and records the change; returns its sequence
@@ -123,6 +124,13 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "record FROM job_changes WHERE sequence > $1 ORDER BY sequence LIMIT $2",
        {kInt8Oid, kInt8Oid}},
       {kLatestSequence, "SELECT last FROM change_sequence", {}},
+      // Storage::PruneChanges: superseded changes (job_changes_by_name finds
+      // the later one) last modified before $1, oldest first, at most $2.
+      {kPruneChanges,
+       "DELETE FROM job_changes WHERE sequence IN (SELECT c.sequence FROM job_changes c "
+       "WHERE c.last_modified_us < $1 AND EXISTS (SELECT 1 FROM job_changes n "
+       "WHERE n.name = c.name AND n.sequence > c.sequence) ORDER BY c.sequence LIMIT $2)",
+       {kInt8Oid, kInt8Oid}},
       {kPutPresence,
        "INSERT INTO agent_presence (job_name, replica_id, agents, heartbeat_us, absent_since_us) "
        "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_name, replica_id) DO UPDATE SET "
@@ -562,6 +570,21 @@ absl::StatusOr<int64_t> PostgresStorage::LatestChangeSequence() {
   auto result = ReadOnly(kLatestSequence, {}, "reading the change sequence");
   if (!result.ok()) return result.status();
   return PgInt64(result->get(), 0, 0);
+}
+
+absl::StatusOr<int64_t> PostgresStorage::PruneChanges(int64_t modified_before_us, int limit) {
+  const std::string before = PgInt8(modified_before_us);
+  const std::string count = PgInt8(limit);
+  const PgParam params[] = {{before.data(), 8}, {count.data(), 8}};
+  // One statement in autocommit: it takes no lock the writers wait for
+  // (they lock the sequence counter and insert newer rows). Run like a read,
+  // so again once on a new connection if the pooled one was cut: deleting
+  // superseded rows twice is harmless.
+  auto result = ReadOnly(kPruneChanges, params, "pruning the change feed");
+  if (!result.ok()) return result.status();
+  int64_t pruned = 0;
+  if (!absl::SimpleAtoi(PQcmdTuples(result->get()), &pruned)) pruned = 0;
+  return pruned;
 }
 
 absl::Status PostgresStorage::PutAgentPresence(const std::vector<AgentPresenceRow>& rows) {

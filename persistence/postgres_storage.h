@@ -82,6 +82,8 @@ class PostgresStorage final : public Storage {
   absl::StatusOr<std::optional<JobRow>> ReadJob(const std::string& name) override;
   absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
   absl::StatusOr<int64_t> LatestChangeSequence() override;
+  // One DELETE in autocommit.
+  absl::StatusOr<int64_t> PruneChanges(int64_t modified_before_us, int limit) override;
   // A PostgresChangeListener: its own connection, LISTENing on
   // DP_POSTGRES_CHANGE_CHANNEL (see postgres_change_listener.h).
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake) override;

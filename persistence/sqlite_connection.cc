@@ -57,8 +57,10 @@ absl::StatusOr<std::vector<SqliteRow>> SqliteConnection::RunLocked(
       if (sqlite3_column_type(raw, c) == SQLITE_INTEGER) {
         row.emplace_back(static_cast<int64_t>(sqlite3_column_int64(raw, c)));
       } else {
+        // The length from SQLite, not strlen: text may hold NUL bytes.
         const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
-        row.emplace_back(std::string(text == nullptr ? "" : text));
+        row.emplace_back(text == nullptr ? std::string()
+                                         : std::string(text, sqlite3_column_bytes(raw, c)));
       }
     }
   }

@@ -66,6 +66,21 @@ constexpr SqliteMigration kMigrations[] = {
         done INTEGER NOT NULL DEFAULT 0
       );
     )sql"},
+    // v4: ProfilerReport rules' reports, kept with the jobs so that any
+    // replica serves them (persistence/report_store.h); and an index by job
+    // for pruning the change feed's superseded rows (Storage::PruneChanges).
+    {4, R"sql(
+      CREATE TABLE profiler_reports (
+        job_name TEXT NOT NULL,
+        rule_configuration_name TEXT NOT NULL,
+        generated_at_us INTEGER NOT NULL,
+        final INTEGER NOT NULL,
+        json BLOB NOT NULL,
+        html BLOB NOT NULL,
+        PRIMARY KEY (job_name, rule_configuration_name)
+      );
+      CREATE INDEX job_changes_by_name ON job_changes (name, sequence);
+    )sql"},
 };
 
 }  // namespace

@@ -39,6 +39,14 @@ constexpr int kScanPageRows = 256;
 
 static_assert(kSqliteSchemaVersion >= 1);
 
+// Storage::PruneChanges: superseded changes (a later one of the same job
+// exists; job_changes_by_name finds it) last modified before ?1, oldest
+// first, at most ?2.
+constexpr char kPruneChangesSql[] =
+    "DELETE FROM job_changes WHERE sequence IN (SELECT c.sequence FROM job_changes c "
+    "WHERE c.last_modified_us < ?1 AND EXISTS (SELECT 1 FROM job_changes n "
+    "WHERE n.name = c.name AND n.sequence > c.sequence) ORDER BY c.sequence LIMIT ?2)";
+
 struct DbCloser {
   void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 };
@@ -229,6 +237,7 @@ struct SqliteStorage::Impl {
   Statement set_sequence ABSL_GUARDED_BY(mu);
   Statement add_change ABSL_GUARDED_BY(mu);
   Statement changes_after ABSL_GUARDED_BY(mu);
+  Statement prune_changes ABSL_GUARDED_BY(mu);
 };
 
 SqliteStorage::Impl::~Impl() {
@@ -236,7 +245,8 @@ SqliteStorage::Impl::~Impl() {
   // Statements first: a connection with live statements does not close.
   for (Statement* statement :
        {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first, &scan_after,
-        &version_of, &read_job, &latest_sequence, &set_sequence, &add_change, &changes_after}) {
+        &version_of, &read_job, &latest_sequence, &set_sequence, &add_change, &changes_after,
+        &prune_changes}) {
     statement->reset();
   }
   if (db == nullptr) return;
@@ -382,6 +392,7 @@ absl::Status SqliteStorage::Impl::OpenLocked() {
       {&changes_after,
        "SELECT sequence, name, version, deleted, creation_time_us, last_modified_us, status, "
        "record FROM job_changes WHERE sequence > ?1 ORDER BY sequence LIMIT ?2"},
+      {&prune_changes, kPruneChangesSql},
   };
   if (absl::Status s = PrepareAll(transaction_statements); !s.ok()) return s;
   if (absl::Status s = MigrateLocked(); !s.ok()) return s;
@@ -736,6 +747,34 @@ absl::StatusOr<std::vector<JobChange>> SqliteStorage::ReadChangesAfter(int64_t a
   }
   if (rc != SQLITE_DONE) return impl_->Error(rc, "reading the change feed");
   return changes;
+}
+
+absl::StatusOr<int64_t> SqliteStorage::PruneChanges(int64_t modified_before_us, int limit) {
+  absl::MutexLock lock(&impl_->mu);
+  if (!sqlite3_get_autocommit(impl_->db.get())) impl_->RollBackLocked();
+  if (absl::Status s = impl_->Run(impl_->begin, "starting to prune the change feed"); !s.ok()) {
+    return s;
+  }
+  int64_t pruned = 0;
+  absl::Status done;
+  {
+    const Statement& prune = impl_->prune_changes;
+    StatementUse use(prune);
+    int rc = sqlite3_bind_int64(prune.get(), 1, modified_before_us);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int(prune.get(), 2, limit);
+    if (rc == SQLITE_OK) rc = sqlite3_step(prune.get());
+    if (rc == SQLITE_DONE) {
+      pruned = sqlite3_changes(impl_->db.get());
+    } else {
+      done = impl_->Error(rc, "pruning the change feed");
+    }
+  }
+  if (done.ok()) done = impl_->Run(impl_->commit, "committing the change feed's pruning");
+  if (!done.ok()) {
+    impl_->RollBackLocked();
+    return done;
+  }
+  return pruned;
 }
 
 absl::StatusOr<int64_t> SqliteStorage::LatestChangeSequence() {

@@ -15,7 +15,7 @@ namespace debugplane::persistence {
 
 // The schema version this build writes. Open() migrates older databases up to
 // it and refuses newer ones.
-inline constexpr int kSqliteSchemaVersion = 3;
+inline constexpr int kSqliteSchemaVersion = 4;
 
 // Thread-safe: one connection, every call serialized by a mutex. Another
 // connection to the same file (another process, or another SqliteStorage) is
@@ -43,6 +43,8 @@ class SqliteStorage final : public Storage {
   // another process writing the file is not noticed, readers poll.
   absl::StatusOr<std::vector<JobChange>> ReadChangesAfter(int64_t after, int limit) override;
   absl::StatusOr<int64_t> LatestChangeSequence() override;
+  // One short write transaction (the jobs' writes wait for it).
+  absl::StatusOr<int64_t> PruneChanges(int64_t modified_before_us, int limit) override;
   // Names are ordered bytewise (SQLite's BINARY collation). Rows are read in
   // pages of a few hundred, each page a consistent snapshot; `visit` runs
   // without the lock held, so it may call Write. A Write made during the scan

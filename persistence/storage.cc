@@ -38,6 +38,10 @@ absl::StatusOr<int64_t> Storage::LatestChangeSequence() {
   return absl::UnimplementedError("this storage has no change feed");
 }
 
+absl::StatusOr<int64_t> Storage::PruneChanges(int64_t modified_before_us, int limit) {
+  return absl::UnimplementedError("this storage has no change feed");
+}
+
 std::unique_ptr<ChangeSubscription> Storage::SubscribeToChanges(std::function<void()> wake) {
   return nullptr;
 }

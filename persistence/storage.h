@@ -194,6 +194,16 @@ class Storage {
   // waits for one in progress).
   virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(std::function<void()> wake);
 
+  // Deletes up to `limit` superseded entries of the change feed, oldest
+  // first: a change of a job that a later change of the same job replaced,
+  // if its row was last modified before `modified_before_us` (a tombstone
+  // counts as modified at 0). The latest change of every job stays, so a
+  // reader that resumes after any sequence number still reaches every job's
+  // current state, in commit order; what it may miss is an intermediate state
+  // older than the horizon. Returns how many entries were deleted (fewer than
+  // `limit`: none of the kind is left). The default is UNIMPLEMENTED.
+  virtual absl::StatusOr<int64_t> PruneChanges(int64_t modified_before_us, int limit);
+
   // Agent presence (replicas): records each row, replacing the row of the
   // same job and replica. Not part of the job rows, versions or feed. The
   // default (engines with one server: SQLite) is UNIMPLEMENTED.

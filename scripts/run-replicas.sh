@@ -9,26 +9,34 @@
 # Any replica serves any call (README: "Several replicas on one PostgreSQL").
 # Production: deploy/replicas/ (one replica per machine).
 #
-# Usage: scripts/run-replicas.sh [--dir DIR] [--database postgresql://...] [-- SERVER_ARGS...]
+# Usage: scripts/run-replicas.sh [--dir DIR] [--database postgresql://...]
+#                                [--build-dir DIR] [-- SERVER_ARGS...]
+#   --build-dir: use the binaries of a build directory you configured (e.g.
+#   build/test) instead of installing the dependencies and building build/release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir="${XDG_DATA_HOME:-$HOME/.local/share}/debugplane-replicas"
 database=""
+build=""
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --database) database="$2"; shift 2 ;;
+    --build-dir) build="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "run-replicas: unknown argument '$1' (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
 done
 
-./scripts/install-deps.sh
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DDP_BUILD_TESTS=OFF \
-  -DDP_BUILD_BENCH=OFF > /dev/null
-cmake --build build/release --target debugplane-server debugplane debugplane-agent
+if [ -z "$build" ]; then
+  build=build/release
+  ./scripts/install-deps.sh
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDP_BUILD_TESTS=OFF \
+    -DDP_BUILD_BENCH=OFF > /dev/null
+fi
+cmake --build "$build" --target debugplane-server debugplane debugplane-agent
 mkdir -p "$dir"
 
 pids=()
@@ -41,16 +49,19 @@ trap cleanup EXIT INT TERM
 if [ -z "$database" ]; then
   bindir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
   pgdata="$dir/postgres"
-  # PostgreSQL refuses to run as root: it runs as the owner of its directory.
+  # PostgreSQL refuses to run as root: then it runs as nobody, with its data
+  # where nobody can reach it (root's home is closed to other users).
   as_owner=()
-  if [ "$(id -u)" -eq 0 ]; then as_owner=(runuser -u nobody --); fi
+  if [ "$(id -u)" -eq 0 ]; then
+    as_owner=(runuser -u nobody --)
+    pgdata="/var/tmp/debugplane-replicas-postgres"
+  fi
   if [ ! -f "$pgdata/PG_VERSION" ]; then
     mkdir -p "$pgdata"
     [ "$(id -u)" -ne 0 ] || chown nobody "$pgdata"
     "${as_owner[@]}" "$bindir/initdb" -D "$pgdata" -U debugplane --auth=trust > "$dir/initdb.log"
   fi
   port=5433
-  [ "$(id -u)" -ne 0 ] || chown nobody "$dir"
   "${as_owner[@]}" "$bindir/postgres" -D "$pgdata" -h 127.0.0.1 -p "$port" -k "$pgdata" \
     > "$dir/postgres.log" 2>&1 &
   pids+=($!)
@@ -67,7 +78,7 @@ fi
 
 for replica in 1 2 3; do
   mkdir -p "$dir/replica-$replica"
-  build/release/debugplane-server --database "$database" --replica-id "replica-$replica" \
+  "$build/debugplane-server" --database "$database" --replica-id "replica-$replica" \
     --data-dir "$dir/replica-$replica" --listen "127.0.0.1:707$((replica - 1))" \
     --http-listen "127.0.0.1:708$((replica - 1))" "${extra[@]}" \
     > "$dir/replica-$replica.log" 2>&1 &
@@ -75,7 +86,7 @@ for replica in 1 2 3; do
   echo "replica-$replica: gRPC 127.0.0.1:707$((replica - 1)), dashboard" \
     "http://127.0.0.1:708$((replica - 1))/dashboard/, log $dir/replica-$replica.log"
 done
-echo "CLI: build/release/debugplane --server 127.0.0.1:7071 list   (any replica)"
+echo "CLI: $build/debugplane --server 127.0.0.1:7071 list   (any replica)"
 echo "Ctrl-C stops the replicas and PostgreSQL."
 wait -n "${pids[@]}"
 echo "run-replicas: a process ended; see the logs in $dir" >&2

@@ -14,7 +14,9 @@
 #include "absl/strings/str_split.h"
 #include "objectstore/s3_object_store.h"
 #include "persistence/metered_storage.h"
+#include "persistence/postgres_report_store.h"
 #include "persistence/postgres_storage.h"
+#include "persistence/sqlite_report_store.h"
 #include "persistence/sqlite_storage.h"
 #include "rules_engine/scheduling/validation_hooks.h"
 #include "service/auth/credential_authenticator.h"
@@ -178,6 +180,24 @@ absl::StatusOr<std::unique_ptr<persistence::Storage>> OpenStorage(const ServerCo
   return storage;
 }
 
+// The reports' table on the same database: SQLite's file `sqlite_path`
+// (created by OpenStorage) or --database's PostgreSQL.
+absl::StatusOr<std::unique_ptr<persistence::ReportStore>> OpenReportStore(
+    const ServerConfig& config, const std::string& sqlite_path) {
+  if (config.database_url.empty()) {
+    auto sqlite = persistence::SqliteReportStore::Open(sqlite_path);
+    if (!sqlite.ok()) return sqlite.status();
+    return std::unique_ptr<persistence::ReportStore>(*std::move(sqlite));
+  }
+  auto postgres =
+      persistence::PostgresReportStore::Open(config.database_url, config.lease_duration / 3);
+  if (!postgres.ok()) {
+    return absl::Status(postgres.status().code(),
+                        absl::StrCat("--database (reports): ", postgres.status().message()));
+  }
+  return std::unique_ptr<persistence::ReportStore>(*std::move(postgres));
+}
+
 // Gauges whose truth the manager and the dispatcher hold, read at each
 // scrape. Every status is set, 0 included, so that a query for one returns
 // 0 rather than nothing. REQUIRES: `manager` and `actions` outlive the
@@ -260,6 +280,10 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
       std::move(manager_options));
   if (!manager.ok()) return manager.status();
   app->manager_ = *std::move(manager);
+  app->feed_pruner_ = std::make_unique<core::ChangeFeedPruner>(
+      &app->manager_->storage(),
+      core::ChangeFeedPrunerOptions{.retention = c.change_feed_retention});
+  app->feed_pruner_->Start();
 
   rules_engine::EvaluationSchedulerOptions scheduler_options;
   if (!c.http_listen_address.empty()) {
@@ -285,6 +309,10 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   // that directory, whereas output paths may be read-only to it.
   const fs::path report_dir = fs::path(c.data_dir) / "reports";
   scheduler_options.report_dir = report_dir;
+  auto report_store = OpenReportStore(c, app->database_path_);
+  if (!report_store.ok()) return report_store.status();
+  app->report_store_ = *std::move(report_store);
+  scheduler_options.report_store = app->report_store_.get();
   // Which jobs this replica evaluates and whose actions it carries out (all
   // of them with SQLite, one server).
   auto leases =
@@ -306,7 +334,16 @@ absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config)
   AddScrapeHooks(*app->metrics_, app->manager_.get(), app->actions_.get());
 
   app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
-  app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir);
+  app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir,
+                                                                app->report_store_.get());
+  app->report_observer_ =
+      app->manager_
+          ->AddCommitObserver([reports = app->reports_.get()](
+                                  const std::string& job_name,
+                                  std::shared_ptr<const core::JobRecord> job) {
+            if (job == nullptr) reports->ForgetJob(job_name, absl::Now());
+          })
+          .id;
   // Tensor queries read the trials the rules read, through the same roots
   // and bucket configuration, on two threads of their own.
   rules_engine::TensorQueryOptions tensor_options;
@@ -437,6 +474,7 @@ void ServerApp::Shutdown() {
   if (http_ != nullptr) http_->Shutdown(config_.shutdown_grace);
   // Before the manager: the store observes its commits.
   if (insights_ != nullptr) insights_->Shutdown();
+  if (feed_pruner_ != nullptr) feed_pruner_->Shutdown();
   if (manager_ != nullptr) manager_->Shutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(config_.shutdown_grace);
@@ -449,12 +487,14 @@ void ServerApp::Shutdown() {
   grpc_.reset();
   insights_.reset();
   tensors_.reset();
+  if (manager_ != nullptr) manager_->RemoveCommitObserver(report_observer_);
   reports_.reset();
   agents_.reset();
   actions_.reset();
   scheduler_.reset();
   leases_.reset();
   dashboard_events_.reset();
+  feed_pruner_.reset();
   manager_.reset();  // Commits the last changes and closes the database.
   data_directory_.reset();
 }

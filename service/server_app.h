@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/change_feed_pruner.h"
 #include "core/profiler_report_handler.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
@@ -118,7 +119,12 @@ class ServerApp {
   std::shared_ptr<const auth::Authenticator> authenticator_;
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
+  std::unique_ptr<core::ChangeFeedPruner> feed_pruner_;  // Over the manager's storage.
   std::unique_ptr<ServerLeases> leases_;  // Shut down before the scheduler.
+  // ProfilerReport rules' reports in the database (every replica serves
+  // them): written by the scheduler, read by reports_.
+  std::unique_ptr<persistence::ReportStore> report_store_;
+  int64_t report_observer_ = 0;  // Forgets the reports of deleted jobs.
   // The dashboard's live updates (with --http-listen): told of the rules
   // engine's reads, so made before the scheduler.
   std::shared_ptr<dashboard::DashboardEvents> dashboard_events_;

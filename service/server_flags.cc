@@ -52,6 +52,7 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   SecondsFlag lease_duration(&config.lease_duration);
   SecondsFlag lease_safety_margin(&config.lease_safety_margin);
   SecondsFlag action_claim_duration(&config.action_claim_duration);
+  SecondsFlag change_feed_retention(&config.change_feed_retention);
 
   app.add_option("--listen", config.grpc.listen_address, "Address to serve on (HOST:PORT)")
       ->capture_default_str();
@@ -136,6 +137,11 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
                  "delivery may take)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--change-feed-retention", *change_feed_retention.value(),
+                 "Seconds the change feed keeps a job's changes after a later change replaced "
+                 "them (a replica further behind reads the jobs' current states instead)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 30.0 * 86400.0));
   app.add_option("--notify-webhook", config.notify_webhooks,
                  "URL that Email and SMS rule actions are POSTed to as JSON (repeatable)");
   app.add_option("--smtp-url", config.smtp.url,
@@ -198,7 +204,8 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   }
   for (const SecondsFlag* flag :
        {&evaluator_time_limit, &shutdown_grace, &stop_wait_without_agent, &stop_confirm_timeout,
-        &change_poll_interval, &lease_duration, &lease_safety_margin, &action_claim_duration}) {
+        &change_poll_interval, &lease_duration, &lease_safety_margin, &action_claim_duration,
+        &change_feed_retention}) {
     flag->Store();
   }
   if (config.manager.replica_id.empty()) config.manager.replica_id = DefaultReplicaId();

@@ -67,6 +67,9 @@ struct ServerConfig {
   absl::Duration lease_duration = absl::Seconds(10);
   absl::Duration lease_safety_margin = absl::Seconds(2);
   absl::Duration action_claim_duration = absl::Minutes(2);
+  // How long the change feed keeps a job's superseded changes
+  // (core/change_feed_pruner.h).
+  absl::Duration change_feed_retention = absl::Hours(1);
 };
 
 // The outcome of parsing: a configuration to run, or an exit code (0 after

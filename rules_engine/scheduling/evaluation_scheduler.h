@@ -123,6 +123,9 @@ struct EvaluationSchedulerOptions {
   // Where ProfilerReport rules write their reports (see
   // core/profiler_report_files.h); empty: reports are not written.
   std::filesystem::path report_dir;
+  // The database's copy of the reports, which every replica serves (null:
+  // the files alone). Must outlive the scheduler.
+  persistence::ReportStore* report_store = nullptr;
   // How often, at most, a report is regenerated while data keeps coming.
   absl::Duration report_interval = absl::Seconds(2);
   // How rule statuses the storage refuses (a full disk) are retried until
@@ -255,7 +258,8 @@ class EvaluationScheduler {
   RuleStatusRecorder status_recorder_{manager_, options_.status_retries};
   const ReportWriter report_writer_{ReportWriterOptions{.report_dir = options_.report_dir,
                                                         .report_interval = options_.report_interval,
-                                                        .clock = options_.clock}};
+                                                        .clock = options_.clock,
+                                                        .store = options_.report_store}};
   const JobEvaluator evaluator_{manager_, &status_recorder_, &report_writer_,
                                 JobEvaluatorOptions{
                                     .clock = options_.clock,

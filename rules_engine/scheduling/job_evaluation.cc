@@ -504,7 +504,8 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
 void JobEvaluator::WriteReport(JobEvaluation& evaluation, size_t run_index, const JobRecord& job,
                                bool final) const {
   // Another replica holds the job now: its reports are that replica's.
-  if (!core::FenceForWrite(options_.leases, evaluation.job_name).allowed) return;
+  const core::WriteFence fence = core::FenceForWrite(options_.leases, evaluation.job_name);
+  if (!fence.allowed) return;
   JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[run_index];
   ReportContent content;
   content.findings.reserve(run.rules.size());
@@ -529,7 +530,7 @@ void JobEvaluator::WriteReport(JobEvaluation& evaluation, size_t run_index, cons
   content.data = evaluation.report_data != nullptr ? evaluation.report_data.get() : kEmpty;
   const absl::Status written =
       reports_->Write(evaluation.job_name, run.configuration_name, std::move(content), final,
-                      job.training_job_status(), run.report_schedule);
+                      job.training_job_status(), fence.fence, run.report_schedule);
   if (!written.ok()) {
     spdlog::warn("writing the profiling report of rule '{}' of job '{}' failed: {}",
                  run.configuration_name, evaluation.job_name, written.ToString());

@@ -1,15 +1,10 @@
 #include "rules_engine/scheduling/report_writer.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/atomic_file.h"
+#include "persistence/lease_fence.h"
 
 namespace debugplane::rules_engine {
 
@@ -28,6 +23,7 @@ bool ReportWriter::Due(const ReportSchedule& schedule) const {
 absl::Status ReportWriter::Write(const std::string& job, const std::string& rule,
                                  ReportContent content, bool final,
                                  v1::TrainingJobStatus::Value job_status,
+                                 const std::optional<persistence::CheckLease>& fence,
                                  ReportSchedule& schedule) const {
   const absl::Time now = options_.clock->Now();
   if (final) {
@@ -39,41 +35,24 @@ absl::Status ReportWriter::Write(const std::string& job, const std::string& rule
   }
   content.context.generated_at = now;
   content.context.final = final;
+  persistence::StoredReport report{
+      .job_name = job,
+      .rule_configuration_name = rule,
+      .generated_at_us = absl::ToUnixMicros(now),
+      .final = final,
+      .json = RenderProfilerReportJson(*content.data, content.findings, content.context),
+      .html = RenderProfilerReportHtml(*content.data, content.findings, content.context)};
+  if (options_.store != nullptr) {
+    // The database first: it is what every replica serves.
+    absl::Status stored = options_.store->Put(report, fence);
+    if (persistence::FencedJob(stored).has_value()) return absl::OkStatus();  // Not ours now.
+    if (!stored.ok()) return stored;
+  }
   const core::ProfilerReportFiles files = FilesFor(job, rule);
   // The JSON first: a reader that sees the new page finds its summary too.
-  absl::Status written = WriteFileAtomically(
-      files.json, RenderProfilerReportJson(*content.data, content.findings, content.context));
+  absl::Status written = core::WriteFileAtomically(files.json, report.json);
   if (!written.ok()) return written;
-  return WriteFileAtomically(
-      files.html, RenderProfilerReportHtml(*content.data, content.findings, content.context));
-}
-
-absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
-  std::error_code error;
-  std::filesystem::create_directories(path.parent_path(), error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot create ", path.parent_path().string(), ": ", error.message()));
-  }
-  // A temporary of its own per write: two writers never rename each other's.
-  static std::atomic<uint64_t> writes{0};
-  const std::filesystem::path temporary =
-      absl::StrCat(path.string(), ".tmp.", getpid(), ".", writes.fetch_add(1));
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.close();
-    if (!out) {
-      return absl::InternalError(
-          absl::StrCat("cannot write ", temporary.string(), ": ", std::strerror(errno)));
-    }
-  }
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat("cannot rename ", temporary.string(), " to ",
-                                            path.string(), ": ", error.message()));
-  }
-  return absl::OkStatus();
+  return core::WriteFileAtomically(files.html, report.html);
 }
 
 }  // namespace debugplane::rules_engine

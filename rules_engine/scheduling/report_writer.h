@@ -29,6 +29,7 @@
 #include "core/clock.h"
 #include "core/profiler_report_files.h"
 #include "debugplane/v1/training_job.pb.h"
+#include "persistence/report_store.h"
 #include "rules_engine/report/profiler_report.h"
 
 namespace debugplane::rules_engine {
@@ -56,6 +57,9 @@ struct ReportWriterOptions {
   // How often, at most, a report is regenerated while data keeps coming.
   absl::Duration report_interval = absl::Seconds(2);
   std::shared_ptr<core::Clock> clock = core::SystemClock();
+  // Where every replica reads reports (null: the files alone). Must outlive
+  // the writer.
+  persistence::ReportStore* store = nullptr;
 };
 
 class ReportWriter {
@@ -74,24 +78,25 @@ class ReportWriter {
   bool Due(const ReportSchedule& schedule) const;
 
   // Writes the report of rule `rule` of job `job` with `content` (its
-  // context's generated_at set to the clock's now) and updates `schedule`:
+  // context's generated_at set to the clock's now) to the store, under
+  // `fence` (the job's evaluation lease; nullopt: unfenced), and then to
+  // the files, the writing replica's copy; and updates `schedule`:
   // a non-final write sets `written` to now and clears `stale`; a final one
   // sets final_written and final_job_status = `job_status`.
-  // Errors: INTERNAL naming the file that could not be created, written or
-  // renamed (the schedule is updated even then: the next write is the
-  // retry, a failed write is not retried in a loop).
+  // A stale fence (another replica evaluates the job now) writes nothing
+  // and is OK. Errors: the store's (UNAVAILABLE naming the database);
+  // INTERNAL naming the file that could not be created, written or renamed
+  // (the schedule is updated even then: the next write is the retry, a
+  // failed write is not retried in a loop).
   // REQUIRES: enabled().
   absl::Status Write(const std::string& job, const std::string& rule, ReportContent content,
                      bool final, v1::TrainingJobStatus::Value job_status,
+                     const std::optional<persistence::CheckLease>& fence,
                      ReportSchedule& schedule) const;
 
  private:
   const ReportWriterOptions options_;
 };
-
-// Writes `content` to `path` (creating its directory) through a temporary
-// file of its own and a rename. Errors: INTERNAL naming the path and cause.
-absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content);
 
 }  // namespace debugplane::rules_engine
 

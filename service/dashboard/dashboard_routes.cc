@@ -335,11 +335,22 @@ void Dashboard::ServeJob(HttpRequest request, std::unique_ptr<HttpResponder> res
   }
   absl::StatusOr<auth::Principal> principal = auth_.Check(request, found->action, name);
   if (!principal.ok()) return RespondError(*responder, principal.status());
-  if (manager_->GetJob(name) == nullptr) {
-    return RespondError(
-        *responder, absl::NotFoundError(absl::StrCat("training job '", name, "' does not exist")));
+  if (manager_->GetJob(name) != nullptr) {
+    return found->handler(std::move(request), name, *std::move(principal), std::move(responder));
   }
-  found->handler(std::move(request), name, *std::move(principal), std::move(responder));
+  // Replicas: a job created through another replica a moment ago is known
+  // here once the change feed is read (at once without replicas). The
+  // handlers hand their work to pools, so they may run on the feed's thread.
+  manager_->AwaitConsistentRead([this, found, name, request = std::move(request),
+                                 principal = *std::move(principal),
+                                 responder = std::move(responder)](absl::Status caught_up) mutable {
+    if (!caught_up.ok()) return RespondError(*responder, caught_up);
+    if (manager_->GetJob(name) == nullptr) {
+      return RespondError(*responder, absl::NotFoundError(absl::StrCat(
+                                          "training job '", name, "' does not exist")));
+    }
+    found->handler(std::move(request), name, std::move(principal), std::move(responder));
+  });
 }
 
 void Dashboard::DescribeJob(const HttpRequest& request, const std::string& name,

@@ -6,6 +6,7 @@
 #include "core/profiler_report_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "persistence/sqlite_report_store.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {
@@ -99,6 +100,53 @@ TEST_F(ProfilerReportHandlerTest, ServesTheOnlyReportOfAJob) {
   ASSERT_TRUE(path_only.ok()) << path_only.status();
   EXPECT_TRUE(path_only->content().empty());
   EXPECT_EQ(path_only->path(), html->path());
+}
+
+// With a store (the database every replica reads), the report is served
+// from it, whichever replica wrote it, and copied to this server's path; a
+// stored report older than the job is an earlier job's and is not served.
+TEST_F(ProfilerReportHandlerTest, ServesTheDatabasesReportAndCopiesItToThePath) {
+  auto store = persistence::SqliteReportStore::Open((dir_.path() / "jobs.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  handler_ = std::make_unique<ProfilerReportHandler>(manager_.get(), dir_.path() / "reports",
+                                                     store->get());
+  ASSERT_TRUE((*store)
+                  ->Put({.job_name = "job",
+                         .rule_configuration_name = "report",
+                         .generated_at_us = absl::ToUnixMicros(absl::Now() - absl::Hours(1)),
+                         .json = "{\"earlier\": true}",
+                         .html = "<html>an earlier job's</html>"},
+                        std::nullopt)
+                  .ok());
+  CreateJob("job", {{"report", "ProfilerReport"}});
+  auto earlier = Get("job");
+  EXPECT_EQ(earlier.status().code(), absl::StatusCode::kNotFound) << earlier.status();
+  EXPECT_THAT(earlier.status().message(), AllOf(HasSubstr("'report'"), HasSubstr("'job'")));
+
+  const absl::Time generated = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()) + 1);
+  ASSERT_TRUE((*store)
+                  ->Put({.job_name = "job",
+                         .rule_configuration_name = "report",
+                         .generated_at_us = absl::ToUnixMicros(generated),
+                         .json = "{\"final\": false}",
+                         .html = "<html>from another replica</html>"},
+                        std::nullopt)
+                  .ok());
+  auto html = Get("job");
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_EQ(html->content(), "<html>from another replica</html>");
+  EXPECT_EQ(html->last_modified_time().seconds(), absl::ToUnixSeconds(generated));
+  std::ifstream copy(html->path());
+  std::string copied((std::istreambuf_iterator<char>(copy)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(copied, "<html>from another replica</html>");
+
+  auto json = Get("job", "report", /*json=*/true, /*path_only=*/true);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_TRUE(json->content().empty());
+  std::ifstream json_copy(json->path());
+  std::string json_copied((std::istreambuf_iterator<char>(json_copy)),
+                          std::istreambuf_iterator<char>());
+  EXPECT_EQ(json_copied, "{\"final\": false}");
 }
 
 TEST_F(ProfilerReportHandlerTest, ErrorsNameTheJobRuleOrFile) {

@@ -15,8 +15,10 @@
 #include "gtest/gtest.h"
 #include "persistence/lease_fence.h"
 #include "persistence/postgres_lease_table.h"
+#include "persistence/postgres_report_store.h"
 #include "persistence/postgres_storage.h"
 #include "persistence/sqlite_lease_table.h"
+#include "persistence/sqlite_report_store.h"
 #include "persistence/sqlite_storage.h"
 #include "tests/persistence/persistence_test_util.h"
 #include "tests/persistence/postgres_test_server.h"
@@ -43,6 +45,8 @@ class LeaseEngine {
   // A new connection to the tables (several act as several replicas).
   virtual std::unique_ptr<LeaseTable> Leases() = 0;
   virtual std::unique_ptr<ActionOutbox> Outbox() = 0;
+  // A new connection to the profiler reports (fenced by the same leases).
+  virtual std::unique_ptr<ReportStore> Reports() = 0;
   // Lets `duration` pass on the database's clock.
   virtual void PassTime(absl::Duration duration) = 0;
 };
@@ -56,6 +60,11 @@ class SqliteLeaseEngine final : public LeaseEngine {
   }
   std::unique_ptr<LeaseTable> Leases() override { return Open(); }
   std::unique_ptr<ActionOutbox> Outbox() override { return Open(); }
+  std::unique_ptr<ReportStore> Reports() override {
+    auto store = SqliteReportStore::Open(path());
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
   void PassTime(absl::Duration duration) override {
     now_us_ += absl::ToInt64Microseconds(duration);
   }
@@ -93,6 +102,11 @@ class PostgresLeaseEngine final : public LeaseEngine {
   }
   std::unique_ptr<LeaseTable> Leases() override { return Open(); }
   std::unique_ptr<ActionOutbox> Outbox() override { return Open(); }
+  std::unique_ptr<ReportStore> Reports() override {
+    auto store = PostgresReportStore::Open(server_->Uri(database_));
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
   void PassTime(absl::Duration duration) override { absl::SleepFor(duration); }
 
  private:
@@ -308,6 +322,82 @@ TEST_P(LeaseTableTest, ConcurrentClaimersEachGetDistinctActions) {
   EXPECT_EQ(all.size(), static_cast<size_t>(kActions));
   EXPECT_EQ(std::set<std::string>(all.begin(), all.end()).size(),
             static_cast<size_t>(kActions));  // None claimed twice.
+}
+
+}  // namespace
+}  // namespace debugplane::persistence
+
+namespace debugplane::persistence {
+namespace {
+
+StoredReport MakeReport(const std::string& job, const std::string& rule, int64_t generated_at_us) {
+  return StoredReport{.job_name = job,
+                      .rule_configuration_name = rule,
+                      .generated_at_us = generated_at_us,
+                      .final = false,
+                      .json = absl::StrCat("{\"generated\": ", generated_at_us, "}"),
+                      // Bytes a report page may hold, a NUL among them.
+                      .html = std::string("<html>caf\xc3\xa9\0</html>", 19)};
+}
+
+TEST_P(LeaseTableTest, ReportsRoundTripAndAreReplacedPerJobAndRule) {
+  auto reports = engine_->Reports();
+  ASSERT_NE(reports, nullptr);
+  auto none = reports->Read("job", "report");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, std::nullopt);
+
+  ASSERT_TRUE(reports->Put(MakeReport("job", "report", 1), std::nullopt).ok());
+  ASSERT_TRUE(reports->Put(MakeReport("job", "other", 2), std::nullopt).ok());
+  StoredReport latest = MakeReport("job", "report", 3);
+  latest.final = true;
+  ASSERT_TRUE(reports->Put(latest, std::nullopt).ok());
+
+  // Another connection (another replica) reads what this one wrote.
+  auto read = engine_->Reports()->Read("job", "report");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ((*read)->generated_at_us, 3);
+  EXPECT_TRUE((*read)->final);
+  EXPECT_EQ((*read)->json, latest.json);
+  EXPECT_EQ((*read)->html, latest.html);
+  EXPECT_EQ((*read)->html.size(), 19u);
+
+  // Deleted before 3: the report of 2 goes, the one of 3 (a job created
+  // again since) stays; then all.
+  ASSERT_TRUE(reports->DeleteJob("job", 3).ok());
+  EXPECT_EQ(*reports->Read("job", "other"), std::nullopt);
+  EXPECT_NE(*reports->Read("job", "report"), std::nullopt);
+  ASSERT_TRUE(reports->DeleteJob("job", 4).ok());
+  EXPECT_EQ(*reports->Read("job", "report"), std::nullopt);
+}
+
+TEST_P(LeaseTableTest, AReportWithAStaleFenceIsRefusedAndLeavesTheNewOwnersReport) {
+  auto a = engine_->Leases();
+  auto b = engine_->Leases();
+  std::optional<CheckLease> old_owner = AcquireOrDie(*a, "job", "replica-a");
+  ASSERT_TRUE(old_owner.has_value());
+  auto reports = engine_->Reports();
+  ASSERT_TRUE(reports->Put(MakeReport("job", "report", 1), old_owner).ok());
+
+  engine_->PassTime(kLease * 2);
+  std::optional<CheckLease> new_owner = AcquireOrDie(*b, "job", "replica-b");
+  ASSERT_TRUE(new_owner.has_value());
+  ASSERT_TRUE(reports->Put(MakeReport("job", "report", 2), new_owner).ok());
+
+  absl::Status stale = reports->Put(MakeReport("job", "report", 3), old_owner);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition) << stale;
+  EXPECT_THAT(stale.message(), AllOf(HasSubstr("'job'"), HasSubstr("replica-a"),
+                                     HasSubstr("replica-b")));
+  EXPECT_EQ(FencedJob(stale), "job");
+  auto read = reports->Read("job", "report");
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ((*read)->generated_at_us, 2);
+
+  // No lease at all: refused too.
+  CheckLease unknown{.job_name = "other-job", .owner = "replica-a", .token = 1};
+  EXPECT_EQ(reports->Put(MakeReport("other-job", "report", 1), unknown).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -81,9 +81,9 @@ class PostgresStorageTest : public ::testing::Test {
 TEST_F(PostgresStorageTest, OpenCreatesTheSchemaAtTheCurrentVersion) {
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 3);
+  EXPECT_EQ(storage->schema_version(), 4);
   EXPECT_EQ(storage->schema_version(), kPostgresSchemaVersion);
-  EXPECT_EQ(Query("SELECT version FROM schema_version"), "3");
+  EXPECT_EQ(Query("SELECT version FROM schema_version"), "4");
   EXPECT_EQ(Query("SELECT count(*) FROM schema_version"), "1");
   // Bytewise names whatever the database's collation, as in SQLite.
   EXPECT_EQ(Query("SELECT collation_name FROM information_schema.columns WHERE "

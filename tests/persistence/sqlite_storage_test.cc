@@ -65,11 +65,11 @@ class SqliteStorageTest : public ::testing::Test {
 TEST_F(SqliteStorageTest, OpenCreatesAWalDatabaseAtTheCurrentSchemaVersion) {
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 3);
+  EXPECT_EQ(storage->schema_version(), 4);
   EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
 
   RawDb raw(db_path());
-  EXPECT_EQ(raw.Value("PRAGMA user_version"), "3");
+  EXPECT_EQ(raw.Value("PRAGMA user_version"), "4");
   EXPECT_EQ(raw.Value("PRAGMA journal_mode"), "wal");
   EXPECT_THAT(
       raw.Column("SELECT name FROM sqlite_master WHERE tbl_name = 'training_jobs' AND "
@@ -220,7 +220,7 @@ TEST_F(SqliteStorageTest, DataSurvivesCloseAndReopenAndCloseTruncatesTheWal) {
   EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
 }
 
-TEST_F(SqliteStorageTest, AVersion2DatabaseMigratesToTheLeaseTablesKeepingJobsAndFeed) {
+TEST_F(SqliteStorageTest, AVersion2DatabaseMigratesToTheLeaseAndReportTablesKeepingJobsAndFeed) {
   {
     auto storage = OpenOrDie();
     ASSERT_NE(storage, nullptr);
@@ -233,19 +233,20 @@ TEST_F(SqliteStorageTest, AVersion2DatabaseMigratesToTheLeaseTablesKeepingJobsAn
     RawDb raw(db_path());
     raw.Exec(
         "DROP TABLE job_leases; DROP TABLE live_replicas; DROP TABLE rule_action_outbox; "
-        "PRAGMA user_version = 2");
+        "DROP TABLE profiler_reports; DROP INDEX job_changes_by_name; PRAGMA user_version = 2");
   }
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
-  EXPECT_EQ(storage->schema_version(), 3);
+  EXPECT_EQ(storage->schema_version(), kSqliteSchemaVersion);
   EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("a", 1))));
   absl::StatusOr<int64_t> latest = storage->LatestChangeSequence();
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(*latest, 1);
   RawDb raw(db_path());
   EXPECT_THAT(raw.Column("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
-                         "('job_leases', 'live_replicas', 'rule_action_outbox') ORDER BY name"),
-              ElementsAre("job_leases", "live_replicas", "rule_action_outbox"));
+                         "('job_leases', 'live_replicas', 'profiler_reports', "
+                         "'rule_action_outbox') ORDER BY name"),
+              ElementsAre("job_leases", "live_replicas", "profiler_reports", "rule_action_outbox"));
 }
 
 TEST_F(SqliteStorageTest, ADatabaseOfANewerSchemaIsRefusedUntouched) {

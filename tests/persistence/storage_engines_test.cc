@@ -528,6 +528,58 @@ TEST_P(StorageContractTest, TheFeedHoldsEveryWriteInOrderWithTombstonesForDelete
   EXPECT_GT(written->sequences[0], changes.back().sequence);
 }
 
+// Pruning keeps each job's latest change (and every change newer than the
+// horizon), so a reader resuming after any sequence number still reaches
+// every job's current state, tombstones included.
+TEST_P(StorageContractTest, PruningDropsOnlySupersededChangesOlderThanTheHorizon) {
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  // MakeRow(name, n) was last modified at kBase + 2n.
+  constexpr int64_t kBase = 1'700'000'000'000'000;
+  for (int n = 1; n <= 5; ++n) {  // "a" five times: 1..4 superseded.
+    WriteBatch batch;
+    batch.Put(MakeRow("a", n));
+    ASSERT_TRUE(storage->Write(batch).ok());
+  }
+  WriteBatch others;
+  others.Put(MakeRow("b", 1));   // Only change of "b": stays.
+  others.Put(MakeRow("c", 2));   // Superseded by its tombstone.
+  others.Put(MakeRow("d", 20));  // Superseded, but newer than the horizon.
+  others.Put(MakeRow("d", 21));
+  ASSERT_TRUE(storage->Write(others).ok());
+  WriteBatch remove;
+  remove.Delete("c");
+  ASSERT_TRUE(storage->Write(remove).ok());
+  const int64_t latest = *storage->LatestChangeSequence();
+
+  // Horizon kBase + 10: changes modified before it may go. Two per call.
+  absl::StatusOr<int64_t> pruned = storage->PruneChanges(kBase + 10, 2);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 2);
+  pruned = storage->PruneChanges(kBase + 10, 100);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 3);  // a#3, a#4 and c#2.
+  EXPECT_EQ(*storage->PruneChanges(kBase + 10, 100), 0);
+
+  std::vector<std::tuple<std::string, int64_t, bool>> left;
+  for (const JobChange& change : replicas::AllChanges(*storage)) {
+    left.emplace_back(change.name, change.deleted ? 0 : change.row.last_modified_us - kBase,
+                      change.deleted);
+  }
+  EXPECT_THAT(left, ElementsAre(std::make_tuple("a", 10, false), std::make_tuple("b", 2, false),
+                                std::make_tuple("d", 40, false), std::make_tuple("d", 42, false),
+                                std::make_tuple("c", 0, true)));
+  // The numbering is untouched; writes go on after it.
+  EXPECT_EQ(*storage->LatestChangeSequence(), latest);
+  WriteBatch after;
+  after.Put(MakeRow("c", 7));
+  auto written = storage->WriteAndReport(after);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_GT(written->sequences[0], latest);
+  // The re-created job's tombstone is superseded now (modified at 0).
+  EXPECT_EQ(*storage->PruneChanges(kBase + 10, 100), 1);
+}
+
 // Writers on separate connections (PostgreSQL: separate pools, as separate
 // servers) race; a reader that follows the feed by "after the last sequence
 // I saw" must end up with every acknowledged change exactly once. A feed

@@ -17,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "debugplane/v1/profiler_report.grpc.pb.h"
+#include "debugplane/v1/training_agent.grpc.pb.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -165,6 +167,48 @@ TEST_F(ReplicasTest, AnAgentOnOneReplicaCarriesOutAStopMadeThroughAnother) {
   EXPECT_THAT(job.secondary_status_transitions().rbegin()->status_message(),
               ::testing::Not(HasSubstr("no agent")))
       << agent.log();
+}
+
+// A ProfilerReport rule's report is written by the replica that evaluates
+// the job (the lease holder) into the database, and served by every replica,
+// each keeping a copy at the path it answers.
+TEST_F(ReplicasTest, EveryReplicaServesTheProfilingReportWhicheverWroteIt) {
+  const fs::path profiler = shared_root() / "profiled" / "profiler";
+  fs::create_directories(profiler.parent_path());
+  fs::copy(fs::path(DP_TEST_DATA_DIR) / "profiler" / "system" / "cpu_bottleneck", profiler,
+           fs::copy_options::recursive);
+  v1::CreateTrainingJobRequest request = Job("profiled");
+  request.mutable_profiler_config()->set_s3_output_path("file://" + profiler.string());
+  auto* rule = request.add_profiler_rule_configurations();
+  rule->set_rule_configuration_name("ProfilerReport");
+  rule->set_rule_evaluator_image("builtin");
+  (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
+  ASSERT_TRUE(CreateJob(*Stub(0), request).ok());
+  v1::ReportTrainingStatusRequest end;
+  end.set_training_job_name("profiled");
+  end.set_event(v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
+  v1::ReportTrainingStatusResponse ended;
+  ASSERT_TRUE(v1::TrainingAgentService::NewStub(replicas_[1]->Channel())
+                  ->ReportTrainingStatus(Context().get(), end, &ended)
+                  .ok());
+
+  for (int replica = 0; replica < kReplicas; ++replica) {
+    v1::GetProfilerReportResponse report;
+    grpc::Status status;
+    ASSERT_TRUE(WaitUntil([&] {
+      v1::GetProfilerReportRequest get;
+      get.set_training_job_name("profiled");
+      get.set_format(v1::ProfilerReportFormat::JSON);
+      report.Clear();
+      status = v1::ProfilerReportService::NewStub(replicas_[replica]->Channel())
+                   ->GetProfilerReport(Context().get(), get, &report);
+      return status.ok() && report.final();
+    })) << "replica " << replica << ": " << status.error_message();
+    EXPECT_THAT(report.content(), HasSubstr("CPUBottleneck")) << "replica " << replica;
+    // This replica's own copy, under its own data directory.
+    EXPECT_THAT(report.path(), HasSubstr(absl::StrCat("replica-", replica)));
+    EXPECT_TRUE(fs::exists(report.path())) << report.path();
+  }
 }
 
 // Writes through all three replicas while PostgreSQL restarts: every write

@@ -1,5 +1,5 @@
 // ReportWriter: the report throttle by a FakeClock (no sleeping), the files,
-// and write errors naming the file.
+// the database's copy under a lease fence, and write errors naming the file.
 
 #include "rules_engine/scheduling/report_writer.h"
 
@@ -10,6 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "persistence/sqlite_lease_table.h"
+#include "persistence/sqlite_report_store.h"
+#include "persistence/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine {
@@ -49,7 +52,7 @@ TEST_F(ReportWriterTest, RegeneratedAtMostOncePerInterval) {
   ASSERT_TRUE(writer_.Due(schedule));  // Never written: at once.
   ASSERT_TRUE(writer_
                   .Write("job", "ProfilerReport", Content(), /*final=*/false,
-                         v1::TrainingJobStatus::InProgress, schedule)
+                         v1::TrainingJobStatus::InProgress, std::nullopt, schedule)
                   .ok());
   EXPECT_EQ(schedule.written, clock_->Now());
   EXPECT_FALSE(writer_.Due(schedule));  // Up to date.
@@ -65,7 +68,7 @@ TEST_F(ReportWriterTest, WritesJsonAndPageWithTheClocksTime) {
   ReportSchedule schedule;
   ASSERT_TRUE(writer_
                   .Write("job", "ProfilerReport", Content(), /*final=*/true,
-                         v1::TrainingJobStatus::Completed, schedule)
+                         v1::TrainingJobStatus::Completed, std::nullopt, schedule)
                   .ok());
   EXPECT_TRUE(schedule.final_written);
   EXPECT_EQ(schedule.final_job_status, v1::TrainingJobStatus::Completed);
@@ -86,9 +89,51 @@ TEST_F(ReportWriterTest, WriteErrorNamesTheDirectory) {
   std::ofstream(dir_.path() / "reports") << "not a directory";
   ReportSchedule schedule;
   const absl::Status written = writer_.Write("job", "ProfilerReport", Content(), false,
-                                             v1::TrainingJobStatus::InProgress, schedule);
+                                             v1::TrainingJobStatus::InProgress, std::nullopt, schedule);
   EXPECT_EQ(written.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(written.message(), HasSubstr((dir_.path() / "reports").string()));
+}
+
+// With a store (the database every replica reads), the report lands there
+// with the files; under a stale lease fence it lands nowhere.
+TEST_F(ReportWriterTest, WritesTheStoreThatReplicasServeAndNothingUnderAStaleFence) {
+  const std::string db = (dir_.path() / "jobs.db").string();
+  auto storage = persistence::SqliteStorage::Open(db);
+  ASSERT_TRUE(storage.ok()) << storage.status();
+  auto store = persistence::SqliteReportStore::Open(db);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto leases = persistence::SqliteLeaseTable::Open(db);
+  ASSERT_TRUE(leases.ok()) << leases.status();
+  auto held = (*leases)->TryAcquire("job", "this-replica", absl::Minutes(1));
+  ASSERT_TRUE(held.ok() && held->has_value()) << held.status();
+  ReportWriter writer(ReportWriterOptions{.report_dir = dir_.path() / "reports",
+                                          .clock = clock_,
+                                          .store = store->get()});
+
+  ReportSchedule schedule;
+  ASSERT_TRUE(writer
+                  .Write("job", "ProfilerReport", Content(), /*final=*/true,
+                         v1::TrainingJobStatus::Completed, *held, schedule)
+                  .ok());
+  auto stored = (*store)->Read("job", "ProfilerReport");
+  ASSERT_TRUE(stored.ok() && stored->has_value()) << stored.status();
+  EXPECT_EQ((*stored)->generated_at_us, absl::ToUnixMicros(clock_->Now()));
+  EXPECT_TRUE((*stored)->final);
+  const core::ProfilerReportFiles files = writer.FilesFor("job", "ProfilerReport");
+  EXPECT_EQ(ReadAll(files.html), (*stored)->html);
+  EXPECT_EQ(ReadAll(files.json), (*stored)->json);
+
+  persistence::CheckLease stale = **held;
+  stale.token += 1;
+  clock_->Advance(absl::Seconds(5));
+  ASSERT_TRUE(writer
+                  .Write("job", "ProfilerReport", Content(), /*final=*/true,
+                         v1::TrainingJobStatus::Completed, stale, schedule)
+                  .ok());
+  stored = (*store)->Read("job", "ProfilerReport");
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_EQ((*stored)->generated_at_us, absl::ToUnixMicros(clock_->Now() - absl::Seconds(5)));
+  EXPECT_EQ(ReadAll(files.json), (*stored)->json);  // The files are untouched too.
 }
 
 TEST(ReportWriterDisabledTest, NothingIsDueWithoutAReportDirectory) {

@@ -389,11 +389,12 @@ TEST_F(DashboardApiTest, TheSummarySaysWhenTheAgentAppliedTheProfilingChange) {
   // the job's ProfilerConfigAppliedTime / Version follow, not before the
   // change.
   StartServer(/*with_credentials=*/false);
-  const fs::path data = dir_.path() / "job";
+  const fs::path data = dir_.path() / "data" / "job";  // Under the data root.
   v1::CreateTrainingJobRequest request = SmallJob("job-a");
   request.mutable_debug_hook_config()->set_s3_output_path((data / "tensors").string());
   request.mutable_profiler_config()->set_s3_output_path((data / "profiler").string());
-  ASSERT_TRUE(CreateJob(request).ok());
+  const absl::Status created = CreateJob(request);
+  ASSERT_TRUE(created.ok()) << created;
   auto summary = [&] { return Call("GET", "/api/jobs?name=job-a").Json()["jobs"][0]; };
   EXPECT_TRUE(summary()["profilerConfigAppliedTime"].is_null());
 
