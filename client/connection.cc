@@ -348,6 +348,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ConnectionOptio
   }
   grpc::ChannelArguments arguments;
   arguments.SetUserAgentPrefix(options.user_agent);
+  // gRPC's own reconnect backoff grows to 120 s while a server is down; a
+  // restarted server (or another replica behind the same address) must be
+  // found within seconds, so it grows to 5 s at most, like the agent's.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   if (token->empty()) return grpc::CreateCustomChannel(options.server, credentials, arguments);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(*token));

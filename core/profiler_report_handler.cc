@@ -164,12 +164,11 @@ void ProfilerReportHandler::ServeCaughtUp(const v1::GetProfilerReportRequest& re
     std::move(done)(absl::UnavailableError("the server is shutting down"));
     return;
   }
-  reads_.push_back([this, response, path_only = request.path_only(),
-                    job_name = job->training_job_name(),
-                    job_created = ToAbslTime(job->creation_time()), rule,
-                    done = std::move(done)]() mutable {
-    std::move(done)(ReadReport(job_name, job_created, rule, path_only, response));
-  });
+  reads_.push_back(
+      [this, response, path_only = request.path_only(), job_name = job->training_job_name(),
+       job_created = ToAbslTime(job->creation_time()), rule, done = std::move(done)]() mutable {
+        std::move(done)(ReadReport(job_name, job_created, rule, path_only, response));
+      });
   work_cv_.Signal();
 }
 
@@ -223,10 +222,9 @@ absl::Status ProfilerReportHandler::ReadFromStore(const std::string& job_name,
   absl::StatusOr<std::optional<persistence::StoredReport>> stored = store_->Read(job_name, rule);
   if (!stored.ok()) return stored.status();
   // A report older than the job is an earlier job's of the same name.
-  if (!stored->has_value() ||
-      absl::FromUnixMicros((*stored)->generated_at_us) < job_created) {
-    return absl::NotFoundError(absl::StrCat("no report yet for rule '", rule,
-                                            "' of training job '", job_name,
+  if (!stored->has_value() || absl::FromUnixMicros((*stored)->generated_at_us) < job_created) {
+    return absl::NotFoundError(absl::StrCat("no report yet for rule '", rule, "' of training job '",
+                                            job_name,
                                             "'; it is written after the rule's first "
                                             "evaluation pass"));
   }

@@ -70,8 +70,8 @@ absl::StatusOr<std::unique_ptr<PostgresReportStore>> PostgresReportStore::Open(
     const std::string& conninfo, absl::Duration io_timeout) {
   absl::StatusOr<PostgresTarget> target = ParsePostgresTarget(conninfo);
   if (!target.ok()) return target.status();
-  auto store = std::unique_ptr<PostgresReportStore>(
-      new PostgresReportStore(*std::move(target), io_timeout));
+  auto store =
+      std::unique_ptr<PostgresReportStore>(new PostgresReportStore(*std::move(target), io_timeout));
   {
     // Prepares the statements now: a problem shows at start.
     auto lease = store->pool_.Acquire();
@@ -92,11 +92,10 @@ absl::Status PostgresReportStore::Put(const StoredReport& report,
   return put;
 }
 
-absl::Status PostgresReportStore::PutOn(PostgresConnection& connection,
-                                        const StoredReport& report,
+absl::Status PostgresReportStore::PutOn(PostgresConnection& connection, const StoredReport& report,
                                         const std::optional<CheckLease>& fence) {
-  const std::string doing = absl::StrCat("writing ", Describing(report.job_name,
-                                                                report.rule_configuration_name));
+  const std::string doing =
+      absl::StrCat("writing ", Describing(report.job_name, report.rule_configuration_name));
   if (auto begun = connection.Exec("BEGIN", doing); !begun.ok()) return begun.status();
   if (fence.has_value()) {
     const PgParam params[] = {Bytes(fence->job_name)};
@@ -111,12 +110,9 @@ absl::Status PostgresReportStore::PutOn(PostgresConnection& connection,
   }
   const std::string generated = PgInt8(report.generated_at_us);
   const char final_byte = report.final ? 1 : 0;
-  const PgParam params[] = {Bytes(report.job_name),
-                            Bytes(report.rule_configuration_name),
-                            {generated.data(), 8},
-                            {&final_byte, 1},
-                            Bytes(report.json),
-                            Bytes(report.html)};
+  const PgParam params[] = {Bytes(report.job_name), Bytes(report.rule_configuration_name),
+                            {generated.data(), 8},  {&final_byte, 1},
+                            Bytes(report.json),     Bytes(report.html)};
   if (auto put = connection.ExecPrepared(kPut, params, doing); !put.ok()) return put.status();
   auto committed = connection.Exec("COMMIT", doing);
   if (!committed.ok()) return committed.status();
@@ -130,8 +126,7 @@ absl::Status PostgresReportStore::PutOn(PostgresConnection& connection,
 absl::StatusOr<std::optional<StoredReport>> PostgresReportStore::Read(
     const std::string& job_name, const std::string& rule_configuration_name) {
   const PgParam params[] = {Bytes(job_name), Bytes(rule_configuration_name)};
-  const std::string doing =
-      absl::StrCat("reading ", Describing(job_name, rule_configuration_name));
+  const std::string doing = absl::StrCat("reading ", Describing(job_name, rule_configuration_name));
   for (int attempt = 0;; ++attempt) {
     auto lease = pool_.Acquire();
     if (!lease.ok()) return lease.status();
@@ -160,7 +155,8 @@ absl::Status PostgresReportStore::DeleteJob(const std::string& job_name,
   const std::string before = PgInt8(generated_before_us);
   const PgParam params[] = {Bytes(job_name), {before.data(), 8}};
   return (**lease)
-      .ExecPrepared(kDeleteJob, params, absl::StrCat("deleting the reports of job '", job_name, "'"))
+      .ExecPrepared(kDeleteJob, params,
+                    absl::StrCat("deleting the reports of job '", job_name, "'"))
       .status();
 }
 

@@ -39,8 +39,7 @@ class ReportStore {
   // `fence`, only if the job's lease row is the fence's owner and token.
   // Errors: FAILED_PRECONDITION with kLeaseFencePayload (lease_fence.h) for a
   // stale fence, nothing written; the database's (UNAVAILABLE naming it).
-  virtual absl::Status Put(const StoredReport& report,
-                           const std::optional<CheckLease>& fence) = 0;
+  virtual absl::Status Put(const StoredReport& report, const std::optional<CheckLease>& fence) = 0;
 
   // The report of rule `rule_configuration_name` of job `job_name`, or
   // nullopt if none was written. Errors: the database's.

@@ -22,8 +22,8 @@ absl::Status SqliteReportStore::Put(const StoredReport& report,
                    report.job_name, "'"),
       [&](const SqliteConnection::Run& run) -> absl::Status {
         if (fence.has_value()) {
-          auto rows = run("SELECT owner, token FROM job_leases WHERE job_name = ?1",
-                          {fence->job_name});
+          auto rows =
+              run("SELECT owner, token FROM job_leases WHERE job_name = ?1", {fence->job_name});
           if (!rows.ok()) return rows.status();
           std::optional<FoundLease> found;
           if (!rows->empty()) {
@@ -47,13 +47,13 @@ absl::StatusOr<std::optional<StoredReport>> SqliteReportStore::Read(
     const std::string& job_name, const std::string& rule_configuration_name) {
   std::optional<StoredReport> report;
   absl::Status read = connection_->InTransaction(
-      absl::StrCat("reading the report of rule '", rule_configuration_name, "' of job '",
-                   job_name, "'"),
+      absl::StrCat("reading the report of rule '", rule_configuration_name, "' of job '", job_name,
+                   "'"),
       [&](const SqliteConnection::Run& run) -> absl::Status {
-        auto rows = run(
-            "SELECT generated_at_us, final, json, html FROM profiler_reports "
-            "WHERE job_name = ?1 AND rule_configuration_name = ?2",
-            {job_name, rule_configuration_name});
+        auto rows =
+            run("SELECT generated_at_us, final, json, html FROM profiler_reports "
+                "WHERE job_name = ?1 AND rule_configuration_name = ?2",
+                {job_name, rule_configuration_name});
         if (!rows.ok()) return rows.status();
         if (rows->empty()) return absl::OkStatus();
         const SqliteRow& row = rows->front();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "service/http/percent_decoding.h"
 
 namespace debugplane::service::auth {
 namespace {
@@ -48,29 +49,6 @@ std::string UriEncode(absl::string_view text, bool keep_slash) {
       out.push_back('%');
       out.push_back(kHex[c >> 4]);
       out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decoding; a '%' not followed by two hex digits stays as it is.
-std::string UriDecode(absl::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
-        HexValue(text[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
     }
   }
   return out;
@@ -196,7 +174,8 @@ std::string CanonicalQuery(absl::string_view query) {
     absl::string_view name = pair.substr(0, equals);
     absl::string_view value =
         equals == absl::string_view::npos ? absl::string_view() : pair.substr(equals + 1);
-    parameters.emplace_back(UriEncode(UriDecode(name), false), UriEncode(UriDecode(value), false));
+    parameters.emplace_back(UriEncode(http::PercentDecode(name, http::PlusMeans::kPlus), false),
+                            UriEncode(http::PercentDecode(value, http::PlusMeans::kPlus), false));
   }
   std::sort(parameters.begin(), parameters.end());
   return absl::StrJoin(parameters, "&", absl::PairFormatter("="));

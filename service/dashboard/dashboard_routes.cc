@@ -10,6 +10,7 @@
 #include "core/validation.h"
 #include "service/dashboard/job_summary.h"
 #include "service/dashboard/profiling_form.h"
+#include "service/http/percent_decoding.h"
 #include "service/http/sagemaker_json.h"
 #include "spdlog/spdlog.h"
 
@@ -55,29 +56,6 @@ std::string Printable(absl::string_view text) {
   return out;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string PercentDecode(absl::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
-      out.push_back(' ');
-    } else if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
-               HexValue(text[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
-
 std::string SessionCookie(absl::string_view value, bool tls, bool expire) {
   return absl::StrCat(kSessionCookie, "=", value, "; Path=/; HttpOnly; SameSite=Strict",
                       tls ? "; Secure" : "", expire ? "; Max-Age=0" : "");
@@ -104,8 +82,10 @@ std::string QueryParameter(absl::string_view query, absl::string_view name) {
   for (absl::string_view pair : absl::StrSplit(query, '&')) {
     const size_t equals = pair.find('=');
     const absl::string_view key = pair.substr(0, equals);
-    if (PercentDecode(key) != name) continue;
-    return equals == absl::string_view::npos ? "" : PercentDecode(pair.substr(equals + 1));
+    if (http::PercentDecode(key, http::PlusMeans::kSpace) != name) continue;
+    return equals == absl::string_view::npos
+               ? ""
+               : http::PercentDecode(pair.substr(equals + 1), http::PlusMeans::kSpace);
   }
   return "";
 }
@@ -346,8 +326,8 @@ void Dashboard::ServeJob(HttpRequest request, std::unique_ptr<HttpResponder> res
                                  responder = std::move(responder)](absl::Status caught_up) mutable {
     if (!caught_up.ok()) return RespondError(*responder, caught_up);
     if (manager_->GetJob(name) == nullptr) {
-      return RespondError(*responder, absl::NotFoundError(absl::StrCat(
-                                          "training job '", name, "' does not exist")));
+      return RespondError(*responder, absl::NotFoundError(absl::StrCat("training job '", name,
+                                                                       "' does not exist")));
     }
     found->handler(std::move(request), name, std::move(principal), std::move(responder));
   });

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "objectstore/message_text.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
+#include "service/http/percent_decoding.h"
 
 namespace debugplane::service::dashboard {
 
@@ -19,32 +20,6 @@ using rules_engine::insights::Metric;
 
 ParamError Bad(absl::string_view field, absl::string_view message) {
   return {absl::InvalidArgumentError(message), std::string(field)};
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = absl::ascii_tolower(c);
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// Percent-decoding; false for a bad escape.
-bool Decode(absl::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '+') {
-      out->push_back(' ');
-    } else if (in[i] == '%') {
-      if (i + 2 >= in.size()) return false;
-      const int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      out->push_back(in[i]);
-    }
-  }
-  return true;
 }
 
 std::string Quoted(absl::string_view text) {
@@ -92,23 +67,27 @@ ParamError ParseQueryString(absl::string_view query, const std::vector<std::stri
                             std::map<std::string, std::string>* out) {
   out->clear();
   if (query.empty()) return {};
-  std::string name, value;
   for (absl::string_view part : absl::StrSplit(query, '&', absl::SkipEmpty())) {
     const size_t eq = part.find('=');
     const absl::string_view raw_name = part.substr(0, eq);
     const absl::string_view raw_value =
         eq == absl::string_view::npos ? absl::string_view() : part.substr(eq + 1);
-    if (!Decode(raw_name, &name)) {
+    std::optional<std::string> decoded_name =
+        http::PercentDecodeStrict(raw_name, http::PlusMeans::kSpace);
+    if (!decoded_name.has_value()) {
       return Bad("query", absl::StrCat("query: bad percent-encoding in ", Quoted(raw_name)));
     }
+    const std::string name = *std::move(decoded_name);
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       return Bad(name, absl::StrCat("unknown query parameter ", Quoted(name),
                                     "; known: ", absl::StrJoin(known, ", ")));
     }
-    if (!Decode(raw_value, &value)) {
+    std::optional<std::string> decoded_value =
+        http::PercentDecodeStrict(raw_value, http::PlusMeans::kSpace);
+    if (!decoded_value.has_value()) {
       return Bad(name, absl::StrCat(name, ": bad percent-encoding in ", Quoted(raw_value)));
     }
-    (*out)[name] = value;
+    (*out)[name] = *std::move(decoded_value);
   }
   return {};
 }

@@ -51,9 +51,9 @@ class ChangeFeedPrunerTest : public ::testing::Test {
 };
 
 TEST_F(ChangeFeedPrunerTest, APassDeletesSupersededChangesOlderThanTheRetentionInBatches) {
-  ChangeFeedPruner pruner(storage_.get(),
-                          ChangeFeedPrunerOptions{.retention = absl::Minutes(10), .batch = 3,
-                                                  .clock = clock_});
+  ChangeFeedPruner pruner(
+      storage_.get(),
+      ChangeFeedPrunerOptions{.retention = absl::Minutes(10), .batch = 3, .clock = clock_});
   WriteJob("old", 8);  // 7 superseded.
   WriteJob("once", 1);
   clock_->Advance(absl::Minutes(9));
@@ -75,10 +75,9 @@ TEST_F(ChangeFeedPrunerTest, APassDeletesSupersededChangesOlderThanTheRetentionI
 }
 
 TEST_F(ChangeFeedPrunerTest, TheThreadPrunesOncePerIntervalByTheClock) {
-  ChangeFeedPruner pruner(storage_.get(),
-                          ChangeFeedPrunerOptions{.retention = absl::Minutes(10),
-                                                  .interval = absl::Minutes(1),
-                                                  .clock = clock_});
+  ChangeFeedPruner pruner(storage_.get(), ChangeFeedPrunerOptions{.retention = absl::Minutes(10),
+                                                                  .interval = absl::Minutes(1),
+                                                                  .clock = clock_});
   WriteJob("job", 5);
   pruner.Start();
   // Nothing is old enough at the first pass; 11 minutes later it is.

@@ -31,6 +31,7 @@ namespace fs = std::filesystem;
 using ::debugplane::testing::AgentProcess;
 using ::debugplane::testing::CreateJob;
 using ::debugplane::testing::DescribeJob;
+using ::debugplane::testing::MinimalJob;
 using ::debugplane::testing::ReadFile;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
@@ -42,13 +43,8 @@ bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 class AgentSignalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(kJob);
-    request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    request.mutable_debug_hook_config()->set_s3_output_path((data_.path() / "tensors").string());
-    request.mutable_profiler_config()->set_s3_output_path((data_.path() / "profiler").string());
-    grpc::Status status = CreateJob(*server_.Stub(), request);
+    grpc::Status status = CreateJob(
+        *server_.Stub(), MinimalJob(kJob, data_.path() / "tensors", data_.path() / "profiler"));
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ namespace fs = std::filesystem;
 using ::debugplane::testing::AgentProcess;
 using ::debugplane::testing::CreateJob;
 using ::debugplane::testing::DescribeJob;
+using ::debugplane::testing::MinimalJob;
 using ::debugplane::testing::ReadFile;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
@@ -68,13 +70,8 @@ class AgentTlsTest : public ::testing::Test {
   }
 
   void Create(v1::TrainingJobService::Stub& stub, const std::string& name) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    request.mutable_debug_hook_config()->set_s3_output_path(
-        (dir_.path() / "data" / name / "tensors").string());
-    grpc::Status status = CreateJob(stub, request);
+    grpc::Status status =
+        CreateJob(stub, MinimalJob(name, dir_.path() / "data" / name / "tensors"));
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
@@ -110,21 +107,29 @@ class AgentTlsTest : public ::testing::Test {
 TEST_F(AgentTlsTest, AnAgentWithTheCaCertificateRunsTheJobAndReconnectsOverTls) {
   auto stub = TlsStub(server_->address());
   Create(*stub, "secured");
+  // The training runs until the test has seen the reconnection, however
+  // long a loaded machine takes (then ends by itself, exit code 0).
+  const fs::path reconnection_seen = dir_.path() / "reconnection-seen";
   AgentProcess agent(AgentArgs(server_->address(), "secured", {"--ca-cert", cert()}),
-                     {DP_FAKE_TRAINING_BINARY, "--steps", "500", "--step-ms", "20"},
+                     {DP_FAKE_TRAINING_BINARY, "--steps", "50", "--step-ms", "20", "--until-file",
+                      reconnection_seen.string()},
                      dir_.path() / "agent.log", dir_.path());
   ASSERT_TRUE(WaitUntil([&] {
     return DescribeJob(*stub, "secured").secondary_status() == v1::SecondaryStatus::Training;
   })) << agent.log();
   // kill -9 and back on the same port, with the same certificate: the agent
-  // reconnects over TLS while the command (10 s) runs on. (With a short
-  // command on a loaded machine the training could end, and be reported,
-  // before the agent's stream was back: nothing to check then.)
+  // reconnects over TLS while the command runs on.
   server_->RestartOnSamePort();
+  const absl::Time restarted = absl::Now();
   stub = TlsStub(server_->address());
   EXPECT_TRUE(WaitUntil([&] { return agent.log().find("reconnected") != std::string::npos; },
                         absl::Seconds(30)))
       << agent.log();
+  // At the agent's next attempt (on a new channel; its backoff is 6.4 s by
+  // the 7th), not when the old channel's own reconnection finds the server
+  // (16 s later, before the fix).
+  EXPECT_LT(absl::Now() - restarted, absl::Seconds(12)) << agent.log();
+  std::ofstream(reconnection_seen) << "seen\n";
   EXPECT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
   EXPECT_EQ(DescribeJob(*stub, "secured").training_job_status(), v1::TrainingJobStatus::Completed);
   EXPECT_THAT(agent.log(), AllOf(HasSubstr("reconnected"), Not(HasSubstr("TLS handshake"))));

@@ -72,13 +72,7 @@ class ReplicasTest : public ::testing::Test {
   fs::path shared_root() const { return dir_.path() / "shared"; }
 
   v1::CreateTrainingJobRequest Job(const std::string& name) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    request.mutable_debug_hook_config()->set_s3_output_path(
-        (shared_root() / name / "tensors").string());
-    return request;
+    return ::debugplane::testing::MinimalJob(name, shared_root() / name / "tensors");
   }
 
   std::unique_ptr<v1::TrainingJobService::Stub> Stub(int replica) {
@@ -203,7 +197,8 @@ TEST_F(ReplicasTest, EveryReplicaServesTheProfilingReportWhicheverWroteIt) {
       status = v1::ProfilerReportService::NewStub(replicas_[replica]->Channel())
                    ->GetProfilerReport(Context().get(), get, &report);
       return status.ok() && report.final();
-    })) << "replica " << replica << ": " << status.error_message();
+    })) << "replica "
+        << replica << ": " << status.error_message();
     EXPECT_THAT(report.content(), HasSubstr("CPUBottleneck")) << "replica " << replica;
     // This replica's own copy, under its own data directory.
     EXPECT_THAT(report.path(), HasSubstr(absl::StrCat("replica-", replica)));

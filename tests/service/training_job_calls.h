@@ -4,6 +4,7 @@
 #ifndef DEBUGPLANE_TESTS_SERVICE_TRAINING_JOB_CALLS_H_
 #define DEBUGPLANE_TESTS_SERVICE_TRAINING_JOB_CALLS_H_
 
+#include <filesystem>
 #include <string>
 
 #include "debugplane/v1/training_job.grpc.pb.h"
@@ -11,6 +12,21 @@
 #include "tests/service/server_process.h"
 
 namespace debugplane::testing {
+
+// A CreateTrainingJob request with what it requires (a role, an output
+// path), its tensors written to `tensors` and its profiler output to
+// `profiler` when given (each must be under one of the server's data roots).
+inline v1::CreateTrainingJobRequest MinimalJob(const std::string& name,
+                                               const std::filesystem::path& tensors = {},
+                                               const std::filesystem::path& profiler = {}) {
+  v1::CreateTrainingJobRequest request;
+  request.set_training_job_name(name);
+  request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
+  request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+  if (!tensors.empty()) request.mutable_debug_hook_config()->set_s3_output_path(tensors.string());
+  if (!profiler.empty()) request.mutable_profiler_config()->set_s3_output_path(profiler.string());
+  return request;
+}
 
 // CreateTrainingJob(`request`); returns the call's status (callers assert
 // it, so that a failed creation stops the test).

@@ -8,7 +8,7 @@
 //   fake_training [--steps N] [--step-ms MS] [--exit-code C] [--nan-at STEP]
 //                 [--log FILE] [--ignore-term]
 //                 [--rank R --num-workers N] [--wait-for-end-before STEP]
-//                 [--exit-delay-ms MS] [--pid-file FILE]
+//                 [--exit-delay-ms MS] [--pid-file FILE] [--until-file FILE]
 //
 // Several workers of one job (torch.distributed, include_workers "all"):
 // start one process per rank with --rank and --num-workers; each writes as
@@ -18,6 +18,8 @@
 // more --step-ms: its later steps land after another worker's end.
 // --exit-delay-ms holds the process after its last step, before it ends.
 // --pid-file writes the process id to FILE (atomically) when it starts.
+// --until-file keeps stepping after --steps until FILE exists (a test ends
+// the training when it has seen what it waits for, whatever the load).
 // With --log, the time the --nan-at step's index file was written is logged
 // ("nan step N written at unix us T").
 
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
       {"--exit-delay-ms", &exit_delay_ms},
   };
   std::string log_path;
+  std::string until_file;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (auto it = int_flags.find(flag); it != int_flags.end() && i + 1 < argc) {
@@ -74,6 +77,8 @@ int main(int argc, char** argv) {
       const std::string pid_file = argv[++i];
       std::ofstream(pid_file + ".tmp") << getpid() << std::endl;
       std::filesystem::rename(pid_file + ".tmp", pid_file);
+    } else if (flag == "--until-file" && i + 1 < argc) {
+      until_file = argv[++i];
     } else if (flag == "--ignore-term") {
       signal(SIGTERM, SIG_IGN);
     }
@@ -90,7 +95,11 @@ int main(int argc, char** argv) {
   std::ofstream log;
   if (!log_path.empty()) log.open(log_path, std::ios::app);
   std::string seen;
-  for (int step = 0; step < steps; ++step) {
+  const auto more_steps = [&](int step) {
+    std::error_code error;
+    return step < steps || (!until_file.empty() && !std::filesystem::exists(until_file, error));
+  };
+  for (int step = 0; more_steps(step); ++step) {
     // As smdebug: the profiler configuration is read again at every step.
     const std::string profiler = ReadFile(std::getenv("SMPROFILER_CONFIG_PATH"));
     if (profiler != seen) {
