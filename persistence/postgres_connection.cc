@@ -371,4 +371,31 @@ void PostgresConnectionPool::GiveBack(std::unique_ptr<PostgresConnection> connec
   }
 }
 
+absl::StatusOr<PgResult> PostgresConnectionPool::ExecPreparedOnce(const char* name,
+                                                                  std::span<const PgParam> params,
+                                                                  absl::string_view doing) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<Lease> lease = Acquire();
+    if (!lease.ok()) return lease.status();
+    absl::StatusOr<PgResult> result = (**lease).ExecPrepared(name, params, doing);
+    if (!result.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) {
+      DropIdle();
+      continue;
+    }
+    return result;
+  }
+}
+
+absl::Status PrepareAll(PostgresConnection& connection, std::span<const PgStatement> statements) {
+  for (const PgStatement& statement : statements) {
+    if (absl::Status prepared =
+            connection.Prepare(statement.name, statement.sql.c_str(), statement.types,
+                               absl::StrCat("preparing statement ", statement.name));
+        !prepared.ok()) {
+      return prepared;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace debugplane::persistence

@@ -81,6 +81,12 @@ struct PgParam {
   int length;
 };
 
+// Parameter type OIDs of the statements debugplane prepares.
+inline constexpr Oid kBoolOid = 16;
+inline constexpr Oid kByteaOid = 17;
+inline constexpr Oid kInt8Oid = 20;
+inline constexpr Oid kTextOid = 25;
+
 // A big-endian int8 parameter's bytes.
 std::string PgInt8(int64_t value);
 // Reads column `column` of row `row` of a binary-format result: bytes of a
@@ -140,6 +146,17 @@ class PostgresConnection {
 // A bounded set of connections to one target, opened on demand. Thread-safe.
 // A connection that broke is dropped when given back, so the next Acquire
 // connects anew: a restarted server is used again with no action.
+// One statement to prepare on each connection of a pool (see PrepareAll).
+struct PgStatement {
+  const char* name;
+  std::string sql;
+  std::vector<Oid> types;
+};
+
+// Prepares every statement on `connection`; the first error, naming the
+// statement, if one fails.
+absl::Status PrepareAll(PostgresConnection& connection, std::span<const PgStatement> statements);
+
 class PostgresConnectionPool {
  public:
   // Runs on each new connection before it is first handed out (e.g. to
@@ -181,6 +198,14 @@ class PostgresConnectionPool {
   // Closes every idle connection: after one was found cut (a server
   // restart), the others most likely were too.
   void DropIdle();
+
+  // Runs one prepared statement in autocommit on a pooled connection; if the
+  // connection turns out to have been cut since its last use, once more on
+  // a new one (the statement never reached the server, or, for the callers'
+  // statements, running it twice is harmless). Errors as ExecPrepared's or
+  // Acquire's.
+  absl::StatusOr<PgResult> ExecPreparedOnce(const char* name, std::span<const PgParam> params,
+                                            absl::string_view doing);
 
   const PostgresTarget& target() const { return target_; }
 

@@ -9,9 +9,6 @@
 namespace debugplane::persistence {
 namespace {
 
-constexpr Oid kInt8Oid = 20;
-constexpr Oid kTextOid = 25;
-
 constexpr char kHeartbeat[] = "dp_lease_heartbeat";
 constexpr char kRemoveReplica[] = "dp_lease_remove_replica";
 constexpr char kCountLive[] = "dp_lease_count_live";
@@ -29,12 +26,7 @@ constexpr char kComplete[] = "dp_outbox_complete";
 #define DP_LATER(n) "now() + make_interval(secs => $" #n "::float8 / 1000000)"
 
 absl::Status PrepareStatements(PostgresConnection& connection) {
-  struct Statement {
-    const char* name;
-    const char* sql;
-    std::vector<Oid> types;
-  };
-  const Statement statements[] = {
+  const PgStatement statements[] = {
       {kHeartbeat,
        "INSERT INTO live_replicas (replica_id, expires_at) VALUES ($1, " DP_LATER(
            2) ") "
@@ -95,15 +87,7 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "AND claim_token = $3 AND NOT done RETURNING action_id",
        {kTextOid, kTextOid, kInt8Oid}},
   };
-  for (const Statement& statement : statements) {
-    if (absl::Status prepared =
-            connection.Prepare(statement.name, statement.sql, statement.types,
-                               absl::StrCat("preparing statement ", statement.name));
-        !prepared.ok()) {
-      return prepared;
-    }
-  }
-  return absl::OkStatus();
+  return PrepareAll(connection, statements);
 }
 
 #undef DP_LATER
@@ -137,18 +121,9 @@ absl::StatusOr<std::unique_ptr<PostgresLeaseTable>> PostgresLeaseTable::Open(
 
 absl::StatusOr<PgResult> PostgresLeaseTable::Run(const char* name, std::span<const PgParam> params,
                                                  absl::string_view doing) {
-  for (int attempt = 0;; ++attempt) {
-    auto lease = pool_.Acquire();
-    if (!lease.ok()) return lease.status();
-    absl::StatusOr<PgResult> result = (**lease).ExecPrepared(name, params, doing);
-    // Every statement here is one autocommitted statement: on a connection
-    // cut since its last use it never ran, so it goes once more.
-    if (!result.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) {
-      pool_.DropIdle();
-      continue;
-    }
-    return result;
-  }
+  // Every statement here is one autocommitted statement: on a connection
+  // cut since its last use it never ran, so it goes once more.
+  return pool_.ExecPreparedOnce(name, params, doing);
 }
 
 absl::Status PostgresLeaseTable::Heartbeat(const std::string& replica, absl::Duration ttl) {

@@ -9,23 +9,13 @@
 namespace debugplane::persistence {
 namespace {
 
-constexpr Oid kBoolOid = 16;
-constexpr Oid kByteaOid = 17;
-constexpr Oid kInt8Oid = 20;
-constexpr Oid kTextOid = 25;
-
 constexpr char kLeaseOf[] = "dp_report_lease_of";
 constexpr char kPut[] = "dp_report_put";
 constexpr char kRead[] = "dp_report_read";
 constexpr char kDeleteJob[] = "dp_report_delete_job";
 
 absl::Status PrepareStatements(PostgresConnection& connection) {
-  struct Statement {
-    const char* name;
-    const char* sql;
-    std::vector<Oid> types;
-  };
-  const Statement statements[] = {
+  const PgStatement statements[] = {
       {kLeaseOf, "SELECT owner, token FROM job_leases WHERE job_name = $1 FOR SHARE", {kTextOid}},
       {kPut,
        "INSERT INTO profiler_reports (job_name, rule_configuration_name, generated_at_us, final, "
@@ -42,15 +32,7 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "DELETE FROM profiler_reports WHERE job_name = $1 AND generated_at_us < $2",
        {kTextOid, kInt8Oid}},
   };
-  for (const Statement& statement : statements) {
-    if (absl::Status prepared =
-            connection.Prepare(statement.name, statement.sql, statement.types,
-                               absl::StrCat("preparing statement ", statement.name));
-        !prepared.ok()) {
-      return prepared;
-    }
-  }
-  return absl::OkStatus();
+  return PrepareAll(connection, statements);
 }
 
 PgParam Bytes(const std::string& bytes) { return {bytes.data(), static_cast<int>(bytes.size())}; }
@@ -127,36 +109,26 @@ absl::StatusOr<std::optional<StoredReport>> PostgresReportStore::Read(
     const std::string& job_name, const std::string& rule_configuration_name) {
   const PgParam params[] = {Bytes(job_name), Bytes(rule_configuration_name)};
   const std::string doing = absl::StrCat("reading ", Describing(job_name, rule_configuration_name));
-  for (int attempt = 0;; ++attempt) {
-    auto lease = pool_.Acquire();
-    if (!lease.ok()) return lease.status();
-    absl::StatusOr<PgResult> result = (**lease).ExecPrepared(kRead, params, doing);
-    // A read changes nothing: on a connection cut since its last use, once more.
-    if (!result.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) {
-      pool_.DropIdle();
-      continue;
-    }
-    if (!result.ok()) return result.status();
-    const PGresult* rows = result->get();
-    if (PQntuples(rows) == 0) return std::nullopt;
-    return StoredReport{.job_name = job_name,
-                        .rule_configuration_name = rule_configuration_name,
-                        .generated_at_us = PgInt64(rows, 0, 0),
-                        .final = PQgetlength(rows, 0, 1) == 1 && PQgetvalue(rows, 0, 1)[0] != 0,
-                        .json = PgBytes(rows, 0, 2),
-                        .html = PgBytes(rows, 0, 3)};
-  }
+  // A read changes nothing: on a connection cut since its last use, once more.
+  absl::StatusOr<PgResult> result = pool_.ExecPreparedOnce(kRead, params, doing);
+  if (!result.ok()) return result.status();
+  const PGresult* rows = result->get();
+  if (PQntuples(rows) == 0) return std::nullopt;
+  return StoredReport{.job_name = job_name,
+                      .rule_configuration_name = rule_configuration_name,
+                      .generated_at_us = PgInt64(rows, 0, 0),
+                      .final = PQgetlength(rows, 0, 1) == 1 && PQgetvalue(rows, 0, 1)[0] != 0,
+                      .json = PgBytes(rows, 0, 2),
+                      .html = PgBytes(rows, 0, 3)};
 }
 
 absl::Status PostgresReportStore::DeleteJob(const std::string& job_name,
                                             int64_t generated_before_us) {
-  auto lease = pool_.Acquire();
-  if (!lease.ok()) return lease.status();
   const std::string before = PgInt8(generated_before_us);
   const PgParam params[] = {Bytes(job_name), {before.data(), 8}};
-  return (**lease)
-      .ExecPrepared(kDeleteJob, params,
-                    absl::StrCat("deleting the reports of job '", job_name, "'"))
+  return pool_
+      .ExecPreparedOnce(kDeleteJob, params,
+                        absl::StrCat("deleting the reports of job '", job_name, "'"))
       .status();
 }
 

@@ -19,9 +19,6 @@ namespace {
 constexpr int kScanPageRows = 256;
 
 // Parameter types (pg_type OIDs).
-constexpr Oid kByteaOid = 17;
-constexpr Oid kInt8Oid = 20;
-constexpr Oid kTextOid = 25;
 
 // Puts without, with kAbsent, and with another expected version; deletes
 // without and with one. Each statement that changes a row also records the
@@ -58,17 +55,12 @@ std::string RecordingChange(const char* changed, const char* values) {
 static_assert(kPostgresSchemaVersion >= 1);
 
 absl::Status PrepareStatements(PostgresConnection& connection) {
-  struct Statement {
-    const char* name;
-    std::string sql;
-    std::vector<Oid> types;
-  };
   constexpr char kRowValues[] = "$1, changed.version, false, $2, $3, $4, $5";
   constexpr char kTombstoneValues[] = "$1, changed.version + 1, true, 0, 0, '', ''::bytea";
   const std::vector<Oid> row_types = {kTextOid, kInt8Oid, kInt8Oid, kTextOid, kByteaOid};
   const std::vector<Oid> row_if_types = {kTextOid, kInt8Oid,  kInt8Oid,
                                          kTextOid, kByteaOid, kInt8Oid};
-  const Statement statements[] = {
+  const PgStatement statements[] = {
       // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
       // commits or rolls back, so a batch that passed the check is never
       // applied after the lease changed hands.
@@ -142,15 +134,7 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "WHERE job_name = $1",
        {kTextOid}},
   };
-  for (const Statement& statement : statements) {
-    if (absl::Status prepared =
-            connection.Prepare(statement.name, statement.sql.c_str(), statement.types,
-                               absl::StrCat("preparing statement ", statement.name));
-        !prepared.ok()) {
-      return prepared;
-    }
-  }
-  return absl::OkStatus();
+  return PrepareAll(connection, statements);
 }
 
 // Ends a failed transaction; a connection where that fails is not reused
@@ -511,17 +495,8 @@ absl::Status PostgresStorage::ForEachJob(const std::function<absl::Status(const 
 absl::StatusOr<PgResult> PostgresStorage::ReadOnly(const char* statement,
                                                    std::span<const PgParam> params,
                                                    absl::string_view doing) {
-  for (int attempt = 0;; ++attempt) {
-    auto lease = pool_.Acquire();
-    if (!lease.ok()) return lease.status();
-    absl::StatusOr<PgResult> result = (**lease).ExecPrepared(statement, params, doing);
-    // A read changes nothing: on a connection cut since its last use, once more.
-    if (!result.ok() && !lease->fresh() && (**lease).broken() && attempt == 0) {
-      pool_.DropIdle();
-      continue;
-    }
-    return result;
-  }
+  // A read changes nothing: on a connection cut since its last use, once more.
+  return pool_.ExecPreparedOnce(statement, params, doing);
 }
 
 absl::StatusOr<std::optional<JobRow>> PostgresStorage::ReadJob(const std::string& name) {

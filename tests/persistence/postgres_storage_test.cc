@@ -398,12 +398,14 @@ TEST_F(PostgresStorageTest, ASubscriberIsWokenByCommitsAndAgainAfterItsListenerR
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(counter.wakes(), before_conflict);
 
+  // Counted before the stop: the listener may be back (and have woken)
+  // before StartAgain returns. Nothing commits meanwhile.
+  const int before_restart = counter.wakes();
   ASSERT_TRUE(server_->Stop(PostgresTestServer::StopMode::kImmediate).ok());
   WriteBatch during;
   during.Put(MakeRow("b", 1));
   EXPECT_EQ(writer->Write(during).code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(server_->StartAgain().ok());
-  const int before_restart = counter.wakes();
   // The reconnection wakes it (a catch-up read), without any commit.
   EXPECT_TRUE(counter.WaitForMoreThan(before_restart)) << "no wake after the reconnection";
   auto changes = follower->ReadChangesAfter(0, 100);
