@@ -167,7 +167,9 @@ class CommitterEvents {
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + absl::Seconds(30);
     while (!done()) {
-      if (changed_.WaitWithDeadline(&mu_, until) && !done()) {
+      // WaitWithTimeout: the TSan shim (tests/tsan) models it, not
+      // WaitWithDeadline.
+      if (changed_.WaitWithTimeout(&mu_, until - absl::Now()) && !done()) {
         ADD_FAILURE() << "timed out waiting for: " << what;
         return;
       }
