@@ -552,10 +552,10 @@ absl::StatusOr<int64_t> PostgresStorage::PruneChanges(int64_t modified_before_us
   const std::string count = PgInt8(limit);
   const PgParam params[] = {{before.data(), 8}, {count.data(), 8}};
   // One statement in autocommit: it takes no lock the writers wait for
-  // (they lock the sequence counter and insert newer rows). Run like a read,
-  // so again once on a new connection if the pooled one was cut: deleting
-  // superseded rows twice is harmless.
-  auto result = ReadOnly(kPruneChanges, params, "pruning the change feed");
+  // (they lock the sequence counter and insert newer rows). Again once on a
+  // new connection if the pooled one was cut: deleting superseded rows
+  // twice is harmless.
+  auto result = pool_.ExecPreparedOnce(kPruneChanges, params, "pruning the change feed");
   if (!result.ok()) return result.status();
   int64_t pruned = 0;
   if (!absl::SimpleAtoi(PQcmdTuples(result->get()), &pruned)) pruned = 0;

@@ -149,6 +149,61 @@ TEST_F(ProfilerReportHandlerTest, ServesTheDatabasesReportAndCopiesItToThePath) 
   EXPECT_EQ(json_copied, "{\"final\": false}");
 }
 
+// A database that cannot be reached: the read fails with its error, nothing
+// is made up.
+TEST_F(ProfilerReportHandlerTest, AnUnreachableDatabaseIsUnavailable) {
+  class DownStore final : public persistence::ReportStore {
+   public:
+    absl::Status Put(const persistence::StoredReport&,
+                     const std::optional<persistence::CheckLease>&) override {
+      return Down();
+    }
+    absl::StatusOr<std::optional<persistence::StoredReport>> Read(const std::string&,
+                                                                  const std::string&) override {
+      return Down();
+    }
+    absl::Status DeleteJob(const std::string&, int64_t) override { return Down(); }
+
+   private:
+    static absl::Status Down() {
+      return absl::UnavailableError("PostgreSQL at db:5432: connection refused");
+    }
+  } down;
+  handler_ =
+      std::make_unique<ProfilerReportHandler>(manager_.get(), dir_.path() / "reports", &down);
+  CreateJob("job", {{"report", "ProfilerReport"}});
+  auto report = Get("job");
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable) << report.status();
+  EXPECT_THAT(report.status().message(), HasSubstr("db:5432"));
+  handler_.reset();  // Before `down` goes.
+}
+
+// ForgetJob drops the stored reports of a job deleted at a time; a report
+// written after it (a job created again) stays.
+TEST_F(ProfilerReportHandlerTest, ForgetJobDropsTheReportsOfADeletedJob) {
+  auto store = persistence::SqliteReportStore::Open((dir_.path() / "jobs.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  handler_ = std::make_unique<ProfilerReportHandler>(manager_.get(), dir_.path() / "reports",
+                                                     store->get());
+  const absl::Time deleted = absl::Now();
+  for (const auto& [rule, at] :
+       {std::pair<std::string, absl::Time>{"old", deleted - absl::Seconds(1)},
+        {"new", deleted + absl::Seconds(1)}}) {
+    ASSERT_TRUE((*store)
+                    ->Put({.job_name = "job",
+                           .rule_configuration_name = rule,
+                           .generated_at_us = absl::ToUnixMicros(at),
+                           .json = "{}",
+                           .html = "<html></html>"},
+                          std::nullopt)
+                    .ok());
+  }
+  handler_->ForgetJob("job", deleted);
+  handler_.reset();  // Runs what was queued, then stops.
+  EXPECT_EQ(*(*store)->Read("job", "old"), std::nullopt);
+  EXPECT_NE(*(*store)->Read("job", "new"), std::nullopt);
+}
+
 TEST_F(ProfilerReportHandlerTest, ErrorsNameTheJobRuleOrFile) {
   CreateJob("plain", {{"cpu", "CPUBottleneck"}});
   CreateJob("two", {{"a", "ProfilerReport"}, {"b", "ProfilerReport"}});

@@ -29,19 +29,7 @@ using ::testing::HasSubstr;
 using H = TrainingJobHandler;
 
 v1::CreateTrainingJobRequest JobRequest(const std::string& name) {
-  v1::CreateTrainingJobRequest request;
-  request.set_training_job_name(name);
-  request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
-  request.mutable_algorithm_specification()->set_training_input_mode("File");
-  request.mutable_output_data_config()->set_s3_output_path("s3://bucket/output");
-  request.mutable_debug_hook_config()->set_s3_output_path("s3://bucket/debug-output");
-  for (const char* rule_name : {"VanishingGradient", "ExplodingTensor"}) {
-    auto* rule = request.add_debug_rule_configurations();
-    rule->set_rule_configuration_name(rule_name);
-    rule->set_rule_evaluator_image("builtin");
-    (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_name;
-  }
-  return request;
+  return ::debugplane::testing::JobWithDebugRules(name);
 }
 
 template <typename Request>

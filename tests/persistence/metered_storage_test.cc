@@ -19,14 +19,22 @@ using ::debugplane::persistence::testing::MakeRow;
 using ::debugplane::persistence::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 
-TEST(MeteredStorageTest, TimesWritesAndReadsAndCountsFailures) {
+// A SQLite storage behind the metering wrapper, counting into `registry`.
+class MeteredStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto sqlite = SqliteStorage::Open((dir.path() / "jobs.db").string());
+    ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+    storage = Metered(*std::move(sqlite), &database);
+  }
+
   ScopedTempDir dir;
   metrics::MetricsRegistry registry;
-  metrics::DatabaseMetrics database(registry.registry());
-  auto sqlite = SqliteStorage::Open((dir.path() / "jobs.db").string());
-  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
-  std::unique_ptr<Storage> storage = Metered(*std::move(sqlite), &database);
+  metrics::DatabaseMetrics database{registry.registry()};
+  std::unique_ptr<Storage> storage;
+};
 
+TEST_F(MeteredStorageTest, TimesWritesAndReadsAndCountsFailures) {
   WriteBatch batch;
   batch.Put(MakeRow("a", 1));
   batch.Put(MakeRow("b", 2));
@@ -54,14 +62,7 @@ TEST(MeteredStorageTest, TimesWritesAndReadsAndCountsFailures) {
 
 // The change feed and versions reach the engine through the wrapper: a
 // Storage default there (UNIMPLEMENTED, no feed) would leave replicas blind.
-TEST(MeteredStorageTest, PassesTheChangeFeedAndVersionsThrough) {
-  ScopedTempDir dir;
-  metrics::MetricsRegistry registry;
-  metrics::DatabaseMetrics database(registry.registry());
-  auto sqlite = SqliteStorage::Open((dir.path() / "jobs.db").string());
-  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
-  std::unique_ptr<Storage> storage = Metered(*std::move(sqlite), &database);
-
+TEST_F(MeteredStorageTest, PassesTheChangeFeedAndVersionsThrough) {
   WriteBatch batch;
   batch.Put(MakeRow("a", 1));
   absl::StatusOr<WriteResult> written = storage->WriteAndReport(batch);
@@ -81,9 +82,8 @@ TEST(MeteredStorageTest, PassesTheChangeFeedAndVersionsThrough) {
               HasSubstr("debugplane_database_duration_seconds_count{operation=\"read\"} 3\n"));
 }
 
-TEST(MeteredStorageTest, WithoutMetricsTheStorageIsItself) {
-  ScopedTempDir dir;
-  auto sqlite = SqliteStorage::Open((dir.path() / "jobs.db").string());
+TEST_F(MeteredStorageTest, WithoutMetricsTheStorageIsItself) {
+  auto sqlite = SqliteStorage::Open((dir.path() / "unmetered.db").string());
   ASSERT_TRUE(sqlite.ok());
   Storage* raw = sqlite->get();
   EXPECT_EQ(Metered(*std::move(sqlite), nullptr).get(), raw);
