@@ -88,8 +88,9 @@ TEST_F(ReportWriterTest, WriteErrorNamesTheDirectory) {
   // The report directory is a file: nothing can be created under it.
   std::ofstream(dir_.path() / "reports") << "not a directory";
   ReportSchedule schedule;
-  const absl::Status written = writer_.Write("job", "ProfilerReport", Content(), false,
-                                             v1::TrainingJobStatus::InProgress, std::nullopt, schedule);
+  const absl::Status written =
+      writer_.Write("job", "ProfilerReport", Content(), false, v1::TrainingJobStatus::InProgress,
+                    std::nullopt, schedule);
   EXPECT_EQ(written.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(written.message(), HasSubstr((dir_.path() / "reports").string()));
 }
@@ -106,9 +107,8 @@ TEST_F(ReportWriterTest, WritesTheStoreThatReplicasServeAndNothingUnderAStaleFen
   ASSERT_TRUE(leases.ok()) << leases.status();
   auto held = (*leases)->TryAcquire("job", "this-replica", absl::Minutes(1));
   ASSERT_TRUE(held.ok() && held->has_value()) << held.status();
-  ReportWriter writer(ReportWriterOptions{.report_dir = dir_.path() / "reports",
-                                          .clock = clock_,
-                                          .store = store->get()});
+  ReportWriter writer(ReportWriterOptions{
+      .report_dir = dir_.path() / "reports", .clock = clock_, .store = store->get()});
 
   ReportSchedule schedule;
   ASSERT_TRUE(writer
@@ -134,6 +134,32 @@ TEST_F(ReportWriterTest, WritesTheStoreThatReplicasServeAndNothingUnderAStaleFen
   ASSERT_TRUE(stored.ok() && stored->has_value());
   EXPECT_EQ((*stored)->generated_at_us, absl::ToUnixMicros(clock_->Now() - absl::Seconds(5)));
   EXPECT_EQ(ReadAll(files.json), (*stored)->json);  // The files are untouched too.
+}
+
+// A database that cannot be reached: the write fails with its error (the
+// scheduler logs it; the next due write is the retry).
+TEST_F(ReportWriterTest, AnUnreachableStoreFailsTheWriteWithItsError) {
+  class DownStore final : public persistence::ReportStore {
+   public:
+    absl::Status Put(const persistence::StoredReport&,
+                     const std::optional<persistence::CheckLease>&) override {
+      return absl::UnavailableError("PostgreSQL at db:5432: connection refused");
+    }
+    absl::StatusOr<std::optional<persistence::StoredReport>> Read(const std::string&,
+                                                                  const std::string&) override {
+      return std::nullopt;
+    }
+    absl::Status DeleteJob(const std::string&, int64_t) override { return absl::OkStatus(); }
+  } down;
+  ReportWriter writer(
+      ReportWriterOptions{.report_dir = dir_.path() / "reports", .clock = clock_, .store = &down});
+  ReportSchedule schedule;
+  const absl::Status written =
+      writer.Write("job", "ProfilerReport", Content(), false, v1::TrainingJobStatus::InProgress,
+                   std::nullopt, schedule);
+  EXPECT_EQ(written.code(), absl::StatusCode::kUnavailable) << written;
+  EXPECT_THAT(written.message(), HasSubstr("db:5432"));
+  EXPECT_EQ(schedule.written, clock_->Now());  // Not retried in a loop.
 }
 
 TEST(ReportWriterDisabledTest, NothingIsDueWithoutAReportDirectory) {
