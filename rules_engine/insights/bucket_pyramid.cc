@@ -114,7 +114,8 @@ void SamplePyramid::AddLevel() {
 }
 
 void SamplePyramid::Read(const LevelChoice& choice, std::vector<SampleCell>* out) const {
-  const int64_t n = choice.output_buckets();
+  // Never negative, even for a choice made outside ChooseLevel's contract.
+  const int64_t n = std::max<int64_t>(0, choice.output_buckets());
   out->reserve(out->size() + static_cast<size_t>(n));
   if (levels_.empty()) {
     out->resize(out->size() + static_cast<size_t>(n));
@@ -201,7 +202,7 @@ void BusyPyramid::AddLevel() {
 }
 
 void BusyPyramid::Read(const LevelChoice& choice, std::vector<double>* out) const {
-  const int64_t n = choice.output_buckets();
+  const int64_t n = std::max<int64_t>(0, choice.output_buckets());
   out->reserve(out->size() + static_cast<size_t>(n));
   if (levels_.empty()) {
     out->resize(out->size() + static_cast<size_t>(n), 0.0);

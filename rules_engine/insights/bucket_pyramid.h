@@ -92,6 +92,9 @@ struct LevelChoice {
 // and the data's first time) on, up to `levels - 1`. merge = ceil(count / width).
 // `complete_from(level)` is the first bucket index the level holds all data
 // of (kNoEviction when it lost nothing).
+// REQUIRES: 0 <= t0 <= t1 <= 1e15, so that no bucket index or count
+// overflows (JobInsights clamps every query to [0, kLatestTime]); then
+// output_buckets() <= width.
 template <typename CompleteFrom>
 LevelChoice ChooseLevel(double t0, double t1, int width, double data_start, int levels,
                         CompleteFrom complete_from) {

@@ -57,6 +57,11 @@ Phase PhaseOf(FrameworkPhase phase) {
 
 constexpr double kMicros = 1e6;
 
+// Whether `t` (epoch seconds) is a time the pyramids and queries take.
+bool Representable(double t) { return std::isfinite(t) && t >= 0 && t <= kLatestTime; }
+
+int ClampWidth(int width) { return std::clamp(width, 1, kMaxBuckets); }
+
 }  // namespace
 
 absl::string_view MetricName(Metric metric) { return kMetricNames[static_cast<int>(metric)]; }
@@ -145,7 +150,7 @@ void JobInsights::AddMetrics(absl::Span<const SystemMetricPoint> points) {
   const SystemMetricPoint* last = nullptr;
   Route* route = nullptr;
   for (const SystemMetricPoint& p : points) {
-    if (!std::isfinite(p.timestamp) || !std::isfinite(p.value)) continue;
+    if (!Representable(p.timestamp) || !std::isfinite(p.value)) continue;
     if (last == nullptr || p.node_id != last->node_id || p.name != last->name ||
         p.dimension != last->dimension) {
       route = RouteOf(p);
@@ -163,16 +168,27 @@ void JobInsights::AddMetrics(absl::Span<const SystemMetricPoint> points) {
   }
 }
 
-void JobInsights::ResolveRange(const TimeRange& range, double data_start, double data_end,
-                               double* start, double* end) const {
-  *start = range.start.value_or(data_start);
-  *end = range.end.value_or(std::max(data_end, *start));
-  if (*end < *start) *end = *start;  // Only one side given, beyond the data.
+void JobInsights::ResolveRange(const TimeRange& range, bool has_data, double data_start,
+                               double data_end, double* start, double* end) {
+  auto given = [](const std::optional<double>& t) {
+    return t.has_value() && !std::isnan(*t) ? std::optional<double>(*t) : std::nullopt;
+  };
+  const std::optional<double> asked_start = given(range.start), asked_end = given(range.end);
+  *start = std::clamp(asked_start.value_or(data_start), 0.0, kLatestTime);
+  *end = std::clamp(asked_end.value_or(std::max(data_end, *start)), 0.0, kLatestTime);
+  if (*end < *start) *end = *start;  // Only one side given, beyond the data; or reversed.
+  // Narrowed to the data where the range overlaps it and reaches past it.
+  if (has_data && *start <= data_end && *end >= data_start) {
+    *start = std::max(*start, data_start);
+    *end = std::min(*end, data_end);
+  }
 }
 
 SystemSeries JobInsights::QuerySystem(const SystemQuery& query) const {
   SystemSeries out;
-  ResolveRange(query.range, metrics_first_, metrics_last_, &out.start, &out.end);
+  const int width = ClampWidth(query.width);
+  ResolveRange(query.range, metric_points_ > 0, metrics_first_, metrics_last_, &out.start,
+               &out.end);
   std::vector<const std::pair<const SeriesKey, std::unique_ptr<Series>>*> chosen;
   std::string last_node;
   for (const auto& entry : series_) {
@@ -192,14 +208,13 @@ SystemSeries JobInsights::QuerySystem(const SystemQuery& query) const {
   bool first = true;
   for (const auto* entry : chosen) {
     const SamplePyramid& p = entry->second->pyramid;
-    LevelChoice c = ChooseLevel(out.start, out.end, query.width, p.first_time(), p.levels(),
+    LevelChoice c = ChooseLevel(out.start, out.end, width, p.first_time(), p.levels(),
                                 [&p](int level) { return p.complete_from(level); });
     if (first || c.level > choice.level) choice = c;
     first = false;
   }
   if (first) {
-    choice =
-        ChooseLevel(out.start, out.end, query.width, out.start, 1, [](int) { return kNoEviction; });
+    choice = ChooseLevel(out.start, out.end, width, out.start, 1, [](int) { return kNoEviction; });
   }
   out.buckets = choice;
   out.series.reserve(chosen.size());
@@ -252,6 +267,8 @@ void JobInsights::AddFrameworkEvents(absl::Span<const FrameworkEvent> events) {
   for (const FrameworkEvent& e : events) {
     if (e.duration_us < 0 || e.start_us <= 0) continue;
     const double start = static_cast<double>(e.start_us) / kMicros;
+    // In doubles first: start_us + duration_us could overflow.
+    if (!Representable(start + static_cast<double>(e.duration_us) / kMicros)) continue;
     const double end = static_cast<double>(e.start_us + e.duration_us) / kMicros;
     if (framework_events_ == 0) events_first_ = start, events_last_end_ = end;
     events_first_ = std::min(events_first_, start);
@@ -259,7 +276,7 @@ void JobInsights::AddFrameworkEvents(absl::Span<const FrameworkEvent> events) {
     ++framework_events_;
     if (e.timeline_start_us >= 0) {
       const double t = static_cast<double>(e.timeline_start_us) / kMicros;
-      timeline_start_ = std::min(timeline_start_.value_or(t), t);
+      if (Representable(t)) timeline_start_ = std::min(timeline_start_.value_or(t), t);
     }
     const std::string mode = StepEventMode(e.name);
     if (!mode.empty()) {
@@ -289,7 +306,8 @@ FrameworkSeries JobInsights::QueryFramework(const TimeRange& range, int width) c
     data_start = events_first_;
     data_end = events_last_end_;
   }
-  ResolveRange(range, data_start, data_end, &out.start, &out.end);
+  ResolveRange(range, framework_events_ > 0, data_start, data_end, &out.start, &out.end);
+  width = ClampWidth(width);
   LevelChoice choice;
   bool first = true;
   for (const auto& busy : busy_) {

@@ -68,6 +68,21 @@ enum class Phase { kStep, kForward, kBackward, kDataloader, kOther };
 inline constexpr int kPhaseCount = 5;
 absl::string_view PhaseName(Phase phase);  // "step", "forward", ...
 
+// The latest time (epoch seconds, the year 2286) a query or a sample may
+// have: bucket indices of times up to it fit int64_t with room to spare.
+// Samples outside [0, kLatestTime] are left out (the store drops the
+// implausible ones before: rules_engine/profiler/plausible_times.h).
+inline constexpr double kLatestTime = 1e10;
+// The most buckets a query answers: a width past it is taken as this (the
+// replies' buffers are sized by the width, never by a range).
+inline constexpr int kMaxBuckets = 4000;
+
+// A query's range. Answered (QuerySystem, QueryFramework): a side not given
+// (or not finite) is the data's; both are clamped to [0, kLatestTime]; an
+// end before the start is the start; and a range that overlaps the data but
+// reaches past it is narrowed to the data's span, so a client's
+// "start=0&end=9999999999" gets the data at full width. A range beside the
+// data is answered as asked (every bucket empty).
 struct TimeRange {
   std::optional<double> start;  // Epoch seconds; absent: the data's.
   std::optional<double> end;
@@ -75,7 +90,7 @@ struct TimeRange {
 
 struct SystemQuery {
   TimeRange range;
-  int width = 800;                   // REQUIRES: >= 1.
+  int width = 800;                   // Clamped to 1..kMaxBuckets.
   std::string node;                  // Empty: every node.
   std::optional<Metric> metric;      // Absent: every metric.
   std::vector<std::string> devices;  // Empty: every device (and "total").
@@ -94,7 +109,7 @@ struct ReducedSeries {
 };
 
 struct SystemSeries {
-  double start = 0;  // The range asked (or the data's).
+  double start = 0;  // The range answered (see TimeRange).
   double end = 0;
   LevelChoice buckets;  // Bucket i starts at buckets.output_start(i).
   std::vector<std::string> nodes;
@@ -159,8 +174,8 @@ class JobInsights {
   void AddFrameworkEvents(absl::Span<const FrameworkEvent> events);
 
   // Series reduced to at most query.width buckets (see bucket_pyramid.h for
-  // which level answers). REQUIRES: query.width >= 1; range start <= end
-  // when both are given.
+  // which level answers), over the range as TimeRange says, at a width
+  // clamped to 1..kMaxBuckets: any range and width are safe.
   SystemSeries QuerySystem(const SystemQuery& query) const;
   FrameworkSeries QueryFramework(const TimeRange& range, int width) const;
 
@@ -199,9 +214,10 @@ class JobInsights {
   Route* RouteOf(const SystemMetricPoint& p);
   Series* SeriesOf(SeriesKey key);
   void AddStep(const FrameworkEvent& e, const std::string& mode);
-  // The data's range when the query gives none.
-  void ResolveRange(const TimeRange& range, double data_start, double data_end, double* start,
-                    double* end) const;
+  // The range answered (see TimeRange); `has_data`: data_start and
+  // data_end are the data's span.
+  static void ResolveRange(const TimeRange& range, bool has_data, double data_start,
+                           double data_end, double* start, double* end);
 
   int level_capacity_;
   std::map<SeriesKey, std::unique_ptr<Series>> series_;

@@ -31,9 +31,12 @@ ParamError Seconds(const std::map<std::string, std::string>& params, const char*
   auto it = params.find(name);
   if (it == params.end() || it->second.empty()) return {};
   double v = 0;
-  if (!absl::SimpleAtod(it->second, &v) || !std::isfinite(v)) {
-    return Bad(name, absl::StrCat(name, " must be a time in seconds since the epoch, not ",
-                                  Quoted(it->second)));
+  // Bounded so that no bucket index computed from it can overflow.
+  if (!absl::SimpleAtod(it->second, &v) || !std::isfinite(v) || v < 0 ||
+      v > rules_engine::insights::kLatestTime) {
+    return Bad(name, absl::StrCat(name, " must be a time in seconds since the epoch, from 0 to ",
+                                  static_cast<int64_t>(rules_engine::insights::kLatestTime),
+                                  " (the year 2286), not ", Quoted(it->second)));
   }
   *out = v;
   return {};
@@ -45,6 +48,10 @@ ParamError Range(const std::map<std::string, std::string>& params,
   if (ParamError e = Seconds(params, "end", &range->end); !e.ok()) return e;
   if (range->start && range->end && *range->start > *range->end) {
     return Bad("start", absl::StrCat("start after end (", *range->start, " > ", *range->end, ")"));
+  }
+  if (range->start && range->end && *range->start == *range->end) {
+    return Bad("start", absl::StrCat("start equals end (", *range->start,
+                                     "): the range must not be empty"));
   }
   return {};
 }

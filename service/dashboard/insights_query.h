@@ -33,11 +33,12 @@ ParamError ParseQueryString(absl::string_view query, const std::vector<std::stri
                             std::map<std::string, std::string>* out);
 
 inline constexpr int kDefaultWidth = 800;
-inline constexpr int kMaxWidth = 4000;
+inline constexpr int kMaxWidth = rules_engine::insights::kMaxBuckets;
 
-// start, end (epoch seconds, finite, start <= end), width (1..4000,
-// default 800), node, metric (a dashboard metric name), devices (comma
-// list).
+// start, end (epoch seconds from 0 to rules_engine::insights::kLatestTime,
+// the year 2286; start before end), width (1..4000, default 800), node,
+// metric (a dashboard metric name), devices (comma list). A range is only
+// checked here; the answer narrows it to the job's data (job_insights.h).
 ParamError ParseSystemQuery(absl::string_view query, rules_engine::insights::SystemQuery* out);
 // start, end, width.
 ParamError ParseFrameworkQuery(absl::string_view query, rules_engine::insights::TimeRange* range,

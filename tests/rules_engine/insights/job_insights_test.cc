@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -283,6 +284,96 @@ TEST(JobInsightsTest, TrainingSummaryOperationsAndStepsOnTheFixture) {
     if (!StepEventMode(e.name).empty()) step_time += e.duration_us / 1e6;
   }
   EXPECT_NEAR(step_busy, step_time, 1e-3 * step_time);
+}
+
+
+SystemMetricPoint CpuPoint(double t, double value) {
+  SystemMetricPoint p;
+  p.type = "cpu";
+  p.name = "cpu0";
+  p.dimension = "CPUUtilization";
+  p.dim = MetricDimension::kCpuUtilization;
+  p.node_id = "algo-1";
+  p.timestamp = t;
+  p.value = value;
+  return p;
+}
+
+// Every bucket time of `buckets` is a time the data could have.
+void ExpectSaneBuckets(const LevelChoice& buckets, int width) {
+  EXPECT_GE(buckets.output_buckets(), 1);
+  EXPECT_LE(buckets.output_buckets(), width);
+  for (int64_t i = 0; i < buckets.output_buckets(); ++i) {
+    EXPECT_GE(buckets.output_start(i), -1.0);
+    EXPECT_LE(buckets.output_start(i), 1e10);
+  }
+}
+
+TEST(JobInsightsTest, HugeNegativeAndNonFiniteRangesStayWithinWidthBuckets) {
+  JobInsights data;
+  data.AddMetrics({CpuPoint(1795300000, 10), CpuPoint(1795300060, 20)});
+  FrameworkEvent step;
+  step.name = "Step:ModeKeys.TRAIN";
+  step.start_us = 1795300000000000;
+  step.duration_us = 100000;
+  data.AddFrameworkEvents({step});
+  const double nan = std::nan("");
+  const double inf = HUGE_VAL;
+  const std::vector<TimeRange> ranges = {
+      {0.0, 1e300},   {-1e300, 1e300}, {0.0, 1e18},  {std::nullopt, 1e300},
+      {1e300, std::nullopt}, {-1e300, std::nullopt}, {nan, nan}, {-inf, inf},
+      {1e18, 0.0},    {5.0, -5.0},     {1795300030.0, 1795300030.0}};
+  for (const TimeRange& range : ranges) {
+    SCOPED_TRACE(absl::StrCat(range.start.value_or(-1), " .. ", range.end.value_or(-1)));
+    const FrameworkSeries f = data.QueryFramework(range, 800);
+    ExpectSaneBuckets(f.buckets, 800);
+    for (const std::vector<double>& busy : f.busy) {
+      EXPECT_EQ(busy.size(), static_cast<size_t>(f.buckets.output_buckets()));
+    }
+    SystemQuery query;
+    query.range = range;
+    query.width = 4000;
+    const SystemSeries s = data.QuerySystem(query);
+    ExpectSaneBuckets(s.buckets, 4000);
+    ASSERT_FALSE(s.series.empty());
+    EXPECT_EQ(s.series[0].cells.size(), static_cast<size_t>(s.buckets.output_buckets()));
+  }
+}
+
+TEST(JobInsightsTest, ARangeReachingPastTheDataIsNarrowedToIt) {
+  JobInsights data;
+  data.AddMetrics({CpuPoint(1795300000, 10), CpuPoint(1795300060, 20)});
+  SystemQuery query;
+  query.range = {0.0, 9999999999.0};
+  query.width = 60;
+  const SystemSeries s = data.QuerySystem(query);
+  EXPECT_EQ(s.start, 1795300000);
+  EXPECT_EQ(s.end, 1795300060);
+  EXPECT_LE(s.buckets.bucket_seconds(), 2);
+  // Beside the data: as asked, every bucket empty.
+  query.range = {1795400000.0, 1795400100.0};
+  const SystemSeries beside = data.QuerySystem(query);
+  EXPECT_EQ(beside.start, 1795400000);
+  for (const SampleCell& c : beside.series[0].cells) EXPECT_EQ(c.count, 0u);
+}
+
+TEST(JobInsightsTest, TimesNoClockCanReachAreLeftOut) {
+  // What the store's PlausibleTimes would have dropped, fed directly: the
+  // series and the summary keep to the data's own time.
+  JobInsights data;
+  data.AddMetrics({CpuPoint(1795300000, 10), CpuPoint(1e300, 20), CpuPoint(-1e300, 20),
+                   CpuPoint(1795300060, 30)});
+  FrameworkEvent forever;
+  forever.name = "forward";
+  forever.start_us = 1795300000000000;
+  forever.duration_us = int64_t{1} << 62;
+  data.AddFrameworkEvents({forever});
+  const TrainingSummary summary = data.Summary(/*ended=*/true);
+  ASSERT_TRUE(summary.start.has_value());
+  EXPECT_EQ(*summary.start, 1795300000);
+  EXPECT_EQ(summary.latest, 1795300060);
+  const SystemSeries s = data.QuerySystem({});
+  EXPECT_EQ(s.end, 1795300060);
 }
 
 }  // namespace
