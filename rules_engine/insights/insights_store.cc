@@ -35,6 +35,8 @@ struct InsightsStore::Entry {
   absl::Mutex read_mu;
   std::unique_ptr<SystemMetricsReader> system ABSL_GUARDED_BY(read_mu);
   std::unique_ptr<FrameworkTimelineReader> framework ABSL_GUARDED_BY(read_mu);
+  // What the readers give passes through it (see plausible_times.h).
+  PlausibleTimes plausible ABSL_GUARDED_BY(read_mu);
   std::string resolved_path ABSL_GUARDED_BY(read_mu);  // What the readers read.
   absl::Time last_read ABSL_GUARDED_BY(read_mu) = absl::InfinitePast();
 
@@ -213,6 +215,7 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
     } else {
       entry.system = std::make_unique<SystemMetricsReader>(*location);
       entry.framework = std::make_unique<FrameworkTimelineReader>(*location);
+      entry.plausible = PlausibleTimes();
       entry.resolved_path = path;
     }
   }
@@ -221,11 +224,18 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
     // job is caught up and queries see the progress.
     do {
       std::vector<SystemMetricPoint> points = entry.system->ReadNew(options_.batch_bytes);
+      entry.plausible.FilterMetrics(&points, options_.clock->Now());
       absl::MutexLock data_lock(&entry.data_mu);
       entry.data.AddMetrics(points);
     } while (entry.system->more_pending());
     std::vector<FrameworkEvent> events = entry.framework->ReadNew();
-    std::vector<std::string> errors = entry.system->errors();
+    entry.plausible.FilterEvents(&events, options_.clock->Now());
+    std::vector<std::string> errors;
+    // First, so that the readers' errors never crowd it out.
+    if (std::string skipped = entry.plausible.Summary(); !skipped.empty()) {
+      errors.push_back(std::move(skipped));
+    }
+    for (const std::string& e : entry.system->errors()) errors.push_back(e);
     for (const std::string& e : entry.framework->errors()) errors.push_back(e);
     if (errors.size() > kMaxReadErrors) errors.resize(kMaxReadErrors);
     absl::MutexLock data_lock(&entry.data_mu);

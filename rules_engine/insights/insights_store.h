@@ -53,6 +53,7 @@
 #include "core/training_job_manager.h"
 #include "rules_engine/insights/job_insights.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
+#include "rules_engine/profiler/plausible_times.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
 
 namespace debugplane::rules_engine::insights {
@@ -81,8 +82,10 @@ struct JobView {
   // Why the profiler output is not read (no ProfilerConfig.S3OutputPath,
   // profiling disabled, a path the server cannot read), or empty.
   std::string problem;
-  // The readers' first problems ("system/incremental/<hour>/<file>:<line>:
-  // what", files the store refused), at most 10.
+  // What was skipped for implausible times (rules_engine/profiler/
+  // plausible_times.h: "skipped 6 system metric samples ...", first), then
+  // the readers' first problems ("system/incremental/<hour>/<file>:<line>:
+  // what", files the store refused); at most 10.
   std::vector<std::string> read_errors;
   bool training_ended = false;
 };

@@ -346,6 +346,7 @@ void JobEvaluator::ReplayProfilerRules(JobEvaluation& evaluation) const {
   // the recorded statuses kept, so nothing is reported twice.
   evaluation.system_reader.reset();
   evaluation.framework_reader.reset();
+  evaluation.plausible_times = PlausibleTimes();
   evaluation.report_data.reset();
   for (auto& run : evaluation.profiler_runs) {
     absl::StatusOr<std::vector<std::unique_ptr<ProfilerRule>>> rules =
@@ -402,12 +403,14 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
       evaluation.system_reader = std::make_unique<SystemMetricsReader>(*evaluation.profiler);
     }
     points = evaluation.system_reader->ReadNew();
+    evaluation.plausible_times.FilterMetrics(&points, options_.clock->Now());
   }
   if (want_framework) {
     if (evaluation.framework_reader == nullptr) {
       evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(*evaluation.profiler);
     }
     events = evaluation.framework_reader->ReadNew();
+    evaluation.plausible_times.FilterEvents(&events, options_.clock->Now());
   }
   const bool new_data = !points.empty() || !events.empty();
   if (want_report && new_data) {
@@ -452,6 +455,8 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
     if (evaluation.framework_reader != nullptr) {
       absl::StrAppend(&read, read.empty() ? "" : "; ", evaluation.framework_reader->Summary());
     }
+    const std::string skipped = evaluation.plausible_times.Summary();
+    if (!skipped.empty()) absl::StrAppend(&read, read.empty() ? "" : "; ", skipped);
     if (job.profiler_config().disable_profiler()) {
       absl::StrAppend(&read, "; profiling is disabled (ProfilerConfig.DisableProfiler)");
     }
@@ -465,6 +470,9 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
         if (!run.report) {
           if (verdict.kind == RuleVerdict::Kind::kError) {
             absl::StrAppend(&verdict.details, ". Read: ", read);
+          } else if (!skipped.empty()) {
+            // The verdict is on what was kept: say what was not.
+            absl::StrAppend(&verdict.details, " (", skipped, ")");
           }
           report_status(run, StatusOf(verdict.kind), std::move(verdict.details));
         } else if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
@@ -525,6 +533,9 @@ void JobEvaluator::WriteReport(JobEvaluation& evaluation, size_t run_index, cons
   if (evaluation.framework_reader != nullptr) {
     absl::StrAppend(&context.data_summary, context.data_summary.empty() ? "" : "; ",
                     evaluation.framework_reader->Summary());
+  }
+  if (const std::string skipped = evaluation.plausible_times.Summary(); !skipped.empty()) {
+    absl::StrAppend(&context.data_summary, context.data_summary.empty() ? "" : "; ", skipped);
   }
   static const ProfilerReportData* const kEmpty = new ProfilerReportData();
   content.data = evaluation.report_data != nullptr ? evaluation.report_data.get() : kEmpty;

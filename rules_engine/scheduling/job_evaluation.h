@@ -43,6 +43,7 @@
 #include "metrics/evaluation_metrics.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
+#include "rules_engine/profiler/plausible_times.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
 #include "rules_engine/profiler_rules/profiler_rules.h"
 #include "rules_engine/report/profiler_report.h"
@@ -90,6 +91,9 @@ struct JobEvaluation {
   std::string profiler_problem;
   std::unique_ptr<SystemMetricsReader> system_reader;
   std::unique_ptr<FrameworkTimelineReader> framework_reader;
+  // What the readers give passes through it: samples with implausible times
+  // never reach a rule or the report, and the statuses count them.
+  PlausibleTimes plausible_times;
   std::unique_ptr<ProfilerReportData> report_data;
   std::vector<ProfilerRun> profiler_runs;
   std::atomic<bool> cancelled{false};

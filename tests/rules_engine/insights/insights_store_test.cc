@@ -8,9 +8,11 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
@@ -82,7 +84,10 @@ class InsightsStoreTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
-  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  // A few days after the fixtures' data (2026-11-21): the store takes no
+  // time from more than a day past its clock (plausible_times.h).
+  std::shared_ptr<core::FakeClock> clock_ =
+      std::make_shared<core::FakeClock>(absl::FromUnixSeconds(1795600000));
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<InsightsStore> store_;
 };
@@ -111,6 +116,40 @@ TEST_F(InsightsStoreTest, LiveProfiledJobIsReadInTheBackgroundAndPolled) {
   EXPECT_EQ(Points("quiet"), 0);  // Profiling disabled: nothing to read.
   EXPECT_EQ(store_->job_count(), 2u);
   EXPECT_EQ(Points("live"), 1800 * 8 + 1);
+}
+
+TEST_F(InsightsStoreTest, ImplausibleTimesAreSkippedAndTheViewSaysSo) {
+  CreateJob("job", /*profiling=*/true);
+  // One line at the end of time, one at the epoch, one two days past the
+  // store's clock.
+  std::ofstream(dir_.path() / "job/system/incremental/2026112122/1795309999.algo-2.json")
+      << "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": 5, \"NodeId\": \"algo-2\", \"Timestamp\": 1e300}\n"
+         "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": 5, \"NodeId\": \"algo-2\", \"Timestamp\": 0}\n"
+         "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": 5, \"NodeId\": \"algo-2\", \"Timestamp\": 1795772800}\n";
+  StartStore();
+  ASSERT_TRUE(store_->RefreshNow("job").ok());
+  absl::Notification done;
+  int64_t points = -1;
+  std::vector<std::string> read_errors;
+  TrainingSummary summary;
+  store_->WithJob("job", [&](absl::StatusOr<JobView> view) {
+    if (view.ok()) {
+      points = view->data->metric_points();
+      read_errors = view->read_errors;
+      summary = view->data->Summary(false);
+    }
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_EQ(points, 1800 * 8);  // The fixture's, no more.
+  ASSERT_FALSE(read_errors.empty());
+  EXPECT_THAT(read_errors[0],
+              ::testing::HasSubstr("skipped 3 system metric samples with implausible times"));
+  ASSERT_TRUE(summary.start.has_value());
+  EXPECT_LT(summary.latest - *summary.start, 86400);
 }
 
 TEST_F(InsightsStoreTest, PollingStopsAfterTheJobEnds) {
