@@ -53,6 +53,7 @@ seed_pattern() {
     sigv4_fuzzer) echo 'tests/data/auth/sigv4/*.txt' ;;
     credentials_file_fuzzer) echo 'tests/data/auth/credentials/*.txt' ;;
     dashboard_profiling_form_fuzzer) echo 'tests/data/dashboard/profiling-form-seeds/*' ;;
+    dashboard_query_fuzzer) echo 'tests/data/dashboard/query-seeds/*' ;;
     *) echo '' ;;
   esac
 }
