@@ -186,7 +186,7 @@ void JobInsights::ResolveRange(const TimeRange& range, bool has_data, double dat
 
 SystemSeries JobInsights::QuerySystem(const SystemQuery& query) const {
   SystemSeries out;
-  const int width = ClampWidth(query.width);
+  int width = ClampWidth(query.width);
   ResolveRange(query.range, metric_points_ > 0, metrics_first_, metrics_last_, &out.start,
                &out.end);
   std::vector<const std::pair<const SeriesKey, std::unique_ptr<Series>>*> chosen;
@@ -201,6 +201,10 @@ SystemSeries JobInsights::QuerySystem(const SystemQuery& query) const {
       continue;
     }
     chosen.push_back(&entry);
+  }
+  if (!chosen.empty()) {
+    const int64_t budget = kMaxCells / static_cast<int64_t>(chosen.size());
+    width = static_cast<int>(std::clamp<int64_t>(budget, 1, width));
   }
   // One level for every series (they share the buckets): the coarsest any
   // of them needs to still hold the range.

@@ -76,6 +76,11 @@ inline constexpr double kLatestTime = 1e10;
 // The most buckets a query answers: a width past it is taken as this (the
 // replies' buffers are sized by the width, never by a range).
 inline constexpr int kMaxBuckets = 4000;
+// The most cells (series x buckets) a system query answers: past it the
+// width is lowered, so that a job with thousands of series (kMaxSeries) asked
+// at full width is not a reply of hundreds of MB (1M cells: about 25 MB of
+// JSON).
+inline constexpr int64_t kMaxCells = int64_t{1} << 20;
 
 // A query's range. Answered (QuerySystem, QueryFramework): a side not given
 // (or not finite) is the data's; both are clamped to [0, kLatestTime]; an
@@ -90,7 +95,7 @@ struct TimeRange {
 
 struct SystemQuery {
   TimeRange range;
-  int width = 800;                   // Clamped to 1..kMaxBuckets.
+  int width = 800;                   // Clamped to 1..kMaxBuckets (and kMaxCells).
   std::string node;                  // Empty: every node.
   std::optional<Metric> metric;      // Absent: every metric.
   std::vector<std::string> devices;  // Empty: every device (and "total").

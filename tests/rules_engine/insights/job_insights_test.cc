@@ -286,7 +286,6 @@ TEST(JobInsightsTest, TrainingSummaryOperationsAndStepsOnTheFixture) {
   EXPECT_NEAR(step_busy, step_time, 1e-3 * step_time);
 }
 
-
 SystemMetricPoint CpuPoint(double t, double value) {
   SystemMetricPoint p;
   p.type = "cpu";
@@ -319,10 +318,17 @@ TEST(JobInsightsTest, HugeNegativeAndNonFiniteRangesStayWithinWidthBuckets) {
   data.AddFrameworkEvents({step});
   const double nan = std::nan("");
   const double inf = HUGE_VAL;
-  const std::vector<TimeRange> ranges = {
-      {0.0, 1e300},   {-1e300, 1e300}, {0.0, 1e18},  {std::nullopt, 1e300},
-      {1e300, std::nullopt}, {-1e300, std::nullopt}, {nan, nan}, {-inf, inf},
-      {1e18, 0.0},    {5.0, -5.0},     {1795300030.0, 1795300030.0}};
+  const std::vector<TimeRange> ranges = {{0.0, 1e300},
+                                         {-1e300, 1e300},
+                                         {0.0, 1e18},
+                                         {std::nullopt, 1e300},
+                                         {1e300, std::nullopt},
+                                         {-1e300, std::nullopt},
+                                         {nan, nan},
+                                         {-inf, inf},
+                                         {1e18, 0.0},
+                                         {5.0, -5.0},
+                                         {1795300030.0, 1795300030.0}};
   for (const TimeRange& range : ranges) {
     SCOPED_TRACE(absl::StrCat(range.start.value_or(-1), " .. ", range.end.value_or(-1)));
     const FrameworkSeries f = data.QueryFramework(range, 800);
@@ -355,6 +361,28 @@ TEST(JobInsightsTest, ARangeReachingPastTheDataIsNarrowedToIt) {
   const SystemSeries beside = data.QuerySystem(query);
   EXPECT_EQ(beside.start, 1795400000);
   for (const SampleCell& c : beside.series[0].cells) EXPECT_EQ(c.count, 0u);
+}
+
+TEST(JobInsightsTest, ManySeriesAtFullWidthStayWithinTheCellBudget) {
+  // 600 devices of one node: at 4000 buckets, 2.4M cells; the budget is 1M.
+  JobInsights data;
+  std::vector<SystemMetricPoint> points;
+  for (int device = 0; device < 600; ++device) {
+    for (int i = 0; i < 2; ++i) {
+      SystemMetricPoint p = CpuPoint(1795300000 + i * 3600, 50);
+      p.name = absl::StrCat("cpu", device);
+      points.push_back(p);
+    }
+  }
+  data.AddMetrics(points);
+  SystemQuery query;
+  query.width = 4000;
+  const SystemSeries s = data.QuerySystem(query);
+  EXPECT_EQ(s.series.size(), 601u);  // And the total.
+  int64_t cells = 0;
+  for (const ReducedSeries& r : s.series) cells += static_cast<int64_t>(r.cells.size());
+  EXPECT_LE(cells, kMaxCells);
+  EXPECT_GE(s.buckets.output_buckets(), 1000);  // Still a useful chart.
 }
 
 TEST(JobInsightsTest, TimesNoClockCanReachAreLeftOut) {
