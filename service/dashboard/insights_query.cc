@@ -50,8 +50,8 @@ ParamError Range(const std::map<std::string, std::string>& params,
     return Bad("start", absl::StrCat("start after end (", *range->start, " > ", *range->end, ")"));
   }
   if (range->start && range->end && *range->start == *range->end) {
-    return Bad("start", absl::StrCat("start equals end (", *range->start,
-                                     "): the range must not be empty"));
+    return Bad("start",
+               absl::StrCat("start equals end (", *range->start, "): the range must not be empty"));
   }
   return {};
 }

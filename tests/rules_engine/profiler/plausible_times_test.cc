@@ -67,10 +67,9 @@ TEST(PlausibleTimesTest, TheAnchorComesFromTheFirstBatchAndHoldsForBoth) {
   filter.FilterMetrics(&first, later);
   EXPECT_EQ(first.size(), 2u);
   std::vector<FrameworkEvent> events = {
-      Event(kRan + 10, 0.5),
-      Event(kRan - 31 * kDay, 1),        // Too far before the job.
-      Event(kRan + 20, 100 * 365 * kDay),  // A century long.
-      Event(kRan + 29 * kDay, 1),        // A long job's late event.
+      Event(kRan + 10, 0.5), Event(kRan - 31 * kDay, 1),  // Too far before the job.
+      Event(kRan + 20, 100 * 365 * kDay),                 // A century long.
+      Event(kRan + 29 * kDay, 1),                         // A long job's late event.
   };
   filter.FilterEvents(&events, later);
   ASSERT_EQ(events.size(), 2u);

@@ -35,8 +35,8 @@ using ::testing::HasSubstr;
 using json = nlohmann::json;
 
 // The job's data as if replayed two days after it ran.
-const double kDataStart = std::floor(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())) -
-                          2 * 24 * 3600;
+const double kDataStart =
+    std::floor(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())) - 2 * 24 * 3600;
 constexpr int kSamples = 120;  // One a second per CPU.
 
 class HostileRangesTest : public ::testing::Test {
@@ -98,9 +98,9 @@ class HostileRangesTest : public ::testing::Test {
 
   // kSamples plausible lines of two CPUs, then the `extreme` lines.
   void WriteSystemMetrics(const std::vector<std::string>& extreme_timestamps) {
-    const fs::path hour = profiler_ / "system/incremental" /
-                          absl::FormatTime("%Y%m%d%H", absl::FromUnixSeconds(kDataStart),
-                                           absl::UTCTimeZone());
+    const fs::path hour =
+        profiler_ / "system/incremental" /
+        absl::FormatTime("%Y%m%d%H", absl::FromUnixSeconds(kDataStart), absl::UTCTimeZone());
     fs::create_directories(hour);
     std::ofstream out(hour / absl::StrCat(static_cast<int64_t>(kDataStart), ".algo-1.json"));
     auto line = [&](const std::string& cpu, const std::string& timestamp) {
@@ -119,9 +119,9 @@ class HostileRangesTest : public ::testing::Test {
   // complete events (JSON objects without the trailing comma).
   void WriteFrameworkTrace(const std::vector<std::string>& extra) {
     const int64_t start_us = static_cast<int64_t>(kDataStart) * 1000000;
-    const fs::path hour = profiler_ / "framework/pevents" /
-                          absl::FormatTime("%Y%m%d%H", absl::FromUnixSeconds(kDataStart),
-                                           absl::UTCTimeZone());
+    const fs::path hour =
+        profiler_ / "framework/pevents" /
+        absl::FormatTime("%Y%m%d%H", absl::FromUnixSeconds(kDataStart), absl::UTCTimeZone());
     fs::create_directories(hour);
     std::ofstream out(hour / absl::StrCat(start_us + 2000000, "_11570-algo-1_pythontimeline.json"));
     out << "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": "
@@ -131,8 +131,7 @@ class HostileRangesTest : public ::testing::Test {
            "\"Step:ModeKeys.TRAIN\"}},\n";
     for (int step = 0; step < 10; ++step) {
       out << "{\"name\": \"Step:ModeKeys.TRAIN\", \"pid\": 1, \"ph\": \"X\", \"ts\": "
-          << step * 100000 << ", \"dur\": 90000, \"args\": {\"step_num\": \"" << step
-          << "\"}},\n";
+          << step * 100000 << ", \"dur\": 90000, \"args\": {\"step_num\": \"" << step << "\"}},\n";
     }
     for (const std::string& e : extra) out << e << ",\n";
     out << "{\"name\": \"last\", \"pid\": 0, \"ph\": \"X\", \"ts\": 1000000, \"dur\": 1}\n]\n";
@@ -220,8 +219,8 @@ TEST_F(HostileRangesTest, ARangeWiderThanTheDataIsNarrowedToIt) {
 }
 
 TEST_F(HostileRangesTest, ExtremeTimestampsAreSkippedAndSaidAlsoAfterARestart) {
-  WriteSystemMetrics({"1e300", "0", "-5", "1e18", "946684799", absl::StrFormat("%.1f", kDataStart - 40 * 86400),
-                      "NaN"});
+  WriteSystemMetrics({"1e300", "0", "-5", "1e18", "946684799",
+                      absl::StrFormat("%.1f", kDataStart - 40 * 86400), "NaN"});
   WriteFrameworkTrace({
       // Far beyond the rest of the job (the reader admits up to 2^53 us).
       "{\"name\": \"future\", \"pid\": 0, \"ph\": \"X\", \"ts\": 9000000000000000, \"dur\": 5}",
