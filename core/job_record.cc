@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/rule_actions.h"
+#include "core/validation_text.h"
 
 namespace debugplane::core {
 namespace {
@@ -237,7 +238,7 @@ void TransitionSecondaryStatus(JobRecord& job, SecondaryStatus status, absl::str
   auto* transition = job.add_secondary_status_transitions();
   transition->set_status(status);
   SetTimestamp(now, transition->mutable_start_time());
-  transition->set_status_message(std::string(message));
+  transition->set_status_message(CutToChars(message, kMaxStatusTextChars));
   job.set_secondary_status(status);
   SetTimestamp(now, job.mutable_last_modified_time());
 }
@@ -316,7 +317,7 @@ bool EndTraining(JobRecord& job, bool succeeded, absl::string_view failure_reaso
                  absl::StrCat(job.training_job_name(), "/output/model.tar.gz")));
   } else {
     job.set_training_job_status(v1::TrainingJobStatus::Failed);
-    job.set_failure_reason(std::string(failure_reason.substr(0, 1024)));
+    job.set_failure_reason(CutToChars(failure_reason, kMaxStatusTextChars));
     TransitionSecondaryStatus(job, v1::SecondaryStatus::Failed, failure_reason, now);
   }
   EndTrainingTime(job, now);
@@ -399,14 +400,16 @@ bool CompleteStop(JobRecord& job, absl::Time now, absl::string_view how) {
 
 bool SetRuleStatus(JobRecord& job, absl::string_view rule, RuleStatus status,
                    absl::string_view details, absl::Time now) {
+  // StatusDetails is at most 1024 characters in SageMaker's shape; compared
+  // as stored, so the same long details are no change.
+  const std::string bounded = CutToChars(details, kMaxStatusTextChars);
   auto apply = [&](auto* target) {
     if (IsTerminal(target->rule_evaluation_status())) return false;
-    if (target->rule_evaluation_status() == status && target->status_details() == details) {
+    if (target->rule_evaluation_status() == status && target->status_details() == bounded) {
       return false;
     }
     target->set_rule_evaluation_status(status);
-    // StatusDetails is at most 1024 characters in SageMaker's shape.
-    target->set_status_details(std::string(details.substr(0, 1024)));
+    target->set_status_details(bounded);
     SetTimestamp(now, target->mutable_last_modified_time());
     SetTimestamp(now, job.mutable_last_modified_time());
     return true;

@@ -136,6 +136,12 @@ bool MarkTrainingStarted(JobRecord& job, absl::Time now);
 // not InProgress or the step is not newer.
 bool SetTrainingStep(JobRecord& job, int64_t step);
 
+// The most characters of a FailureReason, a secondary status transition's
+// StatusMessage or a rule's StatusDetails (SageMaker's limit for the first
+// and the last): longer texts, which an agent or a rule may report, are cut
+// where they are stored, so that no record outgrows a reply.
+inline constexpr size_t kMaxStatusTextChars = 1024;
+
 // The training process ended: exit 0 makes the job Completed, with its
 // ModelArtifacts (as SageMaker, which shows them only for a completed
 // training), anything else Failed with `failure_reason` (primary and

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/json_bounds.h"
+#include "core/validation_text.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::core {
@@ -171,8 +172,8 @@ int RecordTriggeredActions(JobRecord& job, absl::string_view rule, absl::Time no
     // here; say so rather than drop the request silently.
     v1::RuleAction* action = add(0);
     action->set_status(v1::RuleActionStatus::Failed);
-    action->set_details(absl::StrCat("RuleParameters.action_json ", specs.status().message())
-                            .substr(0, kMaxDetails));
+    action->set_details(CutToChars(
+        absl::StrCat("RuleParameters.action_json ", specs.status().message()), kMaxDetails));
     return 1;
   }
   int index = 0;
@@ -193,7 +194,9 @@ bool SetRuleActionStatus(JobRecord& job, absl::string_view action_id,
   for (auto& action : *job.mutable_rule_actions()) {
     if (action.action_id() != action_id) continue;
     if (action.status() != v1::RuleActionStatus::Pending) return false;
-    const std::string kept(details.substr(0, kMaxDetails));
+    // Cut between characters: details quote receivers' answers, and a
+    // proto string must stay valid UTF-8.
+    const std::string kept = CutToChars(details, kMaxDetails);
     if (action.status() == status && action.details() == kept && action.attempts() == attempts) {
       return false;
     }

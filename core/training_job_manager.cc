@@ -15,6 +15,7 @@
 #include "core/field_violations.h"
 #include "core/page_token.h"
 #include "core/rule_actions.h"
+#include "core/validation_text.h"
 #include "persistence/lease_fence.h"
 #include "spdlog/spdlog.h"
 
@@ -1478,9 +1479,17 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
   }
   auto status = std::make_shared<v1::TrainingJobStatus::Value>();
   const std::string name = request.training_job_name();
+  // The agent's texts, bounded before anything is built of them: a
+  // megabyte FailureReason would otherwise be copied into the record (and
+  // every reply that shows it).
+  v1::ReportTrainingStatusRequest bounded = request;
+  bounded.set_failure_reason(CutToChars(request.failure_reason(), kMaxStatusTextChars));
+  bounded.set_status_message(CutToChars(request.status_message(), kMaxStatusTextChars));
+  bounded.clear_upload_backlog();  // Not kept by the server.
   Mutate(
       name,
-      [this, request, status, name](const JobRecord* latest) -> absl::StatusOr<Change> {
+      [this, request = std::move(bounded), status,
+       name](const JobRecord* latest) -> absl::StatusOr<Change> {
         if (latest == nullptr) return JobNotFound(name);
         auto next = std::make_shared<JobRecord>(*latest);
         const absl::Time now = Now();
@@ -1505,7 +1514,7 @@ void TrainingJobManager::ReportTrainingStatus(const v1::ReportTrainingStatusRequ
                 *next, now,
                 request.status_message().empty()
                     ? absl::string_view("the agent reported that the training command exited")
-                    : absl::string_view(request.status_message()).substr(0, 1024));
+                    : absl::string_view(request.status_message()));
             break;
           case Event::EVENT_CONFIG_APPLIED:
             if (request.applied_config_version() > latest->config_version()) {

@@ -184,6 +184,38 @@ void CheckNoNul(Violations& v, const std::string& field, absl::string_view value
   }
 }
 
+// The first character of `value` that no name may hold: C0 controls and
+// DEL (NUL is reported by CheckNoNulAnywhere), and the line terminators
+// U+0085, U+2028 and U+2029. SageMaker's pattern for such names is `.*`,
+// which matches no line terminator; names go into HTTP and mail headers
+// (a rule action's Idempotency-Key and Subject) and into log lines, where a
+// line break would forge a header or a log line. Returns the character's
+// text, or "" if there is none.
+absl::string_view FirstForbiddenNameCharacter(absl::string_view value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    if ((c > 0 && c < 0x20) || c == 0x7f) return value.substr(i, 1);
+    if (c == 0xc2 && i + 1 < value.size() && static_cast<unsigned char>(value[i + 1]) == 0x85) {
+      return value.substr(i, 2);
+    }
+    if (c == 0xe2 && i + 2 < value.size() && static_cast<unsigned char>(value[i + 1]) == 0x80 &&
+        (static_cast<unsigned char>(value[i + 2]) == 0xa8 ||
+         static_cast<unsigned char>(value[i + 2]) == 0xa9)) {
+      return value.substr(i, 3);
+    }
+  }
+  return {};
+}
+
+// A name (of a rule, a collection, a metric): see FirstForbiddenNameCharacter.
+void CheckNameCharacters(Violations& v, const std::string& field, absl::string_view value) {
+  const absl::string_view forbidden = FirstForbiddenNameCharacter(value);
+  if (forbidden.empty()) return;
+  v.Add(field,
+        absl::StrCat(Quote(value), " contains the control character ", QuoteForMessage(forbidden),
+                     "; names may not contain control characters or line breaks"));
+}
+
 // A path on the training or rule host (DirectoryPath): recorded, not used
 // here, but it ends up in files and command lines, and the agent writes
 // there: absolute (as SageMaker's /opt/ml/... defaults are), without "..".
@@ -458,6 +490,7 @@ template <typename Rule>
 void CheckRule(Violations& v, const std::string& field, const Rule& rule, RuleKind kind,
                const ValidationOptions& options) {
   CheckLength(v, field + ".RuleConfigurationName", rule.rule_configuration_name(), 1, 256);
+  CheckNameCharacters(v, field + ".RuleConfigurationName", rule.rule_configuration_name());
   CheckDirectoryPath(v, field + ".LocalPath", rule.local_path());
   CheckOutputPath(v, field + ".S3OutputPath", rule.s3_output_path(), /*required=*/false, options);
   if (!rule.instance_type().empty()) {
@@ -606,11 +639,13 @@ void CheckAlgorithmSpecification(Violations& v, const v1::AlgorithmSpecification
   CheckEnum(v, f + ".TrainingInputMode", spec.training_input_mode(), {"Pipe", "File", "FastFile"});
   CheckLength(v, f + ".TrainingImage", spec.training_image(), 0, 255);
   CheckLength(v, f + ".AlgorithmName", spec.algorithm_name(), 0, 170);
+  CheckNameCharacters(v, f + ".AlgorithmName", spec.algorithm_name());
   CheckListSize(v, f + ".MetricDefinitions", spec.metric_definitions_size(), 40,
                 "metric definitions");
   for (int i = 0; i < spec.metric_definitions_size(); ++i) {
     const std::string field = Indexed(f + ".MetricDefinitions", i);
     CheckLength(v, field + ".Name", spec.metric_definitions(i).name(), 1, 255);
+    CheckNameCharacters(v, field + ".Name", spec.metric_definitions(i).name());
     CheckLength(v, field + ".Regex", spec.metric_definitions(i).regex(), 1, 500);
   }
   CheckListSize(v, f + ".ContainerEntrypoint", spec.container_entrypoint_size(), 100, "entries");
@@ -772,6 +807,7 @@ void CheckDebugHookConfig(Violations& v, const v1::DebugHookConfig& hook,
     const v1::CollectionConfiguration& collection = hook.collection_configurations(i);
     const std::string cf = Indexed(f + ".CollectionConfigurations", i);
     CheckLength(v, cf + ".CollectionName", collection.collection_name(), 1, 256);
+    CheckNameCharacters(v, cf + ".CollectionName", collection.collection_name());
     CheckMap(v, cf + ".CollectionParameters", collection.collection_parameters(), kConfigMap20);
     if (collection.collection_name().empty()) continue;
     // Two configurations of one collection would leave which parameters

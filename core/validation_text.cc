@@ -11,6 +11,16 @@ size_t CharCount(absl::string_view s) {
   return count;
 }
 
+std::string CutToChars(absl::string_view value, size_t max_chars) {
+  size_t count = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if ((static_cast<unsigned char>(value[i]) & 0xC0) == 0x80) continue;  // Continuation.
+    if (count == max_chars) return std::string(value.substr(0, i));
+    ++count;
+  }
+  return std::string(value);
+}
+
 // One escaping for every message, whether the text came from a request or a
 // file: objectstore's.
 std::string EscapeForMessage(absl::string_view value, size_t max_chars) {

@@ -15,6 +15,12 @@ namespace debugplane::core {
 // invalid UTF-8 counts as one.
 size_t CharCount(absl::string_view s);
 
+// The first `max_chars` characters (code points, counted as CharCount does)
+// of `value`, cut between characters so valid UTF-8 stays valid; `value`
+// itself when it is no longer. For texts stored as they came (an agent's
+// FailureReason) whose size must be bounded.
+std::string CutToChars(absl::string_view value, size_t max_chars);
+
 // At most `max_chars` characters of `value`, with "..." appended when cut.
 // Valid UTF-8 is kept (a tag key in any script stays readable); control
 // characters, quotes, backslashes and bytes of invalid UTF-8 are escaped C

@@ -45,8 +45,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   request.method = "POST";
   request.path = parts[1];
   request.query = parts[2];
+  // The headers SageMaker's clients sign (the authenticator requires
+  // host, content-type and x-amz-target among SignedHeaders), so that
+  // inputs naming them reach the canonical request; a state-changing
+  // target, so that the replay cache is reached too.
   request.headers = {{"Authorization", parts[0]},
                      {"Host", "localhost"},
+                     {"Content-Type", "application/x-amz-json-1.1"},
+                     {"X-Amz-Target", "SageMaker.StopTrainingJob"},
                      {"X-Amz-Date", parts[3]},
                      {"x-amz-content-sha256", parts[3]}};
   request.body = parts[4];

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -24,19 +25,50 @@ class JsonMessageFlag final : public spdlog::custom_flag_formatter {
   }
 };
 
+// %q: the message with control characters escaped C style, on one line.
+class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (const char ch : absl::string_view(msg.payload.data(), msg.payload.size())) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c >= 0x20 && c != 0x7f) {
+        dest.push_back(ch);
+        continue;
+      }
+      const char* escaped = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : nullptr;
+      if (escaped != nullptr) {
+        dest.append(escaped, escaped + 2);
+      } else {
+        const char hex[] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+        dest.append(hex, hex + sizeof(hex));
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessageFlag>();
+  }
+};
+
 }  // namespace
+
+std::unique_ptr<spdlog::formatter> MakeLogFormatter(const std::string& format) {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  if (format == "json") {
+    formatter->add_flag<JsonMessageFlag>('j').set_pattern(
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","logger":"%n","thread":%t,"msg":%j})");
+  } else {
+    formatter->add_flag<EscapedMessageFlag>('q').set_pattern(
+        "%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ [%n] %q");
+  }
+  return formatter;
+}
 
 void ConfigureLogging(const std::string& level, const std::string& format) {
   auto logger = spdlog::stderr_color_mt("debugplane");
   logger->set_level(spdlog::level::from_str(level));
-  if (format == "json") {
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<JsonMessageFlag>('j').set_pattern(
-        R"({"ts":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","logger":"%n","thread":%t,"msg":%j})");
-    logger->set_formatter(std::move(formatter));
-  } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ [%n] %v");
-  }
+  logger->set_formatter(MakeLogFormatter(format));
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(std::move(logger));
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -77,16 +78,20 @@ absl::Status ResolveActionSinks(const ServerConfig& config,
   options->max_attempts = config.action_attempts;
   for (const std::string& url : config.notify_webhooks) {
     if (!absl::StartsWith(url, "http://") && !absl::StartsWith(url, "https://")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--notify-webhook ", url, " is not an http:// or https:// URL"));
+      return absl::InvalidArgumentError(absl::StrCat("--notify-webhook ",
+                                                     rules_engine::UrlForDisplay(url),
+                                                     " is not an http:// or https:// URL"));
     }
     options->sinks.push_back(rules_engine::MakeWebhookSink({.url = url}));
+    spdlog::info("rule actions: Email and SMS notifications go to {}",
+                 options->sinks.back()->Describe());
   }
   if (config.smtp.url.empty()) return absl::OkStatus();
   rules_engine::SmtpSinkOptions smtp = config.smtp;
   if (!absl::StartsWith(smtp.url, "smtp://") && !absl::StartsWith(smtp.url, "smtps://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--smtp-url ", smtp.url, " is not an smtp:// or smtps:// URL"));
+    return absl::InvalidArgumentError(absl::StrCat("--smtp-url ",
+                                                   rules_engine::UrlForDisplay(smtp.url),
+                                                   " is not an smtp:// or smtps:// URL"));
   }
   if (smtp.from.empty()) {
     return absl::InvalidArgumentError("--smtp-url needs --smtp-from (the sender address)");
@@ -98,8 +103,31 @@ absl::Status ResolveActionSinks(const ServerConfig& config,
           absl::StrCat("--smtp-password-file ", config.smtp_password_file, " cannot be read"));
     }
   }
+  const bool with_credentials = !smtp.username.empty();
   options->sinks.push_back(rules_engine::MakeSmtpSink(std::move(smtp)));
+  spdlog::info("rule actions: Email notifications go to {}{}", options->sinks.back()->Describe(),
+               with_credentials ? " (TLS required: --smtp-user is set)" : "");
   return absl::OkStatus();
+}
+
+// One warning per agent credential bound to no job: it may report, fail or
+// complete every job (and connect as any job's agent).
+void WarnOfUnboundAgentKeys(const auth::CredentialSet& credentials, const std::string& file) {
+  std::vector<std::string> unbound;
+  for (const auto* map : {&credentials.keys, &credentials.common_names}) {
+    for (const auto& [name, credential] : *map) {
+      if (credential.role == auth::Role::kAgent && credential.job_name.empty()) {
+        unbound.push_back(credential.access_key_id);
+      }
+    }
+  }
+  std::sort(unbound.begin(), unbound.end());
+  for (const std::string& key : unbound) {
+    spdlog::warn(
+        "{}: agent credential '{}' names no job, so it can act for every job (report, fail or "
+        "complete any of them); give each agent a key bound to its job (4th field JOB_NAME)",
+        file, key);
+  }
 }
 
 // Loads --credentials (if given) and checks that --listen is not exposed
@@ -112,6 +140,7 @@ absl::StatusOr<std::shared_ptr<auth::CredentialStore>> OpenCredentials(const Ser
     store = *std::move(opened);
     spdlog::info("authentication on: {} from {}", store->Snapshot()->Summary(),
                  config.credentials_file);
+    WarnOfUnboundAgentKeys(*store->Snapshot(), config.credentials_file);
   }
   const bool has_tls = !config.grpc.tls_cert_file.empty();
   const std::string& address = config.grpc.listen_address;
@@ -454,6 +483,7 @@ absl::Status ServerApp::ReloadCredentials() {
   }
   spdlog::info("credentials reloaded from {}: {}", credentials_->path(),
                credentials_->Snapshot()->Summary());
+  WarnOfUnboundAgentKeys(*credentials_->Snapshot(), credentials_->path());
   return absl::OkStatus();
 }
 

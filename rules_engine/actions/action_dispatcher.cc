@@ -397,9 +397,13 @@ ActionDispatcher::Outcome ActionDispatcher::Notify(const JobRecord& job,
       action.action() == core::RuleActionTypeName(core::RuleActionType::kSms)
           ? core::RuleActionType::kSms
           : core::RuleActionType::kEmail;
-  std::vector<NotificationSink*> sinks;
-  for (const auto& sink : options_.sinks) {
-    if (sink->Handles(channel)) sinks.push_back(sink.get());
+  // Each sink with its key in `accepted_by`: its place in the options, as
+  // two sinks may describe themselves alike (webhooks on one host differ
+  // only in their paths, which Describe leaves out).
+  std::vector<std::pair<std::string, NotificationSink*>> sinks;
+  for (size_t i = 0; i < options_.sinks.size(); ++i) {
+    NotificationSink* sink = options_.sinks[i].get();
+    if (sink->Handles(channel)) sinks.emplace_back(absl::StrCat("sink ", i), sink);
   }
   if (sinks.empty()) {
     return {v1::RuleActionStatus::Skipped,
@@ -424,12 +428,11 @@ ActionDispatcher::Outcome ActionDispatcher::Notify(const JobRecord& job,
 
   std::vector<std::string> failures;
   bool permanent = false;
-  for (NotificationSink* sink : sinks) {
-    const std::string name = sink->Describe();
-    if (accepted_by.count(name) > 0) continue;
+  for (const auto& [key, sink] : sinks) {
+    if (accepted_by.count(key) > 0) continue;
     absl::Status delivered = sink->Deliver(notification);
     if (delivered.ok()) {
-      accepted_by.insert(name);
+      accepted_by.insert(key);
       continue;
     }
     permanent = permanent || delivered.code() == absl::StatusCode::kFailedPrecondition;
@@ -437,7 +440,7 @@ ActionDispatcher::Outcome ActionDispatcher::Notify(const JobRecord& job,
   }
   if (failures.empty()) {
     std::vector<std::string> names;
-    for (NotificationSink* sink : sinks) names.push_back(sink->Describe());
+    for (const auto& [key, sink] : sinks) names.push_back(sink->Describe());
     return {v1::RuleActionStatus::Succeeded,
             absl::StrCat("delivered to ", absl::StrJoin(names, " and "))};
   }

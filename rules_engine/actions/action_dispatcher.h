@@ -116,7 +116,7 @@ class ActionDispatcher {
     // must not queue it again).
     enum class State { kQueued, kRunning, kRecorded } state = State::kQueued;
     // Sinks that accepted this notification already (not sent again on a
-    // retry by this process).
+    // retry by this process), as "sink N" (N: the place in options.sinks).
     std::set<std::string> accepted_by;
   };
   // What carrying out an action decided.

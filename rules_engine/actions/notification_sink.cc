@@ -8,9 +8,14 @@
 #include <mutex>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "core/validation_text.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::rules_engine {
@@ -43,25 +48,115 @@ struct CurlHandle {
   }
 };
 
-// Drops the response body; keeps its first bytes for error messages.
+// How much of a receiver's answer is kept for the action's details (which
+// every reader of the job sees): its first bytes, escaped.
+constexpr size_t kMaxEchoedAnswerBytes = 256;
+
+// Drops the response body; keeps its first bytes for error messages (one
+// more than echoed, so that the echo shows it was cut).
 size_t KeepPrefix(char* data, size_t size, size_t count, void* user) {
   auto* out = static_cast<std::string*>(user);
   const size_t bytes = size * count;
-  if (out->size() < 200) out->append(data, std::min(bytes, 200 - out->size()));
+  const size_t limit = kMaxEchoedAnswerBytes + 1;
+  if (out->size() < limit) out->append(data, std::min(bytes, limit - out->size()));
   return bytes;
 }
 
-// The URL without user information, for messages.
-std::string Redact(const std::string& url) {
-  const size_t scheme = url.find("://");
-  const size_t at = url.find('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
-  return url.substr(0, scheme + 3) + url.substr(at + 1);
+// Whether `c` is a C0 control character or DEL.
+bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+// `text` with control characters escaped C style (\r, \n, \t, \xNN) and the
+// Unicode line terminators U+0085, U+2028, U+2029 as \uXXXX, so that it
+// stays on one line; with `keep_line_feeds`, '\n' and '\t' are kept (text
+// meant to span lines, as a rule's details in a mail body). Names stored by
+// a version that did not refuse control characters pass through here.
+std::string EscapeControls(absl::string_view text, bool keep_line_feeds = false) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (keep_line_feeds && (c == '\n' || c == '\t')) {
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (IsControl(c)) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x85) {
+      out += "\\u0085";
+      i += 1;
+    } else if (c == 0xe2 && i + 2 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(text[i + 2]) == 0xa8 ||
+                static_cast<unsigned char>(text[i + 2]) == 0xa9)) {
+      out += static_cast<unsigned char>(text[i + 2]) == 0xa8 ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+// An HTTP header value made of `text`: every byte that is not printable
+// ASCII or a space, and '%' itself, percent-encoded (%XX), so no byte of it
+// can end the header line or start another, and distinct texts stay
+// distinct.
+std::string HttpHeaderValue(absl::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '%') {
+      absl::StrAppendFormat(&out, "%%%02X", c);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+// A mail header's value (RFC 5322/2047) made of `text`: controls escaped
+// (EscapeControls), then, if anything is not ASCII, encoded as UTF-8
+// "B" encoded-words of at most 75 characters, folded onto continuation
+// lines; a header can neither end early nor carry another.
+std::string MailHeaderValue(absl::string_view text) {
+  const std::string one_line = EscapeControls(text);
+  if (std::all_of(one_line.begin(), one_line.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    return one_line;
+  }
+  // 45 bytes encode to 60 characters; with "=?UTF-8?B?" and "?=", 72.
+  constexpr size_t kChunk = 45;
+  std::string out;
+  size_t start = 0;
+  while (start < one_line.size()) {
+    size_t end = std::min(one_line.size(), start + kChunk);
+    // Not in the middle of a character: each encoded-word must decode alone.
+    while (end < one_line.size() && end > start + 1 &&
+           (static_cast<unsigned char>(one_line[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    if (!out.empty()) out += "\r\n ";
+    absl::StrAppend(&out, "=?UTF-8?B?", absl::Base64Escape(one_line.substr(start, end - start)),
+                    "?=");
+    start = end;
+  }
+  return out;
+}
+
+// The receiver's answer as the action's details show it: at most
+// kMaxEchoedAnswerBytes, escaped, valid UTF-8 on one line.
+std::string EchoedAnswer(absl::string_view answer) {
+  return core::EscapeForMessage(answer, kMaxEchoedAnswerBytes);
 }
 
 absl::Status TransportError(const std::string& sink, CURLcode code, const char* detail) {
   const std::string message =
-      absl::StrCat(sink, ": ", detail[0] != '\0' ? detail : curl_easy_strerror(code));
+      absl::StrCat(sink, ": ", detail[0] != '\0' ? EchoedAnswer(detail) : curl_easy_strerror(code));
   return code == CURLE_OPERATION_TIMEDOUT ? absl::DeadlineExceededError(message)
                                           : absl::UnavailableError(message);
 }
@@ -72,7 +167,9 @@ class WebhookSink final : public NotificationSink {
     InitCurlOnce();
   }
 
-  std::string Describe() const override { return absl::StrCat("webhook ", Redact(options_.url)); }
+  std::string Describe() const override {
+    return absl::StrCat("webhook ", UrlForDisplay(options_.url));
+  }
 
   bool Handles(core::RuleActionType channel) const override {
     return channel == core::RuleActionType::kEmail ||
@@ -86,7 +183,8 @@ class WebhookSink final : public NotificationSink {
     std::string answer;
     handle.headers = curl_slist_append(handle.headers, "Content-Type: application/json");
     handle.headers = curl_slist_append(
-        handle.headers, absl::StrCat("Idempotency-Key: ", notification.action_id).c_str());
+        handle.headers,
+        absl::StrCat("Idempotency-Key: ", HttpHeaderValue(notification.action_id)).c_str());
     CURL* curl = handle.curl;
     curl_easy_setopt(curl, CURLOPT_URL, options_.url.c_str());
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -106,7 +204,8 @@ class WebhookSink final : public NotificationSink {
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 200 && status < 300) return absl::OkStatus();
     const std::string message =
-        absl::StrCat(Describe(), " answered HTTP ", status, answer.empty() ? "" : ": ", answer);
+        absl::StrCat(Describe(), " answered HTTP ", status, answer.empty() ? "" : ": ",
+                     answer.empty() ? "" : EchoedAnswer(answer));
     // 408 and 429 ask to come back later, 5xx may pass; other 4xx will not.
     if (status == 408 || status == 429 || status >= 500) return absl::UnavailableError(message);
     return absl::FailedPreconditionError(message);
@@ -133,13 +232,21 @@ class SmtpSink final : public NotificationSink {
  public:
   explicit SmtpSink(SmtpSinkOptions options) : options_(std::move(options)) { InitCurlOnce(); }
 
-  std::string Describe() const override { return absl::StrCat("smtp ", Redact(options_.url)); }
+  std::string Describe() const override {
+    return absl::StrCat("smtp ", UrlForDisplay(options_.url));
+  }
 
   bool Handles(core::RuleActionType channel) const override {
     return channel == core::RuleActionType::kEmail;
   }
 
   absl::Status Deliver(const Notification& notification) override {
+    // A line break in the address would add SMTP commands to RCPT TO.
+    if (!IsSafeAddress(notification.endpoint)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(Describe(), ": the address ", core::QuoteForMessage(notification.endpoint),
+                       " contains a space or a control character; no email was sent"));
+    }
     CurlHandle handle;
     if (handle.curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
     const std::string message = Message(notification);
@@ -153,7 +260,12 @@ class SmtpSink final : public NotificationSink {
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, ReadUpload);
     curl_easy_setopt(curl, CURLOPT_READDATA, &source);
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(curl, CURLOPT_USE_SSL, static_cast<long>(CURLUSESSL_TRY));
+    // Credentials travel only encrypted: with a user, TLS is required
+    // (smtps://, or STARTTLS on smtp://); without, STARTTLS is used when
+    // offered.
+    const bool sends_credentials = !options_.username.empty();
+    curl_easy_setopt(curl, CURLOPT_USE_SSL,
+                     static_cast<long>(sends_credentials ? CURLUSESSL_ALL : CURLUSESSL_TRY));
     if (!options_.username.empty()) {
       curl_easy_setopt(curl, CURLOPT_USERNAME, options_.username.c_str());
       curl_easy_setopt(curl, CURLOPT_PASSWORD, options_.password.c_str());
@@ -164,28 +276,60 @@ class SmtpSink final : public NotificationSink {
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, handle.error);
     const CURLcode code = curl_easy_perform(curl);
     if (code == CURLE_OK) return absl::OkStatus();
+    if (code == CURLE_USE_SSL_FAILED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Describe(),
+          " does not offer STARTTLS, and --smtp-user credentials are sent only over TLS; use "
+          "smtps:// or a server that offers STARTTLS (no email was sent)"));
+    }
     long reply = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply);
     if (reply >= 500) {
       // 5xx: the server refuses for good (unknown recipient, relay denied).
-      return absl::FailedPreconditionError(
-          absl::StrCat(Describe(), " refused the email to ", notification.endpoint, " (", reply,
-                       "): ", handle.error[0] != '\0' ? handle.error : curl_easy_strerror(code)));
+      return absl::FailedPreconditionError(absl::StrCat(
+          Describe(), " refused the email to ", notification.endpoint, " (", reply,
+          "): ", handle.error[0] != '\0' ? EchoedAnswer(handle.error) : curl_easy_strerror(code)));
     }
     return TransportError(Describe(), code, handle.error);
   }
 
  private:
+  static bool IsSafeAddress(absl::string_view address) {
+    return !address.empty() && std::none_of(address.begin(), address.end(), [](char c) {
+      return IsControl(static_cast<unsigned char>(c)) || c == ' ';
+    });
+  }
+
+  // The Message-ID's left part: the ActionId with '/' as '.' and any byte
+  // that a Message-ID may not hold percent-encoded.
+  static std::string MessageIdOf(absl::string_view action_id) {
+    std::string out;
+    for (const char c : action_id) {
+      if (c == '/') {
+        out.push_back('.');
+      } else if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                 c == '_') {
+        out.push_back(c);
+      } else {
+        absl::StrAppendFormat(&out, "%%%02X", static_cast<unsigned char>(c));
+      }
+    }
+    return out;
+  }
+
   std::string Message(const Notification& notification) const {
-    // Lines of an SMTP message end in CRLF; a lone "." line would end it.
+    // Lines of an SMTP message end in CRLF. libcurl doubles a line's
+    // leading "." on the wire itself (so a lone "." cannot end the data);
+    // doing it here too made it "..." at the reader.
     std::string body = absl::StrReplaceAll(notification.Body(), {{"\r", ""}});
-    body = absl::StrReplaceAll(body, {{"\n.", "\n.."}, {"\n", "\r\n"}});
-    return absl::StrCat(
-        "From: ", options_.from, "\r\nTo: ", notification.endpoint,
-        "\r\nSubject: ", notification.Subject(),
-        "\r\nDate: ", FormatUtc(notification.time, "%a, %d %b %Y %H:%M:%S +0000"),
-        "\r\nMessage-ID: <", absl::StrReplaceAll(notification.action_id, {{"/", "."}}),
-        "@debugplane>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", body, "\r\n");
+    body = absl::StrReplaceAll(body, {{"\n", "\r\n"}});
+    return absl::StrCat("From: ", MailHeaderValue(options_.from),
+                        "\r\nTo: ", MailHeaderValue(notification.endpoint),
+                        "\r\nSubject: ", MailHeaderValue(notification.Subject()),
+                        "\r\nDate: ", FormatUtc(notification.time, "%a, %d %b %Y %H:%M:%S +0000"),
+                        "\r\nMessage-ID: <", MessageIdOf(notification.action_id),
+                        "@debugplane>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", body,
+                        "\r\n");
   }
 
   const SmtpSinkOptions options_;
@@ -193,17 +337,32 @@ class SmtpSink final : public NotificationSink {
 
 }  // namespace
 
+std::string UrlForDisplay(absl::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == absl::string_view::npos) return "(not a URL)";
+  absl::string_view authority = url.substr(scheme_end + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  // User information ends at the authority's last '@'.
+  if (const size_t at = authority.rfind('@'); at != absl::string_view::npos) {
+    authority.remove_prefix(at + 1);
+  }
+  return EscapeControls(absl::StrCat(url.substr(0, scheme_end), "://", authority));
+}
+
 std::string Notification::Subject() const {
-  return absl::StrCat("debugplane: rule ", rule_configuration_name,
-                      " found issues in training job ", training_job_name);
+  return absl::StrCat("debugplane: rule ", EscapeControls(rule_configuration_name),
+                      " found issues in training job ", EscapeControls(training_job_name));
 }
 
 std::string Notification::Body() const {
   return absl::StrCat(
-      Subject(), "\n\n", status_details.empty() ? rule_evaluation_status : status_details,
-      "\n\nTraining job: ", training_job_arn, "\nRule: ", rule_configuration_name, " (",
-      rule_evaluation_status, ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
-      "\nAction: ", action_id, "\n");
+      Subject(), "\n\n",
+      EscapeControls(status_details.empty() ? rule_evaluation_status : status_details,
+                     /*keep_line_feeds=*/true),
+      "\n\nTraining job: ", EscapeControls(training_job_arn),
+      "\nRule: ", EscapeControls(rule_configuration_name), " (",
+      EscapeControls(rule_evaluation_status), ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
+      "\nAction: ", EscapeControls(action_id), "\n");
 }
 
 std::string Notification::ToJson() const {

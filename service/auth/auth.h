@@ -117,10 +117,13 @@ class Authenticator {
       absl::string_view common_name) const = 0;
 
   // Verifies an AWS Signature Version 4 `Authorization` header as AWS does:
-  // the signed headers (host and x-amz-date at least), the payload hash,
-  // the request time within the allowed skew of `now`, the credential
-  // scope's region and service ("sagemaker"). Returns the principal, or
-  // UNAUTHENTICATED / PERMISSION_DENIED with an AwsErrorCode payload.
+  // the signed headers (x-amz-date and the configured ones, by default
+  // host, content-type and x-amz-target), the payload hash, the request
+  // time within the allowed skew of `now`, the credential scope's region
+  // and service ("sagemaker"); and, unlike AWS, that a state-changing
+  // request's signature is used once (a replay within the skew is refused).
+  // Returns the principal, or UNAUTHENTICATED / PERMISSION_DENIED with an
+  // AwsErrorCode payload.
   virtual absl::StatusOr<Principal> AuthenticateSigV4(const SignedHttpRequest& request,
                                                       absl::Time now) const = 0;
 };

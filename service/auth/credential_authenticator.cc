@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/auth/signature_replay_cache.h"
 #include "service/auth/sigv4.h"
 
 namespace debugplane::service::auth {
@@ -68,10 +69,38 @@ std::string FormatAmzDate(absl::Time time) {
   return absl::FormatTime(kAmzDateFormat, time, absl::UTCTimeZone());
 }
 
+// A header's name as HTTP shows it: "x-amz-target" -> "X-Amz-Target".
+std::string DisplayHeaderName(absl::string_view name) {
+  std::string out(name);
+  bool word_start = true;
+  for (char& c : out) {
+    if (word_start) c = absl::ascii_toupper(static_cast<unsigned char>(c));
+    word_start = c == '-';
+  }
+  return out;
+}
+
+// Whether the SageMaker operation named by `target` ("SageMaker.StopTrainingJob")
+// changes state. Only known read prefixes are reads; anything else,
+// including no target, counts as a change.
+bool ChangesState(std::optional<absl::string_view> target) {
+  if (!target.has_value()) return true;
+  absl::string_view operation = *target;
+  if (const size_t dot = operation.rfind('.'); dot != absl::string_view::npos) {
+    operation.remove_prefix(dot + 1);
+  }
+  for (absl::string_view read : {"Describe", "List", "Get", "Search", "BatchDescribe"}) {
+    if (absl::StartsWith(operation, read)) return false;
+  }
+  return true;
+}
+
 class CredentialAuthenticator final : public Authenticator {
  public:
   CredentialAuthenticator(std::shared_ptr<CredentialStore> store, SigV4Options options)
-      : store_(std::move(store)), options_(std::move(options)) {}
+      : store_(std::move(store)),
+        options_(std::move(options)),
+        replays_(options_.replay_cache_entries) {}
 
   bool enabled() const override { return store_ != nullptr; }
 
@@ -158,6 +187,16 @@ class CredentialAuthenticator final : public Authenticator {
           "The request signature we calculated does not match the signature you provided. "
           "Check your AWS Secret Access Key and signing method.");
     }
+    // Verified: a state-changing request is obeyed once. The signature
+    // is valid until signed_at + max_skew, and refused as expired after.
+    const std::optional<absl::string_view> target = HeaderValue(request, "x-amz-target");
+    if (ChangesState(target) &&
+        !replays_.FirstUse(parsed->signature, *signed_at + options_.max_skew, now)) {
+      return InvalidSignature(
+          absl::StrCat("This request's signature was used already for ",
+                       target.has_value() ? Printable(*target) : std::string("this request"),
+                       "; a request that changes state is accepted once: sign each request anew."));
+    }
     return PrincipalOf(found->second);
   }
 
@@ -184,8 +223,12 @@ class CredentialAuthenticator final : public Authenticator {
       return std::find(parsed.signed_headers.begin(), parsed.signed_headers.end(), name) !=
              parsed.signed_headers.end();
     };
-    if (!is_signed("host")) {
-      return InvalidSignature("'Host' must be a 'SignedHeader' in the AWS Authorization.");
+    for (const std::string& required : options_.required_signed_headers) {
+      if (!is_signed(required)) {
+        return InvalidSignature(absl::StrCat("'", DisplayHeaderName(required),
+                                             "' must be a 'SignedHeader' in the AWS "
+                                             "Authorization."));
+      }
     }
     std::optional<absl::string_view> amz_date = HeaderValue(request, "x-amz-date");
     if (!amz_date.has_value() || !is_signed("x-amz-date")) {
@@ -228,6 +271,10 @@ class CredentialAuthenticator final : public Authenticator {
 
   const std::shared_ptr<CredentialStore> store_;
   const SigV4Options options_;
+  // Signatures of state-changing requests within max_skew (mutable: the
+  // Authenticator interface is const, and recording a use is no change of
+  // what the authenticator accepts).
+  mutable SignatureReplayCache replays_;
 };
 
 }  // namespace

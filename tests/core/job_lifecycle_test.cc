@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/training_agent_handler.h"
 #include "core/training_job_manager.h"
+#include "core/validation_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
@@ -294,6 +295,54 @@ TEST_F(JobLifecycleTest, AnEndReportedWhileStoppingCompletesTheStopAndStoppedNee
   JobRecord job = Describe("raced");
   EXPECT_THAT(LastTransitionMessage(job), HasSubstr("exited with code 0 when the stop order"));
   EXPECT_FALSE(job.has_model_artifacts());
+}
+
+// An agent's texts are cut to 1,024 characters wherever they are kept
+// (FailureReason, the transitions' StatusMessage), between characters, so a
+// 4 MB FailureReason leaves a record every reply can carry.
+TEST_F(JobLifecycleTest, AnAgentsTextsAreBoundedWhereverTheyAreStored) {
+  const std::string huge(4'000'000, 'x');
+  // Two-byte characters: the cut must not split one.
+  std::string wide;
+  for (int i = 0; i < 600'000; ++i) wide += "\u00e9";
+  const auto expect_bounded = [](const JobRecord& job) {
+    EXPECT_LE(CharCount(job.failure_reason()), kMaxStatusTextChars);
+    for (const auto& transition : job.secondary_status_transitions()) {
+      EXPECT_LE(CharCount(transition.status_message()), kMaxStatusTextChars);
+    }
+    EXPECT_LT(job.ByteSizeLong(), 64u * 1024) << job.training_job_name();
+  };
+
+  Create(JobRequest("failed"));
+  ASSERT_TRUE(Report("failed", Event::EVENT_STARTED).ok());
+  ASSERT_TRUE(Report("failed", Event::EVENT_FAILED, huge).ok());
+  JobRecord failed = Describe("failed");
+  EXPECT_EQ(failed.training_job_status(), v1::TrainingJobStatus::Failed);
+  EXPECT_EQ(failed.failure_reason(), huge.substr(0, kMaxStatusTextChars));
+  EXPECT_EQ(LastTransitionMessage(failed), huge.substr(0, kMaxStatusTextChars));
+  expect_bounded(failed);
+
+  Create(JobRequest("wide"));
+  ASSERT_TRUE(Report("wide", Event::EVENT_FAILED, wide).ok());
+  JobRecord wide_job = Describe("wide");
+  EXPECT_EQ(wide_job.failure_reason(), wide.substr(0, 2 * kMaxStatusTextChars));
+  expect_bounded(wide_job);
+
+  // Failed while Stopping completes the stop with the reason in the
+  // transition; and EVENT_STOPPED's StatusMessage.
+  for (const auto event : {Event::EVENT_FAILED, Event::EVENT_STOPPED}) {
+    const std::string name = event == Event::EVENT_FAILED ? "raced-fail" : "stopped";
+    Create(JobRequest(name));
+    RecordingAgent agent;
+    auto connection = Connect(name, &agent);
+    ASSERT_TRUE(Report(name, Event::EVENT_STARTED).ok());
+    ASSERT_TRUE(Stop(name).ok());
+    ASSERT_TRUE(Report(name, event, huge).ok());
+    JobRecord stopped = Describe(name);
+    EXPECT_EQ(stopped.training_job_status(), v1::TrainingJobStatus::Stopped) << name;
+    EXPECT_THAT(LastTransitionMessage(stopped), ::testing::StartsWith("xxxx")) << name;
+    expect_bounded(stopped);
+  }
 }
 
 TEST_F(JobLifecycleTest, AStopResumesWaitingAfterARestart) {

@@ -123,6 +123,18 @@ TEST(RuleActionsTest, PendingActionsKeepTheJobUnsettledAndTheirChangesAreWatched
   EXPECT_EQ(changes[0].details(), "Email a@example.com: delivered");
 }
 
+// Details are cut to 1,024 characters between characters: a cut inside a
+// UTF-8 sequence would leave a proto string that is not valid UTF-8.
+TEST(RuleActionsTest, LongDetailsAreCutBetweenCharacters) {
+  JobRecord job = JobWithActions(R"({"name": "email", "endpoint": "a@example.com"})");
+  ASSERT_TRUE(SetRuleStatus(job, "Rule", v1::RuleEvaluationStatus::IssuesFound, "NaN", kNow));
+  std::string details = "x";
+  for (int i = 0; i < 2000; ++i) details += "\u00e9";
+  ASSERT_TRUE(
+      SetRuleActionStatus(job, "job-1/Rule/0", v1::RuleActionStatus::Failed, details, 1, kNow));
+  EXPECT_EQ(job.rule_actions(0).details(), details.substr(0, 1 + 2 * 1023));
+}
+
 TEST(RuleProgressTest, OnlyMovesForwardOnRulesStillRunning) {
   JobRecord job = JobWithActions("");
   EXPECT_TRUE(SetRuleProgress(job, "Rule", 5));

@@ -577,6 +577,42 @@ TEST_F(ValidationTest, RuleConfigurationNameLengthAndUniqueness) {
                               "ProfilerRuleConfigurations")));
 }
 
+// A line break in a name would forge a header of a rule action's webhook
+// request (Idempotency-Key) or email (Subject), or a log line: every name
+// refuses control characters and line terminators, naming the field.
+TEST_F(ValidationTest, NamesWithControlCharactersOrLineBreaksAreRefused) {
+  for (const std::string bad : {"Loss\r\nBcc: x@example.com", "Loss\n", "a\tb", "a\x7f",
+                                "a\x1b[31m", "a\u2028b", "a\u0085b"}) {
+    auto request = Valid();
+    request.mutable_debug_rule_configurations(0)->set_rule_configuration_name(bad);
+    EXPECT_THAT(
+        OnlyViolation(Validate(request), "DebugRuleConfigurations[0].RuleConfigurationName"),
+        HasSubstr("control character"))
+        << bad;
+    request = Valid();
+    request.mutable_profiler_rule_configurations(0)->set_rule_configuration_name(bad);
+    OnlyViolation(Validate(request), "ProfilerRuleConfigurations[0].RuleConfigurationName");
+    request = Valid();
+    request.mutable_debug_hook_config()->add_collection_configurations()->set_collection_name(bad);
+    OnlyViolation(Validate(request), "DebugHookConfig.CollectionConfigurations[0].CollectionName");
+    request = Valid();
+    auto* metric = request.mutable_algorithm_specification()->add_metric_definitions();
+    metric->set_name(bad);
+    metric->set_regex("loss=(.*)");
+    OnlyViolation(Validate(request), "AlgorithmSpecification.MetricDefinitions[0].Name");
+
+    v1::UpdateTrainingJobRequest update;
+    update.set_training_job_name("job");
+    AddProfilerRule(update, bad, "CPUBottleneck");
+    OnlyViolation(ValidateUpdate(update), "ProfilerRuleConfigurations[0].RuleConfigurationName");
+  }
+  // Other Unicode is fine, as SageMaker's `.*` allows it.
+  auto request = Valid();
+  request.mutable_debug_rule_configurations(0)->set_rule_configuration_name(
+      "Verlust \u00fcber Zeit");
+  EXPECT_TRUE(Validate(request).ok()) << Validate(request);
+}
+
 TEST_F(ValidationTest, RuleToInvokeIsRequiredWithABuiltinImage) {
   auto request = Valid();
   request.mutable_debug_rule_configurations(0)->mutable_rule_parameters()->clear();

@@ -13,8 +13,13 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "service/logging.h"
 #include "service/server_flags.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/service/auth/auth_test_util.h"
 
 namespace debugplane::service {
 namespace {
@@ -145,10 +150,12 @@ TEST(ServerAppTest, ServesAndKeepsAcknowledgedJobsAcrossARestart) {
 TEST(ServerAppTest, BadFlagValuesAreRefusedNamingThemAndLeaveNothingRunning) {
   ScopedTempDir dir;
   ServerConfig webhook = LoopbackConfig(dir.path());
-  webhook.notify_webhooks = {"ftp://example.com/hook"};
+  webhook.notify_webhooks = {"ftp://example.com/hook/SECRET"};
   auto refused = ServerApp::Start(webhook);
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.status().message(), HasSubstr("--notify-webhook ftp://example.com/hook"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("--notify-webhook ftp://example.com is not an http:// or https:// URL"));
+  EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("SECRET")));
 
   ServerConfig root = LoopbackConfig(dir.path());
   root.data_roots = {(dir.path() / "missing").string()};
@@ -173,6 +180,77 @@ TEST(ServerAppTest, ASecondServerOnTheSameDataDirectoryIsRefused) {
   auto second = ServerApp::Start(LoopbackConfig(dir.path()));
   ASSERT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(second.status().message(), HasSubstr("in use by another debugplane-server"));
+}
+
+// What the default logger writes while it lives (read it after the
+// threads that log are gone).
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_));
+    logger->set_formatter(MakeLogFormatter("text"));
+    spdlog::set_default_logger(std::move(logger));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return stream_.str(); }
+
+ private:
+  std::ostringstream stream_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST(ServerAppTest, StartUpWarnsOfUnboundAgentKeysAndNamesSinksWithoutTheirSecrets) {
+  ScopedTempDir dir;
+  const std::filesystem::path credentials = dir.path() / "credentials";
+  debugplane::testing::WriteCredentials(credentials,
+                                        "admin ADMIN admin-secret\n"
+                                        "agent AGENT-ANY agent-secret\n"
+                                        "agent AGENT-A agent-secret-a job-a\n");
+  ServerConfig config = LoopbackConfig(dir.path() / "data");
+  config.credentials_file = credentials.string();
+  config.notify_webhooks = {"http://user:pw@127.0.0.1:9/services/T/B/H00kT0ken"};
+  std::string log;
+  {
+    CapturedLog captured;
+    auto app = ServerApp::Start(config);
+    ASSERT_TRUE(app.ok()) << app.status();
+    app->reset();
+    log = captured.text();
+  }
+  EXPECT_THAT(log, HasSubstr("agent credential 'AGENT-ANY' names no job, so it can act for every "
+                             "job"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("'AGENT-A'")));
+  EXPECT_THAT(log, HasSubstr("notifications go to webhook http://127.0.0.1:9"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("H00kT0ken")));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("pw@")));
+}
+
+// A message holding a line break (a name from a request, a line of a
+// training file) stays one log line in either format.
+TEST(LoggingTest, AMessageWithLineBreaksIsOneLogLine) {
+  for (const std::string format : {"text", "json"}) {
+    std::ostringstream stream;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(stream);
+    spdlog::logger logger("test", sink);
+    logger.set_formatter(MakeLogFormatter(format));
+    logger.warn("rule '{}' failed", "Loss\r\n2026-01-01 info [debugplane] forged\x1b[2J\x7f");
+    const std::string line = stream.str();
+    ASSERT_FALSE(line.empty());
+    EXPECT_EQ(line.find('\n'), line.size() - 1) << format << ": " << line;
+    EXPECT_EQ(line.find('\r'), std::string::npos) << format;
+    EXPECT_EQ(line.find('\x1b'), std::string::npos) << format;
+    if (format == "text") {
+      // JSON leaves DEL as it is (it breaks no line); the text format
+      // escapes every control character.
+      EXPECT_EQ(line.find('\x7f'), std::string::npos);
+      EXPECT_THAT(line, HasSubstr("rule 'Loss\\r\\n2026-01-01 info [debugplane] "
+                                  "forged\\x1b[2J\\x7f' failed"));
+    } else {
+      EXPECT_EQ(nlohmann::json::parse(line)["msg"],
+                "rule 'Loss\r\n2026-01-01 info [debugplane] forged\x1b[2J\x7f' failed");
+    }
+  }
 }
 
 }  // namespace

@@ -432,7 +432,8 @@ TEST(ServerStartupTest, BadActionAndEvaluatorFlagsAreRefusedNamingThem) {
   const std::string data = absl::StrCat("--data-dir ", dir.path().string(), " ");
   auto [code, output] = RunRefusedServer(data + "--notify-webhook ftp://example.com/hook");
   EXPECT_NE(code, 0);
-  EXPECT_THAT(output, HasSubstr("--notify-webhook ftp://example.com/hook is not an http://"));
+  // Scheme and host only: a webhook's path may hold its secret.
+  EXPECT_THAT(output, HasSubstr("--notify-webhook ftp://example.com is not an http://"));
 
   std::tie(code, output) = RunRefusedServer(data + "--smtp-url smtp://127.0.0.1:25");
   EXPECT_NE(code, 0);

@@ -17,6 +17,7 @@ using ::debugplane::testing::FakeSmtpReceiver;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using H = core::TrainingJobHandler;
 
 class ActionDispatcherTest : public ::testing::Test {
@@ -122,6 +123,28 @@ TEST_F(ActionDispatcherTest, EmailAndSmsReachTheWebhookOnceWithAnIdempotencyKey)
   }
   EXPECT_THAT(endpoints, ElementsAre("+12223334444", "ml@example.com"));
   EXPECT_TRUE(core::IsSettled(*manager_->GetJob("job-a")) == false);  // The job still runs.
+}
+
+// Sinks are named by scheme, host and port only (a webhook's path holds its
+// secret), so two webhooks on one host look alike: each still gets the
+// notification once, and no detail shows a path.
+TEST_F(ActionDispatcherTest, TwoWebhooksOnOneHostEachGetItAndDetailsShowNoPath) {
+  FakeHttpReceiver receiver;
+  StartDispatcher({MakeWebhookSink({.url = receiver.url() + "/services/T/B/SECRET1"}),
+                   MakeWebhookSink({.url = receiver.url() + "/services/T/B/SECRET2"})});
+  CreateJob("job-two", R"({"name": "email", "endpoint": "ml@example.com"})");
+  FindIssues("job-two");
+  std::vector<v1::RuleAction> actions = WaitForActions("job-two");
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].status(), v1::RuleActionStatus::Succeeded) << actions[0].details();
+  EXPECT_THAT(actions[0].details(), Not(HasSubstr("SECRET")));
+  EXPECT_THAT(actions[0].details(), Not(HasSubstr("/hook")));
+  auto requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  std::set<std::string> lines;
+  for (const auto& request : requests) lines.insert(request.request_line);
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("POST /hook/services/T/B/SECRET1 "),
+                                 HasSubstr("POST /hook/services/T/B/SECRET2 ")));
 }
 
 TEST_F(ActionDispatcherTest, RetriesServerErrorsAndRecordsTheAttempts) {

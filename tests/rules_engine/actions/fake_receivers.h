@@ -118,6 +118,11 @@ class FakeHttpReceiver : public LoopbackServer {
     absl::MutexLock lock(&mu_);
     return requests_;
   }
+  // Every answer's body from now on ("ok" until set).
+  void SetAnswerBody(std::string body) {
+    absl::MutexLock lock(&mu_);
+    answer_body_ = std::move(body);
+  }
 
  protected:
   void Serve(int connection) override {
@@ -139,6 +144,7 @@ class FakeHttpReceiver : public LoopbackServer {
       got += n;
     }
     int status = 200;
+    std::string body;
     {
       absl::MutexLock lock(&mu_);
       requests_.push_back(request);
@@ -146,15 +152,16 @@ class FakeHttpReceiver : public LoopbackServer {
         status = script_.front();
         script_.pop_front();
       }
+      body = answer_body_;
     }
-    Write(connection, absl::StrCat("HTTP/1.1 ", status,
-                                   " X\r\nContent-Length: 2\r\nConnection: "
-                                   "close\r\n\r\nok"));
+    Write(connection, absl::StrCat("HTTP/1.1 ", status, " X\r\nContent-Length: ", body.size(),
+                                   "\r\nConnection: close\r\n\r\n", body));
   }
 
  private:
   mutable absl::Mutex mu_;
   std::deque<int> script_ ABSL_GUARDED_BY(mu_);
+  std::string answer_body_ ABSL_GUARDED_BY(mu_) = "ok";
   std::vector<Request> requests_ ABSL_GUARDED_BY(mu_);
 };
 

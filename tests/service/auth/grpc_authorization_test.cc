@@ -225,6 +225,30 @@ TEST_F(GrpcAuthorizationTest, RefusalsSayWhatIsWrongAndWhatWouldBeNeeded) {
   EXPECT_EQ(status.error_message(), "wrong secret for access key 'ADMIN'");
 }
 
+// An agent's 4 MB FailureReason used to be kept whole in the status
+// transition, so that every DescribeTrainingJob of the job then failed with
+// RESOURCE_EXHAUSTED (gRPC's 4 MiB).
+TEST_F(GrpcAuthorizationTest, DescribeWorksAfterAnAgentReportsA4MbFailureReason) {
+  v1::ReportTrainingStatusRequest report;
+  report.set_training_job_name("job-a");
+  report.set_event(v1::ReportTrainingStatusRequest::EVENT_FAILED);
+  report.set_failure_reason(std::string(4'000'000, 'x'));
+  v1::ReportTrainingStatusResponse reported;
+  grpc::Status status =
+      agents_->ReportTrainingStatus(TokenContext("AGENT-A:agent-secret").get(), report, &reported);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reported.training_job_status(), v1::TrainingJobStatus::Failed);
+
+  v1::DescribeTrainingJobRequest request;
+  request.set_training_job_name("job-a");
+  v1::DescribeTrainingJobResponse described;
+  status =
+      jobs_->DescribeTrainingJob(TokenContext("READER:reader-secret").get(), request, &described);
+  ASSERT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+  EXPECT_EQ(described.failure_reason(), std::string(1024, 'x'));
+  EXPECT_LT(described.ByteSizeLong(), 64u * 1024);
+}
+
 TEST_F(GrpcAuthorizationTest, HealthStaysOpen) {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::health::v1::HealthCheckResponse response;

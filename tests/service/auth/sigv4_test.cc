@@ -11,12 +11,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "service/auth/credential_authenticator.h"
+#include "service/auth/signature_replay_cache.h"
 #include "service/server_app.h"
 #include "service/server_flags.h"
 #include "tests/core/scoped_temp_dir.h"
@@ -80,9 +82,11 @@ TEST(SigV4Test, TheCanonicalRequestAndSignatureOfAwsGetVanilla) {
 }
 
 TEST(SigV4Test, TheAuthenticatorAcceptsGetVanillaAndRefusesItAltered) {
-  auto authenticator =
-      NewAuthenticator(Store(absl::StrCat("reader ", kExampleKey, " ", kExampleSecret)),
-                       SigV4Options{.region = "us-east-1", .service = "service"});
+  // AWS's generic vector signs host and x-amz-date only.
+  auto authenticator = NewAuthenticator(
+      Store(absl::StrCat("reader ", kExampleKey, " ", kExampleSecret)),
+      SigV4Options{
+          .region = "us-east-1", .service = "service", .required_signed_headers = {"host"}});
   const absl::Time now = ParseAmzDate("20150830T123600Z");
   absl::StatusOr<Principal> principal = authenticator->AuthenticateSigV4(GetVanilla(), now);
   ASSERT_TRUE(principal.ok()) << principal.status();
@@ -299,6 +303,133 @@ TEST_F(BotocoreSignedTest, MissingOrUnsignedRequiredHeadersAreRefused) {
   absl::Status host = Verify(unsigned_host);
   EXPECT_EQ(AwsErrorCode(host), "InvalidSignatureException");
   EXPECT_THAT(std::string(host.message()), HasSubstr("'Host' must be a 'SignedHeader'"));
+}
+
+// Requests signed here (the secret is the test's), with any SignedHeaders:
+// what a client that leaves a header out of its signature sends.
+class SelfSignedTest : public ::testing::Test {
+ protected:
+  static constexpr char kKey[] = "AKIAOPERATOR0001";
+  static constexpr char kSecret[] = "Op3rator/Secret+Key=0123456789abcdefghij";
+
+  void SetUp() override {
+    authenticator_ = NewAuthenticator(Store(absl::StrCat("operator ", kKey, " ", kSecret)), {});
+  }
+
+  // A SageMaker request for `target` at `at`, signed over `signed_headers`
+  // (lower-case, sorted).
+  static SignedHttpRequest Signed(const std::string& target,
+                                  const std::vector<std::string>& signed_headers, absl::Time at,
+                                  const std::string& body = R"({"TrainingJobName":"job-a"})") {
+    const std::string amz_date = absl::FormatTime("%Y%m%dT%H%M%SZ", at, absl::UTCTimeZone());
+    SignedHttpRequest request;
+    request.method = "POST";
+    request.path = "/";
+    request.headers = {{"Host", "localhost:8443"},
+                       {"Content-Type", "application/x-amz-json-1.1"},
+                       {"X-Amz-Date", amz_date},
+                       {"X-Amz-Target", "SageMaker." + target}};
+    request.body = body;
+    absl::StatusOr<std::string> canonical =
+        CanonicalRequest(request, signed_headers, Sha256Hex(body));
+    EXPECT_TRUE(canonical.ok()) << canonical.status();
+    const std::string scope =
+        absl::StrCat(amz_date.substr(0, 8), "/us-east-1/sagemaker/aws4_request");
+    const std::string signature =
+        SigV4Signature(kSecret, amz_date.substr(0, 8), "us-east-1", "sagemaker",
+                       StringToSign(amz_date, scope, *canonical));
+    request.headers.emplace_back(
+        "Authorization", absl::StrCat("AWS4-HMAC-SHA256 Credential=", kKey, "/", scope,
+                                      ", SignedHeaders=", absl::StrJoin(signed_headers, ";"),
+                                      ", Signature=", signature));
+    return request;
+  }
+
+  absl::Status Verify(const SignedHttpRequest& request, absl::Time now) {
+    return authenticator_->AuthenticateSigV4(request, now).status();
+  }
+
+  std::unique_ptr<Authenticator> authenticator_;
+};
+
+// A signature that leaves X-Amz-Target out could be replayed as another
+// operation (a captured Describe as a Delete); one that leaves Content-Type
+// or Host out is not what SageMaker's clients send either.
+TEST_F(SelfSignedTest, TheTargetContentTypeAndHostMustBeSigned) {
+  const absl::Time now = absl::FromUnixSeconds(1750000000);
+  const SignedHttpRequest complete =
+      Signed("DescribeTrainingJob", {"content-type", "host", "x-amz-date", "x-amz-target"}, now);
+  EXPECT_TRUE(Verify(complete, now).ok()) << Verify(complete, now);
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"content-type", "host", "x-amz-date"}, "'X-Amz-Target' must be a 'SignedHeader'"},
+      {{"host", "x-amz-date", "x-amz-target"}, "'Content-Type' must be a 'SignedHeader'"},
+      {{"content-type", "x-amz-date", "x-amz-target"}, "'Host' must be a 'SignedHeader'"},
+  };
+  for (const auto& [signed_headers, expected] : cases) {
+    // Valid signatures over what they cover, replayed as a Delete.
+    SignedHttpRequest replayed = Signed("DescribeTrainingJob", signed_headers, now);
+    for (auto& [name, value] : replayed.headers) {
+      if (name == "X-Amz-Target") value = "SageMaker.DeleteTrainingJob";
+    }
+    const absl::Status refused = Verify(replayed, now);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << expected;
+    EXPECT_EQ(AwsErrorCode(refused), "InvalidSignatureException") << refused;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr(expected));
+  }
+}
+
+// A captured Stop or Delete is obeyed once, even within the allowed skew;
+// reads may repeat; a new signature of the same operation is a new request.
+TEST_F(SelfSignedTest, AStateChangingSignatureIsAcceptedOnceAReadRepeats) {
+  const absl::Time signed_at = absl::FromUnixSeconds(1750000000);
+  const std::vector<std::string> all = {"content-type", "host", "x-amz-date", "x-amz-target"};
+  const SignedHttpRequest stop = Signed("StopTrainingJob", all, signed_at);
+  EXPECT_TRUE(Verify(stop, signed_at).ok());
+  const absl::Status replayed = Verify(stop, signed_at + absl::Minutes(1));
+  EXPECT_EQ(replayed.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(AwsErrorCode(replayed), "InvalidSignatureException");
+  EXPECT_THAT(std::string(replayed.message()),
+              HasSubstr("used already for SageMaker.StopTrainingJob"));
+  // Past the skew it is refused as expired, whatever the cache holds.
+  EXPECT_THAT(std::string(Verify(stop, signed_at + absl::Minutes(6)).message()),
+              StartsWith("Signature expired"));
+  // Signed a second later: another signature, accepted.
+  EXPECT_TRUE(Verify(Signed("StopTrainingJob", all, signed_at + absl::Seconds(1)),
+                     signed_at + absl::Seconds(2))
+                  .ok());
+  for (const std::string create_or_delete :
+       {"CreateTrainingJob", "DeleteTrainingJob", "UpdateTrainingJob"}) {
+    const SignedHttpRequest request = Signed(create_or_delete, all, signed_at);
+    EXPECT_TRUE(Verify(request, signed_at).ok()) << create_or_delete;
+    EXPECT_FALSE(Verify(request, signed_at).ok()) << create_or_delete;
+  }
+  for (const std::string read : {"DescribeTrainingJob", "ListTrainingJobs"}) {
+    const SignedHttpRequest request = Signed(read, all, signed_at);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(Verify(request, signed_at).ok()) << read;
+  }
+  // A refused (tampered) request does not use up the signature.
+  const SignedHttpRequest deleted = Signed("DeleteTrainingJob", all, signed_at, "{}");
+  SignedHttpRequest tampered = deleted;
+  tampered.body = R"({"TrainingJobName":"other"})";
+  EXPECT_FALSE(Verify(tampered, signed_at).ok());
+  EXPECT_TRUE(Verify(deleted, signed_at).ok());
+}
+
+TEST(SignatureReplayCacheTest, ForgetsExpiredSignaturesAndStaysWithinItsCapacity) {
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  SignatureReplayCache cache(2);
+  EXPECT_TRUE(cache.FirstUse("a", t + absl::Seconds(10), t));
+  EXPECT_FALSE(cache.FirstUse("a", t + absl::Seconds(10), t + absl::Seconds(9)));
+  EXPECT_TRUE(cache.FirstUse("b", t + absl::Seconds(20), t));
+  // Full: "a" (expiring first) makes room for "c".
+  EXPECT_TRUE(cache.FirstUse("c", t + absl::Seconds(30), t));
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.FirstUse("b", t + absl::Seconds(20), t));
+  // Expired entries go: "b" may be used again once it would be refused as
+  // expired by the authenticator anyway.
+  EXPECT_TRUE(cache.FirstUse("b", t + absl::Seconds(40), t + absl::Seconds(20)));
+  EXPECT_EQ(cache.size(), 2u);
 }
 
 TEST(SigV4DisabledTest, WithoutCredentialsEveryRequestIsAnAnonymousAdmin) {
