@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -225,8 +226,23 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
       entry.data.AddMetrics(points);
     } while (entry.system->more_pending());
     std::vector<FrameworkEvent> events = entry.framework->ReadNew();
-    std::vector<std::string> errors = entry.system->errors();
-    for (const std::string& e : entry.framework->errors()) errors.push_back(e);
+    // A file over its read limit first: that series is incomplete, and the
+    // reader's own list may be full of earlier, lesser errors.
+    std::vector<std::string> errors;
+    for (const absl::Status* over :
+         {&entry.system->limit_error(), &entry.framework->limit_error()}) {
+      if (!over->ok()) errors.emplace_back(over->message());
+    }
+    const auto said = [&errors](const std::string& e) {
+      return std::any_of(errors.begin(), errors.end(),
+                         [&e](const std::string& s) { return absl::StartsWith(e, s); });
+    };
+    for (const std::string& e : entry.system->errors()) {
+      if (!said(e)) errors.push_back(e);
+    }
+    for (const std::string& e : entry.framework->errors()) {
+      if (!said(e)) errors.push_back(e);
+    }
     if (errors.size() > kMaxReadErrors) errors.resize(kMaxReadErrors);
     absl::MutexLock data_lock(&entry.data_mu);
     entry.data.AddFrameworkEvents(events);
