@@ -185,8 +185,8 @@ struct S3ObjectStore::Response {
   std::string* body_target = nullptr;
   std::string* success_target = nullptr;
   // Whether the body being received is an error body, which is kept only as
-  // far as its code and message need (a success body, e.g. a listing page of
-  // 1000 keys, is kept whole even when it too goes to `body`).
+  // far as its code and message need (kMaxErrorBodyBytes; a success body,
+  // e.g. a listing page of 1000 keys, is kept up to `keep`).
   bool error_body = true;
   // Of a success body: bytes still to drop before keeping (a whole-object
   // answer to a ranged GET), and at most how many to keep.
