@@ -60,9 +60,8 @@ class LyingStore final : public debugplane::objectstore::ObjectStore {
     for (auto it = objects_.upper_bound(options.start_after); it != objects_.end(); ++it) {
       const std::string& key = it->first;
       if (!absl::StartsWith(key, options.prefix)) continue;
-      const size_t slash = options.delimiter.empty()
-                               ? std::string::npos
-                               : key.find('/', options.prefix.size());
+      const size_t slash =
+          options.delimiter.empty() ? std::string::npos : key.find('/', options.prefix.size());
       if (result.objects.size() + result.common_prefixes.size() >= options.max_keys) {
         result.truncated = true;
         break;
@@ -155,9 +154,8 @@ std::string TensorEvent(FuzzedDataProvider& in, int64_t step, const std::string&
 
 void AddTrial(FuzzedDataProvider& in, LyingStore& store) {
   store.Put("trial/collections/000000000/worker_0_collections.json",
-            MakeObject(in, in.ConsumeBool()
-                               ? R"({"meta": {"num_workers": 1}, "collections": {}})"
-                               : in.ConsumeRandomLengthString(128)));
+            MakeObject(in, in.ConsumeBool() ? R"({"meta": {"num_workers": 1}, "collections": {}})"
+                                            : in.ConsumeRandomLengthString(128)));
   const int steps = in.ConsumeIntegralInRange<int>(1, 3);
   for (int step = 0; step < steps; ++step) {
     std::string events;
@@ -194,7 +192,8 @@ void AddProfilerOutput(FuzzedDataProvider& in, LyingStore& store) {
     absl::StrAppend(&metrics,
                     "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
                     "\"Value\": ",
-                    in.ConsumeIntegralInRange<int>(0, 100), ", \"NodeId\": \"algo-1\", "
+                    in.ConsumeIntegralInRange<int>(0, 100),
+                    ", \"NodeId\": \"algo-1\", "
                     "\"Timestamp\": ",
                     1795300000 + i, "}\n");
   }

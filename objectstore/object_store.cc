@@ -138,10 +138,10 @@ absl::StatusOr<ListResult> ObjectStore::ListAll(ListOptions options, size_t limi
     // would be followed forever (a store that says "more" but moves on
     // nowhere).
     if (page->next_start_after <= options.start_after) {
-      return absl::DataLossError(absl::StrCat(
-          "the listing of ", Describe(options.prefix),
-          " says more keys follow but does not move on (next page after ",
-          QuoteForMessage(page->next_start_after, kShownKeyChars), ")"));
+      return absl::DataLossError(
+          absl::StrCat("the listing of ", Describe(options.prefix),
+                       " says more keys follow but does not move on (next page after ",
+                       QuoteForMessage(page->next_start_after, kShownKeyChars), ")"));
     }
     options.start_after = std::move(page->next_start_after);
   }

@@ -91,8 +91,7 @@ struct ReadLimit {
 // "<described> is 107374182400 bytes; <what> may have at most 16 MiB
 // (16777216 bytes)" as RESOURCE_EXHAUSTED: what readers say about an object
 // over its limit. `size` 0 when unknown ("more than ..." then).
-absl::Status OverReadLimitError(absl::string_view described, uint64_t size,
-                                const ReadLimit& limit);
+absl::Status OverReadLimitError(absl::string_view described, uint64_t size, const ReadLimit& limit);
 
 class ObjectStore {
  public:

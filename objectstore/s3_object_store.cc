@@ -687,8 +687,7 @@ absl::StatusOr<ListResult> S3ObjectStore::List(const ListOptions& options) const
       return result;
     }
     empty_pages_in_a_row = objects.empty() && prefixes.empty() ? empty_pages_in_a_row + 1 : 0;
-    if (absl::Status progress =
-            CheckListingProgress(options, *page, token, empty_pages_in_a_row);
+    if (absl::Status progress = CheckListingProgress(options, *page, token, empty_pages_in_a_row);
         !progress.ok()) {
       return progress;
     }
@@ -713,8 +712,7 @@ absl::Status S3ObjectStore::CheckListingProgress(const ListOptions& options,
   }
   if (wrong.empty()) return absl::OkStatus();
   return absl::DataLossError(absl::StrCat("the listing of ", Describe(options.prefix), " at ",
-                                          config_.endpoint, " ", wrong,
-                                          "; it would never end"));
+                                          config_.endpoint, " ", wrong, "; it would never end"));
 }
 
 absl::Status S3ObjectStore::ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,

@@ -617,8 +617,8 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
       absl::StrCat("framework/pevents/", objectstore::EscapeForMessage(file.relative, 256));
   // Chunk by chunk from where the last call stopped, up to the size listed.
   while (true) {
-    const absl::Status read = pevents_.store->ReadRangeInto(
-        file.key, state.offset, kFrameworkTimelineChunkBytes, &buffer_);
+    const absl::Status read = pevents_.store->ReadRangeInto(file.key, state.offset,
+                                                            kFrameworkTimelineChunkBytes, &buffer_);
     if (!read.ok()) {
       AddError(absl::StrCat(shown, ": ", read.message()));
       break;

@@ -51,8 +51,8 @@
 namespace debugplane::rules_engine {
 
 // See the file comment. smdebug writes an element per line, ~150 bytes.
-inline constexpr objectstore::ReadLimit kFrameworkTimelineLineLimit{
-    1 << 20, "one framework timeline line"};
+inline constexpr objectstore::ReadLimit kFrameworkTimelineLineLimit{1 << 20,
+                                                                    "one framework timeline line"};
 inline constexpr uint64_t kFrameworkTimelineChunkBytes = 4 << 20;
 // What ReadFrameworkTimelineFile (one file read whole) reads at most.
 inline constexpr objectstore::ReadLimit kFrameworkTimelineFileLimit{
@@ -150,8 +150,8 @@ class FrameworkTimelineReader {
  private:
   // What the reader keeps of a file between calls.
   struct FileState {
-    bool fetched = false;  // Some bytes were (for the tally's distinct objects).
-    uint64_t offset = 0;   // After the last consumed line.
+    bool fetched = false;     // Some bytes were (for the tally's distinct objects).
+    uint64_t offset = 0;      // After the last consumed line.
     bool over_limit = false;  // A line over its limit: not read any further.
     framework_timeline_internal::ParseState parse;
   };

@@ -525,8 +525,7 @@ std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew(uint64_t max_bytes) 
   }
   // Sizes are the store's word (a sparse file claims what it likes): the
   // reserve is bounded; `out` grows with what the files really hold.
-  out.reserve(std::min({new_bytes, max_bytes, kMaxReservedBytes}) / kMinLineBytes +
-              changed.size());
+  out.reserve(std::min({new_bytes, max_bytes, kMaxReservedBytes}) / kMinLineBytes + changed.size());
   uint64_t budget = max_bytes;
   for (const Changed& c : changed) {
     if (!ReadFile(c.file->relative, c.file->key, c.file->size, *c.state, out, &budget)) {
@@ -547,8 +546,8 @@ bool SystemMetricsReader::ReadFile(const std::string& relative, const std::strin
   // Chunk by chunk from the offset after the last complete line, each chunk
   // ending where a line is cut.
   while (true) {
-    const absl::Status read = incremental_.store->ReadRangeInto(key, state.offset,
-                                                                kSystemMetricsChunkBytes, &buffer_);
+    const absl::Status read =
+        incremental_.store->ReadRangeInto(key, state.offset, kSystemMetricsChunkBytes, &buffer_);
     if (!read.ok()) {
       AddError(absl::StrCat(shown, ": ", read.message()));
       return true;

@@ -48,12 +48,11 @@
 namespace debugplane::rules_engine {
 
 // See the file comment. smdebug's lines are ~150 bytes.
-inline constexpr objectstore::ReadLimit kSystemMetricsLineLimit{1 << 20,
-                                                                "one system metrics line"};
+inline constexpr objectstore::ReadLimit kSystemMetricsLineLimit{1 << 20, "one system metrics line"};
 inline constexpr uint64_t kSystemMetricsChunkBytes = 4 << 20;
 // What ReadSystemMetricsFile (one file read whole) reads at most.
-inline constexpr objectstore::ReadLimit kSystemMetricsFileLimit{
-    64 << 20, "a system metrics file read whole"};
+inline constexpr objectstore::ReadLimit kSystemMetricsFileLimit{64 << 20,
+                                                                "a system metrics file read whole"};
 
 // The dimensions the profiler rules read (kOther for anything else).
 enum class MetricDimension {
@@ -279,9 +278,9 @@ class SystemMetricsReader {
 
  private:
   struct FileState {
-    bool fetched = false;  // Some bytes were (for the tally's distinct objects).
-    uint64_t offset = 0;   // After the last complete line.
-    int64_t lines = 0;     // Complete lines consumed so far.
+    bool fetched = false;     // Some bytes were (for the tally's distinct objects).
+    uint64_t offset = 0;      // After the last complete line.
+    int64_t lines = 0;        // Complete lines consumed so far.
     bool over_limit = false;  // A line over its limit: not read any further.
   };
   void AddError(std::string message);

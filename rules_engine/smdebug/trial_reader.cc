@@ -415,8 +415,8 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       result.tensors.reserve(result.tensors.size() + entries.size());
       // Whole: the records up to the last wanted one, in one read, when
       // they are most of that span and the span is not large.
-      const bool read_whole = !entries.empty() && file_end <= kMaxEventFileReadBytes &&
-                              wanted_bytes * 4 >= file_end;
+      const bool read_whole =
+          !entries.empty() && file_end <= kMaxEventFileReadBytes && wanted_bytes * 4 >= file_end;
       if (read_whole) {
         error = trial_.store->ReadRangeInto(event_file, 0, file_end, &whole);
         if (!error.ok()) break;

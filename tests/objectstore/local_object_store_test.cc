@@ -196,15 +196,15 @@ TEST_P(LocalObjectStoreTest, ReadAtMostRefusesASparseHugeFileWithoutAllocatingIt
   absl::Status status =
       store_->ReadAtMost("job/index/0.json", ReadLimit{16 << 20, "a tensor index file"}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
-  EXPECT_THAT(status.message(),
-              AllOf(HasSubstr((root() / "job/index/0.json").string()),
-                    HasSubstr("is 107374182400 bytes"),
-                    HasSubstr("a tensor index file may have at most 16 MiB (16777216 bytes)")));
+  EXPECT_THAT(
+      status.message(),
+      AllOf(HasSubstr((root() / "job/index/0.json").string()), HasSubstr("is 107374182400 bytes"),
+            HasSubstr("a tensor index file may have at most 16 MiB (16777216 bytes)")));
   // One byte under, at and over the limit.
   WriteFile(root() / "job/small.json", "12345");
   EXPECT_EQ(store_->ReadAtMost("job/small.json", ReadLimit{5, "x"}).value_or("error"), "12345");
-  EXPECT_TRUE(absl::IsResourceExhausted(
-      store_->ReadAtMost("job/small.json", ReadLimit{4, "x"}).status()));
+  EXPECT_TRUE(
+      absl::IsResourceExhausted(store_->ReadAtMost("job/small.json", ReadLimit{4, "x"}).status()));
 }
 
 TEST_P(LocalObjectStoreTest, ReadsLongerThanTheLimitOfOneReadAreRefused) {
@@ -257,15 +257,17 @@ TEST_P(LocalObjectStoreTest, DotDotAndAbsoluteKeysAreRefused) {
   }
   EXPECT_TRUE(absl::IsInvalidArgument(store_->List({.prefix = "../outside/"}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(store_->List({.prefix = "/etc/"}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->ReadAtMost(std::string("job/x\0y", 7), kTestReadLimit).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      store_->ReadAtMost(std::string("job/x\0y", 7), kTestReadLimit).status()));
 }
 
 TEST_P(LocalObjectStoreTest, SymlinkedFileIsRefusedNamingTheLink) {
   fs::create_directories(root() / "job/profiler");
   fs::create_symlink(outside() / "secret.json", root() / "job/profiler/metrics.json");
-  for (const absl::Status& status : {store_->ReadAtMost("job/profiler/metrics.json", kTestReadLimit).status(),
-                                     store_->ReadRange("job/profiler/metrics.json", 0, 10).status(),
-                                     store_->Stat("job/profiler/metrics.json").status()}) {
+  for (const absl::Status& status :
+       {store_->ReadAtMost("job/profiler/metrics.json", kTestReadLimit).status(),
+        store_->ReadRange("job/profiler/metrics.json", 0, 10).status(),
+        store_->Stat("job/profiler/metrics.json").status()}) {
     EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
     EXPECT_THAT(status.message(),
                 HasSubstr(absl::StrCat((root() / "job/profiler/metrics.json").string(),
@@ -280,7 +282,8 @@ TEST_P(LocalObjectStoreTest, SymlinkedFileIsRefusedNamingTheLink) {
   // A link to a file inside the root is not followed either.
   WriteFile(root() / "job/real.json", "{}");
   fs::create_symlink("../real.json", root() / "job/profiler/relative.json");
-  EXPECT_TRUE(absl::IsPermissionDenied(store_->ReadAtMost("job/profiler/relative.json", kTestReadLimit).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      store_->ReadAtMost("job/profiler/relative.json", kTestReadLimit).status()));
 }
 
 TEST_P(LocalObjectStoreTest, SymlinkedDirectoryIsRefusedNamingTheLink) {
@@ -291,7 +294,8 @@ TEST_P(LocalObjectStoreTest, SymlinkedDirectoryIsRefusedNamingTheLink) {
       absl::StrCat((root() / "job").string(),
                    " is a symbolic link; debugplane does not follow links inside a data root");
   for (const absl::Status& status :
-       {store_->ReadAtMost("job/index/0.json", kTestReadLimit).status(), store_->Stat("job/secret.json").status(),
+       {store_->ReadAtMost("job/index/0.json", kTestReadLimit).status(),
+        store_->Stat("job/secret.json").status(),
         store_->List({.prefix = "job/", .delimiter = "/"}).status(),
         store_->List({.prefix = "job/index/"}).status(),
         store_->OpenDirectoryForWatch("job").status()}) {

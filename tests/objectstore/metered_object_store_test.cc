@@ -41,7 +41,8 @@ TEST(MeteredObjectStoreTest, CountsRequestsByOperationAndFailuresByCode) {
   EXPECT_EQ(listed->objects.size(), 1u);
   EXPECT_EQ(store->ReadAtMost("job/a.json", kTestReadLimit).value_or(""), "{}");
   EXPECT_TRUE(absl::IsNotFound(store->ReadAtMost("job/missing.json", kTestReadLimit).status()));
-  EXPECT_TRUE(absl::IsPermissionDenied(store->ReadAtMost("other/link.json", kTestReadLimit).status()));
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(store->ReadAtMost("other/link.json", kTestReadLimit).status()));
   EXPECT_TRUE(store->Stat("job/a.json").ok());
   EXPECT_EQ(store->Describe("job/a.json"), (*local)->Describe("job/a.json"));
 

@@ -248,8 +248,11 @@ TEST_F(S3ObjectStoreTest, KeysWithSpacesUnicodeAndReservedCharactersRoundTrip) {
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(Keys(*listed), sorted);
   for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_EQ(store_->ReadAtMost(keys[i], kTestReadLimit).value_or("error"), absl::StrCat("content ", i)) << keys[i];
-    EXPECT_EQ(store_->ReadRange(keys[i], 8, kMaxReadBytes).value_or("error"), absl::StrCat(i)) << keys[i];
+    EXPECT_EQ(store_->ReadAtMost(keys[i], kTestReadLimit).value_or("error"),
+              absl::StrCat("content ", i))
+        << keys[i];
+    EXPECT_EQ(store_->ReadRange(keys[i], 8, kMaxReadBytes).value_or("error"), absl::StrCat(i))
+        << keys[i];
     absl::StatusOr<ObjectEntry> entry = store_->Stat(keys[i]);
     EXPECT_TRUE(entry.ok()) << keys[i] << ": " << entry.status();
   }
@@ -357,7 +360,8 @@ class S3SignedTest : public ::testing::Test {
 
 TEST_F(S3SignedTest, SignedRequestsAreAccepted) {
   std::shared_ptr<S3ObjectStore> store = MakeStore(server_->Config());
-  EXPECT_EQ(store->ReadAtMost("signed/hello.txt", kTestReadLimit).value_or("error"), "hello, signed");
+  EXPECT_EQ(store->ReadAtMost("signed/hello.txt", kTestReadLimit).value_or("error"),
+            "hello, signed");
   EXPECT_EQ(store->ReadRange("signed/hello.txt", 7, 4).value_or("error"), "sign");
   absl::StatusOr<ObjectEntry> entry = store->Stat("signed/hello.txt");
   ASSERT_TRUE(entry.ok()) << entry.status();
@@ -379,7 +383,8 @@ TEST_F(S3SignedTest, WrongSecretIsPermissionDeniedNamingTheKeyIdNotTheSecret) {
   ListOptions options;
   options.prefix = "signed";
   for (const absl::Status& status :
-       {store->List(options).status(), store->ReadAtMost("signed/hello.txt", kTestReadLimit).status()}) {
+       {store->List(options).status(),
+        store->ReadAtMost("signed/hello.txt", kTestReadLimit).status()}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
     EXPECT_THAT(status.message(),
                 AllOf(HasSubstr(server_->access_key_id()), HasSubstr("SignatureDoesNotMatch"),
@@ -618,9 +623,8 @@ TEST(S3ObjectStoreRepliesTest, ServerIgnoringRangeFarIntoAnObjectIsRefusedNotDow
   std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
   absl::StatusOr<std::string> read = store->ReadRange("job/a.json", uint64_t{100} << 20, 3);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
-  EXPECT_THAT(read.status().message(),
-              AllOf(HasSubstr("s3://dp-data/job/a.json"), HasSubstr("ignores Range"),
-                    HasSubstr("64 MiB")));
+  EXPECT_THAT(read.status().message(), AllOf(HasSubstr("s3://dp-data/job/a.json"),
+                                             HasSubstr("ignores Range"), HasSubstr("64 MiB")));
 }
 
 TEST(S3ObjectStoreRepliesTest, ReadKeepsNoMoreThanItsRangeWhateverTheServerSends) {
@@ -664,9 +668,8 @@ TEST(S3ObjectStoreRepliesTest, ListingThatLeadsBackToItselfEndsInDataLoss) {
   std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
   absl::Status status = store->List({.prefix = "job/"}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-  EXPECT_THAT(status.message(),
-              AllOf(HasSubstr("s3://dp-data/job/"), HasSubstr(server.endpoint()),
-                    HasSubstr("continuation token")));
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("s3://dp-data/job/"), HasSubstr(server.endpoint()),
+                                      HasSubstr("continuation token")));
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
@@ -695,8 +698,8 @@ TEST(S3ObjectStoreRepliesTest, ListingReplyOverItsBoundIsRefused) {
   std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
   absl::Status status = store->List({.prefix = "job/"}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-  EXPECT_THAT(status.message(), AllOf(HasSubstr("the listing of s3://dp-data/job/"),
-                                      HasSubstr("over 16 MiB")));
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("the listing of s3://dp-data/job/"), HasSubstr("over 16 MiB")));
 }
 
 TEST(S3ObjectStoreRepliesTest, SessionTokenIsSentAndSigned) {

@@ -68,10 +68,12 @@ TEST_F(S3PutTest, SignedPutIsAcceptedAndReadsBack) {
   // Bytes a form decoder would alter ('+', '&', '=', '%') and a NUL.
   const std::string data = std::string("a+b&c=d%20e\n", 12) + std::string(1, '\0') + "end";
   ASSERT_TRUE(store_->Put("trial/events/0001.tfevents", data).ok());
-  EXPECT_EQ(store_->ReadAtMost("trial/events/0001.tfevents", kTestReadLimit).value_or("error"), data);
+  EXPECT_EQ(store_->ReadAtMost("trial/events/0001.tfevents", kTestReadLimit).value_or("error"),
+            data);
   // Replaced whole.
   ASSERT_TRUE(store_->Put("trial/events/0001.tfevents", "shorter").ok());
-  EXPECT_EQ(store_->ReadAtMost("trial/events/0001.tfevents", kTestReadLimit).value_or("error"), "shorter");
+  EXPECT_EQ(store_->ReadAtMost("trial/events/0001.tfevents", kTestReadLimit).value_or("error"),
+            "shorter");
 }
 
 TEST_F(S3PutTest, EmptyObjectIsStored) {

@@ -160,8 +160,7 @@ class HostileTrialTest : public ::testing::Test {
 
   ScopedTempDir dir_;
   std::unique_ptr<ServerProcess> server_ = std::make_unique<ServerProcess>(
-      dir_.path() / "data",
-      testing::WithHttp({"--data-root", dir_.path().string()}));
+      dir_.path() / "data", testing::WithHttp({"--data-root", dir_.path().string()}));
 };
 
 TEST_F(HostileTrialTest, HugeSparseFilesEndTheirRulesNamingFileAndLimitAndTheServerStaysUp) {
@@ -200,7 +199,8 @@ TEST_F(HostileTrialTest, HugeSparseFilesEndTheirRulesNamingFileAndLimitAndTheSer
   MakeSparse(sparse_timeline, kHundredGb);
   // A metrics file that grows while it is read, in a job of its own.
   const fs::path growing_profiler = dir_.path() / "growing";
-  const fs::path growing = growing_profiler / "system/incremental/2026112207/1795300000.algo-1.json";
+  const fs::path growing =
+      growing_profiler / "system/incremental/2026112207/1795300000.algo-1.json";
   Append(growing, MetricLine("10", "1795300000.5"));
   std::atomic<bool> stop{false};
   std::thread writer([&] {
@@ -237,8 +237,8 @@ TEST_F(HostileTrialTest, HugeSparseFilesEndTheirRulesNamingFileAndLimitAndTheSer
       EXPECT_THAT(reply.body, AllOf(HasSubstr(sparse_metrics.string()), HasSubstr("1 MiB")));
     }
   }
-  const testing::DashboardReply live = CallDashboard(
-      "GET", absl::StrCat(server_->http_endpoint(), "/api/jobs/growing-job/system"));
+  const testing::DashboardReply live =
+      CallDashboard("GET", absl::StrCat(server_->http_endpoint(), "/api/jobs/growing-job/system"));
   EXPECT_EQ(live.status, 200) << live.error << live.body;
   absl::SleepFor(absl::Seconds(1));  // The growing file read a few times over.
   stop = true;
@@ -250,10 +250,10 @@ TEST_F(HostileTrialTest, HugeSparseFilesEndTheirRulesNamingFileAndLimitAndTheSer
   check_rules();
   absl::SleepFor(absl::Seconds(1));
   ExpectUpWithBoundedMemory();
-  EXPECT_EQ(CallDashboard("GET", absl::StrCat(server_->http_endpoint(),
-                                               "/api/jobs/profiler-job/system"))
-                .status,
-            200);
+  EXPECT_EQ(
+      CallDashboard("GET", absl::StrCat(server_->http_endpoint(), "/api/jobs/profiler-job/system"))
+          .status,
+      200);
   ExpectUpWithBoundedMemory();
 }
 

@@ -53,10 +53,10 @@ void MakeSparse(const fs::path& path, int64_t size) {
 std::string MetricLines(int first, int count) {
   std::string text;
   for (int i = first; i < first + count; ++i) {
-    absl::StrAppend(&text, "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": "
-                           "\"CPUUtilization\", \"Value\": ",
-                    i % 100, ", \"NodeId\": \"algo-1\", \"Timestamp\": ", 1795300000 + i,
-                    ".5}\n");
+    absl::StrAppend(&text,
+                    "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": "
+                    "\"CPUUtilization\", \"Value\": ",
+                    i % 100, ", \"NodeId\": \"algo-1\", \"Timestamp\": ", 1795300000 + i, ".5}\n");
   }
   return text;
 }
@@ -94,7 +94,8 @@ TEST_F(ProfilerReaderLimitsTest, HoleAfterRealLinesGivesTheLinesThenTheLimit) {
   MakeSparse(file, kHundredGb);
   SystemMetricsReader reader(Local(dir_));
   EXPECT_EQ(reader.ReadNew().size(), 100u);
-  EXPECT_THAT(reader.limit_error().message(), AllOf(HasSubstr(file.string()), HasSubstr("line 101")));
+  EXPECT_THAT(reader.limit_error().message(),
+              AllOf(HasSubstr(file.string()), HasSubstr("line 101")));
 }
 
 TEST_F(ProfilerReaderLimitsTest, MetricsFilesOfManyChunksReadWholeAndInBatches) {
@@ -128,8 +129,9 @@ TEST_F(ProfilerReaderLimitsTest, MetricsFilesOfManyChunksReadWholeAndInBatches) 
 std::string TimelineLines(int first, int count) {
   std::string text;
   for (int i = first; i < first + count; ++i) {
-    absl::StrAppend(&text, "{\"name\": \"op", i, "\", \"pid\": 0, \"ph\": \"X\", \"ts\": ",
-                    1000 * i, ", \"dur\": 10, \"args\": {\"step_num\": \"", i, "\"}},\n");
+    absl::StrAppend(&text, "{\"name\": \"op", i,
+                    "\", \"pid\": 0, \"ph\": \"X\", \"ts\": ", 1000 * i,
+                    ", \"dur\": 10, \"args\": {\"step_num\": \"", i, "\"}},\n");
   }
   return text;
 }
@@ -161,8 +163,9 @@ TEST_F(ProfilerReaderLimitsTest, TimelineOfManyChunksReadsEveryEventOnce) {
   // ("args": [...]) where a chunk ends.
   std::string text = kTimelineStart;
   for (int i = 0; i < 90000; ++i) {
-    absl::StrAppend(&text, "{\"name\": \"op", i, "\", \"pid\": 0, \"ph\": \"X\", \"ts\": ",
-                    1000 * i, ", \"dur\": 10, \"args\": {\"shape\": [1, 2]}},\n");
+    absl::StrAppend(&text, "{\"name\": \"op", i,
+                    "\", \"pid\": 0, \"ph\": \"X\", \"ts\": ", 1000 * i,
+                    ", \"dur\": 10, \"args\": {\"shape\": [1, 2]}},\n");
   }
   ASSERT_GT(text.size(), 2 * kFrameworkTimelineChunkBytes);
   const fs::path file = pevents_ / "1795331438761047_11570-vm_pythontimeline.json";

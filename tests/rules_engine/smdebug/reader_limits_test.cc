@@ -37,8 +37,7 @@ objectstore::StoreLocation Local(const std::string& path) {
 // A finished trial of one step with two tensors.
 TrialWriter WriteTrial(const std::string& name) {
   TrialWriter writer(testing::FreshTempDir(absl::StrCat("reader_limits_test_", name)));
-  writer.AddStep(0, Mode::kTrain, 0,
-                 {{"loss", {}, {0.5}}, {"gradient/w", {2, 2}, {1, 2, 3, 4}}});
+  writer.AddStep(0, Mode::kTrain, 0, {{"loss", {}, {0.5}}, {"gradient/w", {2, 2}, {1, 2, 3, 4}}});
   writer.EndTraining();
   return writer;
 }
@@ -68,8 +67,9 @@ TEST(TrialReaderLimitsTest, SparseHugeCollectionsFileIsAnErrorNamingItAndTheLimi
   TrialReader reader(Local(writer.dir()));
   absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(All);
   EXPECT_EQ(steps.status().code(), absl::StatusCode::kResourceExhausted) << steps.status();
-  EXPECT_THAT(steps.status().message(),
-              AllOf(HasSubstr(collections), HasSubstr("a collections file may have at most 4 MiB")));
+  EXPECT_THAT(
+      steps.status().message(),
+      AllOf(HasSubstr(collections), HasSubstr("a collections file may have at most 4 MiB")));
 }
 
 TEST(TrialReaderLimitsTest, SparseGrownEventFileIsReadOnlyUpToItsLastIndexedRecord) {
