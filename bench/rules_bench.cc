@@ -36,6 +36,9 @@ using namespace debugplane::rules_engine;
 
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{1 << 20, "a test object"};
+
 // The debugging rules that need nothing but the trial (SimilarAcrossRuns
 // needs a second trial).
 const char* const kRules[] = {"VanishingGradient",
@@ -66,7 +69,7 @@ int64_t ReadAndCheck(const debugplane::objectstore::StoreLocation& trial) {
   auto entries = trial.store->ListAll({.prefix = trial.DirectoryPrefix()});
   if (!entries.ok()) return -1;
   for (const auto& entry : entries->objects) {
-    auto content = trial.store->Read(entry.key);
+    auto content = trial.store->ReadAtMost(entry.key, kTestReadLimit);
     if (!content.ok()) return -1;
     if (absl::EndsWith(entry.key, ".tfevents") && !ParseTfRecords(*content, entry.key).ok()) {
       return -1;

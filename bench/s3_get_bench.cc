@@ -59,7 +59,7 @@ int Run(const std::string& bucket, const std::vector<std::string>& prefixes) {
   uint64_t bytes = 0;
   const absl::Time get_start = absl::Now();
   for (const std::string& key : keys) {
-    absl::Status read = (*store)->ReadRangeInto(key, 0, objectstore::kToEnd, &content);
+    absl::Status read = (*store)->ReadRangeInto(key, 0, objectstore::kMaxReadBytes, &content);
     if (!read.ok()) {
       std::fprintf(stderr, "s3_get_bench: %s\n", read.ToString().c_str());
       return 1;

@@ -282,6 +282,10 @@ absl::Status LocalObjectStore::ReadRangeInto(absl::string_view key, uint64_t off
                                              uint64_t length, std::string* out) const {
   out->clear();
   if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
+  if (length > kMaxReadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("read of ", length, " bytes of ", Describe(key),
+                                                   ": at most ", kMaxReadBytes, " at once"));
+  }
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
   absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_RDONLY | O_NONBLOCK);
   if (!fd.ok()) return fd.status();

@@ -1,5 +1,6 @@
 #include "objectstore/object_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -63,8 +64,51 @@ absl::StatusOr<UniqueFd> ObjectStore::OpenDirectoryForWatch(absl::string_view pr
       absl::StrCat(Describe(prefix), ": this store has no change notification; poll it"));
 }
 
-absl::StatusOr<std::string> ObjectStore::Read(absl::string_view key) const {
-  return ReadRange(key, 0, kToEnd);
+namespace {
+
+// "16 MiB (16777216 bytes)", "512 bytes".
+std::string ShownBytes(uint64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) {
+    return absl::StrCat(bytes >> 20, " MiB (", bytes, " bytes)");
+  }
+  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) {
+    return absl::StrCat(bytes >> 10, " KiB (", bytes, " bytes)");
+  }
+  return absl::StrCat(bytes, " bytes");
+}
+
+}  // namespace
+
+absl::Status OverReadLimitError(absl::string_view described, uint64_t size,
+                                const ReadLimit& limit) {
+  const std::string how_big = size > limit.max_bytes
+                                  ? absl::StrCat("is ", size, " bytes")
+                                  : absl::StrCat("has more than ", limit.max_bytes, " bytes");
+  return absl::ResourceExhaustedError(absl::StrCat(described, " ", how_big, "; ", limit.what,
+                                                   " may have at most ",
+                                                   ShownBytes(limit.max_bytes)));
+}
+
+absl::StatusOr<std::string> ObjectStore::ReadAtMost(absl::string_view key,
+                                                    const ReadLimit& limit) const {
+  std::string out;
+  absl::Status status = ReadAtMostInto(key, limit, &out);
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status ObjectStore::ReadAtMostInto(absl::string_view key, const ReadLimit& limit,
+                                         std::string* out) const {
+  const uint64_t max_bytes = std::min(limit.max_bytes, kMaxReadBytes - 1);
+  absl::Status status = ReadRangeInto(key, 0, max_bytes + 1, out);
+  if (!status.ok()) return status;
+  if (out->size() <= max_bytes) return absl::OkStatus();
+  out->clear();
+  out->shrink_to_fit();  // Nothing of an oversized object is kept.
+  // Its size for the message, where the store says it.
+  absl::StatusOr<ObjectEntry> entry = Stat(key);
+  return OverReadLimitError(Describe(key), entry.ok() ? entry->size : 0,
+                            ReadLimit{max_bytes, limit.what});
 }
 
 absl::StatusOr<std::string> ObjectStore::ReadRange(absl::string_view key, uint64_t offset,
@@ -89,6 +133,15 @@ absl::StatusOr<ListResult> ObjectStore::ListAll(ListOptions options, size_t limi
       all.truncated = true;
       all.next_start_after = page->next_start_after;
       return all;
+    }
+    // The next page must start after this one's start, or the listing
+    // would be followed forever (a store that says "more" but moves on
+    // nowhere).
+    if (page->next_start_after <= options.start_after) {
+      return absl::DataLossError(
+          absl::StrCat("the listing of ", Describe(options.prefix),
+                       " says more keys follow but does not move on (next page after ",
+                       QuoteForMessage(page->next_start_after, kShownKeyChars), ")"));
     }
     options.start_after = std::move(page->next_start_after);
   }

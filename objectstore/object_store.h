@@ -74,8 +74,24 @@ struct ListResult {
   std::string next_start_after;
 };
 
-// What ReadRange's `length` takes to read to the end of the object.
-inline constexpr uint64_t kToEnd = std::numeric_limits<uint64_t>::max();
+// The most one ReadRangeInto may ask for: every read of training output is
+// bounded by a limit fit for its kind (ReadLimit), far below this; a longer
+// `length` is a caller's bug (INVALID_ARGUMENT), never an allocation sized
+// from a file.
+inline constexpr uint64_t kMaxReadBytes = uint64_t{256} << 20;  // 256 MiB
+
+// How much of one object a reader may keep in memory, and what kind of
+// object it is, for the error when the object is larger: "a tensor index
+// file". Readers define one per kind of file, in their headers.
+struct ReadLimit {
+  uint64_t max_bytes = 0;  // At most kMaxReadBytes.
+  absl::string_view what;  // Static text.
+};
+
+// "<described> is 107374182400 bytes; <what> may have at most 16 MiB
+// (16777216 bytes)" as RESOURCE_EXHAUSTED: what readers say about an object
+// over its limit. `size` 0 when unknown ("more than ..." then).
+absl::Status OverReadLimitError(absl::string_view described, uint64_t size, const ReadLimit& limit);
 
 class ObjectStore {
  public:
@@ -90,9 +106,11 @@ class ObjectStore {
   virtual absl::StatusOr<ListResult> List(const ListOptions& options) const = 0;
 
   // Bytes [offset, offset + length) of the object at `key`, fewer at its end
-  // (none when `offset` is at or past it; kToEnd reads to the end), into
-  // `*out` (replacing its content, reusing its capacity). A file still being
-  // appended to is read up to its size when the read starts.
+  // (none when `offset` is at or past it), into `*out` (replacing its
+  // content, reusing its capacity); never more than `length` bytes are
+  // kept, whatever the object's size or the store's answer. A file still
+  // being appended to is read up to its size when the read starts.
+  // INVALID_ARGUMENT if `length` is over kMaxReadBytes.
   virtual absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
                                      std::string* out) const = 0;
 
@@ -112,8 +130,14 @@ class ObjectStore {
   // their changes are polled for.
   virtual absl::StatusOr<UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const;
 
-  // The whole object: ReadRangeInto(key, 0, kToEnd).
-  absl::StatusOr<std::string> Read(absl::string_view key) const;
+  // The whole object if it has at most limit.max_bytes bytes; else
+  // OverReadLimitError naming it (Describe(key)), its size and the limit,
+  // having read no more than limit.max_bytes + 1 bytes. There is no
+  // unbounded whole-object read: a file's size is training's data, and a
+  // sparse 100 GB file costs its writer nothing.
+  absl::StatusOr<std::string> ReadAtMost(absl::string_view key, const ReadLimit& limit) const;
+  absl::Status ReadAtMostInto(absl::string_view key, const ReadLimit& limit,
+                              std::string* out) const;
   // ReadRangeInto into a new string.
   absl::StatusOr<std::string> ReadRange(absl::string_view key, uint64_t offset,
                                         uint64_t length) const;

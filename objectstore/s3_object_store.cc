@@ -5,6 +5,7 @@
 #include <tinyxml2.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -28,6 +29,18 @@ constexpr char kEmptyPayloadSha256[] =
 // At most this much of an error reply is kept (its code and message are
 // near the start).
 constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+// At most this much of any other reply kept in memory without a caller's
+// bound (a listing page of 1000 keys of 1024 bytes, URL-encoded, is under
+// 4 MiB): a longer one is refused, not kept.
+constexpr size_t kMaxReplyBodyBytes = 16 << 20;
+// A server that ignores Range answers a ranged GET with the whole object
+// (200): the bytes before the range are dropped as they arrive, but at most
+// this many; a read further into the object fails instead of downloading
+// all that precedes it.
+constexpr uint64_t kMaxSkippedBytes = 64 << 20;
+// A listing that goes on with this many empty pages in a row (IsTruncated
+// with no keys) is refused: S3 may send a few, a broken server forever.
+constexpr int kMaxEmptyPagesInARow = 100;
 // S3's cap on keys per ListObjectsV2 page.
 constexpr size_t kMaxKeysPerPage = 1000;
 // S3's limits on multipart uploads: parts (but the last) of at least 5 MiB,
@@ -154,6 +167,12 @@ struct S3ObjectStore::Request {
   std::string query;                // canonical: sorted, S3UriEncode'd; "" if none
   std::string range;                // "bytes=FIRST-[LAST]", "" for the whole object
   std::string* body_out = nullptr;  // where a successful body goes (else Response::body)
+  // With body_out and a range: the first byte and the length of the range
+  // asked for. At most `range_length` bytes of a success body are kept; of a
+  // whole object (200: Range ignored) the bytes before `range_offset` are
+  // dropped. The transfer is stopped once they are there.
+  uint64_t range_offset = 0;
+  uint64_t range_length = 0;
 };
 
 struct S3ObjectStore::Response {
@@ -166,9 +185,22 @@ struct S3ObjectStore::Response {
   std::string* body_target = nullptr;
   std::string* success_target = nullptr;
   // Whether the body being received is an error body, which is kept only as
-  // far as its code and message need (a success body, e.g. a listing page of
-  // 1000 keys, is kept whole even when it too goes to `body`).
+  // far as its code and message need (kMaxErrorBodyBytes; a success body,
+  // e.g. a listing page of 1000 keys, is kept up to `keep`).
   bool error_body = true;
+  // Of a success body: bytes still to drop before keeping (a whole-object
+  // answer to a ranged GET), and at most how many to keep.
+  uint64_t skip = 0;
+  uint64_t keep = 0;
+  // The transfer was stopped on purpose: every byte wanted was there
+  // (`stopped_complete`) or the reply was refused (`refused`: why).
+  bool stopped_complete = false;
+  std::string refused;
+  // The request's range (Request::range_offset/length; keep 0: no range,
+  // the reply kept up to kMaxReplyBodyBytes).
+  bool ranged = false;
+  uint64_t range_offset = 0;
+  uint64_t range_length = 0;
   std::optional<uint64_t> content_length;
   std::string last_modified;
   std::string content_range;
@@ -176,9 +208,12 @@ struct S3ObjectStore::Response {
   std::string url;
   int attempts = 0;
 
-  bool network_failure() const { return curl_code != CURLE_OK; }
-  bool success() const { return !network_failure() && http_status >= 200 && http_status < 300; }
+  bool network_failure() const { return curl_code != CURLE_OK && refused.empty(); }
+  bool success() const {
+    return !network_failure() && refused.empty() && http_status >= 200 && http_status < 300;
+  }
   bool retryable() const {
+    if (!refused.empty()) return false;
     if (network_failure()) return RetryableCurlError(curl_code);
     return http_status >= 500 || http_status == 429;
   }
@@ -186,14 +221,38 @@ struct S3ObjectStore::Response {
 
 namespace {
 
+// What curl's write callback returns to stop a transfer.
+constexpr size_t kStopTransfer = 0;
+
 size_t WriteBody(char* data, size_t size, size_t count, void* user) {
   auto* response = static_cast<S3ObjectStore::Response*>(user);
   const size_t bytes = size * count;
   std::string* target = response->body_target;
   // An error body is kept only as far as its code and message need.
-  if (response->error_body && target->size() >= kMaxErrorBodyBytes) return bytes;
-  target->append(data, bytes);
-  return bytes;
+  if (response->error_body) {
+    if (target->size() < kMaxErrorBodyBytes) {
+      target->append(data, std::min<size_t>(bytes, kMaxErrorBodyBytes - target->size()));
+    }
+    return bytes;
+  }
+  absl::string_view chunk(data, bytes);
+  if (response->skip > 0) {
+    const size_t dropped = static_cast<size_t>(std::min<uint64_t>(response->skip, chunk.size()));
+    response->skip -= dropped;
+    chunk.remove_prefix(dropped);
+  }
+  const uint64_t room = response->keep - std::min<uint64_t>(response->keep, target->size());
+  target->append(chunk.data(), static_cast<size_t>(std::min<uint64_t>(room, chunk.size())));
+  if (chunk.size() <= room) return bytes;
+  // More than wanted: a ranged read has all its bytes (the server sent
+  // more than the range); any other reply is over its bound.
+  if (response->ranged) {
+    response->stopped_complete = true;
+  } else {
+    response->refused = absl::StrCat("the reply is over ", kMaxReplyBodyBytes >> 20,
+                                     " MiB, more than any S3 reply this client reads");
+  }
+  return kStopTransfer;
 }
 
 size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
@@ -215,6 +274,21 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
                          status < 300;
     response->body_target = success ? response->success_target : &response->body;
     response->error_body = !success;
+    response->skip = 0;
+    response->keep = response->ranged ? response->range_length : kMaxReplyBodyBytes;
+    if (success && status == 200 && response->ranged && response->range_offset > 0) {
+      // The whole object for a ranged GET: its bytes before the range are
+      // dropped as they arrive, up to a bound.
+      if (response->range_offset > kMaxSkippedBytes) {
+        response->refused = absl::StrCat(
+            "the server ignores Range (it answered 200 with the whole object) and the read "
+            "starts at byte ",
+            response->range_offset, ", past the ", kMaxSkippedBytes >> 20,
+            " MiB this client downloads to skip to it");
+        return kStopTransfer;
+      }
+      response->skip = response->range_offset;
+    }
     return bytes;
   }
   const size_t colon = line.find(':');
@@ -366,6 +440,10 @@ S3ObjectStore::Response S3ObjectStore::SendOnce(const Request& request) const {
   Response response;
   response.url = Url(request.key, request.query);
   response.body_target = &response.body;
+  response.ranged = request.body_out != nullptr && !request.range.empty();
+  response.range_offset = request.range_offset;
+  response.range_length = request.range_length;
+  response.keep = response.ranged ? response.range_length : kMaxReplyBodyBytes;
   std::unique_ptr<CurlHandle> handle = AcquireHandle();
   if (handle == nullptr) {
     response.curl_code = CURLE_FAILED_INIT;
@@ -407,6 +485,10 @@ S3ObjectStore::Response S3ObjectStore::SendOnce(const Request& request) const {
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.http_status);
+  // Stopped on purpose with every byte wanted: a success.
+  if (response.stopped_complete && response.curl_code == CURLE_WRITE_ERROR) {
+    response.curl_code = CURLE_OK;
+  }
   if (response.network_failure()) {
     response.curl_error =
         error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(response.curl_code);
@@ -470,6 +552,10 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
                                         const Request& request) const {
   const std::string tries =
       response.attempts > 1 ? absl::StrCat(" (", response.attempts, " tries)") : "";
+  if (!response.refused.empty()) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": S3 at ", config_.endpoint, " answered wrongly: ", response.refused));
+  }
   if (response.network_failure()) {
     // curl's own words, which already say what failed and where.
     const std::string reason = EscapeForMessage(response.curl_error, 200);
@@ -563,6 +649,7 @@ absl::StatusOr<ListResult> S3ObjectStore::List(const ListOptions& options) const
   const size_t wanted = std::max<size_t>(1, options.max_keys);
   size_t gathered = 0;
   std::string token;
+  int empty_pages_in_a_row = 0;
   while (true) {
     // A common prefix equal to start_after comes back (S3 rolls the keys
     // after it up into it) and is dropped below: ask for one more.
@@ -599,23 +686,53 @@ absl::StatusOr<ListResult> S3ObjectStore::List(const ListOptions& options) const
       result.truncated = true;
       return result;
     }
+    empty_pages_in_a_row = objects.empty() && prefixes.empty() ? empty_pages_in_a_row + 1 : 0;
+    if (absl::Status progress = CheckListingProgress(options, *page, token, empty_pages_in_a_row);
+        !progress.ok()) {
+      return progress;
+    }
     token = page->next_continuation_token;
   }
+}
+
+absl::Status S3ObjectStore::CheckListingProgress(const ListOptions& options,
+                                                 const ListObjectsV2Page& page,
+                                                 const std::string& token,
+                                                 int empty_pages_in_a_row) const {
+  // A truncated page must say where the next one starts, somewhere new;
+  // else the listing would be followed forever.
+  std::string wrong;
+  if (page.next_continuation_token.empty()) {
+    wrong = "says IsTruncated without a NextContinuationToken";
+  } else if (page.next_continuation_token == token) {
+    wrong = "says IsTruncated and gives back the continuation token it was asked with";
+  } else if (empty_pages_in_a_row > kMaxEmptyPagesInARow) {
+    wrong = absl::StrCat("gave ", empty_pages_in_a_row,
+                         " pages in a row without keys, each saying IsTruncated");
+  }
+  if (wrong.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("the listing of ", Describe(options.prefix), " at ",
+                                          config_.endpoint, " ", wrong, "; it would never end"));
 }
 
 absl::Status S3ObjectStore::ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
                                           std::string* out) const {
   out->clear();
   if (absl::Status status = ValidateKey(key); !status.ok()) return status;
+  if (length > kMaxReadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("read of ", length, " bytes of ", Describe(key),
+                                                   ": at most ", kMaxReadBytes, " at once"));
+  }
   if (length == 0) return Stat(key).status();
+  // No object reaches past 2^64 - 1: the range ends there at most.
+  length = std::min(length, std::numeric_limits<uint64_t>::max() - offset);
+  if (length == 0) return absl::OkStatus();
   Request request;
   request.key = std::string(key);
   request.body_out = out;
-  const bool to_end = length == kToEnd || length > kToEnd - offset;
-  if (offset > 0 || !to_end) {
-    request.range = absl::StrCat("bytes=", offset, "-");
-    if (!to_end) absl::StrAppend(&request.range, offset + length - 1);
-  }
+  request.range = absl::StrCat("bytes=", offset, "-", offset + length - 1);
+  request.range_offset = offset;
+  request.range_length = length;
   const Response response = Send(request);
   if (!response.network_failure() && response.http_status == 416) {
     out->clear();  // The range starts at or after the object's end.
@@ -631,13 +748,8 @@ absl::Status S3ObjectStore::ReadRangeInto(absl::string_view key, uint64_t offset
     }
     return absl::OkStatus();
   }
-  // A whole object (a server that ignores Range): keep the range of it.
-  if (offset >= out->size()) {
-    out->clear();
-  } else {
-    out->erase(0, offset);
-    if (!to_end && out->size() > length) out->resize(length);
-  }
+  // A whole object (a server that ignores Range): the bytes before the
+  // range were dropped as they arrived, and no more than the range kept.
   return absl::OkStatus();
 }
 

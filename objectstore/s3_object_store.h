@@ -26,7 +26,16 @@
 //                      curl's reason), timeouts, 5xx and throttling still
 //                      failing after the last try
 //   DATA_LOSS          a reply that is not what S3 sends (a listing that is
-//                      not ListObjectsV2 XML, a ranged reply for other bytes)
+//                      not ListObjectsV2 XML, a ranged reply for other bytes,
+//                      a listing page that says IsTruncated but leads
+//                      nowhere new, a reply over 16 MiB where no caller
+//                      bounds it, a whole-object answer to a read starting
+//                      past 64 MiB)
+//
+// Memory: a read keeps at most the bytes of its range, whatever the server
+// sends (more is dropped and the transfer stopped; of a whole-object answer
+// to a ranged GET only the range is kept); other replies are kept up to
+// 16 MiB (listings) and error replies up to 64 KiB.
 //   FAILED_PRECONDITION  no such bucket ("bucket 'x' does not exist at
 //                      http://127.0.0.1:9000": not a missing "directory",
 //                      which readers wait for); any other refusal (400, a
@@ -131,6 +140,10 @@ class S3ObjectStore final : public ObjectStore {
   Response SendOnce(const Request& request) const;
   // The wait before try `attempt` + 1 (attempt >= 1).
   absl::Duration Backoff(int attempt) const;
+  // OK if the truncated listing `page`, asked for with `token`, leads on to
+  // a next page; DATA_LOSS naming the listing and the endpoint otherwise.
+  absl::Status CheckListingProgress(const ListOptions& options, const ListObjectsV2Page& page,
+                                    const std::string& token, int empty_pages_in_a_row) const;
   // The status for a response that is not a success, for `what` (the
   // object or listing, as Describe names it).
   absl::Status ErrorStatus(const Response& response, const std::string& what,

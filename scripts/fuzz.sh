@@ -64,7 +64,7 @@ seed_pattern() {
 max_len() {
   case "$1" in
     tfrecord_fuzzer | event_fuzzer | index_json_fuzzer) echo 65536 ;;
-    framework_timeline_fuzzer) echo 8192 ;;
+    framework_timeline_fuzzer | lying_store_fuzzer) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }

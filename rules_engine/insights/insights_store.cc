@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -230,13 +231,28 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
     } while (entry.system->more_pending());
     std::vector<FrameworkEvent> events = entry.framework->ReadNew();
     entry.plausible.FilterEvents(&events, options_.clock->Now());
+    // A file over its read limit first: that series is incomplete, and the
+    // reader's own list may be full of earlier, lesser errors. Then the
+    // skipped implausible times, so that the readers' errors never crowd
+    // them out.
     std::vector<std::string> errors;
-    // First, so that the readers' errors never crowd it out.
+    for (const absl::Status* over :
+         {&entry.system->limit_error(), &entry.framework->limit_error()}) {
+      if (!over->ok()) errors.emplace_back(over->message());
+    }
     if (std::string skipped = entry.plausible.Summary(); !skipped.empty()) {
       errors.push_back(std::move(skipped));
     }
-    for (const std::string& e : entry.system->errors()) errors.push_back(e);
-    for (const std::string& e : entry.framework->errors()) errors.push_back(e);
+    const auto said = [&errors](const std::string& e) {
+      return std::any_of(errors.begin(), errors.end(),
+                         [&e](const std::string& s) { return absl::StartsWith(e, s); });
+    };
+    for (const std::string& e : entry.system->errors()) {
+      if (!said(e)) errors.push_back(e);
+    }
+    for (const std::string& e : entry.framework->errors()) {
+      if (!said(e)) errors.push_back(e);
+    }
     if (errors.size() > kMaxReadErrors) errors.resize(kMaxReadErrors);
     absl::MutexLock data_lock(&entry.data_mu);
     entry.data.AddFrameworkEvents(events);

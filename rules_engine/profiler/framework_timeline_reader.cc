@@ -560,7 +560,7 @@ FrameworkTimelineFileResult ParseFrameworkTimeline(absl::string_view data,
 
 FrameworkTimelineFileResult ReadFrameworkTimelineFile(const objectstore::ObjectStore& store,
                                                       absl::string_view key) {
-  absl::StatusOr<std::string> data = store.Read(key);
+  absl::StatusOr<std::string> data = store.ReadAtMost(key, kFrameworkTimelineFileLimit);
   if (!data.ok()) {
     FrameworkTimelineFileResult result;
     result.errors.emplace_back(data.status().message());
@@ -611,33 +611,52 @@ std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
 void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
                                        std::vector<FrameworkEvent>& out) {
   // Nothing new (the size from the listing saves a read).
-  if (file.size <= state.offset) return;
+  if (state.over_limit || file.size <= state.offset) return;
   // File names are data too: escaped in messages.
   const std::string shown =
       absl::StrCat("framework/pevents/", objectstore::EscapeForMessage(file.relative, 256));
-  // From where the last call stopped to the end as it is now.
-  const absl::Status read =
-      pevents_.store->ReadRangeInto(file.key, state.offset, objectstore::kToEnd, &buffer_);
-  if (!read.ok()) {
-    AddError(absl::StrCat(shown, ": ", read.message()));
-    return;
+  // Chunk by chunk from where the last call stopped, up to the size listed.
+  while (true) {
+    const absl::Status read = pevents_.store->ReadRangeInto(file.key, state.offset,
+                                                            kFrameworkTimelineChunkBytes, &buffer_);
+    if (!read.ok()) {
+      AddError(absl::StrCat(shown, ": ", read.message()));
+      break;
+    }
+    read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
+    absl::string_view data = buffer_;
+    if (data.empty()) break;
+    // A full chunk is parsed up to its last line end: more of the file
+    // follows, so a cut line must not pass for a last one ("...]").
+    const bool full_chunk = data.size() == kFrameworkTimelineChunkBytes;
+    if (full_chunk) data = data.substr(0, data.rfind('\n') + 1);  // npos + 1: none.
+    // About 120 bytes per line, half of them complete events; grow
+    // geometrically (an exact reserve per chunk would copy earlier events).
+    const size_t need = out.size() + data.size() / 240 + 1;
+    if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
+    bool cut_short = false;
+    const size_t consumed = Consume(
+        data, /*final=*/false, state.parse, out,
+        [&](int64_t line, absl::string_view what) {
+          ++malformed_events_;
+          AddError(absl::StrCat(shown, ":", line, ": ", what));
+        },
+        &cut_short);
+    state.offset += consumed;
+    if (consumed == 0 && buffer_.size() > kFrameworkTimelineLineLimit.max_bytes) {
+      // Nothing ends within the limit: it never will.
+      state.over_limit = true;
+      const absl::Status over = objectstore::OverReadLimitError(
+          absl::StrCat(pevents_.store->Describe(file.key), " line ", state.parse.lines + 1), 0,
+          kFrameworkTimelineLineLimit);
+      AddError(absl::StrCat(over.message(), "; the rest of the file is not read"));
+      if (limit_error_.ok()) limit_error_ = over;
+      break;
+    }
+    // The end as it is now, or as far as it was listed (a file growing
+    // while it is read is read on by the next call).
+    if (!full_chunk || consumed == 0 || state.offset >= file.size) break;
   }
-  read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
-  const absl::string_view data = buffer_;
-  if (data.empty()) return;
-  // About 120 bytes per line, half of them complete events; grow
-  // geometrically (an exact reserve per file would copy earlier events).
-  const size_t need = out.size() + data.size() / 240 + 1;
-  if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
-  bool cut_short = false;
-  const size_t consumed = Consume(
-      data, /*final=*/false, state.parse, out,
-      [&](int64_t line, absl::string_view what) {
-        ++malformed_events_;
-        AddError(absl::StrCat(shown, ":", line, ": ", what));
-      },
-      &cut_short);
-  state.offset += consumed;
   if (state.parse.start_us >= 0 &&
       (earliest_start_us_ < 0 || state.parse.start_us < earliest_start_us_)) {
     earliest_start_us_ = state.parse.start_us;

@@ -24,6 +24,14 @@
 // missing directory is not an error (no data yet); Summary() says so. A
 // directory or file the store refuses (a symbolic link) is not read, and
 // Summary() names it.
+//
+// Memory: files are read in chunks (kFrameworkTimelineChunkBytes), never
+// whole (a timeline reaches hundreds of MB; a sparse file may claim 100 GB),
+// each call at most up to the size the listing gave. One line may have at
+// most kFrameworkTimelineLineLimit bytes: a longer one ends the reading of
+// that file with an error naming it and the limit (limit_error()); the
+// other files are read on. (An element over several lines is limited to
+// 1 MiB too, and skipped as malformed.)
 
 #ifndef DEBUGPLANE_RULES_ENGINE_PROFILER_FRAMEWORK_TIMELINE_READER_H_
 #define DEBUGPLANE_RULES_ENGINE_PROFILER_FRAMEWORK_TIMELINE_READER_H_
@@ -33,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "objectstore/object_store.h"
 #include "objectstore/read_tally.h"
@@ -40,6 +49,14 @@
 #include "rules_engine/profiler/hour_directories.h"
 
 namespace debugplane::rules_engine {
+
+// See the file comment. smdebug writes an element per line, ~150 bytes.
+inline constexpr objectstore::ReadLimit kFrameworkTimelineLineLimit{1 << 20,
+                                                                    "one framework timeline line"};
+inline constexpr uint64_t kFrameworkTimelineChunkBytes = 4 << 20;
+// What ReadFrameworkTimelineFile (one file read whole) reads at most.
+inline constexpr objectstore::ReadLimit kFrameworkTimelineFileLimit{
+    64 << 20, "a framework timeline file read whole"};
 
 namespace framework_timeline_internal {
 // What parsing a timeline keeps between chunks of one file.
@@ -71,9 +88,10 @@ struct FrameworkTimelineFileResult {
   // start_time_since_epoch_in_micros of the file; -1 if it has none.
   int64_t start_time_us = -1;
 };
-// Reads the object `key` of `store` whole (node_id from its name; "path" in
-// errors is store.Describe(key)). Never fails: an unreadable object gives
-// opened == false and the store's error.
+// Reads the object `key` of `store` whole, up to kFrameworkTimelineFileLimit
+// (node_id from its name; "path" in errors is store.Describe(key)). Never
+// fails: an unreadable (or larger) object gives opened == false and the
+// store's error.
 FrameworkTimelineFileResult ReadFrameworkTimelineFile(const objectstore::ObjectStore& store,
                                                       absl::string_view key);
 
@@ -115,6 +133,10 @@ class FrameworkTimelineReader {
   // "framework/pevents/<hour>/<file>:<line>: what" (also files and listings
   // the store refused, with its error).
   const std::vector<std::string>& errors() const { return errors_; }
+  // OK, or RESOURCE_EXHAUSTED for the first file found over a limit
+  // (kFrameworkTimelineLineLimit), naming it and the limit: that file is
+  // read no further (the rest are), so the data is known to be incomplete.
+  const absl::Status& limit_error() const { return limit_error_; }
   // Whether <profiler_dir>/framework/pevents existed at the last ReadNew()
   // (true also when it is there but could not be listed).
   bool directory_exists() const { return directory_exists_; }
@@ -128,8 +150,9 @@ class FrameworkTimelineReader {
  private:
   // What the reader keeps of a file between calls.
   struct FileState {
-    bool fetched = false;  // Some bytes were (for the tally's distinct objects).
-    uint64_t offset = 0;   // After the last consumed line.
+    bool fetched = false;     // Some bytes were (for the tally's distinct objects).
+    uint64_t offset = 0;      // After the last consumed line.
+    bool over_limit = false;  // A line over its limit: not read any further.
     framework_timeline_internal::ParseState parse;
   };
   void AddError(std::string message);
@@ -145,6 +168,7 @@ class FrameworkTimelineReader {
   std::vector<std::string> errors_;
   bool directory_exists_ = false;
   std::string listing_error_;  // Why the last listing failed; empty if it did not.
+  absl::Status limit_error_;   // See limit_error().
   objectstore::ReadTally read_;
   std::string buffer_;  // File bytes, reused across files and calls.
 };

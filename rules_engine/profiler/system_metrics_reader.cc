@@ -24,6 +24,8 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 // A smdebug line is at least about 100 bytes: the points per byte to
 // reserve for.
 constexpr size_t kMinLineBytes = 96;
+// ReadNew reserves for at most this many new bytes at once.
+constexpr uint64_t kMaxReservedBytes = 64 << 20;
 
 using system_metrics_internal::ParseCache;
 
@@ -456,7 +458,7 @@ bool ParseSystemMetricLine(absl::string_view line, SystemMetricPoint* point, std
 SystemMetricsFileResult ReadSystemMetricsFile(const objectstore::ObjectStore& store,
                                               absl::string_view key) {
   SystemMetricsFileResult result;
-  absl::StatusOr<std::string> data = store.Read(key);
+  absl::StatusOr<std::string> data = store.ReadAtMost(key, kSystemMetricsFileLimit);
   if (!data.ok()) {
     result.errors.emplace_back(data.status().message());
     return result;
@@ -512,7 +514,7 @@ std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew(uint64_t max_bytes) 
     // The sizes first: an unchanged file costs no read, and the new bytes of
     // all files size `out` once (growing it file by file copied the points
     // again and again and touched fresh pages each time).
-    if (file.size <= state.offset) continue;
+    if (state.over_limit || file.size <= state.offset) continue;
     if (!changed.empty() && new_bytes >= max_bytes) {
       // The rest waits for the next call (in file order, so time order).
       more_pending_ = true;
@@ -521,41 +523,66 @@ std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew(uint64_t max_bytes) 
     new_bytes += file.size - state.offset;
     changed.push_back({&file, &state});
   }
-  out.reserve(new_bytes / kMinLineBytes + changed.size());
-  for (const Changed& c : changed) ReadFile(c.file->relative, c.file->key, *c.state, out);
+  // Sizes are the store's word (a sparse file claims what it likes): the
+  // reserve is bounded; `out` grows with what the files really hold.
+  out.reserve(std::min({new_bytes, max_bytes, kMaxReservedBytes}) / kMinLineBytes + changed.size());
+  uint64_t budget = max_bytes;
+  for (const Changed& c : changed) {
+    if (!ReadFile(c.file->relative, c.file->key, c.file->size, *c.state, out, &budget)) {
+      more_pending_ = true;  // The rest of this file, and the files after it.
+      break;
+    }
+  }
   points_read_ += static_cast<int64_t>(out.size());
   return out;
 }
 
-void SystemMetricsReader::ReadFile(const std::string& relative, const std::string& key,
-                                   FileState& state, std::vector<SystemMetricPoint>& out) {
-  // From the offset after the last complete line to the end as it is now
-  // (the file may have grown since it was listed).
-  const absl::Status read =
-      incremental_.store->ReadRangeInto(key, state.offset, objectstore::kToEnd, &buffer_);
+bool SystemMetricsReader::ReadFile(const std::string& relative, const std::string& key,
+                                   uint64_t listed_size, FileState& state,
+                                   std::vector<SystemMetricPoint>& out, uint64_t* budget) {
   // File names are data too: escaped in messages.
   const std::string shown =
       absl::StrCat("system/incremental/", objectstore::EscapeForMessage(relative, 256));
-  if (!read.ok()) {
-    AddError(absl::StrCat(shown, ": ", read.message()));
-    return;
+  // Chunk by chunk from the offset after the last complete line, each chunk
+  // ending where a line is cut.
+  while (true) {
+    const absl::Status read =
+        incremental_.store->ReadRangeInto(key, state.offset, kSystemMetricsChunkBytes, &buffer_);
+    if (!read.ok()) {
+      AddError(absl::StrCat(shown, ": ", read.message()));
+      return true;
+    }
+    read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
+    const absl::string_view data = buffer_;
+    if (data.empty()) return true;
+    // Normally reserved by ReadNew. Grow geometrically (an exact reserve per
+    // chunk would copy all earlier points again for every chunk).
+    const size_t need = out.size() + data.size() / kMinLineBytes + 1;
+    if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
+    int64_t line_no = state.lines;
+    const size_t consumed = ParseLines(data, /*final_tail=*/false, &line_no, cache_, out,
+                                       [&](int64_t line, const std::string& what) {
+                                         ++malformed_lines_;
+                                         AddError(absl::StrCat(shown, ":", line, ": ", what));
+                                       });
+    state.offset += consumed;
+    state.lines = line_no;
+    if (consumed == 0 && data.size() > kSystemMetricsLineLimit.max_bytes) {
+      // No line ends within the limit: it never will.
+      state.over_limit = true;
+      const absl::Status over = objectstore::OverReadLimitError(
+          absl::StrCat(incremental_.store->Describe(key), " line ", state.lines + 1), 0,
+          kSystemMetricsLineLimit);
+      AddError(absl::StrCat(over.message(), "; the rest of the file is not read"));
+      if (limit_error_.ok()) limit_error_ = over;
+      return true;
+    }
+    // The end as it is now, or as far as it was listed (a file growing
+    // while it is read is read on by the next call).
+    if (data.size() < kSystemMetricsChunkBytes || state.offset >= listed_size) return true;
+    *budget -= std::min<uint64_t>(*budget, consumed);
+    if (*budget == 0) return false;
   }
-  read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
-  const absl::string_view data = buffer_;
-  if (data.empty()) return;
-  // Normally reserved by ReadNew; the file may have grown since its listing.
-  // Grow geometrically (an exact reserve per file would copy all earlier
-  // points again for every file).
-  const size_t need = out.size() + data.size() / kMinLineBytes + 1;
-  if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
-  int64_t line_no = state.lines;
-  size_t consumed = ParseLines(data, /*final_tail=*/false, &line_no, cache_, out,
-                               [&](int64_t line, const std::string& what) {
-                                 ++malformed_lines_;
-                                 AddError(absl::StrCat(shown, ":", line, ": ", what));
-                               });
-  state.offset += consumed;
-  state.lines = line_no;
 }
 
 std::string SystemMetricsReader::Summary() const {

@@ -17,6 +17,13 @@
 // Summary() says so. A directory or file the store refuses (a symbolic link)
 // is not read, and Summary() names it.
 //
+// Memory: files are read in chunks (kSystemMetricsChunkBytes), never whole,
+// so a reader holds one chunk of file bytes whatever a file's size (system
+// metrics files of a long job reach hundreds of MB; a sparse file may claim
+// 100 GB). One line may have at most kSystemMetricsLineLimit bytes: a longer
+// one (a file of NULs, a hole) ends the reading of that file with an error
+// naming it and the limit (limit_error()); the other files are read on.
+//
 // Throughput (bench/profiler_rules_bench.cc): points carry interned strings
 // (MetricString), and a reader remembers the byte patterns smdebug repeats
 // (line prefixes up to the value, the node suffix, the last timestamp), so a
@@ -33,11 +40,19 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "objectstore/object_store.h"
 #include "objectstore/read_tally.h"
 
 namespace debugplane::rules_engine {
+
+// See the file comment. smdebug's lines are ~150 bytes.
+inline constexpr objectstore::ReadLimit kSystemMetricsLineLimit{1 << 20, "one system metrics line"};
+inline constexpr uint64_t kSystemMetricsChunkBytes = 4 << 20;
+// What ReadSystemMetricsFile (one file read whole) reads at most.
+inline constexpr objectstore::ReadLimit kSystemMetricsFileLimit{64 << 20,
+                                                                "a system metrics file read whole"};
 
 // The dimensions the profiler rules read (kOther for anything else).
 enum class MetricDimension {
@@ -147,8 +162,8 @@ struct SystemMetricsFileResult {
   std::vector<std::string> errors;  // "path:line: what", at most kMaxErrors.
 };
 // Reads the object `key` of `store` whole ("path" in errors is
-// store.Describe(key)). Never fails: an unreadable object gives
-// opened == false and the store's error.
+// store.Describe(key)), up to kSystemMetricsFileLimit. Never fails: an
+// unreadable (or larger) object gives opened == false and the store's error.
 SystemMetricsFileResult ReadSystemMetricsFile(const objectstore::ObjectStore& store,
                                               absl::string_view key);
 
@@ -229,10 +244,13 @@ class SystemMetricsReader {
 
   // The points appended since the last call (see the file comment).
   std::vector<SystemMetricPoint> ReadNew();
-  // As ReadNew(), but stops taking further changed files once those taken
-  // hold `max_bytes` new bytes (at least one file is read), so that a
-  // caller catching up with a long job holds a bounded batch of points;
-  // more_pending() then says that a next call has more at once.
+  // As ReadNew(), but stops once about `max_bytes` new bytes were read (at
+  // least one chunk; files are taken in order and a file may be left
+  // partly read), so that a caller catching up with a long job holds a
+  // bounded batch of points; more_pending() then says that a next call has
+  // more at once. Either reads a file at most up to its size as listed at
+  // the start of the call (a file that grows meanwhile is read on by the
+  // next call).
   std::vector<SystemMetricPoint> ReadNew(uint64_t max_bytes);
   bool more_pending() const { return more_pending_; }
 
@@ -246,6 +264,10 @@ class SystemMetricsReader {
   // The first kMaxErrors problems, "system/incremental/<hour>/<file>:<line>: what"
   // (also files and listings the store refused, with its error).
   const std::vector<std::string>& errors() const { return errors_; }
+  // OK, or RESOURCE_EXHAUSTED for the first file found over a limit
+  // (kSystemMetricsLineLimit), naming it and the limit: that file is read
+  // no further (the rest are), so the data is known to be incomplete.
+  const absl::Status& limit_error() const { return limit_error_; }
   // Whether <profiler_dir>/system/incremental existed at the last ReadNew()
   // (true also when it is there but could not be listed).
   bool directory_exists() const { return directory_exists_; }
@@ -256,13 +278,17 @@ class SystemMetricsReader {
 
  private:
   struct FileState {
-    bool fetched = false;  // Some bytes were (for the tally's distinct objects).
-    uint64_t offset = 0;   // After the last complete line.
-    int64_t lines = 0;     // Complete lines consumed so far.
+    bool fetched = false;     // Some bytes were (for the tally's distinct objects).
+    uint64_t offset = 0;      // After the last complete line.
+    int64_t lines = 0;        // Complete lines consumed so far.
+    bool over_limit = false;  // A line over its limit: not read any further.
   };
   void AddError(std::string message);
-  void ReadFile(const std::string& relative, const std::string& key, FileState& state,
-                std::vector<SystemMetricPoint>& out);
+  // Reads `key` from state.offset in chunks, up to `listed_size` (at least
+  // one chunk), taking new bytes from `*budget`. False when it stopped for
+  // the budget with bytes of the file left.
+  bool ReadFile(const std::string& relative, const std::string& key, uint64_t listed_size,
+                FileState& state, std::vector<SystemMetricPoint>& out, uint64_t* budget);
 
   objectstore::StoreLocation incremental_;  // <profiler_dir>/system/incremental.
   std::map<std::string, FileState> files_;  // Keyed by "<hour>/<file>".
@@ -272,6 +298,7 @@ class SystemMetricsReader {
   bool directory_exists_ = false;
   bool more_pending_ = false;  // The last ReadNew(max_bytes) left changed files.
   std::string listing_error_;  // Why the last listing failed; empty if it did not.
+  absl::Status limit_error_;   // See limit_error().
   system_metrics_internal::ParseCache cache_;
   objectstore::ReadTally read_;
   std::string buffer_;  // File bytes, reused across files and calls.

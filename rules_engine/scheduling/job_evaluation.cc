@@ -412,6 +412,34 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
     events = evaluation.framework_reader->ReadNew();
     evaluation.plausible_times.FilterEvents(&events, options_.clock->Now());
   }
+  // A file over its read limit (a sparse 100 GB file, a line without an
+  // end): the data these rules would conclude on is known to be
+  // incomplete, so each run that reads it ends in an Error naming the file
+  // and the limit (the readers read no more of that file, so this holds
+  // after a restart too).
+  const absl::Status& system_limit = evaluation.system_reader != nullptr
+                                         ? evaluation.system_reader->limit_error()
+                                         : absl::OkStatus();
+  const absl::Status& framework_limit = evaluation.framework_reader != nullptr
+                                            ? evaluation.framework_reader->limit_error()
+                                            : absl::OkStatus();
+  if (!system_limit.ok() || !framework_limit.ok()) {
+    for (ProfilerRun& run : evaluation.profiler_runs) {
+      if (!run.active() || run.status_done) continue;
+      const absl::Status* over = nullptr;
+      for (const auto& rule : run.rules) {
+        if ((run.report || rule->WantsSystemMetrics()) && !system_limit.ok()) {
+          over = &system_limit;
+        } else if ((run.report || rule->WantsFrameworkEvents()) && !framework_limit.ok()) {
+          over = &framework_limit;
+        }
+        if (over != nullptr) break;
+      }
+      if (over == nullptr) continue;
+      report_status(run, v1::RuleEvaluationStatus::Error,
+                    absl::StrCat("cannot read the profiler data: ", over->message()));
+    }
+  }
   const bool new_data = !points.empty() || !events.empty();
   if (want_report && new_data) {
     evaluation.report_data->AddMetrics(points);

@@ -358,6 +358,11 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
           "tensor ", ShownName(name), ": tensor_content has ", content.size(), " bytes, shape [",
           absl::StrJoin(out->shape, ","), "] of dtype ", dtype, " needs ", n, " x ", element_size));
     }
+    if (n > kMaxDecodedElements) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": ", n,
+                                                     " elements; at most ", kMaxDecodedElements,
+                                                     " are decoded (8 bytes each)"));
+    }
     DecodeContent(dtype, content, out);
     return absl::OkStatus();
   }

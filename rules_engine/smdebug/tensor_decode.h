@@ -22,6 +22,12 @@ namespace debugplane::rules_engine {
 // real hook, only from corrupt or hostile data).
 inline constexpr int64_t kMaxBroadcastElements = int64_t{1} << 24;
 
+// Values are decoded as doubles (8 bytes each): a tensor_content of more
+// elements than this is refused rather than widened (a 128 MiB record of
+// uint8 would become 1 GiB). 32M: a 128 MiB record of floats, the largest
+// the trial reader reads (kEventRecordLimit).
+inline constexpr int64_t kMaxDecodedElements = int64_t{1} << 25;
+
 // Decodes `proto` into `out` (dtype, shape, values; name and worker are
 // left alone). `name` is used in error messages only.
 //  - tensor_content: the raw little-endian C-order array, for FLOAT, DOUBLE,
@@ -36,7 +42,8 @@ inline constexpr int64_t kMaxBroadcastElements = int64_t{1} << 24;
 //  - STRING, COMPLEX64, COMPLEX128: kept with dtype and shape, no values
 //    (no rule computes on them).
 // INVALID_ARGUMENT naming the tensor for an unknown dtype (and its number),
-// a negative or overflowing dimension, or a size that does not match.
+// a negative or overflowing dimension, a size that does not match, or more
+// than kMaxDecodedElements elements of tensor_content.
 absl::Status DecodeTensorProto(const smdebug::TensorProto& proto, absl::string_view name,
                                Tensor* out);
 

@@ -121,7 +121,7 @@ absl::Status TrialReader::LoadCollections(bool must_parse) {
   absl::Status first_error;
   for (const objectstore::ObjectEntry& object : listed->objects) {
     if (!absl::EndsWith(object.key, "_collections.json")) continue;
-    absl::StatusOr<std::string> text = trial_.store->Read(object.key);
+    absl::StatusOr<std::string> text = trial_.store->ReadAtMost(object.key, kCollectionsFileLimit);
     if (!text.ok()) return text.status();
     st.summary.read.Add(text->size(), st.collections_fetched.insert(object.key).second);
     // Named relative to the trial directory in errors.
@@ -157,6 +157,13 @@ const TrialInfo& TrialReader::info() const { return state_->info; }
 const TrialSummary& TrialReader::summary() const { return state_->summary; }
 
 namespace {
+
+// Where the record `e` names ends, saturating (an index may say anything).
+uint64_t EndOfRecord(const IndexEntry& e) {
+  return e.start_idx > std::numeric_limits<uint64_t>::max() - e.length
+             ? std::numeric_limits<uint64_t>::max()
+             : e.start_idx + e.length;
+}
 
 // Outcome of reading one step's records.
 enum class StepRead { kDone, kWait };
@@ -293,8 +300,7 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
           break;
         }
         ++units;
-        if (absl::Status read =
-                trial_.store->ReadRangeInto(w.index_key, 0, objectstore::kToEnd, &text);
+        if (absl::Status read = trial_.store->ReadAtMostInto(w.index_key, kIndexFileLimit, &text);
             !read.ok()) {
           return read;
         }
@@ -386,20 +392,33 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
       uint64_t wanted_bytes = 0;
       uint64_t file_end = 0;
       for (IndexEntry& e : w.index->tensors) {
-        file_end = std::max(file_end, e.start_idx + e.length);
         if (st.list_saved_tensors) result.saved_tensors.push_back(e.tensor_name);
         if (!wanted(e.tensor_name, st.info)) continue;
+        // The index's lengths are data: checked before anything is sized
+        // from them (and their sums cannot overflow).
+        if (e.length > kEventRecordLimit.max_bytes) {
+          error = objectstore::OverReadLimitError(
+              absl::StrCat(trial_.store->Describe(event_file), " record at offset ", e.start_idx,
+                           " (tensor ", ShownTensor(e.tensor_name), ")"),
+              e.length, kEventRecordLimit);
+          break;
+        }
+        file_end = std::max(file_end, EndOfRecord(e));
         entries.push_back(&e);
         wanted_bytes += e.length;
       }
+      if (!error.ok()) break;
       if (!entries.empty() && !w.event_exists) {
         st.summary.records_skipped += entries.size();  // settled: the file will never come.
         entries.clear();
       }
       result.tensors.reserve(result.tensors.size() + entries.size());
-      const bool read_whole = !entries.empty() && wanted_bytes * 4 >= file_end;
+      // Whole: the records up to the last wanted one, in one read, when
+      // they are most of that span and the span is not large.
+      const bool read_whole =
+          !entries.empty() && file_end <= kMaxEventFileReadBytes && wanted_bytes * 4 >= file_end;
       if (read_whole) {
-        error = trial_.store->ReadRangeInto(event_file, 0, objectstore::kToEnd, &whole);
+        error = trial_.store->ReadRangeInto(event_file, 0, file_end, &whole);
         if (!error.ok()) break;
         st.summary.read.Add(whole.size(), !std::exchange(w.event_fetched, true));
       }

@@ -22,6 +22,23 @@
 
 namespace debugplane::rules_engine {
 
+// What the reader keeps of one file, at most (objectstore::ReadLimit); a
+// file over its limit is an error naming it, its size and the limit
+// (RESOURCE_EXHAUSTED), never an allocation of its size. smdebug's own files
+// are far smaller: an index file lists a step's tensors in ~150 bytes each,
+// a collections file a few KiB of regexes.
+//   index JSON         16 MiB (over 100000 tensors in one step)
+//   collections JSON    4 MiB
+//   one event record  128 MiB (one tensor: 32M floats), read as the range
+//                      the index gives, never the whole event file
+// An event file is read whole (one read instead of one per tensor) only up
+// to the end of its last indexed record, and only when that is at most
+// kMaxEventFileReadBytes; otherwise record by record.
+inline constexpr objectstore::ReadLimit kIndexFileLimit{16 << 20, "a tensor index file"};
+inline constexpr objectstore::ReadLimit kCollectionsFileLimit{4 << 20, "a collections file"};
+inline constexpr objectstore::ReadLimit kEventRecordLimit{128 << 20, "one event record"};
+inline constexpr uint64_t kMaxEventFileReadBytes = 64 << 20;
+
 // Which tensors to decode; the others are skipped using the index files
 // without reading their records. Called with the tensor name and the trial
 // info as known when the step is read.
@@ -87,7 +104,8 @@ class TrialReader {
   // the trial directory, the byte offset and the tensor, and quotes no file
   // content beyond a short escaped excerpt): DATA_LOSS for a CRC mismatch or
   // a record that does not parse, INVALID_ARGUMENT for an unknown dtype or a
-  // size that does not match the shape, and the store's errors other than
+  // size that does not match the shape, RESOURCE_EXHAUSTED for a file or
+  // record over its limit (above), and the store's errors other than
   // NOT_FOUND (e.g. PERMISSION_DENIED naming a symbolic link in the trial,
   // which is never followed). After an error the reader may be called
   // again; the same error recurs.

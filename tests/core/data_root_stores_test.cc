@@ -13,6 +13,9 @@
 namespace debugplane::core {
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{1 << 20, "a test object"};
+
 namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
@@ -48,7 +51,7 @@ TEST_F(DataRootStoresTest, LocalPathsResolveToTheirRootAndAKeyPrefix) {
   EXPECT_EQ(other->prefix, "x");
   // Reads go through the store, from the path.
   std::ofstream(Root("other") / "x") << "content";
-  EXPECT_EQ(*other->store->Read(other->prefix), "content");
+  EXPECT_EQ(*other->store->ReadAtMost(other->prefix, kTestReadLimit), "content");
 }
 
 TEST_F(DataRootStoresTest, NestedRootsResolveToTheInnermost) {

@@ -271,7 +271,8 @@ class DirectoryUploaderTest : public ::testing::Test {
   }
 
   std::string Stored(const std::string& key) const {
-    return reader_->Read(key).value_or("<missing>");
+    return reader_->ReadAtMost(key, ReadLimit{64 << 20, "an uploaded test object"})
+        .value_or("<missing>");
   }
 
   S3TestServer* server_ = nullptr;

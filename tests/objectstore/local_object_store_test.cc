@@ -20,7 +20,11 @@
 namespace debugplane::objectstore {
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{1 << 20, "a test object"};
+
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -174,15 +178,40 @@ TEST_P(LocalObjectStoreTest, RangedReadsClampToTheObject) {
   WriteFile(root() / "job/events/x.tfevents", "0123456789");
   EXPECT_EQ(*store_->ReadRange("job/events/x.tfevents", 2, 3), "234");
   EXPECT_EQ(*store_->ReadRange("job/events/x.tfevents", 8, 100), "89");
-  EXPECT_EQ(*store_->ReadRange("job/events/x.tfevents", 4, kToEnd), "456789");
+  EXPECT_EQ(*store_->ReadRange("job/events/x.tfevents", 4, kMaxReadBytes), "456789");
   EXPECT_EQ(*store_->ReadRange("job/events/x.tfevents", 10, 1), "");
   EXPECT_EQ(*store_->ReadRange("job/events/x.tfevents", 1000, 1), "");
-  EXPECT_EQ(*store_->Read("job/events/x.tfevents"), "0123456789");
+  EXPECT_EQ(*store_->ReadAtMost("job/events/x.tfevents", kTestReadLimit), "0123456789");
 
   // The buffer's content is replaced, its capacity reused.
   std::string buffer = "previous content that is longer";
   ASSERT_TRUE(store_->ReadRangeInto("job/events/x.tfevents", 0, 2, &buffer).ok());
   EXPECT_EQ(buffer, "01");
+}
+
+TEST_P(LocalObjectStoreTest, ReadAtMostRefusesASparseHugeFileWithoutAllocatingIt) {
+  // 100 GB that cost no disk: read whole, it was a bad_alloc.
+  WriteFile(root() / "job/index/0.json", "");
+  ASSERT_EQ(::truncate((root() / "job/index/0.json").c_str(), int64_t{100} << 30), 0);
+  absl::Status status =
+      store_->ReadAtMost("job/index/0.json", ReadLimit{16 << 20, "a tensor index file"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(
+      status.message(),
+      AllOf(HasSubstr((root() / "job/index/0.json").string()), HasSubstr("is 107374182400 bytes"),
+            HasSubstr("a tensor index file may have at most 16 MiB (16777216 bytes)")));
+  // One byte under, at and over the limit.
+  WriteFile(root() / "job/small.json", "12345");
+  EXPECT_EQ(store_->ReadAtMost("job/small.json", ReadLimit{5, "x"}).value_or("error"), "12345");
+  EXPECT_TRUE(
+      absl::IsResourceExhausted(store_->ReadAtMost("job/small.json", ReadLimit{4, "x"}).status()));
+}
+
+TEST_P(LocalObjectStoreTest, ReadsLongerThanTheLimitOfOneReadAreRefused) {
+  WriteFile(root() / "job/x.json", "0123456789");
+  absl::Status status = store_->ReadRange("job/x.json", 0, kMaxReadBytes + 1).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr((root() / "job/x.json").string()));
 }
 
 TEST_P(LocalObjectStoreTest, StatGivesTheSizeAndNotFoundForNoObject) {
@@ -197,16 +226,16 @@ TEST_P(LocalObjectStoreTest, StatGivesTheSizeAndNotFoundForNoObject) {
   EXPECT_THAT(missing.status().message(), HasSubstr((root() / "a/c.json").string()));
   // A directory is not an object; nor is anything below a file.
   EXPECT_TRUE(absl::IsNotFound(store_->Stat("a").status()));
-  EXPECT_TRUE(absl::IsNotFound(store_->Read("a").status()));
-  EXPECT_TRUE(absl::IsNotFound(store_->Read("a/b.json/c").status()));
-  EXPECT_TRUE(absl::IsNotFound(store_->Read("missing/dir/x").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->ReadAtMost("a", kTestReadLimit).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->ReadAtMost("a/b.json/c", kTestReadLimit).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->ReadAtMost("missing/dir/x", kTestReadLimit).status()));
 }
 
 TEST_P(LocalObjectStoreTest, OtherErrorsAreNotNotFound) {
   // A FIFO is refused without blocking, not taken for a missing object.
   fs::create_directories(root() / "p");
   ASSERT_EQ(::mkfifo((root() / "p/fifo.json").c_str(), 0600), 0);
-  absl::Status fifo = store_->Read("p/fifo.json").status();
+  absl::Status fifo = store_->ReadAtMost("p/fifo.json", kTestReadLimit).status();
   EXPECT_TRUE(absl::IsPermissionDenied(fifo)) << fifo;
   EXPECT_THAT(fifo.message(), HasSubstr("not a regular file"));
   // Listings leave it out.
@@ -222,21 +251,23 @@ TEST_P(LocalObjectStoreTest, DotDotAndAbsoluteKeysAreRefused) {
   WriteFile(root() / "job/x", "inside");
   for (const std::string key : {"../outside/secret.json", "job/../../outside/secret.json",
                                 "/etc/passwd", "job/./x", "job//x", "", "job/x/"}) {
-    absl::Status read = store_->Read(key).status();
+    absl::Status read = store_->ReadAtMost(key, kTestReadLimit).status();
     EXPECT_TRUE(absl::IsInvalidArgument(read)) << key << ": " << read;
     EXPECT_TRUE(absl::IsInvalidArgument(store_->Stat(key).status())) << key;
   }
   EXPECT_TRUE(absl::IsInvalidArgument(store_->List({.prefix = "../outside/"}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(store_->List({.prefix = "/etc/"}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->Read(std::string("job/x\0y", 7)).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      store_->ReadAtMost(std::string("job/x\0y", 7), kTestReadLimit).status()));
 }
 
 TEST_P(LocalObjectStoreTest, SymlinkedFileIsRefusedNamingTheLink) {
   fs::create_directories(root() / "job/profiler");
   fs::create_symlink(outside() / "secret.json", root() / "job/profiler/metrics.json");
-  for (const absl::Status& status : {store_->Read("job/profiler/metrics.json").status(),
-                                     store_->ReadRange("job/profiler/metrics.json", 0, 10).status(),
-                                     store_->Stat("job/profiler/metrics.json").status()}) {
+  for (const absl::Status& status :
+       {store_->ReadAtMost("job/profiler/metrics.json", kTestReadLimit).status(),
+        store_->ReadRange("job/profiler/metrics.json", 0, 10).status(),
+        store_->Stat("job/profiler/metrics.json").status()}) {
     EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
     EXPECT_THAT(status.message(),
                 HasSubstr(absl::StrCat((root() / "job/profiler/metrics.json").string(),
@@ -251,7 +282,8 @@ TEST_P(LocalObjectStoreTest, SymlinkedFileIsRefusedNamingTheLink) {
   // A link to a file inside the root is not followed either.
   WriteFile(root() / "job/real.json", "{}");
   fs::create_symlink("../real.json", root() / "job/profiler/relative.json");
-  EXPECT_TRUE(absl::IsPermissionDenied(store_->Read("job/profiler/relative.json").status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      store_->ReadAtMost("job/profiler/relative.json", kTestReadLimit).status()));
 }
 
 TEST_P(LocalObjectStoreTest, SymlinkedDirectoryIsRefusedNamingTheLink) {
@@ -262,7 +294,8 @@ TEST_P(LocalObjectStoreTest, SymlinkedDirectoryIsRefusedNamingTheLink) {
       absl::StrCat((root() / "job").string(),
                    " is a symbolic link; debugplane does not follow links inside a data root");
   for (const absl::Status& status :
-       {store_->Read("job/index/0.json").status(), store_->Stat("job/secret.json").status(),
+       {store_->ReadAtMost("job/index/0.json", kTestReadLimit).status(),
+        store_->Stat("job/secret.json").status(),
         store_->List({.prefix = "job/", .delimiter = "/"}).status(),
         store_->List({.prefix = "job/index/"}).status(),
         store_->OpenDirectoryForWatch("job").status()}) {
@@ -276,14 +309,14 @@ TEST_P(LocalObjectStoreTest, SymlinkedDirectoryIsRefusedNamingTheLink) {
 
 TEST_P(LocalObjectStoreTest, DirectorySwappedForASymlinkAfterOpenIsRefused) {
   WriteFile(root() / "job/tensors/index/0.json", "inside");
-  ASSERT_EQ(*store_->Read("job/tensors/index/0.json"), "inside");
+  ASSERT_EQ(*store_->ReadAtMost("job/tensors/index/0.json", kTestReadLimit), "inside");
   // The job's directory is replaced by a link to one outside the root.
   fs::create_directories(outside() / "tensors/index");
   WriteFile(outside() / "tensors/index/0.json", "outside");
   fs::rename(root() / "job/tensors", dir_.path() / "moved");
   fs::create_directory_symlink(outside() / "tensors", root() / "job/tensors");
 
-  absl::Status read = store_->Read("job/tensors/index/0.json").status();
+  absl::Status read = store_->ReadAtMost("job/tensors/index/0.json", kTestReadLimit).status();
   EXPECT_TRUE(absl::IsPermissionDenied(read)) << read;
   EXPECT_THAT(read.message(),
               HasSubstr(absl::StrCat((root() / "job/tensors").string(), " is a symbolic link")));
@@ -328,7 +361,7 @@ TEST(OpenLocalPathTest, RootsAtTheLongestExistingAncestor) {
   EXPECT_EQ(location->Describe(), (dir.path() / "a/b/c").string());
   // Written later, it is read through the location.
   WriteFile(dir.path() / "a/b/c/x.json", "later");
-  EXPECT_EQ(*location->store->Read(location->Key("x.json")), "later");
+  EXPECT_EQ(*location->store->ReadAtMost(location->Key("x.json"), kTestReadLimit), "later");
 
   absl::StatusOr<StoreLocation> existing = OpenLocalPath((dir.path() / "a").string());
   ASSERT_TRUE(existing.ok()) << existing.status();

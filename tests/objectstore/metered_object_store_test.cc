@@ -16,6 +16,9 @@
 namespace debugplane::objectstore {
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{1 << 20, "a test object"};
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -36,9 +39,10 @@ TEST(MeteredObjectStoreTest, CountsRequestsByOperationAndFailuresByCode) {
   absl::StatusOr<ListResult> listed = store->List({.prefix = "job/"});
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->objects.size(), 1u);
-  EXPECT_EQ(store->Read("job/a.json").value_or(""), "{}");
-  EXPECT_TRUE(absl::IsNotFound(store->Read("job/missing.json").status()));
-  EXPECT_TRUE(absl::IsPermissionDenied(store->Read("other/link.json").status()));
+  EXPECT_EQ(store->ReadAtMost("job/a.json", kTestReadLimit).value_or(""), "{}");
+  EXPECT_TRUE(absl::IsNotFound(store->ReadAtMost("job/missing.json", kTestReadLimit).status()));
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(store->ReadAtMost("other/link.json", kTestReadLimit).status()));
   EXPECT_TRUE(store->Stat("job/a.json").ok());
   EXPECT_EQ(store->Describe("job/a.json"), (*local)->Describe("job/a.json"));
 

@@ -32,6 +32,9 @@
 namespace debugplane::objectstore {
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{1 << 20, "a test object"};
+
 using ::debugplane::testing::S3ErrorBody;
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScriptedHttpServer;
@@ -195,11 +198,11 @@ TEST_F(S3ObjectStoreTest, ReadsRanges) {
   Put("range/data", "0123456789");
   EXPECT_EQ(store_->ReadRange("range/data", 2, 3).value_or("error"), "234");
   EXPECT_EQ(store_->ReadRange("range/data", 8, 100).value_or("error"), "89");
-  EXPECT_EQ(store_->ReadRange("range/data", 4, kToEnd).value_or("error"), "456789");
+  EXPECT_EQ(store_->ReadRange("range/data", 4, kMaxReadBytes).value_or("error"), "456789");
   EXPECT_EQ(store_->ReadRange("range/data", 10, 1).value_or("error"), "");
-  EXPECT_EQ(store_->ReadRange("range/data", 20, kToEnd).value_or("error"), "");
+  EXPECT_EQ(store_->ReadRange("range/data", 20, kMaxReadBytes).value_or("error"), "");
   EXPECT_EQ(store_->ReadRange("range/data", 3, 0).value_or("error"), "");
-  EXPECT_EQ(store_->Read("range/data").value_or("error"), "0123456789");
+  EXPECT_EQ(store_->ReadAtMost("range/data", kTestReadLimit).value_or("error"), "0123456789");
 
   // The buffer is replaced, not appended to.
   std::string buffer = "previous content";
@@ -207,7 +210,7 @@ TEST_F(S3ObjectStoreTest, ReadsRanges) {
   EXPECT_EQ(buffer, "01");
 
   Put("range/empty", "");
-  EXPECT_EQ(store_->Read("range/empty").value_or("error"), "");
+  EXPECT_EQ(store_->ReadAtMost("range/empty", kTestReadLimit).value_or("error"), "");
   EXPECT_EQ(store_->ReadRange("range/empty", 0, 5).value_or("error"), "");
 }
 
@@ -223,7 +226,7 @@ TEST_F(S3ObjectStoreTest, StatsWithHead) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(),
               AllOf(HasSubstr("s3://dp-data/stat/missing.json"), HasSubstr("no such object")));
-  absl::StatusOr<std::string> unread = store_->Read("stat/missing.json");
+  absl::StatusOr<std::string> unread = store_->ReadAtMost("stat/missing.json", kTestReadLimit);
   EXPECT_EQ(unread.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(unread.status().message(), HasSubstr("s3://dp-data/stat/missing.json"));
   EXPECT_EQ(store_->Stat("stat/../x").status().code(), absl::StatusCode::kInvalidArgument);
@@ -245,8 +248,11 @@ TEST_F(S3ObjectStoreTest, KeysWithSpacesUnicodeAndReservedCharactersRoundTrip) {
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(Keys(*listed), sorted);
   for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_EQ(store_->Read(keys[i]).value_or("error"), absl::StrCat("content ", i)) << keys[i];
-    EXPECT_EQ(store_->ReadRange(keys[i], 8, kToEnd).value_or("error"), absl::StrCat(i)) << keys[i];
+    EXPECT_EQ(store_->ReadAtMost(keys[i], kTestReadLimit).value_or("error"),
+              absl::StrCat("content ", i))
+        << keys[i];
+    EXPECT_EQ(store_->ReadRange(keys[i], 8, kMaxReadBytes).value_or("error"), absl::StrCat(i))
+        << keys[i];
     absl::StatusOr<ObjectEntry> entry = store_->Stat(keys[i]);
     EXPECT_TRUE(entry.ok()) << keys[i] << ": " << entry.status();
   }
@@ -329,7 +335,7 @@ TEST_F(S3ObjectStoreTest, BucketStoreFactoryConfiguresFromTheEnvironmentEachCall
       << "\naws_secret_access_key = " << server_->secret_access_key() << "\n";
   store = factory(kBucket);
   ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_EQ((*store)->Read("factory/x.json").value_or("error"), "factory");
+  EXPECT_EQ((*store)->ReadAtMost("factory/x.json", kTestReadLimit).value_or("error"), "factory");
   EXPECT_EQ((*store)->Describe("factory/x.json"), "s3://dp-data/factory/x.json");
 
   EXPECT_EQ(factory("Not_A_Bucket").status().code(), absl::StatusCode::kInvalidArgument);
@@ -354,7 +360,8 @@ class S3SignedTest : public ::testing::Test {
 
 TEST_F(S3SignedTest, SignedRequestsAreAccepted) {
   std::shared_ptr<S3ObjectStore> store = MakeStore(server_->Config());
-  EXPECT_EQ(store->Read("signed/hello.txt").value_or("error"), "hello, signed");
+  EXPECT_EQ(store->ReadAtMost("signed/hello.txt", kTestReadLimit).value_or("error"),
+            "hello, signed");
   EXPECT_EQ(store->ReadRange("signed/hello.txt", 7, 4).value_or("error"), "sign");
   absl::StatusOr<ObjectEntry> entry = store->Stat("signed/hello.txt");
   ASSERT_TRUE(entry.ok()) << entry.status();
@@ -376,7 +383,8 @@ TEST_F(S3SignedTest, WrongSecretIsPermissionDeniedNamingTheKeyIdNotTheSecret) {
   ListOptions options;
   options.prefix = "signed";
   for (const absl::Status& status :
-       {store->List(options).status(), store->Read("signed/hello.txt").status()}) {
+       {store->List(options).status(),
+        store->ReadAtMost("signed/hello.txt", kTestReadLimit).status()}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
     EXPECT_THAT(status.message(),
                 AllOf(HasSubstr(server_->access_key_id()), HasSubstr("SignatureDoesNotMatch"),
@@ -393,7 +401,7 @@ TEST_F(S3SignedTest, UnknownAccessKeyIdIsPermissionDenied) {
   S3Config config = server_->Config();
   config.access_key_id = "AKIADOESNOTEXIST0000";
   std::shared_ptr<S3ObjectStore> store = MakeStore(config);
-  absl::Status status = store->Read("signed/hello.txt").status();
+  absl::Status status = store->ReadAtMost("signed/hello.txt", kTestReadLimit).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("'AKIADOESNOTEXIST0000'"), HasSubstr("InvalidAccessKeyId"),
@@ -412,7 +420,7 @@ TEST(S3ObjectStoreNetworkTest, EndpointDownIsUnavailableNamingTheUrlAfterRetryin
   std::shared_ptr<S3ObjectStore> store =
       MakeStore(config, kBucket, [&](absl::Duration d) { sleeps.push_back(d); });
   const absl::Time start = absl::Now();
-  absl::Status status = store->Read("a/b").status();
+  absl::Status status = store->ReadAtMost("a/b", kTestReadLimit).status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), AllOf(HasSubstr(config.endpoint), HasSubstr("onnect"),
@@ -504,7 +512,7 @@ TEST(S3ObjectStoreRetryTest, ThrottlingThatDoesNotEndIsUnavailableAfterTheLastTr
   ScriptedHttpServer server({{503, S3ErrorBody("SlowDown", "Please reduce your request rate.")}});
   std::shared_ptr<S3ObjectStore> store =
       MakeStore(ScriptedConfig(server), kBucket, [](absl::Duration) {});
-  absl::Status status = store->Read("job/a.json").status();
+  absl::Status status = store->ReadAtMost("job/a.json", kTestReadLimit).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), AllOf(HasSubstr("SlowDown"), HasSubstr("4 tries"),
                                       HasSubstr("s3://dp-data/job/a.json")));
@@ -515,7 +523,7 @@ TEST(S3ObjectStoreRetryTest, OtherClientErrorsAreNotRetried) {
   ScriptedHttpServer server({{403, S3ErrorBody("AccessDenied", "Access Denied")}});
   std::shared_ptr<S3ObjectStore> store =
       MakeStore(ScriptedConfig(server), kBucket, [](absl::Duration) {});
-  absl::Status status = store->Read("job/a.json").status();
+  absl::Status status = store->ReadAtMost("job/a.json", kTestReadLimit).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("s3://dp-data/job/a.json"), HasSubstr("'AKIASCRIPTED'"),
@@ -536,7 +544,7 @@ TEST(S3ObjectStoreRepliesTest, ConnectionsAreReused) {
   ScriptedHttpServer server({{200, "0123456789"}}, /*keep_alive=*/true);
   std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(store->Read("job/a.json").value_or("error"), "0123456789");
+    EXPECT_EQ(store->ReadAtMost("job/a.json", kTestReadLimit).value_or("error"), "0123456789");
   }
   EXPECT_EQ(server.requests().size(), 5u);
   EXPECT_EQ(server.connections(), 1);
@@ -547,7 +555,7 @@ TEST(S3ObjectStoreRepliesTest, ConnectionsAreReused) {
   config.max_idle_connections = 0;
   store = MakeStore(config);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(store->Read("job/a.json").value_or("error"), "0123456789");
+    EXPECT_EQ(store->ReadAtMost("job/a.json", kTestReadLimit).value_or("error"), "0123456789");
   }
   EXPECT_EQ(unpooled.connections(), 3);
 }
@@ -559,7 +567,7 @@ TEST(S3ObjectStoreRepliesTest, ExpiredSessionTokenIsPermissionDeniedSayingSo) {
   config.session_token = "expired-token-value";
   std::shared_ptr<S3ObjectStore> store = MakeStore(config, kBucket, [](absl::Duration) {});
   // AWS answers an expired token with 400 Bad Request.
-  absl::Status status = store->Read("job/a.json").status();
+  absl::Status status = store->ReadAtMost("job/a.json", kTestReadLimit).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
   EXPECT_THAT(status.message(), AllOf(HasSubstr("session token"), HasSubstr("ExpiredToken"),
                                       Not(HasSubstr("expired-token-value"))));
@@ -568,7 +576,7 @@ TEST(S3ObjectStoreRepliesTest, ExpiredSessionTokenIsPermissionDeniedSayingSo) {
   config = ScriptedConfig(forbidden);
   config.session_token = "expired-token-value";
   store = MakeStore(config, kBucket, [](absl::Duration) {});
-  status = store->Read("job/a.json").status();
+  status = store->ReadAtMost("job/a.json", kTestReadLimit).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
   EXPECT_THAT(status.message(), AllOf(HasSubstr("session token"), HasSubstr("'AKIASCRIPTED'"),
                                       Not(HasSubstr("expired-token-value"))));
@@ -580,7 +588,7 @@ TEST(S3ObjectStoreRepliesTest, UnreadableCaBundleIsFailedPreconditionNamingTheSe
   config.endpoint = absl::StrCat("https://127.0.0.1:", server.port());
   config.ca_file = "/nonexistent/ca-bundle.pem";
   std::shared_ptr<S3ObjectStore> store = MakeStore(config, kBucket, [](absl::Duration) {});
-  absl::Status status = store->Read("job/a.json").status();
+  absl::Status status = store->ReadAtMost("job/a.json", kTestReadLimit).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("TLS"), HasSubstr("AWS_CA_BUNDLE"), HasSubstr(config.endpoint)));
@@ -608,15 +616,102 @@ TEST(S3ObjectStoreRepliesTest, ServerIgnoringRangeStillGivesTheRange) {
   EXPECT_EQ(store->ReadRange("job/a.json", 5, 3).value_or("error"), "567");
 }
 
+TEST(S3ObjectStoreRepliesTest, ServerIgnoringRangeFarIntoAnObjectIsRefusedNotDownloaded) {
+  // A whole object for a read that starts past what is skipped to reach it:
+  // refused at the status line, nothing of the body kept.
+  ScriptedHttpServer server({{200, "0123456789"}});
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  absl::StatusOr<std::string> read = store->ReadRange("job/a.json", uint64_t{100} << 20, 3);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+  EXPECT_THAT(read.status().message(), AllOf(HasSubstr("s3://dp-data/job/a.json"),
+                                             HasSubstr("ignores Range"), HasSubstr("64 MiB")));
+}
+
+TEST(S3ObjectStoreRepliesTest, ReadKeepsNoMoreThanItsRangeWhateverTheServerSends) {
+  // A 206 with more bytes than asked for (and a 200 with the whole object):
+  // the range, no more.
+  const std::string big(3 << 20, 'x');
+  ScriptedHttpServer server({{206, "abc" + big, {"Content-Range: bytes 0-2/10"}}, {200, big}});
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  EXPECT_EQ(store->ReadRange("job/a.json", 0, 3).value_or("error"), "abc");
+  EXPECT_EQ(store->ReadRange("job/a.json", 10, 4).value_or("error"), "xxxx");
+}
+
+TEST(S3ObjectStoreRepliesTest, ReadsOverTheLimitOfOneReadAreRefused) {
+  ScriptedHttpServer server({{200, "x"}});
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  absl::Status status = store->ReadRange("job/a.json", 0, kMaxReadBytes + 1).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(S3ObjectStoreRepliesTest, ReadAtMostRefusesALargerObjectNamingItAndTheLimit) {
+  ScriptedHttpServer server({{206, "0123456789", {"Content-Range: bytes 0-9/1000"}},
+                             {200, std::string(1000, 'x')}});  // HEAD: its length only.
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  absl::Status status = store->ReadAtMost("job/a.json", ReadLimit{9, "a test file"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("s3://dp-data/job/a.json is 1000 bytes"),
+                                      HasSubstr("a test file may have at most 9 bytes")));
+  EXPECT_THAT(server.requests().at(0), HasSubstr("Range: bytes=0-9"));
+}
+
+// A truncated page of no keys whose continuation token leads back to itself.
+constexpr char kLoopingListReply[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<ListBucketResult><Name>dp-data</Name><Prefix>job/</Prefix><KeyCount>0</KeyCount>"
+    "<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>"
+    "<NextContinuationToken>again</NextContinuationToken></ListBucketResult>";
+
+TEST(S3ObjectStoreRepliesTest, ListingThatLeadsBackToItselfEndsInDataLoss) {
+  ScriptedHttpServer server({{200, kLoopingListReply}});
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  absl::Status status = store->List({.prefix = "job/"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("s3://dp-data/job/"), HasSubstr(server.endpoint()),
+                                      HasSubstr("continuation token")));
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+TEST(S3ObjectStoreRepliesTest, ListingOfEndlessEmptyPagesEndsInDataLoss) {
+  // Each page a new token, none with a key.
+  std::vector<ScriptedHttpServer::Reply> replies;
+  for (int i = 0; i < 150; ++i) {
+    replies.push_back(
+        {200, absl::StrCat("<ListBucketResult><Name>dp-data</Name><Prefix>job/</Prefix>"
+                           "<KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys>"
+                           "<IsTruncated>true</IsTruncated><NextContinuationToken>t",
+                           i, "</NextContinuationToken></ListBucketResult>")});
+  }
+  ScriptedHttpServer server(std::move(replies), /*keep_alive=*/true);
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  absl::Status status = store->List({.prefix = "job/"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr("pages in a row without keys"));
+}
+
+TEST(S3ObjectStoreRepliesTest, ListingReplyOverItsBoundIsRefused) {
+  // A valid listing padded past 16 MiB: not kept.
+  std::string reply(kListReply);
+  reply.insert(reply.find("<ListBucketResult>"), std::string(17 << 20, ' '));
+  ScriptedHttpServer server({{200, reply}});
+  std::shared_ptr<S3ObjectStore> store = MakeStore(ScriptedConfig(server));
+  absl::Status status = store->List({.prefix = "job/"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("the listing of s3://dp-data/job/"), HasSubstr("over 16 MiB")));
+}
+
 TEST(S3ObjectStoreRepliesTest, SessionTokenIsSentAndSigned) {
   ScriptedHttpServer server({{200, "x"}});
   S3Config config = ScriptedConfig(server);
   config.session_token = "session-token-value";
   std::shared_ptr<S3ObjectStore> store = MakeStore(config);
-  ASSERT_TRUE(store->Read("job/a.json").ok());
+  ASSERT_TRUE(store->ReadAtMost("job/a.json", kTestReadLimit).ok());
   const std::string request = server.requests().at(0);
   EXPECT_THAT(request, HasSubstr("x-amz-security-token: session-token-value"));
-  EXPECT_THAT(request, HasSubstr("SignedHeaders=host;x-amz-content-sha256;x-amz-date;"
+  // Reads are ranged (bounded), and the range is signed too.
+  EXPECT_THAT(request, HasSubstr("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date;"
                                  "x-amz-security-token, Signature="));
 }
 
@@ -627,7 +722,7 @@ TEST(S3ObjectStoreRepliesTest, VirtualHostedAddressingPutsTheBucketInTheHostName
   config.endpoint = absl::StrCat("http://localhost:", server.port());
   config.path_style = false;
   std::shared_ptr<S3ObjectStore> store = MakeStore(config);
-  absl::StatusOr<std::string> read = store->Read("job/a b.json");
+  absl::StatusOr<std::string> read = store->ReadAtMost("job/a b.json", kTestReadLimit);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_THAT(server.requests().at(0),
               AllOf(HasSubstr("GET /job/a%20b.json HTTP/1.1"),

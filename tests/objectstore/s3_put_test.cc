@@ -13,6 +13,9 @@
 namespace debugplane::objectstore {
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{64 << 20, "a test object"};
+
 using ::debugplane::testing::S3TestServer;
 using ::testing::HasSubstr;
 
@@ -65,10 +68,12 @@ TEST_F(S3PutTest, SignedPutIsAcceptedAndReadsBack) {
   // Bytes a form decoder would alter ('+', '&', '=', '%') and a NUL.
   const std::string data = std::string("a+b&c=d%20e\n", 12) + std::string(1, '\0') + "end";
   ASSERT_TRUE(store_->Put("trial/events/0001.tfevents", data).ok());
-  EXPECT_EQ(store_->Read("trial/events/0001.tfevents").value_or("error"), data);
+  EXPECT_EQ(store_->ReadAtMost("trial/events/0001.tfevents", kTestReadLimit).value_or("error"),
+            data);
   // Replaced whole.
   ASSERT_TRUE(store_->Put("trial/events/0001.tfevents", "shorter").ok());
-  EXPECT_EQ(store_->Read("trial/events/0001.tfevents").value_or("error"), "shorter");
+  EXPECT_EQ(store_->ReadAtMost("trial/events/0001.tfevents", kTestReadLimit).value_or("error"),
+            "shorter");
 }
 
 TEST_F(S3PutTest, EmptyObjectIsStored) {
@@ -83,7 +88,7 @@ TEST_F(S3PutTest, LargeObjectGoesUpInPartsAndReadsBackWhole) {
   const std::string data = Pattern(2 * kPartBytes + 12345);
   absl::Status put = store_->Put("trial/big.bin", data);
   ASSERT_TRUE(put.ok()) << put;
-  absl::StatusOr<std::string> read = store_->Read("trial/big.bin");
+  absl::StatusOr<std::string> read = store_->ReadAtMost("trial/big.bin", kTestReadLimit);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->size(), data.size());
   EXPECT_TRUE(*read == data) << "the stored object differs from what was uploaded";
@@ -96,7 +101,7 @@ TEST_F(S3PutTest, PutToMissingBucketIsRefusedNamingIt) {
   std::shared_ptr<S3ObjectStore> store = MakeStore(server_->Config(), "no-such-bucket");
   absl::Status status = store->Put("k", "v");
   // Refused, naming the bucket (its code is the one reads give it).
-  EXPECT_EQ(status.code(), store->Read("k").status().code()) << status;
+  EXPECT_EQ(status.code(), store->ReadAtMost("k", kTestReadLimit).status().code()) << status;
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr("bucket 'no-such-bucket' does not exist"));
 }

@@ -134,6 +134,8 @@ class ServerProcess {
   }
 
   bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+  // The server's process id (for /proc/<pid>/status); -1 when not running.
+  pid_t pid() const { return pid_; }
   int port() const { return port_; }
   // The SageMaker HTTP port, when started with `--http-listen` (see
   // WithHttp()); else 0.

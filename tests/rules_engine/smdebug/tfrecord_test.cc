@@ -11,6 +11,9 @@
 namespace debugplane::rules_engine {
 namespace {
 
+// Test objects are small; reads of them are bounded like every other.
+constexpr ::debugplane::objectstore::ReadLimit kTestReadLimit{1 << 20, "a test object"};
+
 using ::testing::HasSubstr;
 using Kind = TfRecordParse::Kind;
 
@@ -106,7 +109,7 @@ TEST(TfRecordTest, ParsesRealSmdebugEventFile) {
       DP_TEST_DATA_DIR "/smdebug/healthy/events/000000000005/000000000005_worker_0.tfevents";
   absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(file);
   ASSERT_TRUE(location.ok()) << location.status();
-  absl::StatusOr<std::string> data = location->store->Read(location->prefix);
+  absl::StatusOr<std::string> data = location->store->ReadAtMost(location->prefix, kTestReadLimit);
   ASSERT_TRUE(data.ok()) << data.status();
   absl::StatusOr<TfRecords> r = ParseTfRecords(*data, file);
   ASSERT_TRUE(r.ok()) << r.status();
