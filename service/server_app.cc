@@ -23,6 +23,7 @@
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
 #include "service/dashboard/insights_routes.h"
+#include "service/http/client_rate_limiter.h"
 #include "service/http/request_counting.h"
 #include "service/server_leases.h"
 #include "spdlog/spdlog.h"
@@ -442,7 +443,10 @@ absl::Status ServerApp::StartHttp() {
       .tls_cert_file = config_.grpc.tls_cert_file,
       .tls_key_file = config_.grpc.tls_key_file,
       .threads = config_.http_threads,
-      .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes)};
+      .max_body_bytes = static_cast<size_t>(config_.grpc.max_receive_message_bytes),
+      .allowed_hosts = config_.http_allowed_hosts,
+      .auth_failures = std::make_shared<http::ClientRateLimiter>(
+          http::ClientRateLimiterOptions{.clock = manager_->options().clock})};
   metrics_route_ = std::make_unique<http::MetricsRoute>(&metrics_->registry, authenticator_.get());
   dashboard_ = std::make_unique<dashboard::Dashboard>(
       manager_.get(), authenticator_.get(), credentials_, dashboard_events_,

@@ -62,6 +62,10 @@ ParsedServerFlags ParseServerFlags(int argc, const char* const* argv, std::ostre
   app.add_option("--http-threads", config.http_threads, "Threads of the HTTP listener")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--http-allowed-host", config.http_allowed_hosts,
+                 "Host name the HTTP listener answers besides localhost, loopback addresses and "
+                 "the --http-listen address (repeatable), e.g. the name a proxy or DNS gives it; "
+                 "any other Host header is refused (421), against DNS rebinding");
   app.add_option("--data-dir", config.data_dir, "Directory of the database")->capture_default_str();
   app.add_option("--database", config.database_url,
                  "PostgreSQL to store jobs in instead of SQLite in the data directory: "

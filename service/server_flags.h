@@ -28,6 +28,9 @@ struct ServerConfig {
   std::string http_listen_address;
   // Threads of the HTTP listener (each with its own epoll loop).
   int http_threads = 2;
+  // --http-allowed-host: Host names the HTTP listener answers besides
+  // loopback names and the --http-listen address (service/http/allowed_hosts.h).
+  std::vector<std::string> http_allowed_hosts;
   // The database and reports live here; default $XDG_DATA_HOME/debugplane or
   // ~/.local/share/debugplane.
   std::string data_dir;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "nlohmann/json.hpp"
+#include "service/http/client_rate_limiter.h"
 
 namespace debugplane::service::dashboard {
 namespace {
@@ -59,8 +60,11 @@ http::HttpResponse JsonErrorResponse(const absl::Status& status, absl::string_vi
   nlohmann::json body = {{"error", std::string(status.message())}};
   if (!field.empty()) body["field"] = std::string(field);
   // Messages may quote caller input: invalid UTF-8 is replaced, never thrown.
-  return JsonResponse(HttpStatusOf(status.code()),
-                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  http::HttpResponse response =
+      JsonResponse(HttpStatusOf(status.code()),
+                   body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  response.failed_authentication = http::CredentialRefused(status);
+  return response;
 }
 
 }  // namespace debugplane::service::dashboard

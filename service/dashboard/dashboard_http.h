@@ -59,7 +59,8 @@ http::HttpResponse JsonResponse(int status, std::string json);
 // `field` is not empty) with the HTTP status that fits its code
 // (INVALID_ARGUMENT 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
 // NOT_FOUND 404, ALREADY_EXISTS/FAILED_PRECONDITION 409, RESOURCE_EXHAUSTED
-// 429, UNAVAILABLE 503, others 500).
+// 429, UNAVAILABLE 503, others 500). A status marked by
+// http::MarkCredentialRefused marks the reply failed_authentication.
 http::HttpResponse JsonErrorResponse(const absl::Status& status, absl::string_view field = "");
 
 // A resource of one job: METHOD /api/jobs/NAME/<resource>. The router has

@@ -157,6 +157,12 @@ std::vector<http::HttpRoute> Dashboard::Routes() {
     routes.push_back(
         {.method = method, .path = "/dashboard/", .prefix = true, .handler = not_allowed});
   }
+  // Bodies are read before anyone is authenticated: sign-in takes a token,
+  // the rest small JSON forms at most.
+  for (http::HttpRoute& route : routes) {
+    route.max_body_bytes =
+        route.path == "/api/session" ? kMaxSignInBodyBytes : kMaxDashboardBodyBytes;
+  }
   return routes;
 }
 

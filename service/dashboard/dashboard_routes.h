@@ -28,6 +28,11 @@
 
 namespace debugplane::service::dashboard {
 
+// Largest request bodies (413 beyond, before they are read): sign-in's
+// {"token": "KEY:SECRET"}, and every other dashboard route's form.
+inline constexpr size_t kMaxSignInBodyBytes = 16 * 1024;
+inline constexpr size_t kMaxDashboardBodyBytes = 64 * 1024;
+
 struct DashboardOptions {
   // The listener serves HTTPS: cookies get Secure, the own origin is https.
   bool tls = false;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "service/auth/sigv4.h"
+#include "service/http/client_rate_limiter.h"
 
 namespace debugplane::service::dashboard {
 namespace {
@@ -62,7 +63,11 @@ absl::StatusOr<Caller> SessionAuth::Identify(const http::HttpRequest& request) c
   }
   if (absl::string_view header = request.Header("Authorization"); !header.empty()) {
     absl::StatusOr<auth::Principal> principal = authenticator_->AuthenticateBearer(header);
-    if (!principal.ok()) return principal.status();
+    if (!principal.ok()) {
+      absl::Status refused = principal.status();
+      http::MarkCredentialRefused(refused);
+      return refused;
+    }
     if (principal->role == auth::Role::kAgent) return AgentRefused(*principal);
     return Caller{.principal = *std::move(principal), .via = Caller::Via::kBearer};
   }
@@ -157,7 +162,11 @@ absl::StatusOr<Session> SessionAuth::SignIn(absl::string_view token) const {
   token = absl::StripAsciiWhitespace(token);
   absl::StatusOr<auth::Principal> principal =
       authenticator_->AuthenticateBearer(absl::StrCat("Bearer ", token));
-  if (!principal.ok()) return principal.status();
+  if (!principal.ok()) {
+    absl::Status refused = principal.status();
+    http::MarkCredentialRefused(refused);
+    return refused;
+  }
   if (principal->role == auth::Role::kAgent) return AgentRefused(*principal);
   const std::string secret(token.substr(token.find(':') + 1));
   return sessions_->Create(principal->access_key_id, auth::Sha256Hex(secret));

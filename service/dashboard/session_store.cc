@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -29,7 +30,7 @@ Session SessionStore::Create(std::string access_key_id, std::string secret_diges
                   .secret_digest = std::move(secret_digest),
                   .last_used = options_.clock->Now()};
   absl::MutexLock lock(&mu_);
-  if (sessions_.size() >= options_.max_sessions) EvictLocked();
+  EvictLocked(session.access_key_id);
   sessions_[session.id] = session;
   return session;
 }
@@ -57,20 +58,40 @@ size_t SessionStore::size() const {
   return sessions_.size();
 }
 
-void SessionStore::EvictLocked() {
-  const absl::Time now = options_.clock->Now();
+SessionStore::SessionMap::iterator SessionStore::OldestOfLocked(absl::string_view access_key_id) {
   auto oldest = sessions_.end();
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (now - it->second.last_used > options_.idle_timeout) {
-      it = sessions_.erase(it);
-      continue;
-    }
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (it->second.access_key_id != access_key_id) continue;
     if (oldest == sessions_.end() || it->second.last_used < oldest->second.last_used) oldest = it;
-    ++it;
   }
-  if (sessions_.size() >= options_.max_sessions && oldest != sessions_.end()) {
-    sessions_.erase(oldest);
+  return oldest;
+}
+
+void SessionStore::EvictLocked(absl::string_view access_key_id) {
+  const absl::Time now = options_.clock->Now();
+  std::erase_if(sessions_, [&](const auto& entry) {
+    return now - entry.second.last_used > options_.idle_timeout;
+  });
+  const size_t own = std::count_if(sessions_.begin(), sessions_.end(), [&](const auto& entry) {
+    return entry.second.access_key_id == access_key_id;
+  });
+  if (own >= std::max<size_t>(1, options_.max_sessions_per_key)) {
+    sessions_.erase(OldestOfLocked(access_key_id));
   }
+  if (sessions_.size() < options_.max_sessions || sessions_.empty()) return;
+  // The store is full: the keys holding the most sessions give up their
+  // least recently used one.
+  std::map<std::string, size_t, std::less<>> per_key;
+  size_t most = 0;
+  for (const auto& [id, session] : sessions_) {
+    most = std::max(most, ++per_key[session.access_key_id]);
+  }
+  auto victim = sessions_.end();
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (per_key[it->second.access_key_id] != most) continue;
+    if (victim == sessions_.end() || it->second.last_used < victim->second.last_used) victim = it;
+  }
+  sessions_.erase(victim);
 }
 
 }  // namespace debugplane::service::dashboard

@@ -25,8 +25,14 @@ namespace debugplane::service::dashboard {
 struct SessionOptions {
   // A session unused for this long is gone.
   absl::Duration idle_timeout = absl::Hours(12);
-  // Sessions kept at most; beyond, the least recently used one is dropped.
+  // Sessions kept at most. Beyond, expired ones go first, then the least
+  // recently used session of the access key that holds the most: a key
+  // that signs in again and again evicts its own sessions, never those of
+  // the other keys.
   size_t max_sessions = 10000;
+  // Sessions of one access key at most; its next sign-in drops its least
+  // recently used one.
+  size_t max_sessions_per_key = 100;
   std::shared_ptr<core::Clock> clock = core::SystemClock();
 };
 
@@ -62,11 +68,16 @@ class SessionStore {
   size_t size() const;
 
  private:
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using SessionMap = std::map<std::string, Session, std::less<>>;
+  // Makes room for one more session of `access_key_id`.
+  void EvictLocked(absl::string_view access_key_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The least recently used session of `access_key_id`, or end().
+  SessionMap::iterator OldestOfLocked(absl::string_view access_key_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SessionOptions options_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Session, std::less<>> sessions_ ABSL_GUARDED_BY(mu_);
+  SessionMap sessions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace debugplane::service::dashboard

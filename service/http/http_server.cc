@@ -4,6 +4,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "service/http/allowed_hosts.h"
+#include "service/http/client_rate_limiter.h"
 #include "service/http/request_id.h"
 #include "spdlog/spdlog.h"
 
@@ -221,7 +224,16 @@ struct StreamStart {
 // request's responder (which may answer from another thread).
 struct Exchange {
   HttpRequest request;
-  bool body_too_large = false;
+  // Set from the request's headers (libmicrohttpd's thread only).
+  const HttpRoute* route = nullptr;
+  size_t body_limit = 0;
+  std::string client;  // ClientKeyOf the peer: what the rate limiter counts.
+  // The answer given without dispatching (a refused Host, a body too
+  // large, ...): the body is discarded, `discarded` counting it.
+  std::optional<HttpResponse> refusal;
+  size_t discarded = 0;
+  // Bytes of the server's body budget this request holds.
+  size_t reserved = 0;
   bool dispatched = false;
 
   absl::Mutex mu;
@@ -242,9 +254,59 @@ HttpResponse TextResponse(int status, absl::string_view text) {
                       .body = absl::StrCat(text, "\n")};
 }
 
-HttpResponse TooLarge(size_t limit) {
-  return TextResponse(413, absl::StrCat("the request body is larger than ", limit,
-                                        " bytes, the most this server accepts"));
+HttpResponse TooLarge(const HttpRequest& request, size_t limit) {
+  HttpResponse response =
+      TextResponse(413, absl::StrCat("the request body is larger than ", limit, " bytes, the most ",
+                                     request.method, " ", request.path.substr(0, 200), " accepts"));
+  response.headers.emplace_back("Connection", "close");
+  return response;
+}
+
+HttpResponse Busy(size_t budget) {
+  HttpResponse response = TextResponse(
+      503, absl::StrCat("the server is receiving ", budget,
+                        " bytes of request bodies already (its limit); retry shortly"));
+  response.headers.emplace_back("Retry-After", "1");
+  response.headers.emplace_back("Connection", "close");
+  return response;
+}
+
+HttpResponse TooManyFailures(const std::string& client, absl::Duration retry_after) {
+  const int64_t seconds =
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1))));
+  HttpResponse response = TextResponse(429, absl::StrCat("too many failed authentications from ",
+                                                         client, ": retry after ", seconds, " s"));
+  response.headers.emplace_back("Retry-After", absl::StrCat(seconds));
+  response.headers.emplace_back("Connection", "close");
+  return response;
+}
+
+// Bytes of a refused request's body read and dropped before its
+// connection is closed instead (a client that keeps sending).
+constexpr size_t kMaxDiscardedBytes = 1024 * 1024;
+
+// File descriptors kept for the rest of the server (gRPC, the database,
+// training output) when the connection limit is fitted to RLIMIT_NOFILE.
+constexpr int kFilesKeptForTheRest = 256;
+
+// `wanted` connections, or fewer if the process may not open that many
+// files and still keep kFilesKeptForTheRest: accepting up to the file
+// limit would leave every other part of the server without descriptors.
+int FittedConnectionLimit(int wanted) {
+  wanted = std::max(1, wanted);
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return wanted;
+  const int room =
+      static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 30)) - kFilesKeptForTheRest;
+  if (room >= wanted) return wanted;
+  spdlog::warn(
+      "http: {} connections at most, not {}: RLIMIT_NOFILE is {} (raise it with ulimit -n)",
+      std::max(16, room), wanted, files.rlim_cur);
+  return std::max(16, room);
+}
+
+unsigned int Seconds(absl::Duration duration) {
+  return static_cast<unsigned int>(std::max<int64_t>(1, absl::ToInt64Seconds(duration)));
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view flag) {
@@ -310,6 +372,12 @@ int BoundPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 }
 
+const sockaddr* AddressOf(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  return info == nullptr ? nullptr : info->client_addr;
+}
+
 std::string PeerOf(MHD_Connection* connection) {
   const MHD_ConnectionInfo* info =
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -344,7 +412,9 @@ void LogFromMhd(void*, const char* format, va_list args) {
 class HttpServer::Impl {
  public:
   Impl(HttpServerOptions options, std::vector<HttpRoute> routes)
-      : options_(std::move(options)), routes_(std::move(routes)) {}
+      : options_(std::move(options)),
+        routes_(std::move(routes)),
+        allowed_hosts_(options_.listen_address, options_.allowed_hosts) {}
 
   ~Impl() { Shutdown(absl::ZeroDuration()); }
 
@@ -352,6 +422,10 @@ class HttpServer::Impl {
   void Shutdown(absl::Duration grace);
   int port() const { return port_; }
   bool tls() const { return !options_.tls_cert_file.empty(); }
+  size_t peak_buffered_body_bytes() const {
+    absl::MutexLock lock(&budget_mu_);
+    return peak_buffered_bytes_;
+  }
 
  private:
   class Responder;
@@ -363,8 +437,10 @@ class HttpServer::Impl {
   static void OnCompleted(void* cls, MHD_Connection* connection, void** con_cls,
                           MHD_RequestTerminationCode code);
 
-  MHD_Result Receive(MHD_Connection* connection, Exchange& exchange, const char* upload_data,
-                     size_t* upload_data_size);
+  std::optional<HttpResponse> Admit(MHD_Connection* connection, Exchange& exchange);
+  MHD_Result Receive(Exchange& exchange, const char* upload_data, size_t* upload_data_size);
+  bool Reserve(Exchange& exchange, size_t bytes);
+  void Release(Exchange& exchange);
   void Dispatch(MHD_Connection* connection, const std::shared_ptr<Exchange>& exchange);
   const HttpRoute* Route(const HttpRequest& request, bool* path_known) const;
   MHD_Result Queue(MHD_Connection* connection, const HttpRequest& request,
@@ -374,6 +450,7 @@ class HttpServer::Impl {
 
   const HttpServerOptions options_;
   const std::vector<HttpRoute> routes_;
+  const AllowedHosts allowed_hosts_;
   std::string tls_cert_;
   std::string tls_key_;
   MHD_Daemon* daemon_ = nullptr;
@@ -385,6 +462,11 @@ class HttpServer::Impl {
   // sent or the connection closed): Shutdown waits for them.
   absl::Mutex live_mu_;
   int live_requests_ ABSL_GUARDED_BY(live_mu_) = 0;
+
+  // Request-body bytes held (see HttpServerOptions::max_buffered_body_bytes).
+  mutable absl::Mutex budget_mu_;
+  size_t buffered_bytes_ ABSL_GUARDED_BY(budget_mu_) = 0;
+  size_t peak_buffered_bytes_ ABSL_GUARDED_BY(budget_mu_) = 0;
 };
 
 // Answers one exchange from any thread: stores the reply and wakes the
@@ -392,10 +474,11 @@ class HttpServer::Impl {
 class HttpServer::Impl::Responder final : public HttpResponder {
  public:
   Responder(std::shared_ptr<Exchange> exchange, std::shared_ptr<StreamRegistry> streams,
-            size_t max_stream_queue_bytes)
+            size_t max_stream_queue_bytes, std::shared_ptr<ClientRateLimiter> limiter)
       : exchange_(std::move(exchange)),
         streams_(std::move(streams)),
-        max_stream_queue_bytes_(max_stream_queue_bytes) {}
+        max_stream_queue_bytes_(max_stream_queue_bytes),
+        limiter_(std::move(limiter)) {}
   ~Responder() override {
     if (!answered_) Respond(TextResponse(500, "the request's handler gave no answer"));
   }
@@ -403,6 +486,9 @@ class HttpServer::Impl::Responder final : public HttpResponder {
   void Respond(HttpResponse response) override {
     if (answered_) return;
     answered_ = true;
+    if (response.failed_authentication && limiter_ != nullptr && !exchange_->client.empty()) {
+      limiter_->Charge(exchange_->client);
+    }
     absl::MutexLock lock(&exchange_->mu);
     exchange_->response = std::move(response);
     // Resuming makes libmicrohttpd call the access handler again (on its
@@ -453,6 +539,7 @@ class HttpServer::Impl::Responder final : public HttpResponder {
   std::shared_ptr<Exchange> exchange_;
   const std::shared_ptr<StreamRegistry> streams_;
   const size_t max_stream_queue_bytes_;
+  const std::shared_ptr<ClientRateLimiter> limiter_;
   bool answered_ = false;
 };
 
@@ -481,11 +568,12 @@ absl::Status HttpServer::Impl::Start() {
 
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_LISTEN_SOCKET, *socket, nullptr},
-      {MHD_OPTION_CONNECTION_TIMEOUT,
-       static_cast<intptr_t>(
-           std::max<int64_t>(1, absl::ToInt64Seconds(options_.connection_timeout))),
+      // Until a request's headers are in; Admit then gives the connection
+      // connection_timeout, and OnCompleted this again for the next request.
+      {MHD_OPTION_CONNECTION_TIMEOUT, Seconds(options_.request_header_timeout), nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, FittedConnectionLimit(options_.max_connections), nullptr},
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, std::max(1, options_.max_connections_per_address),
        nullptr},
-      {MHD_OPTION_CONNECTION_LIMIT, std::max(1, options_.max_connections), nullptr},
       {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&OnRequestStart), this},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&OnCompleted), this},
       {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogFromMhd), nullptr},
@@ -562,22 +650,18 @@ MHD_Result HttpServer::Impl::OnAccess(void* cls, MHD_Connection* connection, con
     exchange->request.method = method;
     MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader,
                               &exchange->request.headers);
-    uint64_t declared = 0;
-    if (absl::SimpleAtoi(exchange->request.Header("Content-Length"), &declared) &&
-        declared > self->options_.max_body_bytes) {
-      // Answered before the body is read (no 100 Continue); the connection
-      // then closes.
-      exchange->body_too_large = true;
-      return self->Queue(connection, exchange->request, TooLarge(self->options_.max_body_bytes));
+    exchange->refusal = self->Admit(connection, *exchange);
+    // Refused: answered before the body is read (no 100 Continue); the
+    // connection then closes. Otherwise the first call carries only the
+    // headers; the body (if any) follows, then a last call with nothing.
+    if (exchange->refusal.has_value()) {
+      return self->Queue(connection, exchange->request, *exchange->refusal);
     }
-    // The first call carries only the headers; the body (if any) follows,
-    // then a last call with nothing.
     return MHD_YES;
   }
-  if (*upload_data_size > 0)
-    return self->Receive(connection, *exchange, upload_data, upload_data_size);
-  if (exchange->body_too_large) {
-    return self->Queue(connection, exchange->request, TooLarge(self->options_.max_body_bytes));
+  if (*upload_data_size > 0) return self->Receive(*exchange, upload_data, upload_data_size);
+  if (exchange->refusal.has_value()) {
+    return self->Queue(connection, exchange->request, *exchange->refusal);
   }
   if (!exchange->dispatched) {
     exchange->dispatched = true;
@@ -602,36 +686,103 @@ MHD_Result HttpServer::Impl::OnAccess(void* cls, MHD_Connection* connection, con
   return self->Queue(connection, exchange->request, response);
 }
 
-MHD_Result HttpServer::Impl::Receive(MHD_Connection* connection, Exchange& exchange,
-                                     const char* upload_data, size_t* upload_data_size) {
-  if (!exchange.body_too_large &&
-      exchange.request.body.size() + *upload_data_size > options_.max_body_bytes) {
-    exchange.body_too_large = true;
-    exchange.request.body.clear();
-    exchange.request.body.shrink_to_fit();
+std::optional<HttpResponse> HttpServer::Impl::Admit(MHD_Connection* connection,
+                                                    Exchange& exchange) {
+  HttpRequest& request = exchange.request;
+  // Before anything else, so that no route runs for a rebinding page.
+  if (absl::Status host = allowed_hosts_.Check(request.Header("Host")); !host.ok()) {
+    spdlog::debug("http {} {} {}: {}", PeerOf(connection), request.method,
+                  request.path.substr(0, 200), std::string(host.message()));
+    return TextResponse(421, host.message());
   }
-  if (!exchange.body_too_large) exchange.request.body.append(upload_data, *upload_data_size);
+  exchange.client = ClientKeyOf(AddressOf(connection));
+  if (options_.auth_failures != nullptr) {
+    if (std::optional<absl::Duration> wait = options_.auth_failures->RetryAfter(exchange.client)) {
+      return TooManyFailures(exchange.client, *wait);
+    }
+  }
+  bool path_known = false;
+  exchange.route = Route(request, &path_known);
+  if (exchange.route == nullptr) {
+    return path_known
+               ? TextResponse(405, absl::StrCat("method ", request.method, " is not allowed on ",
+                                                request.path))
+               : TextResponse(404, absl::StrCat("no such path: ", request.path.substr(0, 200)));
+  }
+  exchange.body_limit = options_.max_body_bytes;
+  if (exchange.route->max_body_bytes > 0) {
+    exchange.body_limit = std::min(exchange.body_limit, exchange.route->max_body_bytes);
+  }
+  uint64_t declared = 0;
+  if (absl::SimpleAtoi(request.Header("Content-Length"), &declared) && declared > 0) {
+    if (declared > exchange.body_limit) return TooLarge(request, exchange.body_limit);
+    if (!Reserve(exchange, declared)) return Busy(options_.max_buffered_body_bytes);
+    request.body.reserve(declared);
+  }
+  // Headers are in: the rest of the request may take the longer timeout.
+  MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                            Seconds(options_.connection_timeout));
+  return std::nullopt;
+}
+
+MHD_Result HttpServer::Impl::Receive(Exchange& exchange, const char* upload_data,
+                                     size_t* upload_data_size) {
+  const size_t size = *upload_data_size;
   *upload_data_size = 0;
+  std::string& body = exchange.request.body;
+  if (!exchange.refusal.has_value()) {
+    if (body.size() + size > exchange.body_limit) {
+      exchange.refusal = TooLarge(exchange.request, exchange.body_limit);
+    } else if (body.size() + size > exchange.reserved &&
+               !Reserve(exchange, body.size() + size - exchange.reserved)) {
+      exchange.refusal = Busy(options_.max_buffered_body_bytes);
+    }
+    if (exchange.refusal.has_value()) {
+      exchange.discarded = body.size();
+      std::string().swap(body);
+      Release(exchange);
+    }
+  }
+  if (exchange.refusal.has_value()) {
+    exchange.discarded += size;
+    // A client that keeps sending after its refusal: drop the connection.
+    return exchange.discarded > exchange.body_limit + kMaxDiscardedBytes ? MHD_NO : MHD_YES;
+  }
+  body.append(upload_data, size);
   return MHD_YES;
+}
+
+bool HttpServer::Impl::Reserve(Exchange& exchange, size_t bytes) {
+  absl::MutexLock lock(&budget_mu_);
+  if (buffered_bytes_ + bytes > options_.max_buffered_body_bytes) return false;
+  buffered_bytes_ += bytes;
+  peak_buffered_bytes_ = std::max(peak_buffered_bytes_, buffered_bytes_);
+  exchange.reserved += bytes;
+  return true;
+}
+
+void HttpServer::Impl::Release(Exchange& exchange) {
+  if (exchange.reserved == 0) return;
+  absl::MutexLock lock(&budget_mu_);
+  buffered_bytes_ -= exchange.reserved;
+  exchange.reserved = 0;
 }
 
 void HttpServer::Impl::Dispatch(MHD_Connection* connection,
                                 const std::shared_ptr<Exchange>& exchange) {
   exchange->request.peer = PeerOf(connection);
-  bool path_known = false;
-  const HttpRoute* route = Route(exchange->request, &path_known);
-  auto responder = std::make_unique<Responder>(exchange, streams_, options_.max_stream_queue_bytes);
-  if (route == nullptr) {
-    responder->Respond(
-        path_known ? TextResponse(405, absl::StrCat("method ", exchange->request.method,
-                                                    " is not allowed on ", exchange->request.path))
-                   : TextResponse(404, absl::StrCat("no such path: ",
-                                                    exchange->request.path.substr(0, 200))));
-    return;
-  }
+  auto responder = std::make_unique<Responder>(exchange, streams_, options_.max_stream_queue_bytes,
+                                               options_.auth_failures);
   // The handler gets a copy of the request so that the exchange (read by
-  // this thread when it queues the reply) is never shared mutably.
-  route->handler(exchange->request, std::move(responder));
+  // this thread when it queues the reply) is never shared mutably; the body
+  // moves, so that it is held once.
+  HttpRequest request = exchange->request;
+  request.body = std::move(exchange->request.body);
+  std::string().swap(exchange->request.body);
+  exchange->route->handler(std::move(request), std::move(responder));
+  // Handlers authenticate and parse before they return; what they keep
+  // beyond is their own (and authenticated).
+  Release(*exchange);
 }
 
 const HttpRoute* HttpServer::Impl::Route(const HttpRequest& request, bool* path_known) const {
@@ -687,6 +838,12 @@ void HttpServer::Impl::OnCompleted(void* cls, MHD_Connection* connection, void**
   auto* self = static_cast<Impl*>(cls);
   auto* box = static_cast<std::shared_ptr<Exchange>*>(*con_cls);
   if (box == nullptr) return;
+  self->Release(**box);
+  if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    // Kept alive: waiting for the next request's headers.
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                              Seconds(self->options_.request_header_timeout));
+  }
   std::shared_ptr<StreamState> stream;
   {
     absl::MutexLock lock(&(*box)->mu);
@@ -712,6 +869,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
 
 int HttpServer::port() const { return impl_->port(); }
 bool HttpServer::tls() const { return impl_->tls(); }
+size_t HttpServer::peak_buffered_body_bytes() const { return impl_->peak_buffered_body_bytes(); }
 void HttpServer::Shutdown(absl::Duration grace) { impl_->Shutdown(grace); }
 
 }  // namespace debugplane::service::http

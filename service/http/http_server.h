@@ -17,6 +17,12 @@
 //     without blocking. Between writes the connection is suspended: no
 //     thread is held per stream.
 //
+// Before any route runs, from the request's headers alone (the body unread):
+// a Host the server is not reached by gets 421 (allowed_hosts.h), an address
+// out of authentication tries 429 (client_rate_limiter.h), an unknown path
+// 404 or 405, a declared body over the route's limit 413, and one beyond the
+// server's budget for bodies being received 503.
+//
 // Adding a dashboard or metrics: register more routes (exact paths or path
 // prefixes, per method).
 
@@ -34,6 +40,8 @@
 #include "absl/time/time.h"
 
 namespace debugplane::service::http {
+
+class ClientRateLimiter;
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
@@ -55,6 +63,11 @@ struct HttpResponse {
   int status = 200;
   HttpHeaders headers;  // Content-Type among them; x-amzn-RequestId is added.
   std::string body;
+  // The request presented a credential that was refused (a wrong key or
+  // secret, a bad signature; see MarkCredentialRefused in
+  // client_rate_limiter.h): charged to the client's address in
+  // HttpServerOptions::auth_failures. Not sent.
+  bool failed_authentication = false;
 };
 
 // The body of a streamed reply (see HttpResponder::StartStream), sent as it
@@ -119,6 +132,11 @@ struct HttpRoute {
   std::string path;    // Exact path, or a prefix if it ends with '/' and `prefix` is set.
   bool prefix = false;
   HttpHandler handler;
+  // Largest request body of this route, below the server's max_body_bytes
+  // (0: that limit). Checked before the body is read (Content-Length) and
+  // while it arrives: a request over it gets 413 and never reaches the
+  // handler. Routes that are called before authentication keep this small.
+  size_t max_body_bytes = 0;
 };
 
 struct HttpServerOptions {
@@ -132,10 +150,34 @@ struct HttpServerOptions {
   int threads = 2;
   // Largest request body; a larger one gets 413 with a message.
   size_t max_body_bytes = 4 * 1024 * 1024;
-  // An idle connection (keep-alive or a slow sender) is closed after this.
+  // Bytes of request bodies being received at once, over all connections
+  // (every body is received before anyone is authenticated, so this bounds
+  // what unauthenticated clients can make the server hold). A request that
+  // would go beyond gets 503 with Retry-After. A body is counted from its
+  // Content-Length (or as it arrives) until its handler returns.
+  size_t max_buffered_body_bytes = 64 * 1024 * 1024;
+  // A connection that has not sent a complete request's headers for this
+  // long (a new one, or one kept alive after a reply) is closed, so idle
+  // connections cannot hold the listener's slots.
+  absl::Duration request_header_timeout = absl::Seconds(10);
+  // Once a request's headers are in: a connection idle this long (a slow
+  // body) is closed.
   absl::Duration connection_timeout = absl::Seconds(60);
-  // Simultaneous connections; more are refused at accept.
+  // Simultaneous connections; more are refused at accept. Lowered, with a
+  // warning, to leave 256 descriptors of RLIMIT_NOFILE to the rest of the
+  // server.
   int max_connections = 1024;
+  // Simultaneous connections from one client address: well below
+  // max_connections, so that one client cannot take every slot.
+  int max_connections_per_address = 128;
+  // Host headers answered (see allowed_hosts.h): besides loopback names
+  // and the listen address, these names (--http-allowed-host). Any other
+  // Host gets 421 before any route runs.
+  std::vector<std::string> allowed_hosts;
+  // Failed authentications per client address (null: not limited). An
+  // address with no try left gets 429 with Retry-After before its request
+  // is read; replies marked failed_authentication charge it.
+  std::shared_ptr<ClientRateLimiter> auth_failures;
   // Bytes a stream may hold written but not yet sent; a write beyond this
   // closes the stream (see HttpStream::Write).
   size_t max_stream_queue_bytes = 1024 * 1024;
@@ -162,6 +204,10 @@ class HttpServer {
   // The bound port.
   int port() const;
   bool tls() const;
+
+  // The most request-body bytes held at once since the start (see
+  // HttpServerOptions::max_buffered_body_bytes), for tests and metrics.
+  size_t peak_buffered_body_bytes() const;
 
   // Stops accepting connections, closes every open stream (each ends after
   // what was written to it), waits up to `grace` for the requests being

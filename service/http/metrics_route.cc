@@ -26,9 +26,9 @@ HttpRoute MetricsRoute::Route() {
       .method = "GET",
       .path = "/metrics",
       .prefix = false,
-      .handler = [this](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
-        Handle(request, *responder);
-      }};
+      .handler = [this](HttpRequest request,
+                        std::unique_ptr<HttpResponder> responder) { Handle(request, *responder); },
+      .max_body_bytes = 16 * 1024};
 }
 
 void MetricsRoute::Handle(const HttpRequest& request, HttpResponder& responder) const {
@@ -42,6 +42,8 @@ void MetricsRoute::Handle(const HttpRequest& request, HttpResponder& responder) 
         TextReply(401, absl::StrCat("GET /metrics: ", principal.status().message(),
                                     " (a reader, operator or admin key from --credentials)"));
     reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"debugplane\"");
+    // A key that was presented and refused counts against the address.
+    reply.failed_authentication = !request.Header("Authorization").empty();
     responder.Respond(std::move(reply));
     return;
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "service/http/aws_errors.h"
+#include "service/http/client_rate_limiter.h"
 #include "service/http/sagemaker_json.h"
 #include "spdlog/spdlog.h"
 
@@ -34,7 +35,9 @@ void RespondError(HttpResponder& responder, const HttpRequest& request, absl::st
   AwsError error = ToAwsError(status);
   spdlog::debug("http {} {} {}: {} {}", request.peer, std::string(target), request.request_id,
                 error.code, error.message);
-  responder.Respond(AwsErrorResponse(error));
+  HttpResponse response = AwsErrorResponse(error);
+  response.failed_authentication = CredentialRefused(status);
+  responder.Respond(std::move(response));
 }
 
 void RespondError(HttpResponder& responder, const HttpRequest& request, absl::string_view target,
@@ -94,13 +97,14 @@ SageMakerProtocol::SageMakerProtocol(core::TrainingJobHandler* jobs,
     : jobs_(jobs), authenticator_(authenticator), options_(std::move(options)) {}
 
 HttpRoute SageMakerProtocol::Route() {
-  return HttpRoute{
-      .method = "POST",
-      .path = "/",
-      .prefix = false,
-      .handler = [this](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
-        Handle(std::move(request), std::move(responder));
-      }};
+  return HttpRoute{.method = "POST",
+                   .path = "/",
+                   .prefix = false,
+                   .handler =
+                       [this](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
+                         Handle(std::move(request), std::move(responder));
+                       },
+                   .max_body_bytes = kMaxSageMakerRequestBytes};
 }
 
 absl::StatusOr<auth::Principal> SageMakerProtocol::Authenticate(const HttpRequest& request) const {
@@ -131,7 +135,11 @@ void SageMakerProtocol::Handle(HttpRequest request, std::unique_ptr<HttpResponde
   }
   absl::StatusOr<auth::Principal> principal = Authenticate(request);
   if (!principal.ok()) {
-    RespondError(*responder, request, target, principal.status());
+    absl::Status refused = principal.status();
+    // A signature that was checked and failed counts against the address;
+    // an unsigned request guessed nothing.
+    if (!request.Header("Authorization").empty()) MarkCredentialRefused(refused);
+    RespondError(*responder, request, target, refused);
     return;
   }
   using H = core::TrainingJobHandler;

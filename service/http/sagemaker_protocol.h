@@ -47,6 +47,12 @@ enum class SageMakerOperation {
 // other target (another service, an operation debugplane does not serve).
 std::optional<SageMakerOperation> ParseAmzTarget(absl::string_view target);
 
+// Largest request body POST / accepts (413 beyond, before it is read or
+// hashed for SigV4). SageMaker's own requests are far smaller: a
+// CreateTrainingJob with every list at its documented maximum stays well
+// under it.
+inline constexpr size_t kMaxSageMakerRequestBytes = 1024 * 1024;
+
 struct SageMakerProtocolOptions {
   // Operations being served at once beyond which requests are refused with
   // ThrottlingException (which the AWS SDKs retry with backoff).

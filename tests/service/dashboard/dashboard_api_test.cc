@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -510,6 +511,103 @@ TEST_F(DashboardApiTest, WithoutCredentialsEveryoneIsAnAdminYetChangesNeedTheCsr
   EXPECT_EQ(Call("POST", "/api/jobs/job-a/profiling", {"X-CSRF-Token: " + csrf}, form).status, 200);
   EXPECT_EQ(Call("GET", "/api/jobs").Json()["jobs"].size(), 1u);
   EXPECT_EQ(app_->DashboardUrl(), Url("/dashboard/"));
+}
+
+// DNS rebinding: a page at evil.test, its name resolved to 127.0.0.1, is
+// the browser's own origin for the server. Every route family refuses its
+// Host before running.
+TEST_F(DashboardApiTest, ARebindingPagesHostIsRefusedByEveryRouteFamily) {
+  StartServer(/*with_credentials=*/false);
+  ASSERT_TRUE(CreateJob(SmallJob("job-a")).ok());
+  const std::string csrf = Call("GET", "/api/session").Json().value("csrfToken", "");
+  ASSERT_FALSE(csrf.empty());
+  const std::string evil = absl::StrCat("evil.test:", app_->http_port());
+  const std::string form = R"({"monitoringIntervalMillis": 200})";
+  struct Attempt {
+    std::string method;
+    std::string path;
+    std::vector<std::string> headers;
+    std::string body;
+  };
+  const std::vector<Attempt> attempts = {
+      {"GET", "/dashboard/", {}, ""},
+      {"GET", "/api/session", {}, ""},
+      {"POST", "/api/session", {"Content-Type: application/json"}, "{}"},
+      {"GET", "/api/jobs", {}, ""},
+      {"GET", "/api/jobs/job-a", {}, ""},
+      {"GET", "/api/jobs/job-a/overview", {}, ""},
+      {"GET", "/api/events", {}, ""},
+      {"POST", "/api/jobs/job-a/profiling", {"X-CSRF-Token: " + csrf}, form},
+      {"POST",
+       "/",
+       {"X-Amz-Target: SageMaker.StopTrainingJob", "Content-Type: application/x-amz-json-1.1"},
+       R"({"TrainingJobName": "job-a"})"},
+      {"GET", "/metrics", {}, ""},
+  };
+  for (const Attempt& attempt : attempts) {
+    std::vector<std::string> headers = attempt.headers;
+    headers.push_back("Host: " + evil);
+    headers.push_back("Origin: http://" + evil);
+    const DashboardReply refused = Call(attempt.method, attempt.path, headers, attempt.body);
+    EXPECT_EQ(refused.status, 421) << attempt.method << " " << attempt.path;
+    EXPECT_THAT(refused.body, HasSubstr("--http-allowed-host")) << attempt.path;
+  }
+  // Nothing changed, and the same calls by the server's own names work.
+  EXPECT_EQ(Call("GET", "/api/jobs").Json()["jobs"][0].value("status", ""), "InProgress");
+  for (const std::string host : {absl::StrCat("localhost:", app_->http_port()),
+                                 absl::StrCat("127.0.0.1:", app_->http_port())}) {
+    EXPECT_EQ(Call("GET", "/api/session", {"Host: " + host}).status, 200) << host;
+    EXPECT_EQ(Call("GET", "/metrics", {"Host: " + host}).status, 200) << host;
+  }
+}
+
+TEST_F(DashboardApiTest, AnAllowedHostFlagAdmitsThatName) {
+  ServerConfig config;
+  config.grpc.listen_address = "127.0.0.1:0";
+  config.http_listen_address = "127.0.0.1:0";
+  config.http_allowed_hosts = {"debugplane.internal"};
+  config.data_dir = (dir_.path() / "data").string();
+  config.shutdown_grace = absl::ZeroDuration();
+  auto app = ServerApp::Start(config);
+  ASSERT_TRUE(app.ok()) << app.status();
+  app_ = *std::move(app);
+  EXPECT_EQ(Call("GET", "/api/session", {"Host: debugplane.internal"}).status, 200);
+  EXPECT_EQ(Call("GET", "/api/session", {"Host: other.internal"}).status, 421);
+}
+
+TEST_F(DashboardApiTest, SignInAndTheSageMakerProtocolRefuseBigBodiesWith413) {
+  StartServer();
+  const std::string big_token = json{{"token", "READ:" + std::string(20 * 1024, 'x')}}.dump();
+  const DashboardReply sign_in =
+      Call("POST", "/api/session", {"Content-Type: application/json"}, big_token);
+  EXPECT_EQ(sign_in.status, 413);
+  EXPECT_THAT(sign_in.body, HasSubstr("16384 bytes"));
+  const DashboardReply sagemaker = Call(
+      "POST", "/",
+      {"X-Amz-Target: SageMaker.CreateTrainingJob", "Content-Type: application/x-amz-json-1.1"},
+      std::string(2 * 1024 * 1024, ' '));
+  EXPECT_EQ(sagemaker.status, 413);
+  EXPECT_THAT(sagemaker.body, HasSubstr("1048576 bytes"));
+  EXPECT_EQ(SignIn("READ:read-secret").reply.status, 200);
+}
+
+TEST_F(DashboardApiTest, FailedSignInsAreLimitedPerAddressAndSuccessesAreNot) {
+  StartServer();
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(SignIn("READ:read-secret").reply.status, 200);
+  ASSERT_EQ(Call("GET", "/api/session").status, 401);  // No credential: not a failed guess.
+  // A burst of 20 wrong guesses (sign-in or bearer), then 429 for everything.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(Call("POST", "/api/session", {}, R"({"token": "READ:guess"})").status, 401);
+    EXPECT_EQ(Call("GET", "/api/jobs", {"Authorization: Bearer READ:guess"}).status, 401);
+  }
+  const DashboardReply limited =
+      Call("POST", "/api/session", {}, R"({"token": "READ:read-secret"})");
+  EXPECT_EQ(limited.status, 429);
+  int retry_after = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(limited.Header("Retry-After"), &retry_after));
+  EXPECT_GE(retry_after, 1);
+  EXPECT_LE(retry_after, 6);
+  EXPECT_EQ(Call("GET", "/metrics", {"Authorization: Bearer READ:read-secret"}).status, 429);
 }
 
 TEST_F(DashboardApiTest, ServesTheEmbeddedPageAndUplotByteForByte) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "re2/re2.h"
@@ -74,6 +75,45 @@ TEST(SessionStoreTest, BeyondTheLimitTheLeastRecentlyUsedSessionGoes) {
   EXPECT_FALSE(store.Find(second.id).has_value());
   EXPECT_TRUE(store.Find(third.id).has_value());
   EXPECT_TRUE(store.Find(fourth.id).has_value());
+}
+
+// Signing in again and again with one valid key used to push every other
+// key's sessions out once the store was full.
+TEST(SessionStoreTest, OneKeySigningInAgainAndAgainEvictsOnlyItsOwnSessions) {
+  auto clock = std::make_shared<core::FakeClock>();
+  SessionStore store({.max_sessions = 10, .max_sessions_per_key = 3, .clock = clock});
+  const Session a = store.Create("A", "x");
+  const Session b = store.Create("B", "x");
+  std::vector<Session> flood;
+  for (int i = 0; i < 1000; ++i) {
+    clock->Advance(absl::Seconds(1));
+    flood.push_back(store.Create("FLOOD", "x"));
+  }
+  EXPECT_EQ(store.size(), 5u);
+  EXPECT_TRUE(store.Find(a.id).has_value());
+  EXPECT_TRUE(store.Find(b.id).has_value());
+  // The key keeps its three most recent sessions.
+  EXPECT_TRUE(store.Find(flood.back().id).has_value());
+  EXPECT_TRUE(store.Find(flood[flood.size() - 3].id).has_value());
+  EXPECT_FALSE(store.Find(flood[flood.size() - 4].id).has_value());
+}
+
+TEST(SessionStoreTest, AFullStoreTakesFromTheKeyWithTheMostSessions) {
+  auto clock = std::make_shared<core::FakeClock>();
+  SessionStore store({.max_sessions = 4, .max_sessions_per_key = 3, .clock = clock});
+  const Session a = store.Create("A", "x");  // The least recently used of all.
+  std::vector<Session> b;
+  for (int i = 0; i < 3; ++i) {
+    clock->Advance(absl::Seconds(1));
+    b.push_back(store.Create("B", "x"));
+  }
+  clock->Advance(absl::Seconds(1));
+  const Session c = store.Create("C", "x");
+  EXPECT_EQ(store.size(), 4u);
+  EXPECT_TRUE(store.Find(a.id).has_value());
+  EXPECT_TRUE(store.Find(c.id).has_value());
+  EXPECT_FALSE(store.Find(b[0].id).has_value());
+  EXPECT_TRUE(store.Find(b[2].id).has_value());
 }
 
 }  // namespace

@@ -45,6 +45,22 @@ TEST(ServerHttpFlagsTest, OffUnlessGivenOnTheCommandLineOrInTheConfigFile) {
   EXPECT_NE(Parse({"--http-threads", "0"}).exit_code, 0);
 }
 
+TEST(ServerHttpFlagsTest, AllowedHostsAreRepeatableAndReadFromTheConfigFile) {
+  EXPECT_TRUE(Parse({}).config->http_allowed_hosts.empty());
+  ParsedServerFlags flags =
+      Parse({"--http-allowed-host", "a.example", "--http-allowed-host", "b.example:8080"});
+  ASSERT_TRUE(flags.config.has_value());
+  EXPECT_THAT(flags.config->http_allowed_hosts,
+              ::testing::ElementsAre("a.example", "b.example:8080"));
+  ScopedTempDir dir;
+  const std::string file = (dir.path() / "server.toml").string();
+  std::ofstream(file) << "http-allowed-host = [\"c.example\", \"d.example\"]\n";
+  ParsedServerFlags from_file = Parse({"--config", file});
+  ASSERT_TRUE(from_file.config.has_value());
+  EXPECT_THAT(from_file.config->http_allowed_hosts,
+              ::testing::ElementsAre("c.example", "d.example"));
+}
+
 ServerConfig LoopbackConfig(const std::filesystem::path& data_dir) {
   ServerConfig config;
   config.grpc.listen_address = "127.0.0.1:0";
