@@ -91,6 +91,18 @@ std::string Seconds(absl::Duration duration) {
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(duration));
 }
 
+// Whether the environment entry `entry` ("NAME=value") is one the training
+// command does not get: the agent's own key to the control plane
+// (DEBUGPLANE_TOKEN) is for the agent alone (an agent key may act for every
+// job), and the configuration paths the agent sets itself.
+bool KeptFromTheCommand(absl::string_view entry) {
+  for (absl::string_view name :
+       {"DEBUGPLANE_TOKEN=", "SMDEBUG_CONFIG_FILE_PATH=", "SMPROFILER_CONFIG_PATH="}) {
+    if (absl::StartsWith(entry, name)) return true;
+  }
+  return false;
+}
+
 // A job's output path and the field it came from.
 struct OutputPath {
   std::string field;
@@ -278,12 +290,7 @@ class Agent {
   pid_t Spawn() {
     std::vector<std::string> environment;
     for (char** entry = environ; *entry != nullptr; ++entry) {
-      absl::string_view text = *entry;
-      if (absl::StartsWith(text, "SMDEBUG_CONFIG_FILE_PATH=") ||
-          absl::StartsWith(text, "SMPROFILER_CONFIG_PATH=")) {
-        continue;
-      }
-      environment.emplace_back(text);
+      if (!KeptFromTheCommand(*entry)) environment.emplace_back(*entry);
     }
     {
       absl::MutexLock lock(&mu_);
@@ -434,6 +441,11 @@ class Agent {
            << backlog.uploaded_bytes << " bytes) of the job's output\n";
     } else {
       log_ << "debugplane-agent: " << finished.message() << " (--upload-wait); they stay on disk\n";
+    }
+    if (backlog.refused_files > 0) {
+      log_ << "debugplane-agent: " << backlog.refused_files
+           << " files of the job's output could not be uploaded (each is named above); the last: "
+           << backlog.last_refusal.message() << "\n";
     }
   }
 

@@ -6,7 +6,12 @@
 // command starts, writes the job's debughookconfig.json and
 // profilerconfig.json (smdebug's formats) and points the command at them
 // (SMDEBUG_CONFIG_FILE_PATH, SMPROFILER_CONFIG_PATH), so an
-// smdebug-instrumented script is configured by the service. Then:
+// smdebug-instrumented script is configured by the service. The command
+// gets the agent's environment without DEBUGPLANE_TOKEN: the agent's key
+// is not the training's (give it with --token-file to keep it off the
+// command line too, which the command's processes can read in /proc). AWS
+// credentials stay: the agent's uploads and the training's own S3 reads
+// (its data sets) use the host's, as in a SageMaker container. Then:
 // - every new configuration version (UpdateTrainingJob) is written to the
 //   files atomically (smdebug re-reads profilerconfig.json at every step),
 //   and the system-metrics sampler changes rate at once; once the files of a

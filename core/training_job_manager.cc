@@ -131,8 +131,7 @@ struct TrainingJobManager::Watch {
   // else starts one. Always true while `pending` is not empty.
   bool draining ABSL_GUARDED_BY(mu) = false;
   // A callback is running (on `delivering_thread`): Unwatch waits for it,
-  // on `delivered` (a CondVar rather than an Await on a Condition, which the
-  // TSan shim cannot model).
+  // on `delivered`.
   bool delivering ABSL_GUARDED_BY(mu) = false;
   absl::CondVar delivered;
   std::thread::id delivering_thread ABSL_GUARDED_BY(mu);
@@ -627,7 +626,6 @@ void TrainingJobManager::WaitForReturningCallersLocked(size_t expected, absl::Ti
   // told, in tests, bounds nothing).
   const absl::Time real_until = absl::Now() + std::min(left, options_.clock->RealTimeUntil(until));
   while (queue_.size() < expected && !shutting_down_) {
-    // WaitWithTimeout rather than WithDeadline: the TSan shim models it.
     if (queue_cv_.WaitWithTimeout(&mu_, real_until - absl::Now())) break;  // Timed out.
   }
   commit_stats_.waiting += Now() - start;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "objectstore/open_beneath.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -61,8 +62,19 @@ absl::StatusOr<std::unique_ptr<DirectoryUploader>> DirectoryUploader::Start(Opti
           "upload source '", source.local_dir, "': an absolute directory and a store are needed"));
     }
   }
+  if (options.max_file_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_file_bytes must be at least 1, not ", options.max_file_bytes));
+  }
   if (!options.now) options.now = [] { return absl::Now(); };
   auto uploader = std::unique_ptr<DirectoryUploader>(new DirectoryUploader(std::move(options)));
+  for (const Source& source : uploader->options_.sources) {
+    UniqueFd dir(open(source.local_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir.valid()) {
+      return ErrnoError(errno, absl::StrCat("cannot open ", source.local_dir, " for uploads"));
+    }
+    uploader->source_dirs_.push_back(std::move(dir));
+  }
   uploader->inotify_fd_.reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!uploader->inotify_fd_.valid()) return ErrnoError(errno, "cannot start inotify");
   uploader->wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -342,29 +354,11 @@ void DirectoryUploader::Upload(const FileId& id) {
   const std::string path = LocalPath(id);
   const std::string key = Key(id);
   mu_.Unlock();
-  absl::Status status;
-  std::string data;
-  FileVersion read_version;
-  bool vanished = false;
-  {
-    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    struct stat info;
-    if (!fd.valid() || fstat(fd.get(), &info) != 0) {
-      vanished = errno == ENOENT;
-      status = ErrnoError(errno, absl::StrCat("cannot read ", path, " to upload it"));
-    } else {
-      read_version = {static_cast<int64_t>(info.st_size), absl::TimeFromTimespec(info.st_mtim)};
-      data.resize(static_cast<size_t>(info.st_size));
-      size_t done = 0;
-      while (done < data.size()) {
-        const ssize_t got =
-            pread(fd.get(), data.data() + done, data.size() - done, static_cast<off_t>(done));
-        if (got <= 0) break;
-        done += static_cast<size_t>(got);
-      }
-      data.resize(done);
-    }
-  }
+  UploadRead read = ReadForUpload(id);
+  absl::Status status = read.status;
+  std::string& data = read.data;
+  const FileVersion read_version = read.version;
+  const bool vanished = read.vanished;
   if (status.ok() && appended) {
     // Complete lines only: a reader never meets half a sample.
     const size_t last_line_end = data.rfind('\n');
@@ -391,6 +385,13 @@ void DirectoryUploader::Upload(const FileId& id) {
     files_.erase(it);
     return;
   }
+  if (read.refused) {
+    // Written again while it was read: the new version is looked at too.
+    const bool rewritten = !(state.seen == seen_before) && !(state.seen == read_version);
+    Refuse(state, read);
+    if (rewritten) Enqueue(state);
+    return;
+  }
   if (!status.ok()) {
     if (last_error_.ok()) {
       Log(absl::StrCat("uploads paused: ", status.message(), "; files wait on disk"));
@@ -411,12 +412,77 @@ void DirectoryUploader::Upload(const FileId& id) {
     uploaded_bytes_ += static_cast<int64_t>(data.size());
   }
   state.uploaded = read_version;
+  state.refused = false;
   state.uploaded_bytes = static_cast<int64_t>(data.size());
   state.pending = false;
   if (appended) state.next_append_upload = now + options_.append_interval;
   // Closed again (or found so by Finish's scan) while it went up: the new
   // version too.
   if (!(state.seen == seen_before) && !(state.seen == read_version)) Enqueue(state);
+}
+
+DirectoryUploader::UploadRead DirectoryUploader::ReadForUpload(const FileId& id) const {
+  const std::string path = LocalPath(id);
+  UploadRead read;
+  // O_NONBLOCK: a FIFO put in the file's place must not wait for a writer.
+  UniqueFd fd = OpenBeneath(source_dirs_[id.source].get(), id.relative, O_RDONLY | O_NONBLOCK);
+  struct stat info;
+  if (!fd.valid() || fstat(fd.get(), &info) != 0) {
+    const int error = errno;
+    read.vanished = error == ENOENT;
+    read.status = ErrnoError(error, absl::StrCat("cannot read ", path, " to upload it"));
+    if (error == ELOOP || error == EXDEV || error == ENOTDIR) {
+      read.refused = true;
+      read.status = absl::PermissionDeniedError(absl::StrCat(
+          "not uploading ", path, ": a symbolic link (or a non-directory) on its way below ",
+          options_.sources[id.source].local_dir, "; links are not followed"));
+    } else if (error != ENOENT && error != EMFILE && error != ENFILE && error != ENOMEM) {
+      // Unreadable (EACCES, ...): waiting would not help. Out of
+      // descriptors or memory: tried again after the backoff.
+      read.refused = true;
+    }
+    return read;
+  }
+  read.version = {static_cast<int64_t>(info.st_size), absl::TimeFromTimespec(info.st_mtim)};
+  if (!S_ISREG(info.st_mode)) {
+    read.refused = true;
+    read.status = absl::PermissionDeniedError(
+        absl::StrCat("not uploading ", path, ": not a regular file (only files go up)"));
+    return read;
+  }
+  if (info.st_size > options_.max_file_bytes) {
+    read.refused = true;
+    read.status = absl::ResourceExhaustedError(absl::StrCat(
+        "not uploading ", path, ": ", info.st_size, " bytes, more than the upload limit of ",
+        options_.max_file_bytes, " bytes per file"));
+    return read;
+  }
+  // Up to the size at open time (within the limit): a file growing
+  // meanwhile goes up again when it is closed again.
+  read.data.resize(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (done < read.data.size()) {
+    const ssize_t got = pread(fd.get(), read.data.data() + done, read.data.size() - done,
+                              static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  read.data.resize(done);
+  return read;
+}
+
+void DirectoryUploader::Refuse(FileState& state, const UploadRead& read) {
+  // Not a store failure: no backoff, and the files after it go on.
+  if (!state.refused || !(state.uploaded == read.version)) {
+    Log(std::string(read.status.message()));
+    ++refused_files_;
+    last_refusal_ = read.status;
+  }
+  state.refused = true;
+  state.uploaded = read.version;
+  state.pending = false;
+  state.next_append_upload = options_.now() + options_.append_interval;
 }
 
 void DirectoryUploader::UploadLoop() {
@@ -459,6 +525,8 @@ DirectoryUploader::Backlog DirectoryUploader::backlog() const {
   backlog.uploaded_files = uploaded_files_;
   backlog.uploaded_bytes = uploaded_bytes_;
   backlog.failed_attempts = failed_attempts_;
+  backlog.refused_files = refused_files_;
+  backlog.last_refusal = last_refusal_;
   if (backlog.pending_files > 0) backlog.last_error = last_error_;
   return backlog;
 }

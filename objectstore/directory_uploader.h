@@ -32,6 +32,16 @@
 //   written again (another close with a new size or time), whole: a reader
 //   sees the old or the new object, never a mix.
 //
+// What is read: each file is opened beneath its source directory's
+// descriptor (taken at Start) without following a symbolic link on any
+// component (objectstore/open_beneath.h), and without waiting (O_NONBLOCK):
+// only regular files go up. A file that cannot go up (a link or a
+// directory swapped for a link on its way, something not a regular file,
+// an unreadable file, more than Options::max_file_bytes) is refused: logged once naming the
+// file and why (the limit), counted in Backlog::refused_files, and passed
+// over; the others go on in order. It goes up if written again within the
+// limits.
+//
 // The store going away: a failed upload keeps its file pending and its
 // place in the order; uploads pause with exponential backoff
 // (Options::initial_retry up to max_retry) and resume in order when the
@@ -75,12 +85,22 @@ class DirectoryUploader {
     std::vector<std::string> appended_prefixes;
   };
 
+  // Options::max_file_bytes by default: 1 GiB (profiler traces and event
+  // files are hundreds of MB at most; an agent shares its host with the
+  // training).
+  static constexpr int64_t kDefaultMaxFileBytes = int64_t{1} << 30;
+
   struct Options {
     std::vector<Source> sources;
     absl::Duration append_interval = absl::Seconds(10);
     absl::Duration settle_time = absl::Seconds(2);
     absl::Duration initial_retry = absl::Milliseconds(250);
     absl::Duration max_retry = absl::Seconds(30);
+    // The largest file uploaded, in bytes: a file is read whole into memory
+    // before it goes up (S3ObjectStore::Put), so this bounds the memory an
+    // upload takes. A larger file (or a sparse one claiming to be) is
+    // refused (see the file comment).
+    int64_t max_file_bytes = kDefaultMaxFileBytes;
     // The clock deciding settle times, append intervals and retry times;
     // absl::Now by default.
     std::function<absl::Time()> now;
@@ -96,13 +116,17 @@ class DirectoryUploader {
     int64_t uploaded_files = 0;
     int64_t uploaded_bytes = 0;
     int64_t failed_attempts = 0;  // uploads the store refused or did not answer
+    // Refusals of files that cannot go up (see the file comment; each file
+    // version once), and the last one's reason (OK when none).
+    int64_t refused_files = 0;
+    absl::Status last_refusal;
     // The last failed upload's error while files are pending; OK otherwise.
     absl::Status last_error;
   };
 
   // Watches every source directory (recursively) and starts uploading
   // what is already there. INVALID_ARGUMENT for a source without a store or
-  // a relative directory; the errno code naming the directory when it
+  // a relative directory, or a max_file_bytes under 1; the errno code naming the directory when it
   // cannot be watched (does not exist, inotify limits).
   static absl::StatusOr<std::unique_ptr<DirectoryUploader>> Start(Options options);
 
@@ -153,6 +177,7 @@ class DirectoryUploader {
     FileVersion seen;             // when last looked at
     FileVersion uploaded;         // what went up (size -1: nothing yet)
     int64_t uploaded_bytes = -1;  // appended files: bytes up to the last line
+    bool refused = false;         // `uploaded` is the version refused
     absl::Time next_append_upload = absl::InfinitePast();
   };
 
@@ -177,11 +202,27 @@ class DirectoryUploader {
   const FileId* NextUpload() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Uploads `id` (mu_ not held while the request runs).
   void Upload(const FileId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What reading `id` for its upload gave.
+  struct UploadRead {
+    absl::Status status;
+    std::string data;
+    FileVersion version;   // as read
+    bool vanished = false;  // removed before it was read
+    bool refused = false;   // cannot go up (status says why)
+  };
+  // Reads `id` whole, confined to its source directory (mu_ not held).
+  UploadRead ReadForUpload(const FileId& id) const;
+  // `id` was refused (`read` says why): passed over until written again.
+  void Refuse(FileState& state, const UploadRead& read)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string LocalPath(const FileId& id) const;
   std::string Key(const FileId& id) const;
   void Log(const std::string& line) const;
 
   const Options options_;
+  // Each source's directory (O_PATH), opened at Start: uploads open files
+  // beneath it.
+  std::vector<UniqueFd> source_dirs_;
   UniqueFd inotify_fd_;
   UniqueFd wake_fd_;  // eventfd: ends the watcher's poll
 
@@ -196,6 +237,8 @@ class DirectoryUploader {
   int64_t uploaded_files_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t uploaded_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_attempts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refused_files_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status last_refusal_ ABSL_GUARDED_BY(mu_);
   // Something changed that the upload thread should look at.
   bool wake_uploader_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_watching_ ABSL_GUARDED_BY(mu_) = false;

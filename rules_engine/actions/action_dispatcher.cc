@@ -226,8 +226,7 @@ void ActionDispatcher::WorkerLoop() {
       continue;
     }
     if (next->second.due > now) {
-      // WaitWithTimeout, not WaitWithDeadline: the TSan shim for Debian's
-      // abseil annotates only the former. A FakeClock's jump signals cv_.
+      // A FakeClock's jump signals cv_.
       cv_.WaitWithTimeout(&mu_, clock_->RealTimeUntil(next->second.due));
       continue;
     }

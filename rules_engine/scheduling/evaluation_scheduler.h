@@ -271,9 +271,7 @@ class EvaluationScheduler {
                                 }};
 
   mutable absl::Mutex mu_;
-  // Signalled when ready_ gains work or stopping_ is set. A CondVar, not
-  // Mutex::Await: absl evaluates Await conditions inside other threads'
-  // Unlock, which the TSan shim for Debian's abseil cannot annotate.
+  // Signalled when ready_ gains work or stopping_ is set.
   absl::CondVar work_cv_;
   // Signalled when backlog_ gains work (with backlog threads) or stopping_.
   absl::CondVar backlog_cv_;

@@ -167,8 +167,6 @@ class CommitterEvents {
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + absl::Seconds(30);
     while (!done()) {
-      // WaitWithTimeout: the TSan shim (tests/tsan) models it, not
-      // WaitWithDeadline.
       if (changed_.WaitWithTimeout(&mu_, until - absl::Now()) && !done()) {
         ADD_FAILURE() << "timed out waiting for: " << what;
         return;

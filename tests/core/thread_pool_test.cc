@@ -14,12 +14,13 @@ namespace debugplane::core {
 namespace {
 
 TEST(ThreadPoolTest, RunsTasksOnItsWorkersInOrderOnOneWorker) {
-  ThreadPool pool(1, "test-pool");
   const std::thread::id caller = std::this_thread::get_id();
   absl::Mutex mu;
   std::vector<int> order;
   std::set<std::thread::id> threads;
   absl::Notification last;
+  // After what its tasks use: destroyed (its workers joined) before it.
+  ThreadPool pool(1, "test-pool");
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(pool.Schedule([&, i] {
       absl::MutexLock lock(&mu);
@@ -37,15 +38,17 @@ TEST(ThreadPoolTest, RunsTasksOnItsWorkersInOrderOnOneWorker) {
 }
 
 TEST(ThreadPoolTest, ABlockedTaskLeavesTheOtherWorkersRunning) {
-  ThreadPool pool(2, "test-pool");
   absl::Notification release;
   absl::Notification blocked;
+  absl::Notification ran;
+  // After the notifications: its workers are joined before they go (a
+  // worker may still be inside release.WaitForNotification at the end).
+  ThreadPool pool(2, "test-pool");
   ASSERT_TRUE(pool.Schedule([&] {
     blocked.Notify();
     release.WaitForNotification();
   }));
   ASSERT_TRUE(blocked.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  absl::Notification ran;
   ASSERT_TRUE(pool.Schedule([&] { ran.Notify(); }));
   EXPECT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(10)));
   release.Notify();

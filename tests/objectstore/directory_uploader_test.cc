@@ -7,22 +7,29 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -34,6 +41,7 @@ namespace {
 
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
@@ -251,7 +259,12 @@ class DirectoryUploaderTest : public ::testing::Test {
     options.append_interval = absl::Milliseconds(50);
     options.initial_retry = absl::Milliseconds(20);
     options.max_retry = absl::Milliseconds(200);
-    options.log = [](const std::string& line) { LOG_LINE(line); };
+    options.max_file_bytes = max_file_bytes_;
+    options.log = [this](const std::string& line) {
+      LOG_LINE(line);
+      absl::MutexLock lock(&log_mu_);
+      log_lines_.push_back(line);
+    };
     absl::StatusOr<std::unique_ptr<DirectoryUploader>> uploader =
         DirectoryUploader::Start(std::move(options));
     EXPECT_TRUE(uploader.ok()) << uploader.status();
@@ -259,6 +272,12 @@ class DirectoryUploaderTest : public ::testing::Test {
   }
 
   static void LOG_LINE(const std::string& line) { std::cerr << "uploader: " << line << "\n"; }
+
+  // The uploader's log so far, one line after the other.
+  std::string Log() const {
+    absl::MutexLock lock(&log_mu_);
+    return absl::StrJoin(log_lines_, "\n");
+  }
 
   // The PUTs of keys under `prefix` that the proxy saw, as keys.
   std::vector<std::string> PutKeys(const std::string& prefix) const {
@@ -280,6 +299,9 @@ class DirectoryUploaderTest : public ::testing::Test {
   std::shared_ptr<S3ObjectStore> store_;
   std::shared_ptr<S3ObjectStore> reader_;
   ScopedTempDir dir_;
+  int64_t max_file_bytes_ = DirectoryUploader::kDefaultMaxFileBytes;
+  mutable absl::Mutex log_mu_;
+  std::vector<std::string> log_lines_ ABSL_GUARDED_BY(log_mu_);
 };
 
 TEST_F(DirectoryUploaderTest, UploadsEachClosedFileAsItIsClosed) {
@@ -422,6 +444,118 @@ TEST_F(DirectoryUploaderTest, LargeFilesGoUpAsSignedMultipartUploads) {
     if (absl::EndsWith(request, key)) requests.push_back(request.substr(0, request.find(' ')));
   }
   EXPECT_THAT(requests, ElementsAre("POST", "PUT", "PUT", "PUT", "POST"));
+}
+
+// The peak resident memory of this process so far (VmHWM), in bytes.
+int64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kib = 0;
+    if (absl::StartsWith(line, "VmHWM:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(
+                             absl::StripSuffix(absl::StripPrefix(line, "VmHWM:"), "kB")),
+                         &kib)) {
+      return kib * 1024;
+    }
+  }
+  return -1;
+}
+
+// Stops the store, lets `path` become pending (closed) and, once a try has
+// failed with it pending, runs `swap`; then brings the store back.
+void MakePendingThenSwap(DirectoryUploader& uploader, RecordingProxy& proxy,
+                         const std::filesystem::path& path, const std::function<void()>& swap) {
+  proxy.Stop();
+  WriteFile(path, "first version");
+  ASSERT_TRUE(WaitFor([&] { return uploader.backlog().failed_attempts >= 1; }));
+  swap();
+  proxy.Start();
+}
+
+TEST_F(DirectoryUploaderTest, AFifoInAFilesPlaceIsRefusedWithoutWaitingAndTheRestGoesUp) {
+  std::unique_ptr<DirectoryUploader> uploader = StartUploader("fifo");
+  ASSERT_NE(uploader, nullptr);
+  const std::filesystem::path fifo = dir_.path() / "events/000000000001/e1.tfevents";
+  MakePendingThenSwap(*uploader, *proxy_, fifo, [&] {
+    std::filesystem::remove(fifo);
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << strerror(errno);
+    WriteFile(dir_.path() / "events/000000000002/e2.tfevents", "after the fifo");
+  });
+  // Should the uploader wait in open() for a writer (the failure this test
+  // is for), Finish could not join it: a writer comes after 25 s, so that
+  // the test fails instead of hanging.
+  absl::Notification finished_in_time;
+  std::thread unblocker([&] {
+    if (finished_in_time.WaitForNotificationWithTimeout(absl::Seconds(25))) return;
+    const int writer = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) close(writer);
+  });
+  const absl::Status finished = uploader->Finish(absl::Seconds(20));
+  finished_in_time.Notify();
+  unblocker.join();
+  EXPECT_TRUE(finished.ok()) << finished;
+  EXPECT_EQ(Stored("fifo/events/000000000002/e2.tfevents"), "after the fifo");
+  EXPECT_EQ(Stored("fifo/events/000000000001/e1.tfevents"), "<missing>");
+  const DirectoryUploader::Backlog backlog = uploader->backlog();
+  EXPECT_EQ(backlog.refused_files, 1);
+  EXPECT_THAT(backlog.last_refusal.message(), HasSubstr("e1.tfevents: not a regular file"));
+  EXPECT_THAT(Log(), HasSubstr("not uploading " + fifo.string()));
+}
+
+TEST_F(DirectoryUploaderTest, ADirectorySwappedForASymlinkIsNotFollowed) {
+  ScopedTempDir outside;
+  WriteFile(outside.path() / "000000000001/e1.tfevents", "another job's secret");
+  std::unique_ptr<DirectoryUploader> uploader = StartUploader("swapped");
+  ASSERT_NE(uploader, nullptr);
+  const std::filesystem::path events = dir_.path() / "events";
+  MakePendingThenSwap(*uploader, *proxy_, events / "000000000001/e1.tfevents", [&] {
+    // The file's own name is unchanged; a directory above it is now a link.
+    std::filesystem::rename(events, dir_.path() / "moved");
+    std::filesystem::create_directory_symlink(outside.path(), events);
+    WriteFile(dir_.path() / "other/000000000002/e2.tfevents", "mine");
+  });
+  EXPECT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
+  EXPECT_EQ(Stored("swapped/events/000000000001/e1.tfevents"), "<missing>");
+  EXPECT_EQ(Stored("swapped/other/000000000002/e2.tfevents"), "mine");
+  const DirectoryUploader::Backlog backlog = uploader->backlog();
+  EXPECT_EQ(backlog.refused_files, 1);
+  EXPECT_THAT(backlog.last_refusal.message(), HasSubstr("links are not followed"));
+}
+
+TEST_F(DirectoryUploaderTest, ASparse100GbFileIsRefusedNamingTheLimitWithoutReadingIt) {
+  const std::filesystem::path huge = dir_.path() / "events/000000000001/huge.tfevents";
+  WriteFile(huge, "");
+  std::filesystem::resize_file(huge, uint64_t{100} << 30);  // truncate -s 100G
+  WriteFile(dir_.path() / "events/000000000002/small.tfevents", "small");
+  const int64_t peak_before = PeakRssBytes();
+  std::unique_ptr<DirectoryUploader> uploader = StartUploader("sparse");
+  ASSERT_NE(uploader, nullptr);
+  EXPECT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
+  EXPECT_LT(PeakRssBytes() - peak_before, int64_t{64} << 20);
+  EXPECT_EQ(Stored("sparse/events/000000000002/small.tfevents"), "small");
+  EXPECT_EQ(Stored("sparse/events/000000000001/huge.tfevents"), "<missing>");
+  const DirectoryUploader::Backlog backlog = uploader->backlog();
+  EXPECT_EQ(backlog.refused_files, 1);
+  EXPECT_EQ(backlog.last_refusal.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(backlog.last_refusal.message(),
+              AllOf(HasSubstr(huge.string()), HasSubstr("107374182400 bytes"),
+                    HasSubstr("upload limit of 1073741824 bytes per file")));
+}
+
+TEST_F(DirectoryUploaderTest, AFileOverTheLimitGoesUpOnceRewrittenWithinIt) {
+  max_file_bytes_ = 16;
+  std::unique_ptr<DirectoryUploader> uploader = StartUploader("limit");
+  ASSERT_NE(uploader, nullptr);
+  const std::filesystem::path file = dir_.path() / "events/000000000001/e.tfevents";
+  WriteFile(file, std::string(17, 'x'));
+  ASSERT_TRUE(WaitFor([&] { return uploader->backlog().refused_files == 1; }));
+  EXPECT_THAT(uploader->backlog().last_refusal.message(),
+              HasSubstr("17 bytes, more than the upload limit of 16 bytes per file"));
+  WriteFile(file, "within");
+  ASSERT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
+  EXPECT_EQ(Stored("limit/events/000000000001/e.tfevents"), "within");
+  EXPECT_EQ(uploader->backlog().refused_files, 1);
 }
 
 TEST(DirectoryUploaderStartTest, RefusesMissingDirectoryNamingIt) {

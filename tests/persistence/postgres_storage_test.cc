@@ -242,9 +242,6 @@ class Writer {
     const size_t target = acknowledged_count() + count;
     const absl::Time until = absl::Now() + timeout;
     absl::MutexLock lock(&mu_);
-    // A CondVar, not Await with a Condition: the TSan shim (tests/tsan) sees
-    // the mutex at CondVar waits, not around a condition the library
-    // evaluates inside.
     while (acknowledged_.size() < target) {
       if (changed_.WaitWithTimeout(&mu_, until - absl::Now())) {
         return acknowledged_.size() >= target;

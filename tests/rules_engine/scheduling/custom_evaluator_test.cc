@@ -59,7 +59,6 @@ class Results {
   bool WaitFor(size_t count, absl::Duration timeout = kPatience) {
     const absl::Time deadline = absl::Now() + timeout;
     absl::MutexLock lock(&state_->mu);
-    // WaitWithTimeout, not WaitWithDeadline: the TSan shim wraps the former.
     while (state_->results.size() < count) {
       const absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) return false;

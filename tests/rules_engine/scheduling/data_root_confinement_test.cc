@@ -107,7 +107,10 @@ class DataRootConfinementTest
   // Waits until debug rule `rule` of `job` is terminal; returns its status.
   v1::DebugRuleEvaluationStatus WaitForDebugRule(const std::string& job, const std::string& rule) {
     for (int i = 0; i < 2000; ++i) {
-      for (const auto& status : manager_->GetJob(job)->debug_rule_evaluation_statuses()) {
+      // The record is held while its statuses are read: the commit thread
+      // may publish a newer one and drop this one meanwhile.
+      const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
+      for (const auto& status : record->debug_rule_evaluation_statuses()) {
         if (status.rule_configuration_name() == rule &&
             core::IsTerminal(status.rule_evaluation_status())) {
           return status;
@@ -120,7 +123,8 @@ class DataRootConfinementTest
   }
   v1::ProfilerRuleEvaluationStatus WaitForProfilerRule(const std::string& job) {
     for (int i = 0; i < 2000; ++i) {
-      const auto& status = manager_->GetJob(job)->profiler_rule_evaluation_statuses(0);
+      const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
+      const auto& status = record->profiler_rule_evaluation_statuses(0);
       if (core::IsTerminal(status.rule_evaluation_status())) return status;
       absl::SleepFor(absl::Milliseconds(10));
     }

@@ -107,7 +107,10 @@ class EvaluationSchedulerTest : public ::testing::Test {
 
   // The current status of rule `rule` of `job`.
   v1::DebugRuleEvaluationStatus RuleStatus(const std::string& job, const std::string& rule) {
-    for (const auto& status : manager_->GetJob(job)->debug_rule_evaluation_statuses()) {
+    // The record is held while its statuses are read: the commit thread
+    // may publish a newer one and drop this one meanwhile.
+    const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
+    for (const auto& status : record->debug_rule_evaluation_statuses()) {
       if (status.rule_configuration_name() == rule) return status;
     }
     ADD_FAILURE() << "no rule " << rule << " in " << job;

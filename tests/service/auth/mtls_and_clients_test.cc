@@ -209,6 +209,31 @@ TEST_F(ClientTokenTest, AnAgentWithItsTokenRunsItsJobAndOneWithoutIsRefused) {
   EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Completed);
 }
 
+TEST_F(ClientTokenTest, TheAgentKeepsItsTokenOutOfTheTrainingCommandsEnvironment) {
+  auto stub = v1::TrainingJobService::NewStub(server_->Channel());
+  v1::CreateTrainingJobResponse created;
+  ASSERT_TRUE(stub->CreateTrainingJob(TokenContext("ADMIN:admin-secret").get(),
+                                      JobRequest(dir_.path() / "data", "job-a"), &created)
+                  .ok());
+  const fs::path printed = dir_.path() / "environment";
+  AgentProcess agent({"--server", server_->address(), "--job", "job-a", "--config-dir",
+                      (dir_.path() / "config").string(), "--allow-write", dir_.path().string()},
+                     {"/bin/sh", "-c", "env > " + printed.string()}, dir_.path() / "agent.log",
+                     dir_.path(),
+                     {{"DEBUGPLANE_TOKEN", "AGENT-A:agent-secret"},
+                      {"AWS_REGION", "eu-west-1"},
+                      {"DP_TEST_UNRELATED", "kept"}});
+  ASSERT_EQ(agent.Wait(absl::Seconds(60)), 0) << agent.log();
+  const std::string environment = ReadFile(printed);
+  // The agent authenticated with it (the job ran), the command never saw it.
+  EXPECT_THAT(environment, AllOf(Not(HasSubstr("DEBUGPLANE_TOKEN")), Not(HasSubstr("agent-secret"))));
+  // The rest of the agent's environment, and what the agent adds, is there.
+  EXPECT_THAT(environment, AllOf(HasSubstr("DP_TEST_UNRELATED=kept\n"),
+                                 HasSubstr("AWS_REGION=eu-west-1\n"),
+                                 HasSubstr("DP_TRAINING_JOB_NAME=job-a\n"),
+                                 HasSubstr("SMDEBUG_CONFIG_FILE_PATH=")));
+}
+
 TEST(SecureByDefaultTest, ANonLoopbackAddressStartsOnlyWithInsecure) {
   ScopedTempDir dir;
   service::ServerConfig config;
