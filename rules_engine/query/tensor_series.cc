@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -46,18 +48,25 @@ SeriesPoint MergeBucket(const std::vector<SeriesPoint>& points, size_t begin, si
   return merged;
 }
 
+// How far `step` lies after `first` (REQUIRES: step >= first), exact over
+// the whole int64 range: the steps come from the trial's files, and
+// -9e18 .. 9e18 must not overflow a signed difference.
+uint64_t StepsAfter(int64_t first, int64_t step) {
+  return static_cast<uint64_t>(step) - static_cast<uint64_t>(first);
+}
+
 std::vector<SeriesPoint> BucketOneMode(const std::vector<SeriesPoint>& points, size_t max_points) {
   if (points.size() <= max_points) return points;
   const int64_t first = points.front().step;
-  const int64_t span = points.back().step - first + 1;
-  const int64_t count = static_cast<int64_t>(max_points);
-  const int64_t width = (span + count - 1) / count;
+  // ceil((distance + 1) / max_points), written so that distance + 1 cannot
+  // wrap when the steps span all of int64.
+  const uint64_t width = StepsAfter(first, points.back().step) / max_points + 1;
   std::vector<SeriesPoint> out;
   size_t begin = 0;
   while (begin < points.size()) {
-    const int64_t bucket = (points[begin].step - first) / width;
+    const uint64_t bucket = StepsAfter(first, points[begin].step) / width;
     size_t end = begin + 1;
-    while (end < points.size() && (points[end].step - first) / width == bucket) ++end;
+    while (end < points.size() && StepsAfter(first, points[end].step) / width == bucket) ++end;
     out.push_back(MergeBucket(points, begin, end));
     begin = end;
   }
@@ -73,8 +82,15 @@ SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t 
   point.mode = mode;
   point.mode_step = mode_step;
   point.worker = tensor.worker;
+  // The shape is the file's word: a product past int64 saturates instead of
+  // overflowing (the element count is only shown).
   int64_t elements = 1;
-  for (const int64_t dim : tensor.shape) elements *= dim;
+  for (const int64_t dim : tensor.shape) {
+    if (__builtin_mul_overflow(elements, dim, &elements)) {
+      elements = std::numeric_limits<int64_t>::max();
+      break;
+    }
+  }
   point.elements = tensor.values.empty() ? elements : static_cast<int64_t>(tensor.values.size());
   if (tensor.values.empty()) return point;
   if (tensor.values.size() == 1) point.value = tensor.values.front();

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -188,6 +189,30 @@ TEST(TrialQueryTest, BucketingKeepsEachModesMinAndMaxWithinMaxPoints) {
   EXPECT_EQ(lo, -5);
   // Fewer points than the bound are left alone.
   EXPECT_EQ(BucketByMode(points, 100).size(), 100u);
+}
+
+// Steps and shapes are the trial's word: steps spanning all of int64 and a
+// shape whose product passes it are bucketed and counted without overflow
+// (before, the span wrapped to 0 and the bucket width divided by zero).
+TEST(TrialQueryTest, StepsSpanningAllOfInt64AreBucketedAndHugeShapesSaturate) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  std::vector<SeriesPoint> points;
+  for (const int64_t step : {kMin, int64_t{-1}, int64_t{0}, kMax}) {
+    Tensor t;
+    t.values = {1.0};
+    points.push_back(ReduceTensor(t, step, Mode::kTrain, step));
+  }
+  std::vector<SeriesPoint> bucketed = BucketByMode(points, 2);
+  ASSERT_EQ(bucketed.size(), 2u);
+  EXPECT_EQ(bucketed[0].step, kMin);
+  EXPECT_EQ(bucketed[0].last_step, -1);
+  EXPECT_EQ(bucketed[1].step, 0);
+  EXPECT_EQ(bucketed[1].last_step, kMax);
+
+  Tensor huge;
+  huge.shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(ReduceTensor(huge, 0, Mode::kTrain, 0).elements, kMax);
 }
 
 TEST(TrialQueryTest, ReadsStopAtTheStepBoundAndSaySo) {
