@@ -225,6 +225,29 @@ JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnSco
   return job;
 }
 
+bool BoundStoredTexts(JobRecord& job) {
+  bool cut = false;
+  // Cuts `*text` in place if it is longer than the bound.
+  const auto bound = [&cut](std::string* text) {
+    if (text->size() <= kMaxStatusTextChars) return;  // Bytes >= characters.
+    std::string bounded = CutToChars(*text, kMaxStatusTextChars);
+    if (bounded.size() == text->size()) return;
+    *text = std::move(bounded);
+    cut = true;
+  };
+  bound(job.mutable_failure_reason());
+  for (auto& transition : *job.mutable_secondary_status_transitions()) {
+    bound(transition.mutable_status_message());
+  }
+  for (auto& rule : *job.mutable_debug_rule_evaluation_statuses()) {
+    bound(rule.mutable_status_details());
+  }
+  for (auto& rule : *job.mutable_profiler_rule_evaluation_statuses()) {
+    bound(rule.mutable_status_details());
+  }
+  return cut;
+}
+
 void TransitionSecondaryStatus(JobRecord& job, SecondaryStatus status, absl::string_view message,
                                absl::Time now) {
   auto* transitions = job.mutable_secondary_status_transitions();

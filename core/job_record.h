@@ -142,6 +142,14 @@ bool SetTrainingStep(JobRecord& job, int64_t step);
 // where they are stored, so that no record outgrows a reply.
 inline constexpr size_t kMaxStatusTextChars = 1024;
 
+// Cuts the texts above (FailureReason, every transition's StatusMessage,
+// every rule's StatusDetails) to kMaxStatusTextChars in a record read from
+// storage: an older version kept an agent's whole text (4 MB) in the
+// transition, and such a record would fail every Describe of its job with
+// RESOURCE_EXHAUSTED. Returns whether anything was cut (the caller then
+// encodes the record again).
+bool BoundStoredTexts(JobRecord& job);
+
 // The training process ended: exit 0 makes the job Completed, with its
 // ModelArtifacts (as SageMaker, which shows them only for a completed
 // training), anything else Failed with `failure_reason` (primary and

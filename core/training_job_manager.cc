@@ -246,7 +246,11 @@ absl::Status TrainingJobManager::Load() {
     }
     JobEntry& entry = jobs_[row.name];
     entry.committed = record;
-    entry.committed_encoded = std::make_shared<const std::string>(row.record);
+    // Stored by an older version with an agent's whole text: served cut (the
+    // next write of the job stores it cut).
+    entry.committed_encoded = BoundStoredTexts(*record)
+                                  ? std::make_shared<const std::string>(record->SerializeAsString())
+                                  : std::make_shared<const std::string>(row.record);
     entry.latest = record;
     entry.version = row.version;
     entry.latest_version = row.version;

@@ -89,6 +89,7 @@ void TrainingJobManager::ApplyChangeLocked(const persistence::JobChange& change,
     return;
   }
   std::shared_ptr<const JobRecord> record;
+  std::shared_ptr<const std::string> encoded;  // `record` serialized.
   if (!change.deleted) {
     auto parsed = std::make_shared<JobRecord>();
     if (!parsed->ParseFromString(change.row.record) || parsed->training_job_name() != change.name) {
@@ -98,6 +99,9 @@ void TrainingJobManager::ApplyChangeLocked(const persistence::JobChange& change,
           options_.replica_id, change.sequence, change.name);
       return;
     }
+    // Written by an older replica with an agent's whole text: served cut.
+    encoded = std::make_shared<const std::string>(
+        BoundStoredTexts(*parsed) ? parsed->SerializeAsString() : change.row.record);
     record = std::move(parsed);
   } else if (it == jobs_.end() || it->second.committed == nullptr) {
     tombstones_[change.name] = change.sequence;  // Gone here already.
@@ -109,8 +113,7 @@ void TrainingJobManager::ApplyChangeLocked(const persistence::JobChange& change,
   JobEntry& entry = it->second;
   std::shared_ptr<const JobRecord> before = std::move(entry.committed);
   entry.committed = record;
-  entry.committed_encoded =
-      record == nullptr ? nullptr : std::make_shared<const std::string>(change.row.record);
+  entry.committed_encoded = std::move(encoded);
   entry.version = change.deleted ? persistence::kAbsent : change.version;
   entry.sequence = change.sequence;
   // Changes of this server queued on the old state will fail their version

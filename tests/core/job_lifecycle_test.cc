@@ -12,6 +12,7 @@
 #include "core/validation_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "persistence/sqlite_storage.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {
@@ -343,6 +344,38 @@ TEST_F(JobLifecycleTest, AnAgentsTextsAreBoundedWhereverTheyAreStored) {
     EXPECT_THAT(LastTransitionMessage(stopped), ::testing::StartsWith("xxxx")) << name;
     expect_bounded(stopped);
   }
+}
+
+// A record an older version stored with an agent's whole text (it kept a
+// 4 MB FailureReason in the transition) is served cut after a restart,
+// instead of failing every Describe of the job with RESOURCE_EXHAUSTED.
+TEST_F(JobLifecycleTest, AnOldRecordsOversizedTextsAreCutWhenLoaded) {
+  Create(JobRequest("old"));
+  agents_.reset();
+  manager_.reset();
+  {
+    auto storage = persistence::SqliteStorage::Open((dir_.path() / "jobs.db").string());
+    ASSERT_TRUE(storage.ok()) << storage.status();
+    absl::StatusOr<std::optional<persistence::JobRow>> row = (*storage)->ReadJob("old");
+    ASSERT_TRUE(row.ok() && row->has_value()) << row.status();
+    JobRecord poisoned;
+    ASSERT_TRUE(poisoned.ParseFromString((*row)->record));
+    const std::string huge(4'000'000, 'x');
+    poisoned.set_failure_reason(huge);
+    poisoned.add_secondary_status_transitions()->set_status_message(huge);
+    poisoned.mutable_debug_rule_evaluation_statuses(0)->set_status_details(huge);
+    persistence::JobRow stored = **row;
+    stored.record = poisoned.SerializeAsString();
+    persistence::WriteBatch batch;
+    batch.Put(std::move(stored));
+    ASSERT_TRUE((*storage)->Write(batch).ok());
+  }
+  Open();
+  JobRecord loaded = Describe("old");
+  EXPECT_EQ(loaded.training_job_name(), "old");
+  EXPECT_EQ(loaded.failure_reason(), std::string(kMaxStatusTextChars, 'x'));
+  EXPECT_EQ(LastTransitionMessage(loaded), std::string(kMaxStatusTextChars, 'x'));
+  EXPECT_LT(loaded.ByteSizeLong(), 64u * 1024);
 }
 
 TEST_F(JobLifecycleTest, AStopResumesWaitingAfterARestart) {
