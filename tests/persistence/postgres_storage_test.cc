@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "persistence/postgres_connection.h"
 #include "persistence/postgres_migrations.h"
+#include "spdlog/spdlog.h"
 #include "tests/persistence/persistence_test_util.h"
 #include "tests/persistence/postgres_test_server.h"
 
@@ -121,6 +122,11 @@ TEST_F(PostgresStorageTest, ConcurrentOpensOfAFreshDatabaseAllSucceedWithOneSche
   std::vector<absl::StatusOr<std::unique_ptr<PostgresStorage>>> opened(kServers);
   std::vector<std::thread> threads;
   std::atomic<bool> go = false;
+  // spdlog's registry is built at the process's first log call, inside
+  // libspdlog, which is not TSan-instrumented: TSan takes the threads'
+  // concurrent first logs for a race on it. The server logs before it
+  // starts threads, and so does this test.
+  spdlog::default_logger_raw();
   for (int i = 0; i < kServers; ++i) {
     threads.emplace_back([&, i] {
       while (!go.load()) std::this_thread::yield();
