@@ -1,6 +1,7 @@
 #include "objectstore/message_text.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -94,6 +95,38 @@ std::string QuoteForMessage(absl::string_view text, size_t max_chars) {
 
 std::string SingleQuoteForMessage(absl::string_view text, size_t max_chars) {
   return absl::StrCat("'", EscapeForMessage(text, max_chars), "'");
+}
+
+std::string EscapeControlCharacters(absl::string_view text, bool keep_line_feeds) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (keep_line_feeds && (c == '\n' || c == '\t')) {
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if ((c < 0x20 || c == 0x7f)) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x85) {
+      out += "\\u0085";
+      i += 1;
+    } else if (c == 0xe2 && i + 2 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(text[i + 2]) == 0xa8 ||
+                static_cast<unsigned char>(text[i + 2]) == 0xa9)) {
+      out += static_cast<unsigned char>(text[i + 2]) == 0xa8 ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
 }
 
 }  // namespace debugplane::objectstore

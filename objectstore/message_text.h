@@ -24,6 +24,15 @@ std::string QuoteForMessage(absl::string_view text, size_t max_chars);
 // validation messages give user input.
 std::string SingleQuoteForMessage(absl::string_view text, size_t max_chars = 64);
 
+// `text` with control characters escaped C style (\r, \n, \t, \xNN) and
+// the Unicode line terminators U+0085, U+2028, U+2029 as \uXXXX, so that it
+// stays on one line; everything else, invalid UTF-8 included, as it is.
+// With `keep_line_feeds`, '\n' and '\t' are kept (text meant to span lines,
+// as a rule's details in a mail body). For what must not break a line: log
+// lines, mail headers and bodies; names stored by a version that did not
+// refuse control characters pass through here.
+std::string EscapeControlCharacters(absl::string_view text, bool keep_line_feeds = false);
+
 }  // namespace debugplane::objectstore
 
 #endif  // DEBUGPLANE_OBJECTSTORE_MESSAGE_TEXT_H_

@@ -4,6 +4,7 @@
 
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/message_text.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -25,26 +26,14 @@ class JsonMessageFlag final : public spdlog::custom_flag_formatter {
   }
 };
 
-// %q: the message with control characters escaped C style, on one line.
+// %q: the message on one line (EscapeControlCharacters).
 class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (const char ch : absl::string_view(msg.payload.data(), msg.payload.size())) {
-      const unsigned char c = static_cast<unsigned char>(ch);
-      if (c >= 0x20 && c != 0x7f) {
-        dest.push_back(ch);
-        continue;
-      }
-      const char* escaped = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : nullptr;
-      if (escaped != nullptr) {
-        dest.append(escaped, escaped + 2);
-      } else {
-        const char hex[] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
-        dest.append(hex, hex + sizeof(hex));
-      }
-    }
+    const std::string escaped = objectstore::EscapeControlCharacters(
+        absl::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(escaped.data(), escaped.data() + escaped.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<EscapedMessageFlag>();

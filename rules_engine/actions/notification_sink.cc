@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "core/validation_text.h"
 #include "nlohmann/json.hpp"
+#include "objectstore/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -62,46 +63,6 @@ size_t KeepPrefix(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
-// Whether `c` is a C0 control character or DEL.
-bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7f; }
-
-// `text` with control characters escaped C style (\r, \n, \t, \xNN) and the
-// Unicode line terminators U+0085, U+2028, U+2029 as \uXXXX, so that it
-// stays on one line; with `keep_line_feeds`, '\n' and '\t' are kept (text
-// meant to span lines, as a rule's details in a mail body). Names stored by
-// a version that did not refuse control characters pass through here.
-std::string EscapeControls(absl::string_view text, bool keep_line_feeds = false) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (keep_line_feeds && (c == '\n' || c == '\t')) {
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (IsControl(c)) {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-    } else if (c == 0xc2 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) == 0x85) {
-      out += "\\u0085";
-      i += 1;
-    } else if (c == 0xe2 && i + 2 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) == 0x80 &&
-               (static_cast<unsigned char>(text[i + 2]) == 0xa8 ||
-                static_cast<unsigned char>(text[i + 2]) == 0xa9)) {
-      out += static_cast<unsigned char>(text[i + 2]) == 0xa8 ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
-}
-
 // An HTTP header value made of `text`: every byte that is not printable
 // ASCII or a space, and '%' itself, percent-encoded (%XX), so no byte of it
 // can end the header line or start another, and distinct texts stay
@@ -124,7 +85,7 @@ std::string HttpHeaderValue(absl::string_view text) {
 // "B" encoded-words of at most 75 characters, folded onto continuation
 // lines; a header can neither end early nor carry another.
 std::string MailHeaderValue(absl::string_view text) {
-  const std::string one_line = EscapeControls(text);
+  const std::string one_line = objectstore::EscapeControlCharacters(text);
   if (std::all_of(one_line.begin(), one_line.end(),
                   [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
     return one_line;
@@ -296,7 +257,7 @@ class SmtpSink final : public NotificationSink {
  private:
   static bool IsSafeAddress(absl::string_view address) {
     return !address.empty() && std::none_of(address.begin(), address.end(), [](char c) {
-      return IsControl(static_cast<unsigned char>(c)) || c == ' ';
+      return absl::ascii_iscntrl(static_cast<unsigned char>(c)) || c == ' ';
     });
   }
 
@@ -346,23 +307,26 @@ std::string UrlForDisplay(absl::string_view url) {
   if (const size_t at = authority.rfind('@'); at != absl::string_view::npos) {
     authority.remove_prefix(at + 1);
   }
-  return EscapeControls(absl::StrCat(url.substr(0, scheme_end), "://", authority));
+  return objectstore::EscapeControlCharacters(
+      absl::StrCat(url.substr(0, scheme_end), "://", authority));
 }
 
 std::string Notification::Subject() const {
-  return absl::StrCat("debugplane: rule ", EscapeControls(rule_configuration_name),
-                      " found issues in training job ", EscapeControls(training_job_name));
+  return absl::StrCat(
+      "debugplane: rule ", objectstore::EscapeControlCharacters(rule_configuration_name),
+      " found issues in training job ", objectstore::EscapeControlCharacters(training_job_name));
 }
 
 std::string Notification::Body() const {
-  return absl::StrCat(
-      Subject(), "\n\n",
-      EscapeControls(status_details.empty() ? rule_evaluation_status : status_details,
-                     /*keep_line_feeds=*/true),
-      "\n\nTraining job: ", EscapeControls(training_job_arn),
-      "\nRule: ", EscapeControls(rule_configuration_name), " (",
-      EscapeControls(rule_evaluation_status), ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
-      "\nAction: ", EscapeControls(action_id), "\n");
+  return absl::StrCat(Subject(), "\n\n",
+                      objectstore::EscapeControlCharacters(
+                          status_details.empty() ? rule_evaluation_status : status_details,
+                          /*keep_line_feeds=*/true),
+                      "\n\nTraining job: ", objectstore::EscapeControlCharacters(training_job_arn),
+                      "\nRule: ", objectstore::EscapeControlCharacters(rule_configuration_name),
+                      " (", objectstore::EscapeControlCharacters(rule_evaluation_status),
+                      ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
+                      "\nAction: ", objectstore::EscapeControlCharacters(action_id), "\n");
 }
 
 std::string Notification::ToJson() const {
