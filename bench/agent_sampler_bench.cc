@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/system_metrics.h"
+#include "client/agent/system_metrics.h"
 
 namespace debugplane::bench {
 namespace {

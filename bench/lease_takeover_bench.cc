@@ -28,7 +28,7 @@
 #include "bench/bench_stats.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/create_channel.h"
-#include "persistence/postgres_lease_table.h"
+#include "persistence/postgres/postgres_lease_table.h"
 
 namespace debugplane::bench {
 namespace {

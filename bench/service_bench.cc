@@ -34,11 +34,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "persistence/postgres_storage.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/postgres/postgres_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "service/server.h"
 
 namespace debugplane::bench {

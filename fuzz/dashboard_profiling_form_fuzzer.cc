@@ -15,9 +15,9 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "core/field_violations.h"
-#include "core/profiling_parameters.h"
-#include "core/validation.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/profiling_parameters.h"
+#include "core/jobs/validation.h"
 #include "service/dashboard/profiling_form.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

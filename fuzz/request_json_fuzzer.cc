@@ -1,6 +1,6 @@
 // libFuzzer target: the JSON values users put in requests and that
-// debugplane parses: RuleParameters["action_json"] (core/rule_actions.h) and
-// the ProfilingParameters entries (core/profiling_parameters.h).
+// debugplane parses: RuleParameters["action_json"] (core/jobs/rule_actions.h) and
+// the ProfilingParameters entries (core/jobs/profiling_parameters.h).
 //
 // Build and run (see tfrecord_fuzzer.cc for the cmake line):
 //   ninja -C /work/main/build-fuzz -j2 request_json_fuzzer
@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "core/profiling_parameters.h"
-#include "core/rule_actions.h"
+#include "core/jobs/profiling_parameters.h"
+#include "core/jobs/rule_actions.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

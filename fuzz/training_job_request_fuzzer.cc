@@ -1,5 +1,5 @@
 // libFuzzer target: CreateTrainingJob and UpdateTrainingJob validation
-// (core/validation.h) with the built-in rules' parameter checks installed
+// (core/jobs/validation.h) with the built-in rules' parameter checks installed
 // (rules_engine/scheduling/validation_hooks.h), as the server runs it.
 //
 // The input is not parsed as a protobuf: it is decoded into a request by
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/field_violations.h"
-#include "core/validation.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/validation.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -189,7 +189,7 @@ EnvironmentLookup MapEnvironment(std::map<std::string, std::string> variables) {
 }
 
 absl::StatusOr<std::string> NormalizeEndpoint(absl::string_view url, absl::string_view what) {
-  const std::string shown = SingleQuoteForMessage(url, 200);
+  const std::string shown = base::SingleQuoteForMessage(url, 200);
   absl::string_view rest = url;
   if (!absl::ConsumePrefix(&rest, "https://") && !absl::ConsumePrefix(&rest, "http://")) {
     return absl::InvalidArgumentError(

@@ -119,7 +119,7 @@ ChangeNotifier::~ChangeNotifier() {
 
 absl::StatusOr<ChangeNotifier::WatchId> ChangeNotifier::Watch(const StoreLocation& directory,
                                                               uint32_t events) {
-  absl::StatusOr<UniqueFd> fd = directory.store->OpenDirectoryForWatch(directory.prefix);
+  absl::StatusOr<base::UniqueFd> fd = directory.store->OpenDirectoryForWatch(directory.prefix);
   if (absl::IsUnimplemented(fd.status()) || (fd.ok() && !inotify_fd_.valid())) {
     return WatchPolled(directory);
   }

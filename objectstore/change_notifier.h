@@ -37,7 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "objectstore/object_store.h"
-#include "objectstore/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace debugplane::objectstore {
 
@@ -101,8 +101,8 @@ class ChangeNotifier {
 
   const Listener listener_;
   const Options options_;
-  UniqueFd inotify_fd_;
-  UniqueFd wake_fd_;  // eventfd that wakes the inotify thread to stop.
+  base::UniqueFd inotify_fd_;
+  base::UniqueFd wake_fd_;  // eventfd that wakes the inotify thread to stop.
 
   absl::Mutex mu_;
   absl::CondVar stop_cv_;

@@ -43,7 +43,7 @@ std::string Join(const std::string& dir, const std::string& name) {
 // while one has. False too when no lease can be taken at all (not the
 // file's owner, a file system without leases): unknown.
 bool NoWriterHasItOpen(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid() || fcntl(fd.get(), F_SETLEASE, F_RDLCK) != 0) return false;
   (void)fcntl(fd.get(), F_SETLEASE, F_UNLCK);
   return true;
@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<DirectoryUploader>> DirectoryUploader::Start(Opti
   if (!options.now) options.now = [] { return absl::Now(); };
   auto uploader = std::unique_ptr<DirectoryUploader>(new DirectoryUploader(std::move(options)));
   for (const Source& source : uploader->options_.sources) {
-    UniqueFd dir(open(source.local_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    base::UniqueFd dir(open(source.local_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!dir.valid()) {
       return ErrnoError(errno, absl::StrCat("cannot open ", source.local_dir, " for uploads"));
     }
@@ -425,7 +425,7 @@ DirectoryUploader::UploadRead DirectoryUploader::ReadForUpload(const FileId& id)
   const std::string path = LocalPath(id);
   UploadRead read;
   // O_NONBLOCK: a FIFO put in the file's place must not wait for a writer.
-  UniqueFd fd = OpenBeneath(source_dirs_[id.source].get(), id.relative, O_RDONLY | O_NONBLOCK);
+  base::UniqueFd fd = OpenBeneath(source_dirs_[id.source].get(), id.relative, O_RDONLY | O_NONBLOCK);
   struct stat info;
   if (!fd.valid() || fstat(fd.get(), &info) != 0) {
     const int error = errno;

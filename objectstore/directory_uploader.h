@@ -1,7 +1,7 @@
 // DirectoryUploader: uploads the files a training process writes into local
 // directories to S3 prefixes as soon as each is complete, as SageMaker's
 // platform uploads a job's /opt/ml/output to its S3OutputPath. The agent
-// (client/agent.h) runs one for the tensor and profiler output of an s3://
+// (client/agent/agent.h) runs one for the tensor and profiler output of an s3://
 // job.
 //
 // What is uploaded, and when (relative paths, per source directory):
@@ -68,7 +68,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "objectstore/s3_object_store.h"
-#include "objectstore/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace debugplane::objectstore {
 
@@ -222,9 +222,9 @@ class DirectoryUploader {
   const Options options_;
   // Each source's directory (O_PATH), opened at Start: uploads open files
   // beneath it.
-  std::vector<UniqueFd> source_dirs_;
-  UniqueFd inotify_fd_;
-  UniqueFd wake_fd_;  // eventfd: ends the watcher's poll
+  std::vector<base::UniqueFd> source_dirs_;
+  base::UniqueFd inotify_fd_;
+  base::UniqueFd wake_fd_;  // eventfd: ends the watcher's poll
 
   mutable absl::Mutex mu_;
   std::map<FileId, FileState> files_ ABSL_GUARDED_BY(mu_);

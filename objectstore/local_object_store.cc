@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -129,7 +129,7 @@ absl::Status ReadEntries(int dir_fd, absl::FunctionRef<std::string()> dir_path,
 
 }  // namespace
 
-LocalObjectStore::LocalObjectStore(std::string root, UniqueFd root_fd, bool use_openat2)
+LocalObjectStore::LocalObjectStore(std::string root, base::UniqueFd root_fd, bool use_openat2)
     : root_(std::move(root)), root_fd_(std::move(root_fd)), use_openat2_(use_openat2) {}
 
 absl::StatusOr<std::shared_ptr<LocalObjectStore>> LocalObjectStore::Open(const std::string& root) {
@@ -141,14 +141,14 @@ absl::StatusOr<std::shared_ptr<LocalObjectStore>> LocalObjectStore::Open(const s
   if (root.empty() || root.front() != '/') {
     return absl::InvalidArgumentError(
         absl::StrCat("a local store's root must be an absolute path, not ",
-                     QuoteForMessage(root, kShownPathChars)));
+                     base::QuoteForMessage(root, kShownPathChars)));
   }
   std::string normal = root;
   while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
-  UniqueFd fd(::open(normal.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd fd(::open(normal.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) {
     const int err = errno;
-    const std::string shown = EscapeForMessage(normal, kShownPathChars);
+    const std::string shown = base::EscapeForMessage(normal, kShownPathChars);
     if (err == ENOTDIR) {
       return absl::FailedPreconditionError(absl::StrCat(shown, " is not a directory"));
     }
@@ -156,7 +156,7 @@ absl::StatusOr<std::shared_ptr<LocalObjectStore>> LocalObjectStore::Open(const s
   }
   bool use_openat2 = false;
   if (options.resolution != Resolution::kWalk) {
-    UniqueFd probe(static_cast<int>(Openat2(fd.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC)));
+    base::UniqueFd probe(static_cast<int>(Openat2(fd.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC)));
     // ENOSYS: an older kernel; EPERM: a seccomp filter that does not know
     // the call; E2BIG/EINVAL: a kernel without these resolve flags.
     use_openat2 = probe.valid();
@@ -170,16 +170,16 @@ absl::StatusOr<std::shared_ptr<LocalObjectStore>> LocalObjectStore::Open(const s
 }
 
 std::string LocalObjectStore::Describe(absl::string_view key) const {
-  if (key.empty()) return EscapeForMessage(root_, kShownPathChars);
-  return EscapeForMessage(absl::StrCat(root_ == "/" ? "" : root_, "/", key), kShownPathChars);
+  if (key.empty()) return base::EscapeForMessage(root_, kShownPathChars);
+  return base::EscapeForMessage(absl::StrCat(root_ == "/" ? "" : root_, "/", key), kShownPathChars);
 }
 
-absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, int flags,
+absl::StatusOr<base::UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, int flags,
                                                        struct stat* path_stat) const {
   flags |= O_NOFOLLOW | O_CLOEXEC;
-  absl::StatusOr<UniqueFd> fd;
+  absl::StatusOr<base::UniqueFd> fd;
   if (key.empty()) {
-    UniqueFd root(::openat(root_fd_.get(), ".", flags));
+    base::UniqueFd root(::openat(root_fd_.get(), ".", flags));
     if (root.valid()) {
       fd = std::move(root);
     } else {
@@ -199,10 +199,10 @@ absl::StatusOr<UniqueFd> LocalObjectStore::OpenBeneath(absl::string_view key, in
   return fd;
 }
 
-absl::StatusOr<UniqueFd> LocalObjectStore::OpenWithOpenat2(absl::string_view key, int flags) const {
+absl::StatusOr<base::UniqueFd> LocalObjectStore::OpenWithOpenat2(absl::string_view key, int flags) const {
   const std::string path(key);
   for (int attempt = 0;; ++attempt) {
-    UniqueFd fd(static_cast<int>(Openat2(root_fd_.get(), path.c_str(), flags)));
+    base::UniqueFd fd(static_cast<int>(Openat2(root_fd_.get(), path.c_str(), flags)));
     if (fd.valid()) return fd;
     const int err = errno;
     if ((err == EAGAIN && attempt + 1 < kOpenat2Attempts) || err == EINTR) continue;
@@ -210,9 +210,9 @@ absl::StatusOr<UniqueFd> LocalObjectStore::OpenWithOpenat2(absl::string_view key
   }
 }
 
-absl::StatusOr<UniqueFd> LocalObjectStore::OpenByWalk(absl::string_view key, int flags) const {
+absl::StatusOr<base::UniqueFd> LocalObjectStore::OpenByWalk(absl::string_view key, int flags) const {
   const std::vector<absl::string_view> components = Components(key);
-  UniqueFd current;  // The directory reached; the root before the first step.
+  base::UniqueFd current;  // The directory reached; the root before the first step.
   for (size_t i = 0; i < components.size(); ++i) {
     const std::string name(components[i]);
     // ValidateKey refuses these; the walk refuses them again by itself.
@@ -243,7 +243,7 @@ absl::Status LocalObjectStore::OpenError(int err, absl::string_view key) const {
     // Which component is a link, or not a directory? Walked again, confined
     // the same way, only on this error path.
     const std::vector<absl::string_view> components = Components(key);
-    UniqueFd current;
+    base::UniqueFd current;
     for (size_t i = 0; i < components.size(); ++i) {
       const std::string name(components[i]);
       if (name.empty() || name == "." || name == "..") break;
@@ -260,7 +260,7 @@ absl::Status LocalObjectStore::OpenError(int err, absl::string_view key) const {
         return absl::NotFoundError(absl::StrCat("cannot open ", Describe(key), ": ",
                                                 Describe(so_far), " is not a directory"));
       }
-      UniqueFd next(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      base::UniqueFd next(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!next.valid()) break;  // Changed meanwhile: report the original error.
       current = std::move(next);
     }
@@ -287,7 +287,7 @@ absl::Status LocalObjectStore::ReadRangeInto(absl::string_view key, uint64_t off
                                                    ": at most ", kMaxReadBytes, " at once"));
   }
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
-  absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_RDONLY | O_NONBLOCK);
+  absl::StatusOr<base::UniqueFd> fd = OpenBeneath(key, O_RDONLY | O_NONBLOCK);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoError("read", key);
@@ -324,7 +324,7 @@ absl::Status LocalObjectStore::ReadRangeInto(absl::string_view key, uint64_t off
 absl::StatusOr<ObjectEntry> LocalObjectStore::Stat(absl::string_view key) const {
   if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
   struct stat st;  // Of what was opened: OpenBeneath looks for a link.
-  absl::StatusOr<UniqueFd> fd = OpenBeneath(key, O_PATH, &st);
+  absl::StatusOr<base::UniqueFd> fd = OpenBeneath(key, O_PATH, &st);
   if (!fd.ok()) return fd.status();
   if (S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat(Describe(key), " is a directory, not an object"));
@@ -336,7 +336,7 @@ absl::StatusOr<ObjectEntry> LocalObjectStore::Stat(absl::string_view key) const 
   return ObjectEntry{std::string(key), static_cast<uint64_t>(st.st_size), ModifiedTime(st)};
 }
 
-absl::StatusOr<UniqueFd> LocalObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
+absl::StatusOr<base::UniqueFd> LocalObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
   const absl::string_view key = WithoutTrailingSlash(prefix);
   if (!key.empty()) {
     if (absl::Status valid = ValidateKey(key); !valid.ok()) return valid;
@@ -348,12 +348,12 @@ absl::StatusOr<ListResult> LocalObjectStore::List(const ListOptions& options) co
   if (absl::Status valid = ValidatePrefix(options.prefix); !valid.ok()) return valid;
   if (!options.delimiter.empty() && options.delimiter != "/") {
     return absl::InvalidArgumentError(absl::StrCat("unsupported list delimiter ",
-                                                   QuoteForMessage(options.delimiter, 8),
+                                                   base::QuoteForMessage(options.delimiter, 8),
                                                    "; use \"/\" or none"));
   }
   const size_t slash = options.prefix.rfind('/');
   const std::string dir_key = slash == std::string::npos ? "" : options.prefix.substr(0, slash);
-  absl::StatusOr<UniqueFd> dir = OpenBeneath(dir_key, O_RDONLY | O_DIRECTORY);
+  absl::StatusOr<base::UniqueFd> dir = OpenBeneath(dir_key, O_RDONLY | O_DIRECTORY);
   if (!dir.ok()) return dir.status();
   ListResult result;
   if (options.max_keys == 0) return result;
@@ -367,7 +367,7 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
                                              const ListOptions& options, bool recursive,
                                              ListResult* out) const {
   struct Frame {
-    UniqueFd fd;                    // Invalid for the first: dir_fd.
+    base::UniqueFd fd;                    // Invalid for the first: dir_fd.
     std::string key;                // "" or "a/b": the directory's key.
     std::vector<DirEntry> entries;  // Sorted.
     size_t next = 0;
@@ -387,7 +387,7 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
   };
 
   std::vector<Frame> stack;
-  const auto push = [&](UniqueFd fd, std::string key, absl::string_view names) -> absl::Status {
+  const auto push = [&](base::UniqueFd fd, std::string key, absl::string_view names) -> absl::Status {
     Frame frame;
     frame.fd = std::move(fd);
     frame.key = std::move(key);
@@ -411,7 +411,7 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
     stack.push_back(std::move(frame));
     return absl::OkStatus();
   };
-  if (absl::Status first = push(UniqueFd(), dir_key, name_prefix); !first.ok()) return first;
+  if (absl::Status first = push(base::UniqueFd(), dir_key, name_prefix); !first.ok()) return first;
 
   while (!stack.empty()) {
     Frame& frame = stack.back();
@@ -440,7 +440,7 @@ absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_
                                                           ": nested more than ", kMaxListDepth,
                                                           " directories deep"));
       }
-      UniqueFd sub(
+      base::UniqueFd sub(
           ::openat(fd, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       const int open_errno = errno;
       const std::string sub_key = key.substr(0, key.size() - 1);
@@ -471,14 +471,14 @@ absl::StatusOr<StoreLocation> OpenLocalPath(const std::string& path,
                                             LocalObjectStore::Options options) {
   if (path.empty() || path.front() != '/') {
     return absl::InvalidArgumentError(
-        absl::StrCat(QuoteForMessage(path, kShownPathChars), " is not an absolute path"));
+        absl::StrCat(base::QuoteForMessage(path, kShownPathChars), " is not an absolute path"));
   }
   std::vector<std::string> components;
   for (absl::string_view component : absl::StrSplit(path, '/', absl::SkipEmpty())) {
     if (component == ".") continue;
     if (component == "..") {
       return absl::InvalidArgumentError(
-          absl::StrCat(QuoteForMessage(path, kShownPathChars), " has a '..' component"));
+          absl::StrCat(base::QuoteForMessage(path, kShownPathChars), " has a '..' component"));
     }
     components.emplace_back(component);
   }

@@ -35,7 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "objectstore/object_store.h"
-#include "objectstore/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace debugplane::objectstore {
 
@@ -66,7 +66,7 @@ class LocalObjectStore final : public ObjectStore {
   absl::StatusOr<ObjectEntry> Stat(absl::string_view key) const override;
   // root + "/" + key, escaped for messages.
   std::string Describe(absl::string_view key) const override;
-  absl::StatusOr<UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const override;
+  absl::StatusOr<base::UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const override;
 
   // The root directory as given to Open (without a trailing '/').
   const std::string& root() const { return root_; }
@@ -74,17 +74,17 @@ class LocalObjectStore final : public ObjectStore {
   bool uses_openat2() const { return use_openat2_; }
 
  private:
-  LocalObjectStore(std::string root, UniqueFd root_fd, bool use_openat2);
+  LocalObjectStore(std::string root, base::UniqueFd root_fd, bool use_openat2);
 
   // Opens `key` ("" for the root) with `flags` (O_NOFOLLOW and O_CLOEXEC are
   // added), confined as the file comment says. Errors as the interface says;
   // a link on the way is PERMISSION_DENIED naming it. With O_PATH the opened
   // file is stat'ed (a last component that is a link is opened itself):
   // into `*path_stat` if not null.
-  absl::StatusOr<UniqueFd> OpenBeneath(absl::string_view key, int flags,
+  absl::StatusOr<base::UniqueFd> OpenBeneath(absl::string_view key, int flags,
                                        struct stat* path_stat = nullptr) const;
-  absl::StatusOr<UniqueFd> OpenWithOpenat2(absl::string_view key, int flags) const;
-  absl::StatusOr<UniqueFd> OpenByWalk(absl::string_view key, int flags) const;
+  absl::StatusOr<base::UniqueFd> OpenWithOpenat2(absl::string_view key, int flags) const;
+  absl::StatusOr<base::UniqueFd> OpenByWalk(absl::string_view key, int flags) const;
   // The error for `err` from opening `key`: names the first symbolic link on
   // the way if there is one.
   absl::Status OpenError(int err, absl::string_view key) const;
@@ -96,7 +96,7 @@ class LocalObjectStore final : public ObjectStore {
                              bool recursive, ListResult* out) const;
 
   const std::string root_;
-  const UniqueFd root_fd_;  // O_PATH | O_DIRECTORY.
+  const base::UniqueFd root_fd_;  // O_PATH | O_DIRECTORY.
   const bool use_openat2_;
 };
 

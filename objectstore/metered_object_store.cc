@@ -33,7 +33,7 @@ std::string MeteredObjectStore::Describe(absl::string_view key) const {
   return store_->Describe(key);
 }
 
-absl::StatusOr<UniqueFd> MeteredObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
+absl::StatusOr<base::UniqueFd> MeteredObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
   return store_->OpenDirectoryForWatch(prefix);
 }
 

@@ -29,7 +29,7 @@ class MeteredObjectStore final : public ObjectStore {
                              std::string* out) const override;
   absl::StatusOr<ObjectEntry> Stat(absl::string_view key) const override;
   std::string Describe(absl::string_view key) const override;
-  absl::StatusOr<UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const override;
+  absl::StatusOr<base::UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const override;
 
  private:
   const std::shared_ptr<const ObjectStore> store_;

@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -16,7 +16,7 @@ constexpr size_t kShownKeyChars = 256;
 
 absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid object key ", QuoteForMessage(key, kShownKeyChars), ": ", why));
+      absl::StrCat("invalid object key ", base::QuoteForMessage(key, kShownKeyChars), ": ", why));
 }
 
 // Every '/'-separated component of `key` is a plain name: not empty, not "."
@@ -59,7 +59,7 @@ absl::Status ValidatePrefix(absl::string_view prefix) {
   return ValidateKey(prefix, /*allow_trailing_slash=*/true);
 }
 
-absl::StatusOr<UniqueFd> ObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
+absl::StatusOr<base::UniqueFd> ObjectStore::OpenDirectoryForWatch(absl::string_view prefix) const {
   return absl::UnimplementedError(
       absl::StrCat(Describe(prefix), ": this store has no change notification; poll it"));
 }
@@ -141,7 +141,7 @@ absl::StatusOr<ListResult> ObjectStore::ListAll(ListOptions options, size_t limi
       return absl::DataLossError(
           absl::StrCat("the listing of ", Describe(options.prefix),
                        " says more keys follow but does not move on (next page after ",
-                       QuoteForMessage(page->next_start_after, kShownKeyChars), ")"));
+                       base::QuoteForMessage(page->next_start_after, kShownKeyChars), ")"));
     }
     options.start_after = std::move(page->next_start_after);
   }

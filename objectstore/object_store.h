@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "objectstore/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace debugplane::objectstore {
 
@@ -128,7 +128,7 @@ class ObjectStore {
   // read, for change notification by inotify (change_notifier.h). Stores
   // that are not a local file system return UNIMPLEMENTED (the default):
   // their changes are polled for.
-  virtual absl::StatusOr<UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const;
+  virtual absl::StatusOr<base::UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const;
 
   // The whole object if it has at most limit.max_bytes bytes; else
   // OverReadLimitError naming it (Describe(key)), its size and the limit,
@@ -149,7 +149,7 @@ class ObjectStore {
 };
 
 // A place in a store: the keys under `prefix` ("" for the whole store).
-// What a job's output path resolves to (core/output_path.h).
+// What a job's output path resolves to (core/jobs/output_path.h).
 struct StoreLocation {
   std::shared_ptr<const ObjectStore> store;
   std::string prefix;  // A key without a trailing '/', or "".

@@ -33,7 +33,7 @@ int Openat2Beneath(int root_fd, const std::string& relative, int flags) {
 
 // One openat per component, each with O_NOFOLLOW: a link anywhere is ELOOP.
 int OpenByWalk(int root_fd, const std::vector<std::string>& components, int flags) {
-  UniqueFd current;  // The directory reached; root_fd before the first step.
+  base::UniqueFd current;  // The directory reached; root_fd before the first step.
   for (size_t i = 0; i < components.size(); ++i) {
     const bool last = i + 1 == components.size();
     const int step_flags = last ? flags : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
@@ -49,20 +49,20 @@ int OpenByWalk(int root_fd, const std::vector<std::string>& components, int flag
 
 }  // namespace
 
-UniqueFd OpenBeneath(int root_fd, const std::string& relative, int flags) {
+base::UniqueFd OpenBeneath(int root_fd, const std::string& relative, int flags) {
   flags |= O_NOFOLLOW | O_CLOEXEC;
   const std::vector<std::string> components = absl::StrSplit(relative, '/');
   for (const std::string& component : components) {
     if (component.empty() || component == "." || component == "..") {
       errno = EINVAL;
-      return UniqueFd();
+      return base::UniqueFd();
     }
   }
   const int fd = Openat2Beneath(root_fd, relative, flags);
   // No openat2 (ENOSYS), or a seccomp filter that refuses it (EPERM): the
   // walk, which meets any real EPERM again.
-  if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return UniqueFd(fd);
-  return UniqueFd(OpenByWalk(root_fd, components, flags));
+  if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return base::UniqueFd(fd);
+  return base::UniqueFd(OpenByWalk(root_fd, components, flags));
 }
 
 }  // namespace debugplane::objectstore

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "objectstore/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace debugplane::objectstore {
 
@@ -22,7 +22,7 @@ namespace debugplane::objectstore {
 // leave `root_fd` (openat2 only), ENOTDIR when a component on the way is
 // not a directory, EINVAL for a path that is not such a relative path, and
 // the errors of openat otherwise.
-UniqueFd OpenBeneath(int root_fd, const std::string& relative, int flags);
+base::UniqueFd OpenBeneath(int root_fd, const std::string& relative, int flags);
 
 }  // namespace debugplane::objectstore
 

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -98,7 +98,7 @@ absl::Status ValidateBucketName(absl::string_view bucket) {
                      absl::ascii_isalnum(bucket.front()) && absl::ascii_isalnum(bucket.back());
   if (valid) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid S3 bucket name ", SingleQuoteForMessage(bucket, 80),
+      absl::StrCat("invalid S3 bucket name ", base::SingleQuoteForMessage(bucket, 80),
                    ": 3 to 63 lower-case letters, digits, '.' and '-', starting and ending with "
                    "a letter or digit"));
 }
@@ -529,7 +529,7 @@ bool S3ObjectStore::BucketMissing() const {
 absl::Status S3ObjectStore::DeniedStatus(const S3ErrorReply& reply, const std::string& detail,
                                          const std::string& what) const {
   const std::string key_id = absl::StrCat(
-      "access key id ", SingleQuoteForMessage(config_.access_key_id, 40), " (from ",
+      "access key id ", base::SingleQuoteForMessage(config_.access_key_id, 40), " (from ",
       config_.credentials_source.empty() ? "the configuration" : config_.credentials_source, ")");
   if (reply.code == "InvalidAccessKeyId") {
     return absl::PermissionDeniedError(
@@ -558,7 +558,7 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
   }
   if (response.network_failure()) {
     // curl's own words, which already say what failed and where.
-    const std::string reason = EscapeForMessage(response.curl_error, 200);
+    const std::string reason = base::EscapeForMessage(response.curl_error, 200);
     if (response.curl_code == CURLE_PEER_FAILED_VERIFICATION ||
         response.curl_code == CURLE_SSL_CACERT_BADFILE) {
       return absl::FailedPreconditionError(
@@ -570,9 +570,9 @@ absl::Status S3ObjectStore::ErrorStatus(const Response& response, const std::str
   }
   const S3ErrorReply reply = ParseS3Error(response.body);
   std::string detail = reply.code.empty() ? absl::StrCat("HTTP ", response.http_status)
-                                          : absl::StrCat(EscapeForMessage(reply.code, 60),
+                                          : absl::StrCat(base::EscapeForMessage(reply.code, 60),
                                                          ", HTTP ", response.http_status);
-  if (!reply.message.empty()) absl::StrAppend(&detail, ": ", EscapeForMessage(reply.message, 200));
+  if (!reply.message.empty()) absl::StrAppend(&detail, ": ", base::EscapeForMessage(reply.message, 200));
   const int status = static_cast<int>(response.http_status);
   if (status == 404) {
     if (reply.code == "NoSuchBucket" ||
@@ -642,7 +642,7 @@ absl::StatusOr<ListResult> S3ObjectStore::List(const ListOptions& options) const
   if (absl::Status status = ValidatePrefix(options.prefix); !status.ok()) return status;
   if (!options.delimiter.empty() && options.delimiter != "/") {
     return absl::InvalidArgumentError(absl::StrCat("list delimiter ",
-                                                   SingleQuoteForMessage(options.delimiter, 20),
+                                                   base::SingleQuoteForMessage(options.delimiter, 20),
                                                    ": only '/' (or none) is supported"));
   }
   ListResult result;
@@ -744,7 +744,7 @@ absl::Status S3ObjectStore::ReadRangeInto(absl::string_view key, uint64_t offset
       out->clear();
       return absl::DataLossError(absl::StrCat(
           Describe(key), ": S3 at ", config_.endpoint, " answered a read from byte ", offset,
-          " with other bytes (Content-Range ", QuoteForMessage(response.content_range, 60), ")"));
+          " with other bytes (Content-Range ", base::QuoteForMessage(response.content_range, 60), ")"));
     }
     return absl::OkStatus();
   }
@@ -888,7 +888,7 @@ absl::Status S3ObjectStore::PutMultipart(absl::string_view key, absl::string_vie
     AbortMultipart(key, *upload_id);
     return absl::DataLossError(absl::StrCat(
         what, ": S3 at ", config_.endpoint, " did not complete the multipart upload (",
-        EscapeForMessage(reply.code, 60), ": ", EscapeForMessage(reply.message, 200), ")"));
+        base::EscapeForMessage(reply.code, 60), ": ", base::EscapeForMessage(reply.message, 200), ")"));
   }
   return absl::OkStatus();
 }

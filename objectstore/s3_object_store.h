@@ -190,7 +190,7 @@ class S3ObjectStore final : public ObjectStore {
   mutable absl::BitGen random_ ABSL_GUARDED_BY(mu_);
 };
 
-// Makes the store of a bucket: what DataRootStores (core/output_path.h)
+// Makes the store of a bucket: what DataRootStores (core/jobs/output_path.h)
 // takes to read s3:// output paths. Each call loads the configuration
 // afresh (LoadS3Config(overrides, environment)), so credentials or a
 // profile written after a failure take effect on the next call; the store

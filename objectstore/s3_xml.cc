@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::objectstore {
 namespace {
@@ -35,15 +35,15 @@ absl::StatusOr<ObjectEntry> ParseContents(const tinyxml2::XMLElement* contents) 
   entry.key = key;
   const char* size = ChildText(contents, "Size");
   if (size == nullptr || !absl::SimpleAtoi(size, &entry.size) || size[0] == '-' || size[0] == '+') {
-    return Malformed(absl::StrCat("the <Size> of ", QuoteForMessage(entry.key, 128),
+    return Malformed(absl::StrCat("the <Size> of ", base::QuoteForMessage(entry.key, 128),
                                   " is not a number of bytes"));
   }
   const char* modified = ChildText(contents, "LastModified");
   if (modified != nullptr) {
     std::string error;
     if (!absl::ParseTime(absl::RFC3339_full, modified, &entry.modified, &error)) {
-      return Malformed(absl::StrCat("the <LastModified> of ", QuoteForMessage(entry.key, 128),
-                                    " is not an ISO 8601 time: ", QuoteForMessage(modified, 40)));
+      return Malformed(absl::StrCat("the <LastModified> of ", base::QuoteForMessage(entry.key, 128),
+                                    " is not an ISO 8601 time: ", base::QuoteForMessage(modified, 40)));
     }
   }
   return entry;
@@ -80,7 +80,7 @@ absl::Status DecodeNames(ListObjectsV2Page* page) {
   for (ObjectEntry& object : page->objects) {
     std::optional<std::string> key = UrlDecode(object.key);
     if (!key.has_value() || key->empty()) {
-      return Malformed(absl::StrCat("the URL-encoded key ", QuoteForMessage(object.key, 128),
+      return Malformed(absl::StrCat("the URL-encoded key ", base::QuoteForMessage(object.key, 128),
                                     " does not decode"));
     }
     object.key = *std::move(key);
@@ -88,7 +88,7 @@ absl::Status DecodeNames(ListObjectsV2Page* page) {
   for (std::string& prefix : page->common_prefixes) {
     std::optional<std::string> decoded = UrlDecode(prefix);
     if (!decoded.has_value() || decoded->empty()) {
-      return Malformed(absl::StrCat("the URL-encoded common prefix ", QuoteForMessage(prefix, 128),
+      return Malformed(absl::StrCat("the URL-encoded common prefix ", base::QuoteForMessage(prefix, 128),
                                     " does not decode"));
     }
     prefix = *std::move(decoded);
@@ -107,7 +107,7 @@ absl::StatusOr<ListObjectsV2Page> ParseListObjectsV2(absl::string_view xml) {
   const tinyxml2::XMLElement* root = document.RootElement();
   if (root == nullptr || std::strcmp(root->Name(), "ListBucketResult") != 0) {
     return Malformed(absl::StrCat("the root element is ",
-                                  root == nullptr ? "missing" : QuoteForMessage(root->Name(), 40),
+                                  root == nullptr ? "missing" : base::QuoteForMessage(root->Name(), 40),
                                   ", not ListBucketResult"));
   }
   ListObjectsV2Page page;

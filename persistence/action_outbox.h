@@ -1,7 +1,7 @@
 // ActionOutbox: which replica carries out a rule action, claimed row by row.
 //
 // A rule's actions are written Pending in its job's record together with its
-// IssuesFound (core/rule_actions.h); this table decides who delivers them
+// IssuesFound (core/jobs/rule_actions.h); this table decides who delivers them
 // when several replicas see them. A claim lasts until the database's now +
 // claim_for: a replica killed while holding one leaves it to expire, and
 // another then claims the action again (its idempotency key, the ActionId,

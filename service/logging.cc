@@ -4,7 +4,7 @@
 
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -31,7 +31,7 @@ class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    const std::string escaped = objectstore::EscapeControlCharacters(
+    const std::string escaped = base::EscapeControlCharacters(
         absl::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(escaped.data(), escaped.data() + escaped.size());
   }

@@ -5,7 +5,7 @@
 #ifndef DEBUGPLANE_SERVICE_PROFILER_REPORT_SERVICE_H_
 #define DEBUGPLANE_SERVICE_PROFILER_REPORT_SERVICE_H_
 
-#include "core/profiler_report_handler.h"
+#include "core/handlers/profiler_report_handler.h"
 #include "debugplane/v1/profiler_report.grpc.pb.h"
 #include "service/auth/auth.h"
 

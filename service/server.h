@@ -9,9 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/profiler_report_handler.h"
-#include "core/training_agent_handler.h"
-#include "core/training_job_handler.h"
+#include "core/handlers/profiler_report_handler.h"
+#include "core/handlers/training_agent_handler.h"
+#include "core/manager/training_job_handler.h"
 #include "grpcpp/server.h"
 #include "metrics/request_metrics.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"

@@ -17,10 +17,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/change_feed_pruner.h"
-#include "core/profiler_report_handler.h"
-#include "core/training_agent_handler.h"
-#include "core/training_job_manager.h"
+#include "core/replication/change_feed_pruner.h"
+#include "core/handlers/profiler_report_handler.h"
+#include "core/handlers/training_agent_handler.h"
+#include "core/manager/training_job_manager.h"
 #include "metrics/server_metrics.h"
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "objectstore/aws_config.h"
 #include "rules_engine/actions/notification_sink.h"
 #include "service/server.h"
@@ -35,7 +35,7 @@ struct ServerConfig {
   // ~/.local/share/debugplane.
   std::string data_dir;
   // --database: a postgresql:// or postgres:// URI (libpq's, see
-  // persistence/postgres_storage.h) selects PostgreSQL; empty: SQLite in
+  // persistence/postgres/postgres_storage.h) selects PostgreSQL; empty: SQLite in
   // data_dir. The data directory's lock and reports stay in data_dir.
   std::string database_url;
   // Where local output paths may point; empty: the data directory.
@@ -63,7 +63,7 @@ struct ServerConfig {
   std::string credentials_file;
   // --insecure: serve a non-loopback address without credentials or TLS.
   bool insecure = false;
-  // Evaluation leases (core/lease_keeper.h): how long a replica's lease on a
+  // Evaluation leases (core/replication/lease_keeper.h): how long a replica's lease on a
   // job lasts without renewal, how long before that it stops counting it as
   // held (the replica's id is manager.replica_id), and how long a claim on a
   // rule action lasts (persistence/action_outbox.h).
@@ -71,7 +71,7 @@ struct ServerConfig {
   absl::Duration lease_safety_margin = absl::Seconds(2);
   absl::Duration action_claim_duration = absl::Minutes(2);
   // How long the change feed keeps a job's superseded changes
-  // (core/change_feed_pruner.h).
+  // (core/replication/change_feed_pruner.h).
   absl::Duration change_feed_retention = absl::Hours(1);
 };
 

@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/rule_actions.h"
-#include "core/steady_clock.h"
-#include "persistence/postgres_lease_table.h"
-#include "persistence/sqlite_lease_table.h"
+#include "core/jobs/rule_actions.h"
+#include "base/steady_clock.h"
+#include "persistence/postgres/postgres_lease_table.h"
+#include "persistence/sqlite/sqlite_lease_table.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::service {
@@ -62,7 +62,7 @@ absl::StatusOr<ServerLeases> OpenServerLeases(const ServerConfig& config,
                                                      : config.manager.replica_id,
                                    .lease_duration = config.lease_duration,
                                    .safety_margin = config.lease_safety_margin,
-                                   .clock = core::SteadyClock(),
+                                   .clock = base::SteadyClock(),
                                    .metrics = lease_metrics};
   if (absl::Status valid = core::ValidateLeaseKeeperOptions(options); !valid.ok()) return valid;
 

@@ -1,4 +1,4 @@
-// The server's evaluation leases (core/lease_keeper.h) and action outbox
+// The server's evaluation leases (core/replication/lease_keeper.h) and action outbox
 // (persistence/action_outbox.h), on the server's database: which jobs this
 // replica evaluates and whose actions it carries out. With SQLite (one
 // server) the same parts run, and this server owns every job.
@@ -15,8 +15,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/lease_keeper.h"
-#include "core/training_job_manager.h"
+#include "core/replication/lease_keeper.h"
+#include "core/manager/training_job_manager.h"
 #include "persistence/action_outbox.h"
 #include "persistence/lease_table.h"
 #include "service/server_flags.h"

@@ -5,7 +5,7 @@
 #ifndef DEBUGPLANE_SERVICE_TRAINING_AGENT_SERVICE_H_
 #define DEBUGPLANE_SERVICE_TRAINING_AGENT_SERVICE_H_
 
-#include "core/training_agent_handler.h"
+#include "core/handlers/training_agent_handler.h"
 #include "debugplane/v1/training_agent.grpc.pb.h"
 #include "service/auth/auth.h"
 

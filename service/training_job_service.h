@@ -5,7 +5,7 @@
 #ifndef DEBUGPLANE_SERVICE_TRAINING_JOB_SERVICE_H_
 #define DEBUGPLANE_SERVICE_TRAINING_JOB_SERVICE_H_
 
-#include "core/training_job_handler.h"
+#include "core/manager/training_job_handler.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "service/auth/auth.h"
 #include "service/stream_writer.h"

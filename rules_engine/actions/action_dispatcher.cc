@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "core/rule_actions.h"
+#include "core/jobs/rule_actions.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::rules_engine {
@@ -35,7 +35,7 @@ ActionDispatcher::ActionDispatcher(core::TrainingJobManager* manager,
                                    ActionDispatcherOptions options)
     : manager_(manager),
       options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : core::SystemClock()) {}
+      clock_(options_.clock != nullptr ? options_.clock : base::SystemClock()) {}
 
 ActionDispatcher::~ActionDispatcher() { Shutdown(); }
 

@@ -2,7 +2,7 @@
 // (RuleParameters["action_json"]: StopTraining, Email, SMS).
 //
 // The job record is the outbox: a rule's IssuesFound and its Pending actions
-// are written together (core/rule_actions.h), so an action is never lost and
+// are written together (core/jobs/rule_actions.h), so an action is never lost and
 // never triggered twice. The dispatcher observes committed jobs, carries out
 // every Pending action on its own threads (sinks block on the network), and
 // records the outcome on the job (durable, pushed to watchers):
@@ -34,9 +34,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/lease_keeper.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "core/replication/lease_keeper.h"
+#include "core/manager/training_job_manager.h"
 #include "metrics/action_metrics.h"
 #include "persistence/action_outbox.h"
 #include "rules_engine/actions/notification_sink.h"
@@ -55,7 +55,7 @@ struct ActionDispatcherOptions {
   absl::Duration max_backoff = absl::Minutes(5);
   // When retries are due; the system clock when null (tests move a
   // FakeClock, and waiting threads wake when it jumps).
-  std::shared_ptr<core::Clock> clock;
+  std::shared_ptr<base::Clock> clock;
   // Server replicas sharing one database: a job's actions are carried out
   // by the replica that holds its lease (picked up when it acquires it,
   // dropped when it loses it), each under a claim in `outbox` that lasts
@@ -149,7 +149,7 @@ class ActionDispatcher {
 
   core::TrainingJobManager* const manager_;
   const ActionDispatcherOptions options_;
-  const std::shared_ptr<core::Clock> clock_;
+  const std::shared_ptr<base::Clock> clock_;
   int64_t jump_listener_id_ = 0;  // Set by Start.
 
   mutable absl::Mutex mu_;

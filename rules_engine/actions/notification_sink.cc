@@ -15,9 +15,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
-#include "core/validation_text.h"
+#include "core/jobs/validation_text.h"
 #include "nlohmann/json.hpp"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -85,7 +85,7 @@ std::string HttpHeaderValue(absl::string_view text) {
 // "B" encoded-words of at most 75 characters, folded onto continuation
 // lines; a header can neither end early nor carry another.
 std::string MailHeaderValue(absl::string_view text) {
-  const std::string one_line = objectstore::EscapeControlCharacters(text);
+  const std::string one_line = base::EscapeControlCharacters(text);
   if (std::all_of(one_line.begin(), one_line.end(),
                   [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
     return one_line;
@@ -307,26 +307,26 @@ std::string UrlForDisplay(absl::string_view url) {
   if (const size_t at = authority.rfind('@'); at != absl::string_view::npos) {
     authority.remove_prefix(at + 1);
   }
-  return objectstore::EscapeControlCharacters(
+  return base::EscapeControlCharacters(
       absl::StrCat(url.substr(0, scheme_end), "://", authority));
 }
 
 std::string Notification::Subject() const {
   return absl::StrCat(
-      "debugplane: rule ", objectstore::EscapeControlCharacters(rule_configuration_name),
-      " found issues in training job ", objectstore::EscapeControlCharacters(training_job_name));
+      "debugplane: rule ", base::EscapeControlCharacters(rule_configuration_name),
+      " found issues in training job ", base::EscapeControlCharacters(training_job_name));
 }
 
 std::string Notification::Body() const {
   return absl::StrCat(Subject(), "\n\n",
-                      objectstore::EscapeControlCharacters(
+                      base::EscapeControlCharacters(
                           status_details.empty() ? rule_evaluation_status : status_details,
                           /*keep_line_feeds=*/true),
-                      "\n\nTraining job: ", objectstore::EscapeControlCharacters(training_job_arn),
-                      "\nRule: ", objectstore::EscapeControlCharacters(rule_configuration_name),
-                      " (", objectstore::EscapeControlCharacters(rule_evaluation_status),
+                      "\n\nTraining job: ", base::EscapeControlCharacters(training_job_arn),
+                      "\nRule: ", base::EscapeControlCharacters(rule_configuration_name),
+                      " (", base::EscapeControlCharacters(rule_evaluation_status),
                       ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
-                      "\nAction: ", objectstore::EscapeControlCharacters(action_id), "\n");
+                      "\nAction: ", base::EscapeControlCharacters(action_id), "\n");
 }
 
 std::string Notification::ToJson() const {

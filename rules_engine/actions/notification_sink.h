@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "core/rule_actions.h"
+#include "core/jobs/rule_actions.h"
 
 namespace debugplane::rules_engine {
 

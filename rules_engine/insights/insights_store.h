@@ -45,12 +45,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/deadline_timer.h"
-#include "core/job_record.h"
-#include "core/output_path.h"
-#include "core/thread_pool.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "base/deadline_timer.h"
+#include "core/jobs/job_record.h"
+#include "core/jobs/output_path.h"
+#include "base/thread_pool.h"
+#include "core/manager/training_job_manager.h"
 #include "rules_engine/insights/job_insights.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
 #include "rules_engine/profiler/plausible_times.h"
@@ -72,7 +72,7 @@ struct InsightsStoreOptions {
   // (the background's) is doing, before it answers with what is read so far.
   absl::Duration first_read_wait = absl::Seconds(2);
   int level_capacity = kDefaultLevelCapacity;
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
 };
 
 // What a request sees of one job, under the job's data lock.
@@ -139,8 +139,8 @@ class InsightsStore {
   core::TrainingJobManager* const manager_;
   const InsightsStoreOptions options_;
   const core::DataRootStores stores_;
-  core::ThreadPool pool_;
-  core::DeadlineTimer poll_timer_;
+  base::ThreadPool pool_;
+  base::DeadlineTimer poll_timer_;
   int64_t observer_id_ = 0;
 
   mutable absl::Mutex mu_;

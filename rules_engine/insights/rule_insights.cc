@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/rule_catalog.h"
+#include "core/jobs/rule_catalog.h"
 #include "rules_engine/catalog/builtin_rules.h"
 
 namespace debugplane::rules_engine::insights {

@@ -1,6 +1,6 @@
 // The dashboard's insights: for each debug and profiler rule of a job, its
 // status, what it checks and what to do about it (the rule catalog's prose,
-// core/rule_catalog.h), the parameters it runs with (defaults merged) and
+// core/jobs/rule_catalog.h), the parameters it runs with (defaults merged) and
 // what it found, read from its StatusDetails.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_INSIGHTS_RULE_INSIGHTS_H_
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "core/job_record.h"
+#include "core/jobs/job_record.h"
 
 namespace debugplane::rules_engine::insights {
 

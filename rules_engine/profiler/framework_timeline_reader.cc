@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
@@ -319,7 +319,7 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
   if (e.step == RawEvent::Step::kString) {
     if (!absl::SimpleAtoi(e.step_text, &ev.step)) {
       *error = absl::StrCat("args.step_num ",
-                            objectstore::QuoteForMessage(e.step_text, kMaxExcerptChars),
+                            base::QuoteForMessage(e.step_text, kMaxExcerptChars),
                             " is not an integer");
       return false;
     }
@@ -400,7 +400,7 @@ Outcome ParseElements(absl::string_view t, int64_t line, bool may_continue, Pars
   if (t.empty()) return Outcome::kDone;
   if (t.front() != '{') {
     on_error(line, absl::StrCat("expected an event object, got ",
-                                objectstore::QuoteForMessage(t, kMaxExcerptChars)));
+                                base::QuoteForMessage(t, kMaxExcerptChars)));
     return Outcome::kDone;
   }
   // The elements of the text ("{...}" or, on one line, "{...}, {...}"),
@@ -614,7 +614,7 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
   if (state.over_limit || file.size <= state.offset) return;
   // File names are data too: escaped in messages.
   const std::string shown =
-      absl::StrCat("framework/pevents/", objectstore::EscapeForMessage(file.relative, 256));
+      absl::StrCat("framework/pevents/", base::EscapeForMessage(file.relative, 256));
   // Chunk by chunk from where the last call stopped, up to the size listed.
   while (true) {
     const absl::Status read = pevents_.store->ReadRangeInto(file.key, state.offset,

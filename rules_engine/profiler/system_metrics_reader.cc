@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/profiler/hour_directories.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
@@ -542,7 +542,7 @@ bool SystemMetricsReader::ReadFile(const std::string& relative, const std::strin
                                    std::vector<SystemMetricPoint>& out, uint64_t* budget) {
   // File names are data too: escaped in messages.
   const std::string shown =
-      absl::StrCat("system/incremental/", objectstore::EscapeForMessage(relative, 256));
+      absl::StrCat("system/incremental/", base::EscapeForMessage(relative, 256));
   // Chunk by chunk from the offset after the last complete line, each chunk
   // ending where a line is cut.
   while (true) {

@@ -8,7 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/smdebug/trial_reader.h"
 
 namespace debugplane::rules_engine {
@@ -72,7 +72,7 @@ absl::Status NoData(const TrialSummary& summary) {
 std::string ShownNames(const std::vector<std::string>& names) {
   std::vector<std::string> shown;
   for (size_t i = 0; i < names.size() && i < kNamesInErrors; ++i) {
-    shown.push_back(objectstore::QuoteForMessage(names[i], 60));
+    shown.push_back(base::QuoteForMessage(names[i], 60));
   }
   std::string list = absl::StrJoin(shown, ", ");
   if (names.size() > kNamesInErrors) {
@@ -230,7 +230,7 @@ absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& 
     if (steps == 0) return NoData(names_reader.summary());
     if (!found && !*scanned) {
       return absl::NotFoundError(
-          absl::StrCat("tensor ", objectstore::QuoteForMessage(query.tensor, 60),
+          absl::StrCat("tensor ", base::QuoteForMessage(query.tensor, 60),
                        " is not in the trial ", series.path, "; it holds ",
                        ShownNames(std::vector<std::string>(names.begin(), names.end()))));
     }

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/field_violations.h"
-#include "core/job_record.h"
-#include "core/validation.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/job_record.h"
+#include "core/jobs/validation.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -128,7 +128,7 @@ std::vector<v1::TensorValuesResponse> ToMessages(const std::string& job, const s
 // Runs `work(done)` on `pool`; if the pool refuses it (shutting down),
 // `done` gets UNAVAILABLE instead: it runs exactly once either way.
 template <typename Done, typename Work>
-void Submit(core::ThreadPool& pool, Done done, Work work) {
+void Submit(base::ThreadPool& pool, Done done, Work work) {
   auto holder = std::make_shared<Done>(std::move(done));
   if (!pool.Schedule([holder, work = std::move(work)]() mutable { work(std::move(*holder)); })) {
     std::move (*holder)(absl::UnavailableError("the server is shutting down"));

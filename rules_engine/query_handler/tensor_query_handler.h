@@ -13,10 +13,10 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "core/output_path.h"
-#include "core/thread_pool.h"
-#include "core/training_job_handler.h"
-#include "core/training_job_manager.h"
+#include "core/jobs/output_path.h"
+#include "base/thread_pool.h"
+#include "core/manager/training_job_handler.h"
+#include "core/manager/training_job_manager.h"
 #include "debugplane/v1/tensor_query.pb.h"
 #include "rules_engine/query/trial_query.h"
 
@@ -88,7 +88,7 @@ class TensorQueryHandler {
   core::TrainingJobManager* const manager_;
   const TensorQueryOptions options_;
   const core::DataRootStores stores_;
-  core::ThreadPool pool_;
+  base::ThreadPool pool_;
 };
 
 }  // namespace debugplane::rules_engine

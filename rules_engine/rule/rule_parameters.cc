@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/smdebug/python_regex.h"
 
 namespace debugplane::rules_engine {
@@ -263,7 +263,7 @@ std::string RuleParameterReader::Regex(absl::string_view name, std::string defau
   std::string pattern = String(name, std::move(default_value));
   if (std::string err = RegexError(pattern); !err.empty()) {
     Fail(name, absl::StrCat("has an invalid regular expression ",
-                            objectstore::SingleQuoteForMessage(pattern), ": ", err));
+                            base::SingleQuoteForMessage(pattern), ": ", err));
   }
   return pattern;
 }
@@ -276,7 +276,7 @@ std::vector<std::string> RuleParameterReader::RegexList(absl::string_view name,
     std::string err = RegexError(p);
     if (!err.empty()) {
       Fail(name, absl::StrCat("has an invalid regular expression ",
-                              objectstore::SingleQuoteForMessage(p), ": ", err));
+                              base::SingleQuoteForMessage(p), ": ", err));
       return {};
     }
   }

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/output_path.h"
-#include "core/rule_catalog.h"
+#include "core/jobs/output_path.h"
+#include "core/jobs/rule_catalog.h"
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/scheduling/rule_verdicts.h"
@@ -271,7 +271,7 @@ std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
       continue;
     }
     RuleParameters parameters(config.rule_parameters().begin(), config.rule_parameters().end());
-    const std::shared_ptr<core::Clock> clock = options_.clock;
+    const std::shared_ptr<base::Clock> clock = options_.clock;
     absl::StatusOr<std::unique_ptr<Rule>> rule = CreateBuiltinRule(
         RuleToInvoke(config.rule_parameters()), parameters,
         RuleContext{.now = [clock] { return clock->Now(); }, .other_trial = other_trial_lookup_});

@@ -76,10 +76,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/lease_keeper.h"
-#include "core/output_path.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "core/replication/lease_keeper.h"
+#include "core/jobs/output_path.h"
+#include "core/manager/training_job_manager.h"
 #include "metrics/evaluation_metrics.h"
 #include "metrics/object_store_metrics.h"
 #include "objectstore/local_object_store.h"
@@ -106,7 +106,7 @@ struct EvaluationSchedulerOptions {
   // component walk instead of openat2).
   std::vector<std::filesystem::path> data_roots;
   objectstore::LocalObjectStore::Options data_root_store_options;
-  // The stores of s3:// output paths, one per bucket (core/output_path.h);
+  // The stores of s3:// output paths, one per bucket (core/jobs/output_path.h);
   // null: such paths end their rules in Error saying the server is not
   // configured to read object storage.
   core::DataRootStores::BucketStoreFactory bucket_stores;
@@ -121,7 +121,7 @@ struct EvaluationSchedulerOptions {
   // recorded while steps keep coming; always at the end of training.
   absl::Duration progress_interval = absl::Seconds(1);
   // Where ProfilerReport rules write their reports (see
-  // core/profiler_report_files.h); empty: reports are not written.
+  // core/handlers/profiler_report_files.h); empty: reports are not written.
   std::filesystem::path report_dir;
   // The database's copy of the reports, which every replica serves (null:
   // the files alone). Must outlive the scheduler.
@@ -132,7 +132,7 @@ struct EvaluationSchedulerOptions {
   // durable, and by which clock.
   RuleStatusRecorderOptions status_retries;
   // The clock of every other time read (a FakeClock in tests).
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
   // Fairness: one turn of a job on a worker reads at most this many steps,
   // and stops reading after this much time, then the job queues again
   // behind the others.

@@ -6,8 +6,8 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/output_path.h"
-#include "core/rule_catalog.h"
+#include "core/jobs/output_path.h"
+#include "core/jobs/rule_catalog.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/scheduling/rule_verdicts.h"
 #include "spdlog/spdlog.h"
@@ -231,7 +231,7 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
   // others every turn_time_slice (or max_steps_per_turn steps). The reader
   // gets what is left of the slice, so that neither its index pass over a
   // backlog nor a batch of large steps runs past it (by one step at most).
-  const core::Clock& clock = *options_.clock;
+  const base::Clock& clock = *options_.clock;
   const absl::Time deadline = clock.Now() + options_.turn_time_slice;
   const size_t per_read = std::max<size_t>(1, options_.steps_per_read);
   const size_t max_steps = std::max<size_t>(1, options_.max_steps_per_turn);

@@ -36,10 +36,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/job_record.h"
-#include "core/lease_keeper.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "core/jobs/job_record.h"
+#include "core/replication/lease_keeper.h"
+#include "core/manager/training_job_manager.h"
 #include "metrics/evaluation_metrics.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
@@ -135,7 +135,7 @@ struct JobEvaluation {
 struct JobEvaluatorOptions {
   // Every time read: progress throttling, ticks of time-driven rules, the
   // turn's time slice (reports: the ReportWriter's clock).
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
   // How often, at most, each job's rule progress (LastEvaluatedStep) is
   // recorded while steps keep coming; always at the end of training.
   absl::Duration progress_interval = absl::Seconds(1);

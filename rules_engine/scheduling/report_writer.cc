@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/atomic_file.h"
+#include "base/atomic_file.h"
 #include "persistence/lease_fence.h"
 
 namespace debugplane::rules_engine {
@@ -50,9 +50,9 @@ absl::Status ReportWriter::Write(const std::string& job, const std::string& rule
   }
   const core::ProfilerReportFiles files = FilesFor(job, rule);
   // The JSON first: a reader that sees the new page finds its summary too.
-  absl::Status written = core::WriteFileAtomically(files.json, report.json);
+  absl::Status written = base::WriteFileAtomically(files.json, report.json);
   if (!written.ok()) return written;
-  return core::WriteFileAtomically(files.html, report.html);
+  return base::WriteFileAtomically(files.html, report.html);
 }
 
 }  // namespace debugplane::rules_engine

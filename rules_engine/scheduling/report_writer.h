@@ -1,6 +1,6 @@
 // ReportWriter: writes the reports of ProfilerReport rules
 // (<report_dir>/<job>/<rule>/profiler-report.{html,json}, see
-// core/profiler_report_files.h) and decides when a report is due.
+// core/handlers/profiler_report_files.h) and decides when a report is due.
 //
 // A report is regenerated at most once per report_interval while data keeps
 // coming, at once the first time, and always when training ended (the final
@@ -26,8 +26,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/profiler_report_files.h"
+#include "base/clock.h"
+#include "core/handlers/profiler_report_files.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "persistence/report_store.h"
 #include "rules_engine/report/profiler_report.h"
@@ -56,7 +56,7 @@ struct ReportWriterOptions {
   std::filesystem::path report_dir;
   // How often, at most, a report is regenerated while data keeps coming.
   absl::Duration report_interval = absl::Seconds(2);
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
   // Where every replica reads reports (null: the files alone). Must outlive
   // the writer.
   persistence::ReportStore* store = nullptr;

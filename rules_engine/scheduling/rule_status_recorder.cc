@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "core/deadline_timer.h"
+#include "base/deadline_timer.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::rules_engine {
@@ -77,7 +77,7 @@ struct RuleStatusRecorder::State : std::enable_shared_from_this<State> {
   const RuleStatusRecorderOptions options;
   // Set once by the recorder's constructor; its callbacks hold a weak
   // reference to this state.
-  std::unique_ptr<core::DeadlineTimer> timer;
+  std::unique_ptr<base::DeadlineTimer> timer;
 
   mutable absl::Mutex mu;
   std::map<std::string, RuleQueue> queues ABSL_GUARDED_BY(mu);
@@ -188,7 +188,7 @@ RuleStatusRecorder::RuleStatusRecorder(core::TrainingJobManager* manager,
     : state_(std::make_shared<State>(manager, std::move(options))) {
   std::weak_ptr<State> weak = state_;
   state_->timer =
-      std::make_unique<core::DeadlineTimer>(state_->options.clock, [weak](const std::string& key) {
+      std::make_unique<base::DeadlineTimer>(state_->options.clock, [weak](const std::string& key) {
         if (std::shared_ptr<State> state = weak.lock()) state->Send(key);
       });
 }

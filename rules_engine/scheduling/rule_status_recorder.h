@@ -27,16 +27,16 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/job_record.h"
-#include "core/lease_keeper.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "core/jobs/job_record.h"
+#include "core/replication/lease_keeper.h"
+#include "core/manager/training_job_manager.h"
 
 namespace debugplane::rules_engine {
 
 struct RuleStatusRecorderOptions {
   // The clock that times the retries (a FakeClock in tests).
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
   // The wait before the first retry of a record; doubled after every
   // refusal, up to max_backoff.
   absl::Duration initial_backoff = absl::Milliseconds(200);

@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -23,7 +23,7 @@ std::vector<std::string> ListedTensorNames(const TrialSummary& summary) {
   names.reserve(shown);
   for (size_t i = 0; i < shown; ++i) {
     names.push_back(
-        objectstore::EscapeForMessage(summary.tensor_names_seen[i], kMaxTensorNameChars));
+        base::EscapeForMessage(summary.tensor_names_seen[i], kMaxTensorNameChars));
   }
   return names;
 }

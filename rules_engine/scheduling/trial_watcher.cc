@@ -73,12 +73,12 @@ TrialWatcher::TrialWatcher(TrialWatcherOptions options, ChangeListener on_change
         objectstore::ChangeNotifier::Options{.poll_interval = options_.poll_interval,
                                              .use_inotify = options_.use_inotify});
   }
-  poll_timer_ = std::make_unique<core::DeadlineTimer>(
+  poll_timer_ = std::make_unique<base::DeadlineTimer>(
       options_.clock, [this](const std::string&) { OnPollDeadline(); });
   if (options_.poll_interval != absl::InfiniteDuration()) {
     poll_timer_->Set(kPollKey, options_.clock->Now() + options_.poll_interval);
   }
-  probe_timer_ = std::make_unique<core::DeadlineTimer>(
+  probe_timer_ = std::make_unique<base::DeadlineTimer>(
       options_.clock, [this](const std::string& job) { OnProbeDeadline(job); });
 }
 

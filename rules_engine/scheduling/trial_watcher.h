@@ -52,8 +52,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/deadline_timer.h"
+#include "base/clock.h"
+#include "base/deadline_timer.h"
 #include "objectstore/change_notifier.h"
 #include "objectstore/object_store.h"
 
@@ -113,7 +113,7 @@ struct TrialWatcherOptions {
   // InfiniteDuration: never (tests that drive everything by hand).
   absl::Duration poll_interval = absl::Seconds(1);
   // The clock the polling pass follows.
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
   // False: every directory is listed by polling, as without inotify (tests).
   bool use_inotify = true;
   // How jobs whose outputs are in stores without notification are probed.
@@ -246,10 +246,10 @@ class TrialWatcher {
   std::atomic<int64_t> list_requests_{0};
 
   // Set by the constructor, shut down (not reset) by Shutdown.
-  std::unique_ptr<core::DeadlineTimer> poll_timer_;
+  std::unique_ptr<base::DeadlineTimer> poll_timer_;
   // Probe deadlines keyed by job; its own thread, so that a slow store
   // never delays the polling pass.
-  std::unique_ptr<core::DeadlineTimer> probe_timer_;
+  std::unique_ptr<base::DeadlineTimer> probe_timer_;
 };
 
 }  // namespace debugplane::rules_engine

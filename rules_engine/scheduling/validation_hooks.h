@@ -4,7 +4,7 @@
 #ifndef DEBUGPLANE_RULES_ENGINE_SCHEDULING_VALIDATION_HOOKS_H_
 #define DEBUGPLANE_RULES_ENGINE_SCHEDULING_VALIDATION_HOOKS_H_
 
-#include "core/validation.h"
+#include "core/jobs/validation.h"
 
 namespace debugplane::rules_engine {
 

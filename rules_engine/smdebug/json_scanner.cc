@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -406,7 +406,7 @@ std::string JsonScanner::DescribeError() const {
       absl::StrCat("JSON parse error at byte ", error_offset_ + 1, " (", error_cause_, ")");
   if (at > 0) {
     absl::StrAppend(&out, " after ",
-                    objectstore::QuoteForMessage(absl::string_view(begin_ + from, at - from),
+                    base::QuoteForMessage(absl::string_view(begin_ + from, at - from),
                                                  kMaxExcerptChars));
   }
   return out;

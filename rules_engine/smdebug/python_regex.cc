@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "re2/re2.h"
 
 namespace debugplane::rules_engine {
@@ -77,7 +77,7 @@ RE2::Options CompileOptions() {
 }
 
 absl::Status RefusedBy(const RE2& re) {
-  std::string message = objectstore::EscapeForMessage(re.error(), kMaxErrorChars);
+  std::string message = base::EscapeForMessage(re.error(), kMaxErrorChars);
   if (re.error_code() == RE2::ErrorBadPerlOp || re.error_code() == RE2::ErrorBadNamedCapture) {
     absl::StrAppend(&message,
                     " (RE2 syntax: no lookarounds or backreferences; of Python's lookarounds "

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "nlohmann/json.hpp"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
@@ -16,7 +16,7 @@ using nlohmann::json;
 
 // A file name in messages: escaped (names are data too), built only for an
 // error.
-std::string ShownFile(absl::string_view file) { return objectstore::EscapeForMessage(file, 256); }
+std::string ShownFile(absl::string_view file) { return base::EscapeForMessage(file, 256); }
 
 // Parses without exceptions: untrusted input must not throw through callers.
 absl::StatusOr<json> ParseObject(absl::string_view text, absl::string_view file) {

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/smdebug/python_regex.h"
 #include "spdlog/spdlog.h"
 
@@ -79,8 +79,8 @@ std::shared_ptr<const PythonRegex> TrialInfo::IncludeRegex(absl::string_view col
   if (compiled.ok()) return *std::move(compiled);
   refused_include_regexes_.insert(pattern);
   spdlog::warn("collection '{}': include_regex {} cannot be used (it matches nothing): {}",
-               objectstore::EscapeForMessage(collection),
-               objectstore::SingleQuoteForMessage(pattern),
+               base::EscapeForMessage(collection),
+               base::SingleQuoteForMessage(pattern),
                std::string(compiled.status().message()));
   return nullptr;
 }
@@ -93,8 +93,8 @@ std::vector<std::string> TrialInfo::CollectionPatternErrors() const {
           RegexCache::Shared().Get(pattern);
       if (compiled.ok()) continue;
       errors.push_back(
-          absl::StrCat("collection '", objectstore::EscapeForMessage(name), "': include_regex ",
-                       objectstore::SingleQuoteForMessage(pattern),
+          absl::StrCat("collection '", base::EscapeForMessage(name), "': include_regex ",
+                       base::SingleQuoteForMessage(pattern),
                        " cannot be used (it matches nothing): ", compiled.status().message()));
     }
   }

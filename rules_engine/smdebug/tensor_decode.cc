@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/optional.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -21,7 +21,7 @@ using smdebug::TensorProto;
 
 // A tensor name read from a file, as errors show it: quoted, escaped, at
 // most 40 characters (it is data, of any length and any bytes).
-std::string ShownName(absl::string_view name) { return objectstore::QuoteForMessage(name, 40); }
+std::string ShownName(absl::string_view name) { return base::QuoteForMessage(name, 40); }
 
 // Little-endian load of a T from unaligned bytes (the hosts we run on are
 // little endian, as is the format).

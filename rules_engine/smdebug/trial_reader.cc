@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/smdebug/smdebug_json.h"
 #include "rules_engine/smdebug/tensor_decode.h"
 #include "rules_engine/smdebug/tfrecord.h"
@@ -30,7 +30,7 @@ constexpr int kStepDigits = 12;
 constexpr int64_t kMaxFixedWidthStep = 999999999999;
 
 // A tensor name from an index file or a record, as errors show it.
-std::string ShownTensor(absl::string_view name) { return objectstore::QuoteForMessage(name, 40); }
+std::string ShownTensor(absl::string_view name) { return base::QuoteForMessage(name, 40); }
 
 // Lists the "directory" `prefix` (ending in '/') one level deep, every page.
 absl::StatusOr<objectstore::ListResult> ListDirectory(const objectstore::ObjectStore& store,

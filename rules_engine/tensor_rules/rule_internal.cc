@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 
 namespace debugplane::rules_engine::internal {
 
@@ -282,7 +282,7 @@ std::string SelectingRule::WhyUnusedSelection(const TrialInfo& info, absl::strin
 // --- What a rule was given ---------------------------------------------------------
 
 std::string QuoteName(absl::string_view name) {
-  return absl::StrCat("'", objectstore::EscapeForMessage(name, 40), "'");
+  return absl::StrCat("'", base::EscapeForMessage(name, 40), "'");
 }
 
 std::string Times(int64_t n) { return n == 1 ? "once" : absl::StrCat(n, " times"); }
@@ -477,7 +477,7 @@ std::string DescribeTrial(const TrialInfo& info, const ModeCounts& steps) {
   for (const auto& [name, c] : info.collections) {
     if (parts.size() == kMaxListedNames) break;
     parts.push_back(
-        absl::StrCat(objectstore::EscapeForMessage(name, 40), " (", c.tensor_names.size(), ")"));
+        absl::StrCat(base::EscapeForMessage(name, 40), " (", c.tensor_names.size(), ")"));
   }
   absl::StrAppend(&out, "collections saved (tensor count): ", absl::StrJoin(parts, ", "));
   if (info.collections.size() > parts.size()) {

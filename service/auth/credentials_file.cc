@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/validation.h"
+#include "core/jobs/validation.h"
 
 namespace debugplane::service::auth {
 namespace {

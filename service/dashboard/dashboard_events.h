@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "core/manager/training_job_manager.h"
 #include "service/auth/auth.h"
 #include "service/http/http_server.h"
 
@@ -39,7 +39,7 @@ struct DashboardEventsOptions {
   // is sent when the interval ends, never dropped).
   absl::Duration data_interval = absl::Milliseconds(250);
   // The clock of lastDataTime.
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
 };
 
 // A job and when its data was last read, as the hub knows it.

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/validation.h"
+#include "core/jobs/validation.h"
 #include "service/dashboard/job_summary.h"
 #include "service/dashboard/profiling_form.h"
 #include "service/http/percent_decoding.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "service/auth/auth.h"
 #include "service/auth/credential_store.h"
 #include "service/dashboard/dashboard_events.h"

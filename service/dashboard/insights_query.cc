@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "objectstore/message_text.h"
+#include "base/message_text.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/http/percent_decoding.h"
 
@@ -23,7 +23,7 @@ ParamError Bad(absl::string_view field, absl::string_view message) {
 }
 
 std::string Quoted(absl::string_view text) {
-  return absl::StrCat("'", objectstore::EscapeForMessage(text, 64), "'");
+  return absl::StrCat("'", base::EscapeForMessage(text, 64), "'");
 }
 
 ParamError Seconds(const std::map<std::string, std::string>& params, const char* name,

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "core/job_record.h"
+#include "core/jobs/job_record.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::service::dashboard {

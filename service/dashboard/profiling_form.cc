@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/json_bounds.h"
+#include "core/jobs/json_bounds.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::service::dashboard {

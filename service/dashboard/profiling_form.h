@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/field_violations.h"
+#include "core/jobs/field_violations.h"
 #include "debugplane/v1/training_job.pb.h"
 
 namespace debugplane::service::dashboard {

@@ -1,6 +1,6 @@
 // The dashboard's signed-in sessions, in memory (a restart signs everyone
 // out): a random id per session (the dp_session cookie), a CSRF token per
-// session, and an idle expiry measured by a core::Clock (tests move a
+// session, and an idle expiry measured by a base::Clock (tests move a
 // FakeClock). A session remembers which access key signed in and a digest
 // of its secret, not its role: the role is read from the credential store at
 // every request, so a removed or changed key ends its sessions.
@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
+#include "base/clock.h"
 
 namespace debugplane::service::dashboard {
 
@@ -33,7 +33,7 @@ struct SessionOptions {
   // Sessions of one access key at most; its next sign-in drops its least
   // recently used one.
   size_t max_sessions_per_key = 100;
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
 };
 
 struct Session {

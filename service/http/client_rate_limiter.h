@@ -6,7 +6,7 @@
 // so a client that never fails is never limited.
 //
 // Addresses are keyed by IPv4 address or IPv6 /64 (a host commonly owns a
-// whole /64). Time comes from a core::Clock, so tests move a FakeClock.
+// whole /64). Time comes from a base::Clock, so tests move a FakeClock.
 
 #ifndef DEBUGPLANE_SERVICE_HTTP_CLIENT_RATE_LIMITER_H_
 #define DEBUGPLANE_SERVICE_HTTP_CLIENT_RATE_LIMITER_H_
@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/clock.h"
+#include "base/clock.h"
 
 struct sockaddr;
 
@@ -34,7 +34,7 @@ struct ClientRateLimiterOptions {
   // Addresses tracked at most; beyond, full buckets (which limit nothing)
   // are forgotten first, then the least recently charged ones.
   size_t max_clients = 10000;
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
 };
 
 // Thread-safe; every method takes one short mutex.

@@ -26,8 +26,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "core/clock.h"
-#include "core/training_job_handler.h"
+#include "base/clock.h"
+#include "core/manager/training_job_handler.h"
 #include "service/auth/auth.h"
 #include "service/http/http_server.h"
 
@@ -58,7 +58,7 @@ struct SageMakerProtocolOptions {
   // ThrottlingException (which the AWS SDKs retry with backoff).
   int max_operations_in_flight = 4096;
   // Checks SigV4 request times against this clock (real time by default).
-  std::shared_ptr<core::Clock> clock = core::SystemClock();
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
 };
 
 // Thread-safe. Handle() never blocks: the reply is sent when the handler

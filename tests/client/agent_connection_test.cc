@@ -1,4 +1,4 @@
-// The connection code the agent shares with the CLI (client/connection.h):
+// The connection code the agent shares with the CLI (client/common/connection.h):
 // the probe and the diagnosis of connections that fail because of their
 // security settings, against real in-process gRPC servers (plaintext, TLS,
 // mutual TLS) with certificates made by the openssl command; the channel's
@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli.h"
-#include "client/connection.h"
+#include "client/cli/cli.h"
+#include "client/common/connection.h"
 #include "debugplane/v1/training_agent.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"

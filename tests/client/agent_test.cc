@@ -2,7 +2,7 @@
 // transition's StatusMessage, or the FailureReason after a signal to the
 // agent), from real exit statuses.
 
-#include "client/agent.h"
+#include "client/agent/agent.h"
 
 #include <signal.h>
 #include <sys/wait.h>

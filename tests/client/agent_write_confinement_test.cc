@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "client/agent.h"
-#include "client/write_confinement.h"
+#include "client/agent/agent.h"
+#include "client/agent/write_confinement.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/scoped_temp_dir.h"

@@ -1,7 +1,7 @@
 // RunCli without a server: help, usage errors, --dry-run and an unreachable
 // server. Calls against a server are in cli_fake_server_test.cc.
 
-#include "client/cli.h"
+#include "client/cli/cli.h"
 
 #include <unistd.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "client/cli.h"
+#include "client/cli/cli.h"
 
 namespace debugplane::client::testing {
 

@@ -1,4 +1,4 @@
-#include "client/grpc_errors.h"
+#include "client/common/grpc_errors.h"
 
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"

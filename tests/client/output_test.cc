@@ -2,7 +2,7 @@
 // JSON mapping prints 64-bit integers as strings), non-finite values as
 // "nan"/"inf"/"-inf", strings left alone.
 
-#include "client/output.h"
+#include "client/cli/output.h"
 
 #include <cmath>
 #include <limits>

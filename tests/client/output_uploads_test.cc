@@ -1,7 +1,7 @@
-// client/output_uploads.h: s3:// locations, and the errors that keep an
+// client/agent/output_uploads.h: s3:// locations, and the errors that keep an
 // agent from starting a job whose output it could never upload.
 
-#include "client/output_uploads.h"
+#include "client/agent/output_uploads.h"
 
 #include <filesystem>
 #include <string>

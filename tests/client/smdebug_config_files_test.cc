@@ -1,4 +1,4 @@
-#include "client/smdebug_config_files.h"
+#include "client/agent/smdebug_config_files.h"
 
 #include <unistd.h>
 

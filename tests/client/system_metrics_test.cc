@@ -1,4 +1,4 @@
-#include "client/system_metrics.h"
+#include "client/agent/system_metrics.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

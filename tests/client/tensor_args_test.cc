@@ -1,6 +1,6 @@
 // The request `debugplane tensor` sends for its flags.
 
-#include "client/commands.h"
+#include "client/cli/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

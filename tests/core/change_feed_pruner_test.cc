@@ -1,6 +1,6 @@
-// ChangeFeedPruner over a real SQLite storage, its time from a FakeClock.
+// ChangeFeedPruner over a real SQLite storage, its time from a base::FakeClock.
 
-#include "core/change_feed_pruner.h"
+#include "core/replication/change_feed_pruner.h"
 
 #include <memory>
 #include <string>
@@ -8,7 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::core {
@@ -46,7 +46,7 @@ class ChangeFeedPrunerTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
-  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
   std::unique_ptr<persistence::SqliteStorage> storage_;
 };
 

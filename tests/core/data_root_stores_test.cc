@@ -1,11 +1,11 @@
-// DataRootStores (core/output_path.h): the one resolver from a job's output
+// DataRootStores (core/jobs/output_path.h): the one resolver from a job's output
 // path to the store of its data root and the key prefix below it.
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "core/output_path.h"
+#include "core/jobs/output_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/scoped_temp_dir.h"

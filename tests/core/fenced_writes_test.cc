@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/lease_fence.h"
-#include "persistence/sqlite_lease_table.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_lease_table.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
 

@@ -17,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/clock.h"
-#include "core/training_job_manager.h"
+#include "base/clock.h"
+#include "core/manager/training_job_manager.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::core {
@@ -182,8 +182,8 @@ class CommitterEvents {
   int admitted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// A FakeClock whose waiters are reported to CommitterEvents.
-class ObservedClock final : public Clock {
+// A base::FakeClock whose waiters are reported to CommitterEvents.
+class ObservedClock final : public base::Clock {
  public:
   explicit ObservedClock(CommitterEvents* events) : events_(events) {}
   absl::Time Now() const override { return clock_.Now(); }
@@ -199,7 +199,7 @@ class ObservedClock final : public Clock {
 
  private:
   CommitterEvents* const events_;
-  FakeClock clock_;
+  base::FakeClock clock_;
 };
 
 // Real storage behind the gate; every write takes kWriteTime by the clock.

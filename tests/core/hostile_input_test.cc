@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/field_violations.h"
-#include "core/json_bounds.h"
-#include "core/profiling_parameters.h"
-#include "core/rule_actions.h"
-#include "core/validation.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/json_bounds.h"
+#include "core/jobs/profiling_parameters.h"
+#include "core/jobs/rule_actions.h"
+#include "core/jobs/validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

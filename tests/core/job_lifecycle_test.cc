@@ -1,4 +1,4 @@
-// The job manager's deadlines, driven by a FakeClock: a stop is complete only
+// The job manager's deadlines, driven by a base::FakeClock: a stop is complete only
 // once the agent reports the training process gone (or the bounded wait for
 // that ends), MaxRuntimeInSeconds stops a job, and both survive restarts.
 
@@ -6,13 +6,13 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
-#include "core/clock.h"
-#include "core/training_agent_handler.h"
-#include "core/training_job_manager.h"
-#include "core/validation_text.h"
+#include "base/clock.h"
+#include "core/handlers/training_agent_handler.h"
+#include "core/manager/training_job_manager.h"
+#include "core/jobs/validation_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {
@@ -148,7 +148,7 @@ class JobLifecycleTest : public ::testing::Test {
                : job.secondary_status_transitions().rbegin()->status_message();
   }
 
-  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
   ScopedTempDir dir_;
   std::unique_ptr<TrainingJobManager> manager_;
   std::unique_ptr<TrainingAgentManager> agents_;

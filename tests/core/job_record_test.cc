@@ -1,4 +1,4 @@
-#include "core/job_record.h"
+#include "core/jobs/job_record.h"
 
 #include <regex>
 

@@ -1,9 +1,9 @@
 // LeaseKeeper on a real SQLite lease table whose database clock is the
-// test's FakeClock (the keeper's local clock too): fair shares as replicas
+// test's base::FakeClock (the keeper's local clock too): fair shares as replicas
 // join and leave, and a lease lost locally before another replica can take
 // it over when the database stops answering.
 
-#include "core/lease_keeper.h"
+#include "core/replication/lease_keeper.h"
 
 #include <atomic>
 #include <map>
@@ -14,11 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_lease_table.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_lease_table.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/persistence/persistence_test_util.h"
 
 namespace debugplane::core {
@@ -140,7 +140,7 @@ class LeaseKeeperTest : public ::testing::Test {
 
   persistence::testing::ScopedTempDir dir_;
   std::string path_;
-  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
   absl::Mutex mu_;
   std::vector<std::string> active_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Replica>> replicas_;

@@ -1,4 +1,4 @@
-#include "core/output_path.h"
+#include "core/jobs/output_path.h"
 
 #include <stdlib.h>
 

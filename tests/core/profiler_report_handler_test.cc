@@ -1,12 +1,12 @@
-#include "core/profiler_report_handler.h"
+#include "core/handlers/profiler_report_handler.h"
 
 #include <fstream>
 
 #include "absl/synchronization/notification.h"
-#include "core/profiler_report_files.h"
+#include "core/handlers/profiler_report_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_report_store.h"
+#include "persistence/sqlite/sqlite_report_store.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {

@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/fault_injecting_storage.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {

@@ -1,4 +1,4 @@
-#include "core/rule_actions.h"
+#include "core/jobs/rule_actions.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "core/training_job_handler.h"
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_handler.h"
+#include "core/manager/training_job_manager.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::testing {

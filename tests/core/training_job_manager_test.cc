@@ -1,4 +1,4 @@
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 
 #include <atomic>
 #include <filesystem>
@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "core/field_violations.h"
-#include "core/training_agent_handler.h"
+#include "core/jobs/field_violations.h"
+#include "core/handlers/training_agent_handler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/fault_injecting_storage.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {

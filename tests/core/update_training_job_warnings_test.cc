@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"

@@ -1,4 +1,4 @@
-#include "core/validation.h"
+#include "core/jobs/validation.h"
 
 #include <stdlib.h>
 
@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "core/field_violations.h"
-#include "core/rule_catalog.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/rule_catalog.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"

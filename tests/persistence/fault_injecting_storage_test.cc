@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/persistence/persistence_test_util.h"
 
 namespace debugplane::persistence {

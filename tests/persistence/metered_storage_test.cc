@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/registry.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/persistence/persistence_test_util.h"
 
 namespace debugplane::persistence {

@@ -2,7 +2,7 @@
 // migrations, errors for what a user gets wrong, and a database that goes
 // away and comes back. The Storage contract itself is storage_engines_test.cc.
 
-#include "persistence/postgres_storage.h"
+#include "persistence/postgres/postgres_storage.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -22,8 +22,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/postgres_connection.h"
-#include "persistence/postgres_migrations.h"
+#include "persistence/postgres/postgres_connection.h"
+#include "persistence/postgres/postgres_migrations.h"
 #include "spdlog/spdlog.h"
 #include "tests/persistence/persistence_test_util.h"
 #include "tests/persistence/postgres_test_server.h"

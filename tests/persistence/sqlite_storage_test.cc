@@ -1,4 +1,4 @@
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_migrations.h"
+#include "persistence/sqlite/sqlite_migrations.h"
 #include "tests/persistence/persistence_test_util.h"
 
 // The engine-independent cases (round trips, order, atomicity, concurrency)

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "persistence/postgres_storage.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/postgres/postgres_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/persistence/persistence_test_util.h"
 #include "tests/persistence/postgres_test_server.h"
 

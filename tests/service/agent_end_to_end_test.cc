@@ -17,7 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/job_record.h"
+#include "core/jobs/job_record.h"
 #include "debugplane/v1/profiler_report.grpc.pb.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/training_job_manager.h"
+#include "core/manager/training_job_manager.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "service/server.h"
 #include "tests/core/scoped_temp_dir.h"
 

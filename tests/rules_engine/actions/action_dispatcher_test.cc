@@ -1,7 +1,7 @@
 #include "rules_engine/actions/action_dispatcher.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -35,7 +35,7 @@ class ActionDispatcherTest : public ::testing::Test {
   }
 
   void StartDispatcher(std::vector<std::shared_ptr<NotificationSink>> sinks, int max_attempts = 5,
-                       std::shared_ptr<core::Clock> clock = nullptr) {
+                       std::shared_ptr<base::Clock> clock = nullptr) {
     ActionDispatcherOptions options;
     options.sinks = std::move(sinks);
     options.max_attempts = max_attempts;
@@ -161,7 +161,7 @@ TEST_F(ActionDispatcherTest, RetriesServerErrorsAndRecordsTheAttempts) {
 }
 
 TEST_F(ActionDispatcherTest, ARetryWaitsForItsBackoffOnTheClock) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   FakeHttpReceiver receiver;
   receiver.Script({503});
   StartDispatcher({MakeWebhookSink({.url = receiver.url()})}, 5, clock);

@@ -86,8 +86,8 @@ class InsightsStoreTest : public ::testing::Test {
   ScopedTempDir dir_;
   // A few days after the fixtures' data (2026-11-21): the store takes no
   // time from more than a day past its clock (plausible_times.h).
-  std::shared_ptr<core::FakeClock> clock_ =
-      std::make_shared<core::FakeClock>(absl::FromUnixSeconds(1795600000));
+  std::shared_ptr<base::FakeClock> clock_ =
+      std::make_shared<base::FakeClock>(absl::FromUnixSeconds(1795600000));
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<InsightsStore> store_;
 };

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/rule_catalog.h"
+#include "core/jobs/rule_catalog.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

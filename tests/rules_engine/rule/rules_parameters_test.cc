@@ -1,8 +1,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/field_violations.h"
-#include "core/validation.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules_engine/catalog/builtin_rules.h"

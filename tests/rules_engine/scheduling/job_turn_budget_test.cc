@@ -52,7 +52,7 @@ class CountingStore : public objectstore::ObjectStore {
 // Moves on by a millisecond every time it is read: a turn's deadline then
 // falls after a known number of reads of the clock, whatever the machine's
 // speed or load.
-class TickingClock final : public core::Clock {
+class TickingClock final : public base::Clock {
  public:
   absl::Time Now() const override {
     return absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(ticks_++);

@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "persistence/sqlite_lease_table.h"
-#include "persistence/sqlite_report_store.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_lease_table.h"
+#include "persistence/sqlite/sqlite_report_store.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine {
@@ -41,7 +41,7 @@ class ReportWriterTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
-  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
   ReportWriter writer_{ReportWriterOptions{
       .report_dir = dir_.path() / "reports", .report_interval = absl::Seconds(2), .clock = clock_}};
   ProfilerReportData data_;

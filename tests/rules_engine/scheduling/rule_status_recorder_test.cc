@@ -12,11 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/fault_injecting_storage.h"
-#include "persistence/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_storage.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
 #include "tests/core/test_util.h"
 #include "tests/rules_engine/trial_writer.h"
@@ -90,7 +90,7 @@ class RuleStatusRecorderTest : public ::testing::Test {
   ScopedTempDir dir_;
   persistence::FaultInjectingStorage* storage_ = nullptr;  // Owned by manager_.
   std::unique_ptr<core::TrainingJobManager> manager_;
-  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
 };
 
 TEST_F(RuleStatusRecorderTest, ARefusedStatusIsRetriedWithBackoffUntilDurableAndActsOnce) {

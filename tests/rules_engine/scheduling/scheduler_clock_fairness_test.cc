@@ -86,7 +86,7 @@ class SchedulerClockTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
-  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
   EvaluationSchedulerOptions options_;
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<EvaluationScheduler> scheduler_;

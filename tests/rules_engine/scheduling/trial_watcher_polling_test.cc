@@ -29,7 +29,7 @@ constexpr absl::Duration kPatience = absl::Seconds(10);
 class UnwatchableStore final : public objectstore::ObjectStore {
  public:
   UnwatchableStore(std::shared_ptr<objectstore::ObjectStore> local,
-                   std::shared_ptr<core::Clock> clock)
+                   std::shared_ptr<base::Clock> clock)
       : local_(std::move(local)), clock_(std::move(clock)) {}
 
   absl::StatusOr<objectstore::ListResult> List(
@@ -59,7 +59,7 @@ class UnwatchableStore final : public objectstore::ObjectStore {
 
  private:
   const std::shared_ptr<objectstore::ObjectStore> local_;
-  const std::shared_ptr<core::Clock> clock_;
+  const std::shared_ptr<base::Clock> clock_;
   mutable absl::Mutex mu_;
   mutable std::vector<absl::Time> list_times_ ABSL_GUARDED_BY(mu_);
   bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
@@ -126,7 +126,7 @@ class TrialWatcherPollingTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
-  std::shared_ptr<core::FakeClock> clock_ = std::make_shared<core::FakeClock>();
+  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
   std::shared_ptr<objectstore::ObjectStore> local_;
   std::shared_ptr<UnwatchableStore> store_;
   absl::Mutex mu_;

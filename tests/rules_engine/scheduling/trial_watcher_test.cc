@@ -58,7 +58,7 @@ class Wakes {
 };
 
 TEST(TrialWatcherTest, PollsOncePerIntervalOfItsClock) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   const absl::Time start = clock->Now();
   absl::Mutex mu;
   int polls = 0;
@@ -88,7 +88,7 @@ TEST(TrialWatcherTest, PollsOncePerIntervalOfItsClock) {
 TEST(TrialWatcherTest, NoPollingWithAnInfiniteInterval) {
   TrialWatcher watcher(
       TrialWatcherOptions{.poll_interval = absl::InfiniteDuration(),
-                          .clock = std::make_shared<core::FakeClock>()},
+                          .clock = std::make_shared<base::FakeClock>()},
       [](const std::string&) {}, [] { ADD_FAILURE() << "polled"; });
   EXPECT_FALSE(watcher.next_poll().has_value());
 }
@@ -106,7 +106,7 @@ class TrialWatcherChangesTest : public ::testing::Test {
   std::shared_ptr<objectstore::ObjectStore> store_;
   Wakes wakes_;
   TrialWatcher watcher_{TrialWatcherOptions{.poll_interval = absl::InfiniteDuration(),
-                                            .clock = std::make_shared<core::FakeClock>()},
+                                            .clock = std::make_shared<base::FakeClock>()},
                         [this](const std::string& job) { wakes_.Add(job); }, [] {}};
 };
 

@@ -3,7 +3,7 @@
 
 #include "service/dashboard/profiling_form.h"
 
-#include "core/profiling_parameters.h"
+#include "core/jobs/profiling_parameters.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

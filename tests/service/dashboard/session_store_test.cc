@@ -28,7 +28,7 @@ TEST(SessionStoreTest, IdsAndCsrfTokensAre256RandomBitsInBase64Url) {
 }
 
 TEST(SessionStoreTest, ASessionExpiresAfterTwelveHoursIdleAndUseKeepsItAlive) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   SessionStore store({.clock = clock});
   const Session session = store.Create("AKID", "digest");
 
@@ -60,7 +60,7 @@ TEST(SessionStoreTest, SignOutRemovesOnlyThatSession) {
 }
 
 TEST(SessionStoreTest, BeyondTheLimitTheLeastRecentlyUsedSessionGoes) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   SessionStore store({.max_sessions = 3, .clock = clock});
   const Session first = store.Create("A", "x");
   clock->Advance(absl::Seconds(1));
@@ -80,7 +80,7 @@ TEST(SessionStoreTest, BeyondTheLimitTheLeastRecentlyUsedSessionGoes) {
 // Signing in again and again with one valid key used to push every other
 // key's sessions out once the store was full.
 TEST(SessionStoreTest, OneKeySigningInAgainAndAgainEvictsOnlyItsOwnSessions) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   SessionStore store({.max_sessions = 10, .max_sessions_per_key = 3, .clock = clock});
   const Session a = store.Create("A", "x");
   const Session b = store.Create("B", "x");
@@ -99,7 +99,7 @@ TEST(SessionStoreTest, OneKeySigningInAgainAndAgainEvictsOnlyItsOwnSessions) {
 }
 
 TEST(SessionStoreTest, AFullStoreTakesFromTheKeyWithTheMostSessions) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   SessionStore store({.max_sessions = 4, .max_sessions_per_key = 3, .clock = clock});
   const Session a = store.Create("A", "x");  // The least recently used of all.
   std::vector<Session> b;

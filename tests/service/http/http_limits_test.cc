@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/http/allowed_hosts.h"
@@ -368,7 +368,7 @@ TEST(HttpLimitsTest, BodiesBeyondTheServersBudgetGet503UntilOthersAreDone) {
 // --- Failed authentication ---
 
 TEST(ClientRateLimiterTest, ABucketRefillsWithTheClock) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   ClientRateLimiter limiter({.per_minute = 10, .burst = 3, .clock = clock});
   for (int i = 0; i < 3; ++i) {
     EXPECT_FALSE(limiter.RetryAfter("10.0.0.1").has_value());
@@ -382,7 +382,7 @@ TEST(ClientRateLimiterTest, ABucketRefillsWithTheClock) {
 }
 
 TEST(ClientRateLimiterTest, TracksABoundedNumberOfAddresses) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   ClientRateLimiter limiter({.burst = 1, .max_clients = 100, .clock = clock});
   for (int i = 0; i < 1000; ++i) {
     limiter.Charge(absl::StrCat("10.0.", i / 256, ".", i % 256));
@@ -403,7 +403,7 @@ TEST(ClientRateLimiterTest, KeysIpv6ByItsSlash64AndMappedIpv4AsIpv4) {
 }
 
 TEST(HttpLimitsTest, FailedAuthenticationsAreLimitedPerAddressWithRetryAfter) {
-  auto clock = std::make_shared<core::FakeClock>();
+  auto clock = std::make_shared<base::FakeClock>();
   auto limiter = std::make_shared<ClientRateLimiter>(
       ClientRateLimiterOptions{.per_minute = 10, .burst = 3, .clock = clock});
   auto server = StartOrDie({.auth_failures = limiter});

@@ -1,0 +1,132 @@
+#include "base/message_text.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace debugplane::base {
+namespace {
+
+bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+// The length of the well-formed UTF-8 sequence (RFC 3629) of two or more
+// bytes at the start of `s`, or 0 if there is none.
+size_t MultibyteSequenceLength(absl::string_view s) {
+  const auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  size_t length;
+  unsigned char second_min = 0x80, second_max = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_min = 0xA0;  // Overlong.
+    if (lead == 0xED) second_max = 0x9F;  // Surrogates.
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_min = 0x90;  // Overlong.
+    if (lead == 0xF4) second_max = 0x8F;  // Beyond U+10FFFF.
+  } else {
+    return 0;
+  }
+  if (s.size() < length || byte(1) < second_min || byte(1) > second_max) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (!IsContinuation(byte(i))) return 0;
+  }
+  return length;
+}
+
+}  // namespace
+
+std::string EscapeForMessage(absl::string_view text, size_t max_chars) {
+  std::string out;
+  size_t chars = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (chars == max_chars) {
+      out.append("...");
+      break;
+    }
+    ++chars;
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      if (const size_t length = MultibyteSequenceLength(text.substr(i)); length > 0) {
+        out.append(text.data() + i, length);
+        i += length;
+      } else {
+        absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+        ++i;
+      }
+      continue;
+    }
+    ++i;
+    switch (c) {
+      case '\n':
+        out.append("\\n");
+        break;
+      case '\r':
+        out.append("\\r");
+        break;
+      case '\t':
+        out.append("\\t");
+        break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\'':
+        out.append("\\'");
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return out;
+}
+
+std::string QuoteForMessage(absl::string_view text, size_t max_chars) {
+  return absl::StrCat("\"", EscapeForMessage(text, max_chars), "\"");
+}
+
+std::string SingleQuoteForMessage(absl::string_view text, size_t max_chars) {
+  return absl::StrCat("'", EscapeForMessage(text, max_chars), "'");
+}
+
+std::string EscapeControlCharacters(absl::string_view text, bool keep_line_feeds) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (keep_line_feeds && (c == '\n' || c == '\t')) {
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if ((c < 0x20 || c == 0x7f)) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x85) {
+      out += "\\u0085";
+      i += 1;
+    } else if (c == 0xe2 && i + 2 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(text[i + 2]) == 0xa8 ||
+                static_cast<unsigned char>(text[i + 2]) == 0xa9)) {
+      out += static_cast<unsigned char>(text[i + 2]) == 0xa8 ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace debugplane::base

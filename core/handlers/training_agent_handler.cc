@@ -1,0 +1,95 @@
+#include "core/handlers/training_agent_handler.h"
+
+#include <utility>
+
+#include "core/jobs/job_record.h"
+
+namespace debugplane::core {
+namespace {
+
+bool StopOrdered(const JobRecord& job) {
+  return job.training_job_status() == v1::TrainingJobStatus::Stopping ||
+         job.training_job_status() == v1::TrainingJobStatus::Stopped;
+}
+
+// Turns the committed records of a watch into directives, sending one only
+// when what an agent acts on changed. Callbacks are serialized by the
+// manager (one watch), so the state needs no lock.
+class DirectiveWatcher final : public JobWatcher {
+ public:
+  explicit DirectiveWatcher(AgentDirectiveSink* sink) : sink_(sink) {}
+
+  void OnRecord(std::shared_ptr<const JobRecord> job) override {
+    if (ended_) return;
+    const Key key{job->config_version(), job->training_job_status()};
+    if (!sent_ || key != last_) {
+      sent_ = true;
+      last_ = key;
+      sink_->OnDirective(
+          std::make_shared<const v1::ConnectAgentResponse>(MakeAgentDirective(*job)));
+    }
+    if (IsTerminal(job->training_job_status())) {
+      ended_ = true;
+      sink_->OnEnd(absl::OkStatus());
+    }
+  }
+  void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse>) override {}
+  void OnEnd(absl::Status status) override {
+    if (ended_) return;
+    ended_ = true;
+    sink_->OnEnd(std::move(status));
+  }
+
+ private:
+  using Key = std::pair<int64_t, v1::TrainingJobStatus::Value>;
+  AgentDirectiveSink* const sink_;
+  bool sent_ = false;
+  bool ended_ = false;
+  Key last_{};
+};
+
+// Owns the watcher; unregisters before destroying it.
+class AgentRegistration final : public WatchRegistration {
+ public:
+  AgentRegistration(std::unique_ptr<DirectiveWatcher> watcher,
+                    std::unique_ptr<WatchRegistration> watch)
+      : watcher_(std::move(watcher)), watch_(std::move(watch)) {}
+  ~AgentRegistration() override { watch_.reset(); }
+
+ private:
+  std::unique_ptr<DirectiveWatcher> watcher_;
+  std::unique_ptr<WatchRegistration> watch_;
+};
+
+}  // namespace
+
+v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job) {
+  v1::ConnectAgentResponse directive;
+  directive.set_config_version(job.config_version());
+  *directive.mutable_debug_hook_config() = job.debug_hook_config();
+  *directive.mutable_profiler_config() = job.profiler_config();
+  directive.set_profiling_status(job.profiling_status());
+  directive.set_training_job_status(job.training_job_status());
+  if (StopOrdered(job)) {
+    directive.set_stop(true);
+    for (auto it = job.secondary_status_transitions().rbegin();
+         it != job.secondary_status_transitions().rend(); ++it) {
+      if (it->status() == v1::SecondaryStatus::Stopping) {
+        directive.set_stop_reason(it->status_message());
+        break;
+      }
+    }
+  }
+  return directive;
+}
+
+absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingAgentManager::ConnectAgent(
+    const v1::ConnectAgentRequest& request, AgentDirectiveSink* sink) {
+  auto watcher = std::make_unique<DirectiveWatcher>(sink);
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> registration =
+      jobs_->WatchAsAgent(request.training_job_name(), watcher.get());
+  if (!registration.ok()) return registration.status();
+  return std::make_unique<AgentRegistration>(std::move(watcher), *std::move(registration));
+}
+
+}  // namespace debugplane::core
