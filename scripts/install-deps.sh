@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git universal-ctags
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libre2-dev libsqlite3-dev libpq-dev libspdlog-dev libfmt-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libtinyxml2-dev libmicrohttpd-dev
