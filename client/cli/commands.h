@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/common/connection.h"
-#include "client/common/json_input.h"
+#include "client/cli/json_input.h"
 #include "debugplane/v1/profiler_report.pb.h"
 #include "debugplane/v1/tensor_query.pb.h"
 #include "debugplane/v1/training_job.pb.h"

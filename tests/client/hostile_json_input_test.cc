@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/common/json_input.h"
+#include "client/cli/json_input.h"
 #include "debugplane/v1/training_job.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

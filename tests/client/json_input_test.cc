@@ -1,4 +1,4 @@
-#include "client/common/json_input.h"
+#include "client/cli/json_input.h"
 
 #include <filesystem>
 #include <fstream>
