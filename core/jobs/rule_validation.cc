@@ -73,7 +73,6 @@ std::string UnknownRuleDescription(absl::string_view name, RuleKind kind) {
   return description;
 }
 
-
 // SimilarAcrossRuns' other_trials: another training job's name, or a trial
 // path confined to the data roots like any output path. Checked here, at
 // Create, rather than found wrong when the rule starts.

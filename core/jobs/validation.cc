@@ -32,6 +32,7 @@ using validation_internal::CheckMap;
 using validation_internal::CheckNameCharacters;
 using validation_internal::CheckNoNul;
 using validation_internal::CheckOutputPath;
+using validation_internal::CheckRange;
 using validation_internal::CheckRequestStart;
 using validation_internal::CheckRuleList;
 using validation_internal::CheckString;
@@ -196,11 +197,7 @@ void CheckTensorBoardOutputConfig(Violations& v, const v1::TensorBoardOutputConf
 }
 
 void CheckRetryStrategy(Violations& v, const v1::RetryStrategy& strategy) {
-  const int attempts = strategy.maximum_retry_attempts();
-  if (attempts < 1 || attempts > 30) {
-    v.Add("RetryStrategy.MaximumRetryAttempts",
-          absl::StrCat(attempts, " is out of range; use 1-30"));
-  }
+  CheckRange(v, "RetryStrategy.MaximumRetryAttempts", strategy.maximum_retry_attempts(), 1, 30);
 }
 
 void CheckResourceConfig(Violations& v, const v1::ResourceConfig& config) {
@@ -218,12 +215,9 @@ void CheckResourceConfig(Violations& v, const v1::ResourceConfig& config) {
   }
   CheckString(v, "ResourceConfig.VolumeKmsKeyId", config.volume_kms_key_id(), 0, 2048, "KmsKeyId",
               "[a-zA-Z0-9:/_-]*");
-  if (config.has_keep_alive_period_in_seconds() &&
-      (config.keep_alive_period_in_seconds() < 0 ||
-       config.keep_alive_period_in_seconds() > 21600)) {
-    v.Add("ResourceConfig.KeepAlivePeriodInSeconds",
-          absl::StrCat(config.keep_alive_period_in_seconds(),
-                       " is out of range; use 0-21600 seconds"));
+  if (config.has_keep_alive_period_in_seconds()) {
+    CheckRange(v, "ResourceConfig.KeepAlivePeriodInSeconds", config.keep_alive_period_in_seconds(),
+               0, 21600, " seconds");
   }
 }
 
@@ -244,12 +238,10 @@ void CheckStoppingCondition(Violations& v, const v1::StoppingCondition& conditio
                          "); the wait time includes the run time, so use at least that"));
     }
   }
-  if (condition.has_max_pending_time_in_seconds() &&
-      (condition.max_pending_time_in_seconds() < 7200 ||
-       condition.max_pending_time_in_seconds() > 2419200)) {
-    v.Add("StoppingCondition.MaxPendingTimeInSeconds",
-          absl::StrCat(condition.max_pending_time_in_seconds(),
-                       " is out of range; use 7200-2419200 seconds (2 hours to 28 days)"));
+  if (condition.has_max_pending_time_in_seconds()) {
+    CheckRange(v, "StoppingCondition.MaxPendingTimeInSeconds",
+               condition.max_pending_time_in_seconds(), 7200, 2419200,
+               " seconds (2 hours to 28 days)");
   }
 }
 
@@ -452,9 +444,7 @@ absl::Status ValidateUpdateTrainingJobRequest(const v1::UpdateTrainingJobRequest
 
 absl::Status ValidateListTrainingJobsRequest(const v1::ListTrainingJobsRequest& request) {
   Violations v;
-  if (request.has_max_results() && (request.max_results() < 1 || request.max_results() > 100)) {
-    v.Add("MaxResults", absl::StrCat(request.max_results(), " is out of range; use 1-100"));
-  }
+  if (request.has_max_results()) CheckRange(v, "MaxResults", request.max_results(), 1, 100);
   if (!request.name_contains().empty()) {
     CheckString(v, "NameContains", request.name_contains(), 1, 63, "NameContains",
                 "[a-zA-Z0-9\\-]+ (letters, digits and hyphens)");

@@ -241,6 +241,13 @@ void CheckString(Violations& v, const std::string& field, absl::string_view valu
   }
 }
 
+void CheckRange(Violations& v, const std::string& field, int64_t value, int64_t min, int64_t max,
+                absl::string_view unit) {
+  if (value < min || value > max) {
+    v.Add(field, absl::StrCat(value, " is out of range; use ", min, "-", max, unit));
+  }
+}
+
 void CheckEnum(Violations& v, const std::string& field, absl::string_view value,
                std::initializer_list<absl::string_view> allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;

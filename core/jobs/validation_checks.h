@@ -95,6 +95,11 @@ bool CheckLength(Violations& v, const std::string& field, absl::string_view valu
 void CheckString(Violations& v, const std::string& field, absl::string_view value, size_t min,
                  size_t max, absl::string_view pattern_name, absl::string_view pattern_text);
 
+// `value` in [min, max]; else "<value> is out of range; use <min>-<max><unit>"
+// (`unit` as " seconds").
+void CheckRange(Violations& v, const std::string& field, int64_t value, int64_t min, int64_t max,
+                absl::string_view unit = "");
+
 // `value` is one of `allowed` (empty: "is required").
 void CheckEnum(Violations& v, const std::string& field, absl::string_view value,
                std::initializer_list<absl::string_view> allowed);
