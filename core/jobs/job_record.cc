@@ -141,11 +141,11 @@ std::string RuleEvaluationJobArn(const ArnScope& scope, absl::string_view job_na
                       ":processing-job/", name, suffix);
 }
 
-JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnScope& scope,
-                       absl::Time now) {
-  JobRecord job;
-  job.set_training_job_name(request.training_job_name());
-  job.set_training_job_arn(TrainingJobArn(scope, request.training_job_name()));
+namespace {
+
+// The request's members a job record keeps as they were sent (with
+// SageMaker's default MaxRuntimeInSeconds).
+void CopyRequestMembers(const v1::CreateTrainingJobRequest& request, JobRecord& job) {
   job.set_role_arn(request.role_arn());
   if (request.has_algorithm_specification()) {
     *job.mutable_algorithm_specification() = request.algorithm_specification();
@@ -182,11 +182,12 @@ JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnSco
     *job.mutable_experiment_config() = request.experiment_config();
   }
   if (request.has_retry_strategy()) *job.mutable_retry_strategy() = request.retry_strategy();
+}
 
+// Profiling is on by default in SageMaker (system monitoring every 500 ms),
+// with output next to the model unless the request says otherwise.
+void SetProfilerConfig(const v1::CreateTrainingJobRequest& request, JobRecord& job) {
   const std::string& output = request.output_data_config().s3_output_path();
-
-  // Profiling is on by default in SageMaker (system monitoring every 500 ms),
-  // with output next to the model unless the request says otherwise.
   v1::ProfilerConfig* profiler = job.mutable_profiler_config();
   if (request.has_profiler_config()) *profiler = request.profiler_config();
   if (!profiler->has_profiling_interval_in_milliseconds()) {
@@ -198,29 +199,44 @@ JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnSco
   }
   job.set_profiling_status(profiler->disable_profiler() ? v1::ProfilingStatus::Disabled
                                                         : v1::ProfilingStatus::Enabled);
+}
 
+// An InProgress evaluation status, with its processing-job ARN, for each of
+// `rules` (DebugRuleConfigurations or ProfilerRuleConfigurations).
+template <typename Rules, typename Statuses>
+void AddInProgressStatuses(const Rules& rules, Statuses& statuses, const ArnScope& scope,
+                           const std::string& job_name, absl::Time now) {
+  for (const auto& rule : rules) {
+    auto* status = statuses.Add();
+    status->set_rule_configuration_name(rule.rule_configuration_name());
+    status->set_rule_evaluation_job_arn(
+        RuleEvaluationJobArn(scope, job_name, rule.rule_configuration_name(), now));
+    status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
+    SetTimestamp(now, status->mutable_last_modified_time());
+  }
+}
+
+}  // namespace
+
+JobRecord NewJobRecord(const v1::CreateTrainingJobRequest& request, const ArnScope& scope,
+                       absl::Time now) {
+  JobRecord job;
+  job.set_training_job_name(request.training_job_name());
+  job.set_training_job_arn(TrainingJobArn(scope, request.training_job_name()));
+  CopyRequestMembers(request, job);
+  SetProfilerConfig(request, job);
   SetTimestamp(now, job.mutable_creation_time());
   SetTimestamp(now, job.mutable_last_modified_time());
   job.set_training_job_status(v1::TrainingJobStatus::InProgress);
   TransitionSecondaryStatus(job, v1::SecondaryStatus::Starting,
                             "Waiting for a training host (debugplane-agent) to start training",
                             now);
-  for (const auto& rule : request.debug_rule_configurations()) {
-    auto* status = job.add_debug_rule_evaluation_statuses();
-    status->set_rule_configuration_name(rule.rule_configuration_name());
-    status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(scope, request.training_job_name(),
-                                                             rule.rule_configuration_name(), now));
-    status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
-    SetTimestamp(now, status->mutable_last_modified_time());
-  }
-  for (const auto& rule : request.profiler_rule_configurations()) {
-    auto* status = job.add_profiler_rule_evaluation_statuses();
-    status->set_rule_configuration_name(rule.rule_configuration_name());
-    status->set_rule_evaluation_job_arn(RuleEvaluationJobArn(scope, request.training_job_name(),
-                                                             rule.rule_configuration_name(), now));
-    status->set_rule_evaluation_status(v1::RuleEvaluationStatus::InProgress);
-    SetTimestamp(now, status->mutable_last_modified_time());
-  }
+  AddInProgressStatuses(request.debug_rule_configurations(),
+                        *job.mutable_debug_rule_evaluation_statuses(), scope,
+                        request.training_job_name(), now);
+  AddInProgressStatuses(request.profiler_rule_configurations(),
+                        *job.mutable_profiler_rule_evaluation_statuses(), scope,
+                        request.training_job_name(), now);
   job.set_config_version(1);
   return job;
 }

@@ -18,6 +18,14 @@
 
 namespace debugplane::core {
 
+// The nesting depth of arrays and objects in `text`, counting brackets
+// outside string literals. For any text a JSON parser accepts this is the
+// depth of the value it builds; for other text it is a bound the caller may
+// still refuse on (the parse would fail anyway). O(size), no allocation.
+int JsonNestingDepth(absl::string_view text);
+
+// Limits on a JSON text: its length, and its nesting depth as
+// JsonNestingDepth measures it.
 struct JsonBounds {
   // Longest accepted text, in characters (code points, as SageMaker counts
   // the map values that carry this JSON).
@@ -30,12 +38,6 @@ struct JsonBounds {
 // map values of at most 256 characters, and every format debugplane reads
 // there nests at most two levels (a list of action objects).
 inline constexpr JsonBounds kRequestJsonBounds = {.max_chars = 256, .max_depth = 16};
-
-// The nesting depth of arrays and objects in `text`, counting brackets
-// outside string literals. For any text a JSON parser accepts this is the
-// depth of the value it builds; for other text it is a bound the caller may
-// still refuse on (the parse would fail anyway). O(size), no allocation.
-int JsonNestingDepth(absl::string_view text);
 
 // OK if `text` is within `bounds`, else INVALID_ARGUMENT whose message
 // describes the value (the caller names the field):

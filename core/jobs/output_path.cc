@@ -1,9 +1,7 @@
 #include "core/jobs/output_path.h"
 
-#include <cerrno>
 #include <iterator>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "core/jobs/local_paths.h"
 #include "core/jobs/validation_text.h"
 #include "objectstore/metered_object_store.h"
 
@@ -33,65 +32,6 @@ std::string RootList(const std::vector<fs::path>& roots) {
                        [](std::string* out, const fs::path& p) { out->append(p.string()); });
 }
 
-// True if `path` is `root` or below it, comparing whole components: /data2 is
-// not inside /data. Both must be lexically normal and absolute.
-bool IsWithin(const fs::path& path, const fs::path& root) {
-  auto p = path.begin();
-  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
-    // A trailing separator of a root shows up as an empty last component.
-    if (r->empty() && std::next(r) == root.end()) return true;
-    if (p == path.end() || *p != *r) return false;
-  }
-  return true;
-}
-
-// `path` without a trailing separator (other than the root "/").
-fs::path WithoutTrailingSeparator(fs::path path) {
-  if (path.has_relative_path() && !path.has_filename()) path = path.parent_path();
-  return path;
-}
-
-// Resolves symlinks in the longest existing prefix of `path` (absolute and
-// lexically normal, without ".."); the rest is appended as is. Unlike
-// std::filesystem::weakly_canonical, a dangling symlink is an error rather
-// than the end of the existing prefix: writing through it would create its
-// target, wherever that is.
-absl::StatusOr<fs::path> ResolveExistingPrefix(const fs::path& path) {
-  fs::path resolved = path.root_path();
-  auto it = path.begin();
-  ++it;  // The root "/".
-  for (; it != path.end(); ++it) {
-    if (it->empty()) continue;  // A trailing separator.
-    const fs::path candidate = resolved / *it;
-    std::error_code error;
-    const fs::file_status status = fs::symlink_status(candidate, error);
-    if (error || !fs::exists(status)) {
-      if (error && error != std::errc::no_such_file_or_directory &&
-          error != std::errc::not_a_directory) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cannot check ", Quote(candidate.string()), ": ", error.message()));
-      }
-      // Nothing exists from here on: the remaining components are new.
-      for (; it != path.end(); ++it) {
-        if (!it->empty()) resolved /= *it;
-      }
-      return resolved;
-    }
-    if (fs::is_symlink(status)) {
-      fs::path target = fs::canonical(candidate, error);
-      if (error) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(Quote(candidate.string()), " is a symlink that cannot be resolved (",
-                         error.message(), "); dangling or looping symlinks are refused"));
-      }
-      resolved = std::move(target);
-    } else {
-      resolved = candidate;
-    }
-  }
-  return resolved;
-}
-
 // The lexically normal form of the local path `raw` (of `original`), and
 // the data root it lies in (the innermost one when roots nest); only the
 // text is examined. INVALID_ARGUMENT as ResolveOutputPath says.
@@ -109,11 +49,9 @@ absl::StatusOr<LexicalLocal> ResolveLocalLexically(absl::string_view original,
                      "(/path or file:///path)"));
   }
   const fs::path given(std::string{raw});
-  for (const fs::path& component : given) {
-    if (component == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Quote(original), " has a '..' component; give the path without '..'"));
-    }
+  if (HasParentComponent(given)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quote(original), " has a '..' component; give the path without '..'"));
   }
   LexicalLocal result;
   result.normal = WithoutTrailingSeparator(given.lexically_normal());
@@ -124,37 +62,16 @@ absl::StatusOr<LexicalLocal> ResolveLocalLexically(absl::string_view original,
                      " is a local path, but the server allows none (it has no data roots; "
                      "start it with --data-root DIR); use s3:// or https:// instead"));
   }
-  bool found = false;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    if (!IsWithin(result.normal, roots[i])) continue;
-    // The innermost root: the one with the most components.
-    if (!found ||
-        std::distance(roots[i].begin(), roots[i].end()) >
-            std::distance(roots[result.root_index].begin(), roots[result.root_index].end())) {
-      result.root_index = i;
-      found = true;
-    }
-  }
-  if (!found) {
+  const std::optional<size_t> root = InnermostRoot(result.normal, roots);
+  if (!root.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(Quote(original),
                      " is outside the server's data roots; local output paths "
                      "must be inside one of: ",
                      RootList(roots)));
   }
+  result.root_index = *root;
   return result;
-}
-
-// The absolute roots, lexically normal without a trailing separator: they
-// should already be canonical; normalizing them here keeps a root given as
-// "/data/" working.
-std::vector<fs::path> NormalRoots(const std::vector<fs::path>& data_roots) {
-  std::vector<fs::path> roots;
-  roots.reserve(data_roots.size());
-  for (const fs::path& root : data_roots) {
-    if (root.is_absolute()) roots.push_back(WithoutTrailingSeparator(root.lexically_normal()));
-  }
-  return roots;
 }
 
 absl::StatusOr<OutputLocation> ResolveLocalPath(absl::string_view original, absl::string_view raw,
@@ -162,15 +79,9 @@ absl::StatusOr<OutputLocation> ResolveLocalPath(absl::string_view original, absl
   const std::vector<fs::path> roots = NormalRoots(data_roots);
   absl::StatusOr<LexicalLocal> lexical = ResolveLocalLexically(original, raw, roots);
   if (!lexical.ok()) return lexical.status();
-  auto within_a_root = [&roots](const fs::path& p) {
-    for (const fs::path& root : roots) {
-      if (IsWithin(p, root)) return true;
-    }
-    return false;
-  };
   absl::StatusOr<fs::path> real = ResolveExistingPrefix(lexical->normal);
   if (!real.ok()) return real.status();
-  if (!within_a_root(*real)) {
+  if (!IsWithinAnyRoot(*real, roots)) {
     return absl::InvalidArgumentError(absl::StrCat(
         Quote(original), " leads through a symlink to ", Quote(real->string()),
         ", which is outside the server's data roots; local output paths must resolve inside "
@@ -302,10 +213,6 @@ absl::StatusOr<objectstore::StoreLocation> DataRootStores::Resolve(absl::string_
   }
   return objectstore::StoreLocation{root.reader, std::move(prefix)};
 }
-
-}  // namespace debugplane::core
-
-namespace debugplane::core {
 
 absl::StatusOr<objectstore::StoreLocation> DataRootStores::ResolveObjectStore(
     absl::string_view uri) const {

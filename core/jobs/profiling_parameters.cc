@@ -55,53 +55,59 @@ bool AsInteger(const nlohmann::json& value, int64_t* out) {
   return value.is_string() && absl::SimpleAtoi(value.get<std::string>(), out);
 }
 
-absl::Status CheckFrameworkConfig(absl::string_view key, absl::string_view value) {
-  if (absl::Status bounded = CheckJsonBounds(value, kRequestJsonBounds); !bounded.ok()) {
-    return bounded;
-  }
-  const nlohmann::json config =
-      nlohmann::json::parse(StripTrailingCommas(value), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) {
-    return absl::InvalidArgumentError(
-        "must be a JSON object in a string, e.g. \"{\\\"StartStep\\\": 5, \\\"NumSteps\\\": 3}\"");
-  }
-  bool has_step = false, has_time = false;
-  for (const auto& [name, item] : config.items()) {
-    int64_t number = 0;
-    if (name == "StartStep" || name == "NumSteps" || name == "StartTimeInSecSinceEpoch" ||
-        name == "DurationInSeconds") {
-      const int64_t minimum = (name == "NumSteps" || name == "DurationInSeconds") ? 1 : 0;
-      if (!AsInteger(item, &number) || number < minimum) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " must be an integer of at least ", minimum, ", not ", Shown(item)));
-      }
-      has_step = has_step || name == "StartStep" || name == "NumSteps";
-      has_time = has_time || name == "StartTimeInSecSinceEpoch" || name == "DurationInSeconds";
-    } else if (name == "MetricsRegex" && key == "DataloaderProfilingConfig") {
-      if (!item.is_string()) return absl::InvalidArgumentError("MetricsRegex must be a string");
-    } else if (name == "ProfilerName" && key == "PythonProfilingConfig") {
-      const std::string profiler =
-          item.is_string() ? absl::AsciiStrToLower(item.get<std::string>()) : "";
-      if (profiler != "cprofile" && profiler != "pyinstrument") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ProfilerName must be cProfile or Pyinstrument, not ", Shown(item)));
-      }
-    } else if (name == "cProfileTimer" && key == "PythonProfilingConfig") {
-      const std::string timer = item.is_string() ? item.get<std::string>() : "";
-      if (timer != "total_time" && timer != "cpu" && timer != "off_cpu" && timer != "cpu_time" &&
-          timer != "off_cpu_time") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cProfileTimer must be total_time, cpu or off_cpu, not ", Shown(item)));
-      }
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "has an unknown member \"", name,
-          "\"; use StartStep and NumSteps, or StartTimeInSecSinceEpoch and DurationInSeconds",
-          key == "DataloaderProfilingConfig" ? ", and MetricsRegex" : "",
-          key == "PythonProfilingConfig" ? ", and ProfilerName, cProfileTimer" : ""));
+// Which kinds of range a framework configuration's members give.
+struct RangeKinds {
+  bool has_step = false;  // StartStep or NumSteps.
+  bool has_time = false;  // StartTimeInSecSinceEpoch or DurationInSeconds.
+};
+
+// One member `name` of framework configuration `key`: known to that
+// configuration, with a valid value. Records its range kind in `ranges`.
+absl::Status CheckFrameworkMember(absl::string_view key, const std::string& name,
+                                  const nlohmann::json& item, RangeKinds& ranges) {
+  int64_t number = 0;
+  if (name == "StartStep" || name == "NumSteps" || name == "StartTimeInSecSinceEpoch" ||
+      name == "DurationInSeconds") {
+    const int64_t minimum = (name == "NumSteps" || name == "DurationInSeconds") ? 1 : 0;
+    if (!AsInteger(item, &number) || number < minimum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " must be an integer of at least ", minimum, ", not ", Shown(item)));
     }
+    ranges.has_step = ranges.has_step || name == "StartStep" || name == "NumSteps";
+    ranges.has_time =
+        ranges.has_time || name == "StartTimeInSecSinceEpoch" || name == "DurationInSeconds";
+  } else if (name == "MetricsRegex" && key == "DataloaderProfilingConfig") {
+    if (!item.is_string()) return absl::InvalidArgumentError("MetricsRegex must be a string");
+  } else if (name == "ProfilerName" && key == "PythonProfilingConfig") {
+    const std::string profiler =
+        item.is_string() ? absl::AsciiStrToLower(item.get<std::string>()) : "";
+    if (profiler != "cprofile" && profiler != "pyinstrument") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ProfilerName must be cProfile or Pyinstrument, not ", Shown(item)));
+    }
+  } else if (name == "cProfileTimer" && key == "PythonProfilingConfig") {
+    const std::string timer = item.is_string() ? item.get<std::string>() : "";
+    if (timer != "total_time" && timer != "cpu" && timer != "off_cpu" && timer != "cpu_time" &&
+        timer != "off_cpu_time") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cProfileTimer must be total_time, cpu or off_cpu, not ", Shown(item)));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "has an unknown member \"", name,
+        "\"; use StartStep and NumSteps, or StartTimeInSecSinceEpoch and DurationInSeconds",
+        key == "DataloaderProfilingConfig" ? ", and MetricsRegex" : "",
+        key == "PythonProfilingConfig" ? ", and ProfilerName, cProfileTimer" : ""));
   }
-  if (has_step && has_time) {
+  return absl::OkStatus();
+}
+
+// The members of a framework configuration whose values are each valid go
+// together: one kind of range, each count with its start, cProfileTimer
+// only with cProfile.
+absl::Status CheckFrameworkMemberCombination(const nlohmann::json& config,
+                                             const RangeKinds& ranges) {
+  if (ranges.has_step && ranges.has_time) {
     return absl::InvalidArgumentError(
         "gives both a step range (StartStep, NumSteps) and a time range "
         "(StartTimeInSecSinceEpoch, DurationInSeconds); use one");
@@ -117,6 +123,25 @@ absl::Status CheckFrameworkConfig(absl::string_view key, absl::string_view value
     return absl::InvalidArgumentError("cProfileTimer applies only to ProfilerName cProfile");
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckFrameworkConfig(absl::string_view key, absl::string_view value) {
+  if (absl::Status bounded = CheckJsonBounds(value, kRequestJsonBounds); !bounded.ok()) {
+    return bounded;
+  }
+  const nlohmann::json config =
+      nlohmann::json::parse(StripTrailingCommas(value), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return absl::InvalidArgumentError(
+        "must be a JSON object in a string, e.g. \"{\\\"StartStep\\\": 5, \\\"NumSteps\\\": 3}\"");
+  }
+  RangeKinds ranges;
+  for (const auto& [name, item] : config.items()) {
+    if (absl::Status member = CheckFrameworkMember(key, name, item, ranges); !member.ok()) {
+      return member;
+    }
+  }
+  return CheckFrameworkMemberCombination(config, ranges);
 }
 
 }  // namespace

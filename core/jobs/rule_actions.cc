@@ -37,6 +37,21 @@ bool IsPhoneNumber(absl::string_view number) {
   return true;
 }
 
+// The action kinds: one row each, read by the parser and by
+// RuleActionTypeName.
+struct ActionKind {
+  RuleActionType type;
+  absl::string_view json_name;    // "name" in action_json (lower case).
+  absl::string_view status_name;  // RuleActionTypeName's answer.
+  absl::string_view target_key;   // The one other key the action takes.
+};
+
+constexpr ActionKind kActionKinds[] = {
+    {RuleActionType::kStopTraining, "stoptraining", "StopTraining", "training_job_prefix"},
+    {RuleActionType::kEmail, "email", "Email", "endpoint"},
+    {RuleActionType::kSms, "sms", "SMS", "endpoint"},
+};
+
 absl::StatusOr<RuleActionSpec> ParseOne(const nlohmann::json& entry) {
   if (!entry.is_object()) {
     return absl::InvalidArgumentError("must be an object like {\"name\": \"stoptraining\"}");
@@ -47,19 +62,18 @@ absl::StatusOr<RuleActionSpec> ParseOne(const nlohmann::json& entry) {
         "needs \"name\": one of \"stoptraining\", \"email\", \"sms\"");
   }
   const std::string name = absl::AsciiStrToLower(name_it->get<std::string>());
-  RuleActionSpec spec;
-  std::string target_key;
-  if (name == "stoptraining") {
-    spec.type = RuleActionType::kStopTraining;
-    target_key = "training_job_prefix";
-  } else if (name == "email" || name == "sms") {
-    spec.type = name == "email" ? RuleActionType::kEmail : RuleActionType::kSms;
-    target_key = "endpoint";
-  } else {
+  const ActionKind* kind = nullptr;
+  for (const ActionKind& candidate : kActionKinds) {
+    if (candidate.json_name == name) kind = &candidate;
+  }
+  if (kind == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown action \"", name_it->get<std::string>(),
                      "\"; use \"stoptraining\", \"email\" or \"sms\""));
   }
+  RuleActionSpec spec;
+  spec.type = kind->type;
+  const absl::string_view target_key = kind->target_key;
   for (const auto& [key, value] : entry.items()) {
     if (key == "name") continue;
     if (key != target_key) {
@@ -104,13 +118,8 @@ v1::DebugRuleConfiguration* FindDebugRule(JobRecord& job, absl::string_view rule
 }  // namespace
 
 absl::string_view RuleActionTypeName(RuleActionType type) {
-  switch (type) {
-    case RuleActionType::kStopTraining:
-      return "StopTraining";
-    case RuleActionType::kEmail:
-      return "Email";
-    case RuleActionType::kSms:
-      return "SMS";
+  for (const ActionKind& kind : kActionKinds) {
+    if (kind.type == type) return kind.status_name;
   }
   return "Unknown";
 }

@@ -1,5 +1,14 @@
 // The built-in rules of SageMaker Debugger, by name, and how a rule
-// configuration selects one.
+// configuration selects one: the only home of the facts about them that
+// the server and the rules engine share (each rule's name, whether it is a
+// debugging or a profiler rule, and what it checks and suggests).
+//
+// Core keeps the catalog because it is pure domain: request validation
+// (validation.h) needs it, and core must not depend on the rules engine.
+// The rules engine consumes it (rules_engine/catalog/builtin_rules.h maps
+// the catalog's debugging rules to their implementations, and refuses a name
+// the catalog does not know); its tests check that every implemented rule is
+// in the catalog with its kind.
 
 #ifndef DEBUGPLANE_CORE_JOBS_RULE_CATALOG_H_
 #define DEBUGPLANE_CORE_JOBS_RULE_CATALOG_H_
@@ -24,7 +33,8 @@ struct BuiltinRuleInfo {
   absl::string_view suggestion;
 };
 
-// Every built-in rule of the Debugger developer guide's list.
+// Every built-in rule of the Debugger developer guide's list, in its order.
+// The texts live as long as the process. Thread-safe.
 std::span<const BuiltinRuleInfo> BuiltinRules();
 
 // The rule named `name` (exact, case-sensitive), or nullptr.

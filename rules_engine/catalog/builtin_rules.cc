@@ -1,12 +1,14 @@
-// The catalog of built-in rules: creation and parameter checks by name.
+// The catalog of built-in rules: creation and parameter checks by name. The
+// rules themselves (names, kinds) are core/jobs/rule_catalog.h's; this file
+// maps its debugging rules to their implementations.
 
 #include "rules_engine/catalog/builtin_rules.h"
 
 #include <map>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/jobs/rule_catalog.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
 
@@ -40,18 +42,6 @@ const std::map<std::string, internal::RuleMaker>& Makers() {
   return *makers;
 }
 
-// Built-in rules of SageMaker that are not tensor rules: profiler rules and
-// report generators, evaluated elsewhere (or not at all).
-bool IsNonTensorBuiltin(const std::string& name) {
-  static const auto* names = new std::set<std::string>{
-      "ProfilerReport",          "BatchSize",          "CPUBottleneck",
-      "GPUMemoryIncrease",       "IOBottleneck",       "LoadBalancing",
-      "LowGPUUtilization",       "OverallSystemUsage", "MaxInitializationTime",
-      "OverallFrameworkMetrics", "StepOutlier",        "CreateXgboostReport",
-      "DLProfilerReport"};
-  return names->count(name) > 0;
-}
-
 // A stand-in lookup so that SimilarAcrossRuns builds (to check or show its
 // parameters) without access to the other trial; such a rule is discarded.
 RuleContext ValidationContext() {
@@ -63,19 +53,31 @@ RuleContext ValidationContext() {
   return context;
 }
 
-absl::StatusOr<std::unique_ptr<Rule>> Create(const std::string& rule_name,
-                                             const RuleParameters& parameters,
-                                             const RuleContext& context) {
-  auto it = Makers().find(rule_name);
-  if (it == Makers().end()) {
-    if (IsNonTensorBuiltin(rule_name)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "built-in rule '", rule_name, "' is not a tensor rule and is not evaluated here"));
-    }
+// Why `rule_name`, which has no tensor-rule implementation here, cannot be
+// created: the catalog's profiler rules are evaluated elsewhere, its
+// debugging rules without an implementation (CreateXgboostReport) are not
+// evaluated by this engine, and other names are not built-in rules.
+absl::Status NotATensorRule(const std::string& rule_name) {
+  const core::BuiltinRuleInfo* info = core::FindBuiltinRule(rule_name);
+  if (info == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("unknown built-in rule '", rule_name,
                      "'; tensor rules: ", absl::StrJoin(BuiltinTensorRuleNames(), ", ")));
   }
+  if (info->kind == core::RuleKind::kProfiler) {
+    return absl::UnimplementedError(absl::StrCat(
+        "built-in rule '", rule_name, "' is not a tensor rule and is not evaluated here"));
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("built-in debugging rule '", rule_name,
+                   "' has no implementation in this rules engine and is not evaluated here"));
+}
+
+absl::StatusOr<std::unique_ptr<Rule>> Create(const std::string& rule_name,
+                                             const RuleParameters& parameters,
+                                             const RuleContext& context) {
+  auto it = Makers().find(rule_name);
+  if (it == Makers().end()) return NotATensorRule(rule_name);
   RuleParameterReader reader(rule_name, parameters);
   return it->second(reader, context);
 }

@@ -1,7 +1,10 @@
 // The catalog of built-in rules: every rule SageMaker Debugger documents,
 // created and checked by name. It sits above the rule families
 // (tensor_rules/, profiler_rules/) so that callers need not know which
-// family implements a rule.
+// family implements a rule. Which rules exist, and whether each is a
+// debugging or a profiler rule, is core/jobs/rule_catalog.h's alone (the one
+// table the server's validation reads too); this library only maps those
+// names to implementations.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_
 #define DEBUGPLANE_RULES_ENGINE_CATALOG_BUILTIN_RULES_H_
@@ -21,8 +24,10 @@ namespace debugplane::rules_engine {
 // (all strings, documented defaults for the missing ones; "rule_to_invoke"
 // and "action_json" are ignored here).
 // Returns INVALID_ARGUMENT naming the parameter and what is allowed for a bad
-// value or an unknown parameter, NOT_FOUND for an unknown rule,
-// UNIMPLEMENTED for a rule that is not a tensor rule.
+// value or an unknown parameter, NOT_FOUND for a name that is not in
+// core::BuiltinRules(), UNIMPLEMENTED for a catalog rule that is not a tensor
+// rule (a profiler rule) or that has no implementation here (the debugging
+// rule CreateXgboostReport).
 absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
                                                         const RuleParameters& parameters);
 absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
