@@ -179,6 +179,7 @@ std::vector<PendingCommit> GroupCommitter::NextGroup(const Pacing& pacing) {
 }
 
 void GroupCommitter::WaitForReturningCallersLocked(size_t expected, absl::Time until) {
+  mu_.AssertHeld();
   if (queue_.size() >= expected) return;
   const absl::Time start = Now();
   const absl::Duration left = until - start;

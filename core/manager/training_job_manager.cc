@@ -83,9 +83,7 @@ TrainingJobManager::~TrainingJobManager() {
 }
 
 void TrainingJobManager::StartThreads() {
-  deadlines_ = std::make_unique<base::DeadlineTimer>(
-      options_.clock, [this](const std::string& job_name) { OnDeadline(job_name); });
-  validation_pool_ = std::make_unique<base::ThreadPool>(options_.validation_threads, "dp-validate");
+  // The committer first: a deadline or a validated call queues on it.
   commit_outcomes_ = std::make_unique<CommitOutcomes>(*this);
   committer_ = std::make_unique<GroupCommitter>(
       *storage_, apply_mu_, *commit_outcomes_,
@@ -94,6 +92,9 @@ void TrainingJobManager::StartThreads() {
                             .retry_conflicts = following_,
                             .clock = options_.clock});
   committer_->Start();
+  deadlines_ = std::make_unique<base::DeadlineTimer>(
+      options_.clock, [this](const std::string& job_name) { OnDeadline(job_name); });
+  validation_pool_ = std::make_unique<base::ThreadPool>(options_.validation_threads, "dp-validate");
   if (!following_) return;
   follower_ = std::thread([this] { FollowLoop(); });
   subscription_ = storage_->SubscribeToChanges([this] { WakeFollower(); });
@@ -190,6 +191,7 @@ void TrainingJobManager::Shutdown() {
 
 absl::StatusOr<PendingCommit> TrainingJobManager::ComputeLocked(
     const std::string& job_name, std::shared_ptr<const Mutation> mutation, int attempts) {
+  mu_.AssertHeld();
   auto it = jobs_.find(job_name);
   const JobRecord* latest = it == jobs_.end() ? nullptr : it->second.latest.get();
   absl::StatusOr<Change> change = (*mutation)(latest);
@@ -325,6 +327,7 @@ void TrainingJobManager::RetryAfterConflict(std::vector<PendingCommit> commits,
 
 std::optional<absl::Status> TrainingJobManager::RetryRefusalLocked(const PendingCommit& commit,
                                                                    const absl::Status& conflict) {
+  mu_.AssertHeld();
   if (shutting_down_) return ShuttingDown();
   if (commit.mutation == nullptr || commit.attempts > options_.max_conflict_retries) {
     return absl::AbortedError(absl::StrCat(
@@ -337,6 +340,7 @@ std::optional<absl::Status> TrainingJobManager::RetryRefusalLocked(const Pending
 
 void TrainingJobManager::PublishLocked(PendingCommit& commit, absl::Time now,
                                        WatchesToDrain& to_drain) {
+  mu_.AssertHeld();
   if (!commit.changed) return;
   auto it = jobs_.find(commit.job_name);
   if (it == jobs_.end()) return;  // Cannot happen: the entry has a queued change.
@@ -357,6 +361,7 @@ DoneCallback TrainingJobManager::CommitStateLocked(JobMap::iterator it,
                                                    std::shared_ptr<const std::string> encoded,
                                                    absl::Time now, DoneCallback done,
                                                    WatchesToDrain& to_drain) {
+  mu_.AssertHeld();
   const std::string& job_name = it->first;
   JobEntry& entry = it->second;
   std::shared_ptr<const JobRecord> before = std::move(entry.committed);
@@ -383,6 +388,7 @@ void TrainingJobManager::CallObservers(const Observed& observed) {
 }
 
 void TrainingJobManager::RollBackLocked(const std::string& job_name) {
+  mu_.AssertHeld();
   auto it = jobs_.find(job_name);
   if (it == jobs_.end()) return;
   JobEntry& entry = it->second;
@@ -394,6 +400,7 @@ void TrainingJobManager::RollBackLocked(const std::string& job_name) {
 
 void TrainingJobManager::IndexLocked(const std::string& name, const JobRecord* before,
                                      const JobRecord* after) {
+  mu_.AssertHeld();
   if (before != nullptr) {
     by_creation_.erase({ToUnixMicros(before->creation_time()), name});
     --committed_count_;
@@ -407,11 +414,13 @@ void TrainingJobManager::IndexLocked(const std::string& name, const JobRecord* b
 // --- Deadlines ----------------------------------------------------------------
 
 AgentPresence TrainingJobManager::PresenceLocked(const JobEntry& entry) const {
+  mu_.AssertHeld();
   return AgentPresence{.connected = static_cast<int>(entry.agents.size()),
                        .absent_since = std::max(entry.agents_absent_since, started_at_)};
 }
 
 void TrainingJobManager::ArmDeadlineLocked(const std::string& job_name, const JobEntry& entry) {
+  mu_.AssertHeld();
   if (deadlines_ == nullptr) return;  // Still loading: Create arms them all.
   const JobRecord* job = entry.committed.get();
   std::optional<absl::Time> deadline;
@@ -491,6 +500,7 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterW
 
 absl::StatusOr<std::shared_ptr<JobWatch>> TrainingJobManager::AddWatchLocked(
     const std::string& job_name, JobWatcher* watcher, bool agent) {
+  mu_.AssertHeld();
   if (shutting_down_) return absl::UnavailableError("the server is shutting down");
   auto it = jobs_.find(job_name);
   if (it == jobs_.end() || it->second.committed == nullptr) return JobNotFoundError(job_name);

@@ -48,7 +48,7 @@
 // by a base::DeadlineTimer and recomputed from the durable records at start-up
 // (a deadline that passed while the server was down fires at once); they
 // change jobs through the same queue as every call.
-
+//
 // Parts. The manager is the façade that wires three parts, each behind a
 // narrow seam: the job mutations (core/jobs/job_mutations.h: pure functions
 // from a job's latest record and a request to its next record), the
@@ -98,59 +98,17 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/deadline_timer.h"
-#include "core/jobs/job_record.h"
 #include "base/thread_pool.h"
+#include "core/jobs/job_record.h"
+#include "core/jobs/validation.h"
 #include "core/manager/group_committer.h"
 #include "core/manager/training_job_handler.h"
+#include "core/manager/training_job_manager_options.h"
 #include "core/manager/watch_hub.h"
-#include "core/jobs/validation.h"
 #include "debugplane/v1/training_agent.pb.h"
 #include "persistence/storage.h"
 
 namespace debugplane::core {
-
-struct TrainingJobManagerOptions {
-  ValidationOptions validation;
-  ArnScope arn_scope;
-  // Upper bound of job writes grouped into one storage transaction.
-  int max_commit_group = 1024;
-  // Group commit: the callers of an acknowledged group usually send their
-  // next change at once (clients wait for each reply). Without waiting for
-  // them, callers split into two halves that alternate: one half's changes
-  // are written while the other's queue, each group half of what one write
-  // could take. So the committer waits, up to this long after acknowledging
-  // a group (and never longer than half the last storage write took), until
-  // the changes then queued plus that group's callers are queued again,
-  // and one write (one fsync) serves them all. The wait ends as soon as they
-  // are there: a lone caller never waits (its own change is the one
-  // expected). Zero turns it off.
-  absl::Duration max_group_wait = absl::Milliseconds(2);
-  // Threads that validate CreateTrainingJob and UpdateTrainingJob requests
-  // (their output paths are checked against the file system).
-  int validation_threads = 2;
-  // Threads that deliver committed changes to watchers.
-  int watch_delivery_threads = 2;
-  // The clock of every timestamp and deadline; tests use a base::FakeClock.
-  std::shared_ptr<base::Clock> clock = base::SystemClock();
-  // How long a Stopping job waits for the training process to be reported
-  // gone (see StopWaitLimits).
-  StopWaitLimits stop_wait;
-
-  // Replicas (see the top of this file). Off: this manager is the only
-  // writer of its storage (SQLite's case); reads never query the storage.
-  bool follow_changes = false;
-  // This server's name among the replicas (agent presence, logs).
-  std::string replica_id = "replica";
-  // How often the feed is read without being woken: the safety net of
-  // LISTEN/NOTIFY, or the only way for storages without it (SQLite).
-  absl::Duration change_poll_interval = absl::Seconds(5);
-  // Re-runs of a call's mutation after version conflicts before the call
-  // fails with ABORTED.
-  int max_conflict_retries = 8;
-  // How often this server's agent presence records are refreshed; those
-  // not refreshed for 3 intervals (a server that died) no longer count.
-  absl::Duration presence_heartbeat = absl::Seconds(2);
-};
 
 class TrainingJobManager final : public TrainingJobHandler {
  public:
@@ -179,27 +137,31 @@ class TrainingJobManager final : public TrainingJobHandler {
   // REQUIRES: not called from a JobWatcher or DoneCallback of this manager.
   void Shutdown();
 
-  // TrainingJobHandler. Create and Update are validated on the validation
-  // pool; they, Stop and Delete complete once durable, on the committer
-  // thread, or on a delivery thread once the job's watchers have the change.
-  // Describe and List complete inline. WatchTrainingJob delivers the current
-  // state before it returns (see the threads above).
+  // TrainingJobHandler, the changes validated on the validation pool (their
+  // output paths are checked against the file system). They complete once
+  // durable, on the committer thread, or on a delivery thread once the
+  // job's watchers have the change.
   void CreateTrainingJob(const v1::CreateTrainingJobRequest& request,
                          v1::CreateTrainingJobResponse* response, DoneCallback done) override;
+  void UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
+                         v1::UpdateTrainingJobResponse* response, DoneCallback done) override;
+  // The reads: from the committed state, inline (once caught up with the
+  // feed, for replicas). WatchTrainingJob delivers the current state before
+  // it returns (see the threads above).
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
+      const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
   void DescribeTrainingJob(const v1::DescribeTrainingJobRequest& request,
                            v1::DescribeTrainingJobResponse* response, DoneCallback done) override;
   void ListTrainingJobs(const v1::ListTrainingJobsRequest& request,
                         v1::ListTrainingJobsResponse* response, DoneCallback done) override;
-  void UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
-                         v1::UpdateTrainingJobResponse* response, DoneCallback done) override;
+  absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
+      const v1::DescribeTrainingJobRequest& request) override;
+  // The other changes, computed on the caller's thread; they complete as
+  // Create and Update do.
   void StopTrainingJob(const v1::StopTrainingJobRequest& request,
                        v1::StopTrainingJobResponse* response, DoneCallback done) override;
   void DeleteTrainingJob(const v1::DeleteTrainingJobRequest& request,
                          v1::DeleteTrainingJobResponse* response, DoneCallback done) override;
-  absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
-      const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
-  absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
-      const v1::DescribeTrainingJobRequest& request) override;
   // AwaitCaughtUp.
   void AwaitConsistentRead(DoneCallback done) override { AwaitCaughtUp(std::move(done)); }
 
@@ -209,7 +171,7 @@ class TrainingJobManager final : public TrainingJobHandler {
   // with another status.
   //
   // Fencing (this and the next three calls, for the rules engine when server
-  // replicas share the database, see rules_engine/scheduling/lease_keeper.h):
+  // replicas share the database, see core/replication/lease_keeper.h):
   // with a `fence` the change is written only if the database still gives
   // that lease to that owner and token, checked in the write's transaction.
   // A stale fence fails `done` with FAILED_PRECONDITION naming the job and

@@ -274,6 +274,7 @@ std::vector<std::shared_ptr<const JobRecord>> TrainingJobManager::CollectPage(
 
 void TrainingJobManager::CollectByNameLocked(
     const ListQuery& query, std::vector<std::shared_ptr<const JobRecord>>& page) const {
+  mu_.AssertReaderHeld();
   const std::optional<PageToken>& after = query.after;
   if (query.descending) {
     auto it = after ? jobs_.lower_bound(after->last_name) : jobs_.end();
@@ -291,6 +292,7 @@ void TrainingJobManager::CollectByNameLocked(
 
 void TrainingJobManager::CollectByCreationLocked(
     const ListQuery& query, std::vector<std::shared_ptr<const JobRecord>>& page) const {
+  mu_.AssertReaderHeld();
   const std::optional<PageToken>& after = query.after;
   const std::pair<int64_t, std::string> key =
       after ? std::make_pair(after->last_creation_time_us, after->last_name)
@@ -311,6 +313,7 @@ void TrainingJobManager::CollectByCreationLocked(
 
 void TrainingJobManager::CollectByStatusLocked(
     const ListQuery& query, std::vector<std::shared_ptr<const JobRecord>>& page) const {
+  mu_.AssertReaderHeld();
   // By status (then name): rare enough to sort the matches per call.
   std::vector<std::shared_ptr<const JobRecord>> all;
   for (const auto& [name, entry] : jobs_) {

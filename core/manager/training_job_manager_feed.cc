@@ -66,6 +66,7 @@ absl::Status TrainingJobManager::CatchUp() {
 void TrainingJobManager::ApplyChangesLocked(const std::vector<persistence::JobChange>& changes,
                                             absl::Time now, WatchesToDrain& to_drain,
                                             Observed& observed) {
+  mu_.AssertHeld();
   for (const persistence::JobChange& change : changes) {
     // Another catch-up (the committer's, after a conflict) may have applied
     // it already.
@@ -82,6 +83,7 @@ void TrainingJobManager::ApplyChangesLocked(const std::vector<persistence::JobCh
 
 void TrainingJobManager::ApplyChangeLocked(const persistence::JobChange& change, absl::Time now,
                                            WatchesToDrain& to_drain, Observed& observed) {
+  mu_.AssertHeld();
   auto it = jobs_.find(change.name);
   int64_t known = it == jobs_.end() ? 0 : it->second.sequence;
   if (auto tombstone = tombstones_.find(change.name); tombstone != tombstones_.end()) {
