@@ -48,7 +48,16 @@
 // by a base::DeadlineTimer and recomputed from the durable records at start-up
 // (a deadline that passed while the server was down fires at once); they
 // change jobs through the same queue as every call.
-
+//
+// Parts. The manager is the façade that wires three parts, each behind a
+// narrow seam: the job mutations (core/jobs/job_mutations.h: pure functions
+// from a job's latest record and a request to its next record), the
+// GroupCommitter (core/manager/group_committer.h: the queue, the commit
+// thread, the batches; it reaches the jobs through a CommitTarget) and the
+// WatchHub (core/manager/watch_hub.h: each watch's queue and its delivery).
+// The manager keeps the jobs (committed and latest states, indexes, each
+// job's watches and agents) under its lock, the deadlines and the feed.
+//
 // Replicas (TrainingJobManagerOptions::follow_changes): several servers on
 // one PostgreSQL database are one control plane. Each manager's writes carry
 // the row version they were computed against; a write that another server
@@ -72,7 +81,6 @@
 #define DEBUGPLANE_CORE_MANAGER_TRAINING_JOB_MANAGER_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -90,57 +98,17 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/deadline_timer.h"
-#include "core/jobs/job_record.h"
 #include "base/thread_pool.h"
-#include "core/manager/training_job_handler.h"
+#include "core/jobs/job_record.h"
 #include "core/jobs/validation.h"
+#include "core/manager/group_committer.h"
+#include "core/manager/training_job_handler.h"
+#include "core/manager/training_job_manager_options.h"
+#include "core/manager/watch_hub.h"
 #include "debugplane/v1/training_agent.pb.h"
 #include "persistence/storage.h"
 
 namespace debugplane::core {
-
-struct TrainingJobManagerOptions {
-  ValidationOptions validation;
-  ArnScope arn_scope;
-  // Upper bound of job writes grouped into one storage transaction.
-  int max_commit_group = 1024;
-  // Group commit: the callers of an acknowledged group usually send their
-  // next change at once (clients wait for each reply). Without waiting for
-  // them, callers split into two halves that alternate: one half's changes
-  // are written while the other's queue, each group half of what one write
-  // could take. So the committer waits, up to this long after acknowledging
-  // a group (and never longer than half the last storage write took), until
-  // the changes then queued plus that group's callers are queued again,
-  // and one write (one fsync) serves them all. The wait ends as soon as they
-  // are there: a lone caller never waits (its own change is the one
-  // expected). Zero turns it off.
-  absl::Duration max_group_wait = absl::Milliseconds(2);
-  // Threads that validate CreateTrainingJob and UpdateTrainingJob requests
-  // (their output paths are checked against the file system).
-  int validation_threads = 2;
-  // Threads that deliver committed changes to watchers.
-  int watch_delivery_threads = 2;
-  // The clock of every timestamp and deadline; tests use a base::FakeClock.
-  std::shared_ptr<base::Clock> clock = base::SystemClock();
-  // How long a Stopping job waits for the training process to be reported
-  // gone (see StopWaitLimits).
-  StopWaitLimits stop_wait;
-
-  // Replicas (see the top of this file). Off: this manager is the only
-  // writer of its storage (SQLite's case); reads never query the storage.
-  bool follow_changes = false;
-  // This server's name among the replicas (agent presence, logs).
-  std::string replica_id = "replica";
-  // How often the feed is read without being woken: the safety net of
-  // LISTEN/NOTIFY, or the only way for storages without it (SQLite).
-  absl::Duration change_poll_interval = absl::Seconds(5);
-  // Re-runs of a call's mutation after version conflicts before the call
-  // fails with ABORTED.
-  int max_conflict_retries = 8;
-  // How often this server's agent presence records are refreshed; those
-  // not refreshed for 3 intervals (a server that died) no longer count.
-  absl::Duration presence_heartbeat = absl::Seconds(2);
-};
 
 class TrainingJobManager final : public TrainingJobHandler {
  public:
@@ -169,27 +137,31 @@ class TrainingJobManager final : public TrainingJobHandler {
   // REQUIRES: not called from a JobWatcher or DoneCallback of this manager.
   void Shutdown();
 
-  // TrainingJobHandler. Create and Update are validated on the validation
-  // pool; they, Stop and Delete complete once durable, on the committer
-  // thread, or on a delivery thread once the job's watchers have the change.
-  // Describe and List complete inline. WatchTrainingJob delivers the current
-  // state before it returns (see the threads above).
+  // TrainingJobHandler, the changes validated on the validation pool (their
+  // output paths are checked against the file system). They complete once
+  // durable, on the committer thread, or on a delivery thread once the
+  // job's watchers have the change.
   void CreateTrainingJob(const v1::CreateTrainingJobRequest& request,
                          v1::CreateTrainingJobResponse* response, DoneCallback done) override;
+  void UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
+                         v1::UpdateTrainingJobResponse* response, DoneCallback done) override;
+  // The reads: from the committed state, inline (once caught up with the
+  // feed, for replicas). WatchTrainingJob delivers the current state before
+  // it returns (see the threads above).
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
+      const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
   void DescribeTrainingJob(const v1::DescribeTrainingJobRequest& request,
                            v1::DescribeTrainingJobResponse* response, DoneCallback done) override;
   void ListTrainingJobs(const v1::ListTrainingJobsRequest& request,
                         v1::ListTrainingJobsResponse* response, DoneCallback done) override;
-  void UpdateTrainingJob(const v1::UpdateTrainingJobRequest& request,
-                         v1::UpdateTrainingJobResponse* response, DoneCallback done) override;
+  absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
+      const v1::DescribeTrainingJobRequest& request) override;
+  // The other changes, computed on the caller's thread; they complete as
+  // Create and Update do.
   void StopTrainingJob(const v1::StopTrainingJobRequest& request,
                        v1::StopTrainingJobResponse* response, DoneCallback done) override;
   void DeleteTrainingJob(const v1::DeleteTrainingJobRequest& request,
                          v1::DeleteTrainingJobResponse* response, DoneCallback done) override;
-  absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchTrainingJob(
-      const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) override;
-  absl::StatusOr<std::shared_ptr<const std::string>> DescribeTrainingJobEncoded(
-      const v1::DescribeTrainingJobRequest& request) override;
   // AwaitCaughtUp.
   void AwaitConsistentRead(DoneCallback done) override { AwaitCaughtUp(std::move(done)); }
 
@@ -199,7 +171,7 @@ class TrainingJobManager final : public TrainingJobHandler {
   // with another status.
   //
   // Fencing (this and the next three calls, for the rules engine when server
-  // replicas share the database, see rules_engine/scheduling/lease_keeper.h):
+  // replicas share the database, see core/replication/lease_keeper.h):
   // with a `fence` the change is written only if the database still gives
   // that lease to that owner and token, checked in the write's transaction.
   // A stale fence fails `done` with FAILED_PRECONDITION naming the job and
@@ -309,14 +281,7 @@ class TrainingJobManager final : public TrainingJobHandler {
 
   // What the committer has done since the start, for diagnostics and
   // benchmarks. Thread-safe.
-  struct CommitStats {
-    int64_t writes = 0;      // Storage writes (groups with at least one change).
-    int64_t changes = 0;     // Changes written.
-    absl::Duration writing;  // Time spent in storage writes (options' clock).
-    // Time spent waiting for an acknowledged group's callers to come back
-    // (TrainingJobManagerOptions::max_group_wait).
-    absl::Duration waiting;
-  };
+  using CommitStats = core::CommitStats;  // See core/manager/group_committer.h.
   CommitStats commit_stats() const;
 
   const TrainingJobManagerOptions& options() const { return options_; }
@@ -353,28 +318,12 @@ class TrainingJobManager final : public TrainingJobHandler {
   void SetFeedReachabilityObserver(std::function<void(bool reachable)> observer);
 
  private:
-  // What a mutation decided.
-  struct Change {
-    // The new latest state; nullptr deletes the job.
-    std::shared_ptr<const JobRecord> next;
-    // False when the mutation left the job as it was: nothing is written, but
-    // `done` still waits until everything queued before it is durable.
-    bool changed = true;
-    // `next` serialized, when the mutation has it already (Create encodes
-    // the new record on the validation thread); else the committer does.
-    std::shared_ptr<const std::string> encoded;
-  };
-  // Computes a change from the latest state (nullptr if there is none).
+  using Change = JobMutation;
   // Runs under mu_: must be quick and must not call back into the manager.
-  // It may run more than once (after a version conflict, on the newer
-  // state): it must depend only on its arguments and what it captured.
-  using Mutation = std::function<absl::StatusOr<Change>(const JobRecord* latest)>;
-
-  struct Delivery;
-  struct DeliveryCompletion;
-  struct Watch;
-  struct Liveness;
-  class Registration;
+  using Mutation = MutationFunction;
+  // A committed change of a job, for the commit observers.
+  using Observed = std::vector<std::pair<std::string, std::shared_ptr<const JobRecord>>>;
+  using WatchesToDrain = WatchHub::WatchesToDrain;
 
   struct JobEntry {
     std::shared_ptr<const JobRecord> committed;  // What readers see.
@@ -391,93 +340,95 @@ class TrainingJobManager final : public TrainingJobHandler {
     // a change of the feed at or below it is already in.
     int64_t sequence = 0;
     // The watches that get the job's commits (none once it is settled).
-    std::vector<std::shared_ptr<Watch>> watches;
+    WatchHub::WatchList watches;
     // The agents' watches (also in `watches` until the job is settled), and
     // when the last one went away (InfinitePast: none since the start).
-    std::vector<const Watch*> agents;
+    std::vector<const JobWatch*> agents;
     absl::Time agents_absent_since = absl::InfinitePast();
   };
+  using JobMap = std::map<std::string, JobEntry>;
+  // One page of ListTrainingJobs, collected from the committed jobs.
+  struct ListQuery;
 
-  struct PendingCommit {
-    std::string job_name;
-    bool changed = false;
-    std::shared_ptr<const JobRecord> next;
-    // `next` serialized: by the caller when it had the record before queuing
-    // it (Create), else by the committer.
-    std::shared_ptr<const std::string> encoded;
-    DoneCallback done;  // Null once handed to the deliveries of the commit.
-    // The row version the change was computed against (what the write
-    // expects), and what computed it, to run it again after a conflict.
-    int64_t expected_version = persistence::kAbsent;
-    std::shared_ptr<const Mutation> mutation;
-    int attempts = 1;
-    // The lease the change was made under (written only while it holds); a change
-    // run again after a conflict keeps it.
-    std::optional<persistence::CheckLease> fence;
-  };
-
-  // A committed change of a job, for the commit observers.
-  using Observed = std::vector<std::pair<std::string, std::shared_ptr<const JobRecord>>>;
-
-  // Watches that have something to deliver and no drain yet: the caller
-  // starts one for each (StartDrains) once it no longer holds mu_.
-  using WatchesToDrain = std::vector<std::shared_ptr<Watch>>;
+  // What the group committer asks of the jobs (see CommitTarget).
+  class CommitOutcomes;
 
   TrainingJobManager(std::unique_ptr<persistence::Storage> storage,
                      TrainingJobManagerOptions options);
 
   absl::Status Load();
+  // Starts the threads and pools once the jobs are loaded (Create).
+  void StartThreads();
   void Mutate(const std::string& job_name, const Mutation& mutation, DoneCallback done,
               std::optional<persistence::CheckLease> fence = std::nullopt);
-  // The group's changes as one batch, each lease fence checked once before
-  // the changes made under it.
-  static persistence::WriteBatch BuildBatch(std::vector<PendingCommit>& group);
-  // After a write refused by the fence of `stale_job`'s lease: moves the
-  // changes made under it, and every change (in `group` and queued) of the
-  // jobs they change, to `taken`, and rolls those jobs back. False if
-  // nothing was taken.
-  bool TakeOutFenced(const std::string& stale_job, std::vector<PendingCommit>& group,
-                     std::vector<PendingCommit>& taken);
   // Runs `mutation` on the job's latest state and, if it succeeds, makes
   // the change the latest (returned to be queued); else the error.
   absl::StatusOr<PendingCommit> ComputeLocked(const std::string& job_name,
                                               std::shared_ptr<const Mutation> mutation,
                                               int attempts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a version conflict: runs the mutations of `commits` again, in
-  // order, on the states the feed brought, and queues them first; a commit
-  // out of attempts fails with ABORTED. Calls the `done`s of those that
-  // fail now.
+  // CommitTarget, through CommitOutcomes (on the committer thread).
+  void PublishWritten(std::vector<PendingCommit>& group, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void RollBackFailed(std::vector<PendingCommit>& group, const absl::Status& written,
+                      bool conflict) ABSL_LOCKS_EXCLUDED(mu_);
+  bool TakeOutFenced(const std::string& stale_job, std::vector<PendingCommit>& group,
+                     std::vector<PendingCommit>& taken) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a version conflict: reads the feed, then runs the mutations of
+  // `commits` again, in order, on the states it brought, and queues them
+  // first; a commit out of attempts fails with ABORTED. Calls the `done`s of
+  // those that fail now.
   void RetryAfterConflict(std::vector<PendingCommit> commits, const absl::Status& conflict);
+  // The error a commit gets instead of being run again, if any.
+  std::optional<absl::Status> RetryRefusalLocked(const PendingCommit& commit,
+                                                 const absl::Status& conflict)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the feed from applied_through_ to its end and applies what it
   // holds (each page under apply_mu_). Returns the storage's error if a
   // read fails.
   absl::Status CatchUp() ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
+  // Applies one page of the feed (each change skipped if already in).
+  void ApplyChangesLocked(const std::vector<persistence::JobChange>& changes, absl::Time now,
+                          WatchesToDrain& to_drain, Observed& observed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies one change of the feed (skipped if already in); adds what the
   // observers must hear to `observed`.
   void ApplyChangeLocked(const persistence::JobChange& change, absl::Time now,
                          WatchesToDrain& to_drain, Observed& observed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues the news of a new committed state (after `before`) on the job's
-  // watches; `done` runs once all have it (at once if there are none: then
-  // it is returned to the caller to run).
-  DoneCallback NotifyWatchesLocked(const std::string& job_name, JobEntry& entry,
-                                   const std::shared_ptr<const JobRecord>& before, absl::Time now,
-                                   DoneCallback done, WatchesToDrain& to_drain)
+  // Makes `record` (nullptr: deleted) the job's committed state and brings
+  // everything that follows it up to date: the indexes, the deadline, the
+  // watches (`done` runs once they have it; returned to the caller to run if
+  // there are none). Erases an entry left with nothing.
+  DoneCallback CommitStateLocked(JobMap::iterator it, std::shared_ptr<const JobRecord> record,
+                                 std::shared_ptr<const std::string> encoded, absl::Time now,
+                                 DoneCallback done, WatchesToDrain& to_drain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CallObservers(const Observed& observed);
   // The feed thread: reads the feed when woken (LISTEN/NOTIFY, a reader
   // waiting in AwaitCaughtUp) or every change_poll_interval, and keeps this
   // server's agent presence records.
   void FollowLoop();
+  // Waits (on the feed thread) until woken, the next poll or heartbeat is
+  // due, or the feed is to stop; hands over the catch-up waiters. False once
+  // stopping.
+  bool AwaitFollowWork(absl::Time poll_at, absl::Time next_heartbeat,
+                       std::vector<DoneCallback>& waiters);
+  // Tells the reachability observer when reading the feed starts failing or
+  // works again.
+  void ReportFeedReachability(const absl::Status& caught_up, bool& reported_failure);
   void WakeFollower();
   // Writes this server's agents of the jobs whose count changed (all, when
   // the heartbeat is due).
   void WritePresence(bool heartbeat);
   // The agents of a job connected to the other servers, from storage.
   AgentPresence RemotePresence(const std::string& job_name);
-  // Runs `work` with `done` on the validation pool, or answers `done` with
+  // Runs `validated` with the call's arguments and `done` on the validation
+  // pool (its checks read the file system), or answers `done` with
   // UNAVAILABLE once shutting down.
-  void OnValidationPool(absl::AnyInvocable<void(DoneCallback) &&> work, DoneCallback done);
+  template <typename Request, typename Response>
+  void OnValidationPool(void (TrainingJobManager::*validated)(const Request&, Response*,
+                                                              DoneCallback),
+                        const Request& request, Response* response, DoneCallback done);
   void CreateValidated(const v1::CreateTrainingJobRequest& request,
                        v1::CreateTrainingJobResponse* response, DoneCallback done);
   void UpdateValidated(const v1::UpdateTrainingJobRequest& request,
@@ -487,38 +438,37 @@ class TrainingJobManager final : public TrainingJobHandler {
                          v1::DescribeTrainingJobResponse* response, DoneCallback done);
   void ListCommitted(const v1::ListTrainingJobsRequest& request,
                      v1::ListTrainingJobsResponse* response, DoneCallback done);
-  void CommitLoop();
-  // Group commit (TrainingJobManagerOptions::max_group_wait): waits until
-  // `expected` changes are queued, the deadline `until` passes or shutdown.
-  void WaitForReturningCallersLocked(size_t expected, absl::Time until)
+  // The committed jobs matching `query` in its order after its token, up to
+  // one more than its limit (to learn whether another page follows).
+  std::vector<std::shared_ptr<const JobRecord>> CollectPage(const ListQuery& query) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void CollectByNameLocked(const ListQuery& query,
+                           std::vector<std::shared_ptr<const JobRecord>>& page) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void CollectByCreationLocked(const ListQuery& query,
+                               std::vector<std::shared_ptr<const JobRecord>>& page) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void CollectByStatusLocked(const ListQuery& query,
+                             std::vector<std::shared_ptr<const JobRecord>>& page) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Publishes a committed change (see CommitStateLocked). If there are
+  // watches, `commit.done` moves to their deliveries, to run once all have
+  // it.
+  void PublishLocked(PendingCommit& commit, absl::Time now, WatchesToDrain& to_drain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Publishes a committed change: updates the indexes and the deadline, and
-  // queues the news on the job's watches (adding those that need a drain to
-  // `to_drain`). If there are watches, `commit.done` moves to their
-  // deliveries, to run once all have it.
-  void PublishLocked(PendingCommit& commit, absl::Time now, int64_t sequence, int64_t version,
-                     WatchesToDrain& to_drain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues `delivery` on `watch`; adds the watch to `to_drain` if no drain
-  // of it is scheduled or running.
-  static void Enqueue(const std::shared_ptr<Watch>& watch, Delivery delivery,
-                      WatchesToDrain& to_drain);
-  // Schedules a drain of each watch on the delivery pool.
-  void StartDrains(WatchesToDrain& to_drain);
-  // Delivers what is queued on `watch`, in order, until nothing is; skips
-  // the callbacks once the watch is detached (completions still count).
-  // REQUIRES: the caller is the watch's one drainer (it set `draining`).
-  static void Drain(Watch& watch);
   void RollBackLocked(const std::string& job_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IndexLocked(const std::string& name, const JobRecord* before, const JobRecord* after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<WatchRegistration>> RegisterWatch(const std::string& job_name,
                                                                    JobWatcher* watcher, bool agent);
-  // Delivers the initial state RegisterWatch queued, on the calling thread,
-  // then hands what else is queued to the delivery pool.
-  void DeliverInitialState(const std::shared_ptr<Watch>& watch);
-  // Unregisters `watch`: when it returns, none of its callbacks is running
-  // (unless on this very thread) or will run.
-  void Unwatch(const std::shared_ptr<Watch>& watch);
+  // The job's committed state in a new watch, and the watch in the job's
+  // lists (unless it is settled). NOT_FOUND for an unknown job.
+  absl::StatusOr<std::shared_ptr<JobWatch>> AddWatchLocked(const std::string& job_name,
+                                                           JobWatcher* watcher, bool agent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unregisters `watch` from its job (WatchHub::Unwatch): when it returns,
+  // none of its callbacks is running (unless on this very thread) or will run.
+  void Unwatch(const std::shared_ptr<JobWatch>& watch);
   absl::Time Now() const { return options_.clock->Now(); }
   AgentPresence PresenceLocked(const JobEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets (or cancels) the job's deadline from its committed record.
@@ -534,9 +484,6 @@ class TrainingJobManager final : public TrainingJobHandler {
   std::unique_ptr<persistence::Storage> storage_;
   // When this manager started: waits for agents to reconnect count from it.
   const absl::Time started_at_;
-  // Shared with the registrations, which may outlive the manager (a stream
-  // ended after it): they unregister only while it exists.
-  const std::shared_ptr<Liveness> liveness_;
 
   // Held while this manager's writes or the feed's changes are applied, so
   // that they are applied in storage order and observers hear them in that
@@ -545,8 +492,8 @@ class TrainingJobManager final : public TrainingJobHandler {
   // Set by Create (the option, if the storage has a feed) before any thread.
   bool following_ = false;
 
+  // Guards the jobs; taken before the committer's and the watches' locks.
   mutable absl::Mutex mu_;
-  absl::CondVar queue_cv_;
   // Every change of the feed up to this sequence number is applied.
   int64_t applied_through_ ABSL_GUARDED_BY(mu_) = 0;
   // Deleted jobs' sequence numbers, until the feed is applied past them:
@@ -555,12 +502,10 @@ class TrainingJobManager final : public TrainingJobHandler {
   FeedStats feed_stats_ ABSL_GUARDED_BY(mu_);
   // Jobs whose number of agents here changed since last written.
   std::set<std::string> presence_dirty_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  JobMap jobs_ ABSL_GUARDED_BY(mu_);
   // Committed jobs by (creation time in microseconds, name), for listing.
   std::set<std::pair<int64_t, std::string>> by_creation_ ABSL_GUARDED_BY(mu_);
   size_t committed_count_ ABSL_GUARDED_BY(mu_) = 0;
-  CommitStats commit_stats_ ABSL_GUARDED_BY(mu_);
-  std::deque<PendingCommit> queue_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Shutdown is complete (later calls return at once).
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -572,8 +517,6 @@ class TrainingJobManager final : public TrainingJobHandler {
   std::map<int64_t, CommitObserver> observers_ ABSL_GUARDED_BY(observers_mu_);
   int64_t next_observer_id_ ABSL_GUARDED_BY(observers_mu_) = 1;
 
-  std::thread committer_;
-
   // The feed thread's work (FollowLoop), under follow_mu_.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::CondVar follow_cv_;
@@ -584,13 +527,16 @@ class TrainingJobManager final : public TrainingJobHandler {
   std::thread follower_;
   // LISTEN/NOTIFY wakes the feed thread while it lives (null: polling).
   std::unique_ptr<persistence::ChangeSubscription> subscription_;
-  // Created once the jobs are loaded; calls OnDeadline, which takes mu_, so
-  // it is shut down without mu_ held.
+  // The parts (created once the jobs are loaded). The deadline timer calls
+  // OnDeadline, which takes mu_, so it is shut down without mu_ held.
+  std::unique_ptr<CommitOutcomes> commit_outcomes_;
+  std::unique_ptr<GroupCommitter> committer_;
   std::unique_ptr<base::DeadlineTimer> deadlines_;
   // Validates Create and Update requests (file-system checks).
   std::unique_ptr<base::ThreadPool> validation_pool_;
-  // Drains watches (see Drain); runs the `done` of watched jobs' changes.
-  std::unique_ptr<base::ThreadPool> delivery_pool_;
+  // Delivers committed changes to watchers; registrations may outlive the
+  // manager (destroying them afterwards does nothing).
+  std::unique_ptr<WatchHub> watch_hub_;
 };
 
 }  // namespace debugplane::core

@@ -55,28 +55,35 @@ absl::Status TrainingJobManager::CatchUp() {
     absl::MutexLock apply(&apply_mu_);
     {
       absl::MutexLock lock(&mu_);
-      const absl::Time now = Now();
-      for (const persistence::JobChange& change : *changes) {
-        // Another catch-up (the committer's, after a conflict) may have
-        // applied it already.
-        if (change.sequence <= applied_through_) continue;
-        ApplyChangeLocked(change, now, to_drain, observed);
-      }
-      applied_through_ = std::max(applied_through_, changes->back().sequence);
-      feed_stats_.applied_sequence = applied_through_;
-      // An older change of a deleted job can no longer come.
-      for (auto it = tombstones_.begin(); it != tombstones_.end();) {
-        it = it->second <= applied_through_ ? tombstones_.erase(it) : std::next(it);
-      }
+      ApplyChangesLocked(*changes, Now(), to_drain, observed);
     }
-    StartDrains(to_drain);
+    watch_hub_->StartDrains(to_drain);
     CallObservers(observed);
     if (changes->size() < static_cast<size_t>(kFeedPage)) return absl::OkStatus();
   }
 }
 
+void TrainingJobManager::ApplyChangesLocked(const std::vector<persistence::JobChange>& changes,
+                                            absl::Time now, WatchesToDrain& to_drain,
+                                            Observed& observed) {
+  mu_.AssertHeld();
+  for (const persistence::JobChange& change : changes) {
+    // Another catch-up (the committer's, after a conflict) may have applied
+    // it already.
+    if (change.sequence <= applied_through_) continue;
+    ApplyChangeLocked(change, now, to_drain, observed);
+  }
+  applied_through_ = std::max(applied_through_, changes.back().sequence);
+  feed_stats_.applied_sequence = applied_through_;
+  // An older change of a deleted job can no longer come.
+  for (auto it = tombstones_.begin(); it != tombstones_.end();) {
+    it = it->second <= applied_through_ ? tombstones_.erase(it) : std::next(it);
+  }
+}
+
 void TrainingJobManager::ApplyChangeLocked(const persistence::JobChange& change, absl::Time now,
                                            WatchesToDrain& to_drain, Observed& observed) {
+  mu_.AssertHeld();
   auto it = jobs_.find(change.name);
   int64_t known = it == jobs_.end() ? 0 : it->second.sequence;
   if (auto tombstone = tombstones_.find(change.name); tombstone != tombstones_.end()) {
@@ -111,27 +118,17 @@ void TrainingJobManager::ApplyChangeLocked(const persistence::JobChange& change,
   ++feed_stats_.applied;
   if (it == jobs_.end()) it = jobs_.emplace(change.name, JobEntry{}).first;
   JobEntry& entry = it->second;
-  std::shared_ptr<const JobRecord> before = std::move(entry.committed);
-  entry.committed = record;
-  entry.committed_encoded = std::move(encoded);
   entry.version = change.deleted ? persistence::kAbsent : change.version;
   entry.sequence = change.sequence;
   // Changes of this server queued on the old state will fail their version
   // check and be computed again on this one.
   if (entry.queued_changes == 0) {
-    entry.latest = entry.committed;
+    entry.latest = record;
     entry.latest_version = entry.version;
   }
   if (change.deleted) tombstones_[change.name] = change.sequence;
-  IndexLocked(change.name, before.get(), entry.committed.get());
-  ArmDeadlineLocked(change.name, entry);
-  if (entry.committed == nullptr) entry.agents.clear();
-  NotifyWatchesLocked(change.name, entry, before, now, nullptr, to_drain);
-  observed.emplace_back(change.name, entry.committed);
-  if (entry.committed == nullptr && entry.latest == nullptr && entry.queued_changes == 0 &&
-      entry.watches.empty()) {
-    jobs_.erase(it);
-  }
+  observed.emplace_back(change.name, record);
+  CommitStateLocked(it, std::move(record), std::move(encoded), now, /*done=*/nullptr, to_drain);
 }
 
 void TrainingJobManager::WakeFollower() {
@@ -176,45 +173,18 @@ absl::Status TrainingJobManager::CatchUpNow(absl::Duration timeout) {
 }
 
 void TrainingJobManager::FollowLoop() {
-  absl::Time next_heartbeat = absl::Now() + options_.presence_heartbeat;
+  absl::Time next_heartbeat = Now() + options_.presence_heartbeat;
   bool reported_failure = false;
-  while (true) {
-    std::vector<DoneCallback> waiters;
-    {
-      absl::MutexLock lock(&follow_mu_);
-      const absl::Time poll_at = absl::Now() + options_.change_poll_interval;
-      while (!follow_stop_ && !follow_wake_ && catch_up_waiters_.empty()) {
-        if (follow_cv_.WaitWithTimeout(&follow_mu_,
-                                       std::min(poll_at, next_heartbeat) - absl::Now())) {
-          break;  // Timed out: poll (the safety net) or heartbeat.
-        }
-      }
-      if (follow_stop_) break;  // The waiters fail below.
-      follow_wake_ = false;
-      waiters.swap(catch_up_waiters_);
-    }
-    const bool heartbeat = absl::Now() >= next_heartbeat;
-    if (heartbeat) next_heartbeat = absl::Now() + options_.presence_heartbeat;
+  std::vector<DoneCallback> waiters;
+  while (AwaitFollowWork(Now() + options_.change_poll_interval, next_heartbeat, waiters)) {
+    const bool heartbeat = Now() >= next_heartbeat;
+    if (heartbeat) next_heartbeat = Now() + options_.presence_heartbeat;
     WritePresence(heartbeat);
     const absl::Status caught_up = CatchUp();
-    if (!caught_up.ok() && !reported_failure) {
-      spdlog::warn("replica '{}': cannot read the change feed: {}; retrying", options_.replica_id,
-                   caught_up.ToString());
-    } else if (caught_up.ok() && reported_failure) {
-      spdlog::info("replica '{}': reading the change feed again (up to sequence {})",
-                   options_.replica_id, feed_stats().applied_sequence);
-    }
-    if (reported_failure != !caught_up.ok()) {
-      std::function<void(bool)> observer;
-      {
-        absl::MutexLock lock(&follow_mu_);
-        observer = reachability_observer_;
-      }
-      if (observer) observer(caught_up.ok());
-    }
-    reported_failure = !caught_up.ok();
+    ReportFeedReachability(caught_up, reported_failure);
     const absl::Status reply = caught_up.ok() ? absl::OkStatus() : FeedUnreadable(caught_up);
     for (DoneCallback& waiter : waiters) std::move(waiter)(reply);
+    waiters.clear();
   }
   std::vector<DoneCallback> left;
   {
@@ -222,6 +192,43 @@ void TrainingJobManager::FollowLoop() {
     left.swap(catch_up_waiters_);
   }
   for (DoneCallback& waiter : left) std::move(waiter)(ShuttingDownError());
+}
+
+bool TrainingJobManager::AwaitFollowWork(absl::Time poll_at, absl::Time next_heartbeat,
+                                         std::vector<DoneCallback>& waiters) {
+  absl::MutexLock lock(&follow_mu_);
+  // In real time, as the clock says (a clock that moves only when told, in
+  // tests, leaves the reads to the wake-ups).
+  const absl::Duration wait = options_.clock->RealTimeUntil(std::min(poll_at, next_heartbeat));
+  const auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_) {
+    return follow_stop_ || follow_wake_ || !catch_up_waiters_.empty();
+  };
+  // Timed out: poll (the safety net) or heartbeat.
+  follow_mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
+  if (follow_stop_) return false;  // The waiters fail in FollowLoop.
+  follow_wake_ = false;
+  waiters.swap(catch_up_waiters_);
+  return true;
+}
+
+void TrainingJobManager::ReportFeedReachability(const absl::Status& caught_up,
+                                                bool& reported_failure) {
+  if (!caught_up.ok() && !reported_failure) {
+    spdlog::warn("replica '{}': cannot read the change feed: {}; retrying", options_.replica_id,
+                 caught_up.ToString());
+  } else if (caught_up.ok() && reported_failure) {
+    spdlog::info("replica '{}': reading the change feed again (up to sequence {})",
+                 options_.replica_id, feed_stats().applied_sequence);
+  }
+  if (reported_failure != !caught_up.ok()) {
+    std::function<void(bool)> observer;
+    {
+      absl::MutexLock lock(&follow_mu_);
+      observer = reachability_observer_;
+    }
+    if (observer) observer(caught_up.ok());
+  }
+  reported_failure = !caught_up.ok();
 }
 
 void TrainingJobManager::SetFeedReachabilityObserver(std::function<void(bool)> observer) {
