@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
@@ -43,7 +44,17 @@ class EvaluationSchedulerTest : public testing::SchedulerTest {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(SchedulerTest::SetUp());
     options_.poll_interval = absl::Milliseconds(50);
+    options_.on_data_read = [this](const std::string& /*job*/, int64_t /*last_step*/) {
+      absl::MutexLock lock(&data_reads_mu_);
+      ++data_reads_;
+    };
     StartScheduler();
+  }
+
+  // Turns of any job that read new data so far.
+  int DataReads() {
+    absl::MutexLock lock(&data_reads_mu_);
+    return data_reads_;
   }
 
   // A job with the built-in debug rules `rules`, each named after itself
@@ -54,6 +65,9 @@ class EvaluationSchedulerTest : public testing::SchedulerTest {
     for (const std::string& rule : rules) specs.push_back({rule, rule, {}});
     CreateJobWithRules(name, trial, specs);
   }
+
+  absl::Mutex data_reads_mu_;
+  int data_reads_ ABSL_GUARDED_BY(data_reads_mu_) = 0;
 };
 
 TEST_F(EvaluationSchedulerTest, FindsANanAsSoonAsItsStepLandsAndTheRestAtTheEnd) {
@@ -204,8 +218,12 @@ TEST_F(EvaluationSchedulerTest, StepsOfWorkersArrivingOutOfOrderAreEachEvaluated
   CreateJobWithRules("out-of-order", trial, kLossAndGradient);
   TrialWriter worker0(trial, "worker_0", 2);
   TrialWriter worker1(trial, "worker_1", 2);
-  // Pauses let the scheduler look at every intermediate state.
-  const auto pause = [] { absl::SleepFor(absl::Milliseconds(120)); };
+  // Pauses let the scheduler look at every intermediate state: each ends
+  // when a turn has read the new data, or after 120 ms.
+  const auto pause = [&] {
+    const int reads = DataReads();
+    ::debugplane::testing::WaitUntil([&] { return DataReads() > reads; }, absl::Milliseconds(120));
+  };
   for (int step = 0; step < 3; ++step) AddLossStep(worker1, step);
   pause();
   AddLossStep(worker0, 0);
