@@ -23,8 +23,9 @@ class Fired {
     keys_.push_back(key);
     added_.SignalAll();
   }
-  // Waits (real time, bounded) until `count` keys fired; returns them all.
-  std::vector<std::string> WaitFor(size_t count) {
+  // Blocks (Add signals; no polling; at most 10 s) until `count` keys fired;
+  // returns them all.
+  std::vector<std::string> WaitForKeys(size_t count) {
     absl::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (keys_.size() < count && absl::Now() < deadline) {
@@ -56,17 +57,19 @@ TEST_F(DeadlineTimerTest, FiresWhenTheClockReachesTheDeadlineEarliestFirst) {
   timer_.Set("early", t0_ + absl::Seconds(10));
   EXPECT_EQ(timer_.DeadlineOf("early"), t0_ + absl::Seconds(10));
   clock_->Advance(absl::Seconds(9));
-  // Not due: the timer only looked at the clock again.
+  // Not due: the timer only looked at the clock again. Real time, on purpose
+  // (here and below): a firing that must not happen leaves nothing to wait
+  // on, so the test gives it 20 ms to happen.
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_THAT(fired_.keys(), IsEmpty());
   clock_->Advance(absl::Seconds(11));
-  EXPECT_THAT(fired_.WaitFor(2), ElementsAre("early", "late"));
+  EXPECT_THAT(fired_.WaitForKeys(2), ElementsAre("early", "late"));
   EXPECT_FALSE(timer_.DeadlineOf("early").has_value());
 }
 
 TEST_F(DeadlineTimerTest, APassedDeadlineFiresAtOnce) {
   timer_.Set("past", t0_ - absl::Seconds(1));
-  EXPECT_THAT(fired_.WaitFor(1), ElementsAre("past"));
+  EXPECT_THAT(fired_.WaitForKeys(1), ElementsAre("past"));
 }
 
 TEST_F(DeadlineTimerTest, SettingAgainReplacesAndCancelRemoves) {
@@ -76,9 +79,9 @@ TEST_F(DeadlineTimerTest, SettingAgainReplacesAndCancelRemoves) {
   timer_.Cancel("cancelled");
   timer_.Set("marker", t0_ + absl::Seconds(10));
   clock_->Advance(absl::Seconds(10));
-  EXPECT_THAT(fired_.WaitFor(1), ElementsAre("marker"));
+  EXPECT_THAT(fired_.WaitForKeys(1), ElementsAre("marker"));
   clock_->Advance(absl::Seconds(20));
-  EXPECT_THAT(fired_.WaitFor(2), ElementsAre("marker", "moved"));
+  EXPECT_THAT(fired_.WaitForKeys(2), ElementsAre("marker", "moved"));
 }
 
 TEST_F(DeadlineTimerTest, ACallbackMaySetTheNextDeadline) {
@@ -88,9 +91,9 @@ TEST_F(DeadlineTimerTest, ACallbackMaySetTheNextDeadline) {
     fired.Add(key);
   });
   timer.Set("first", t0_);
-  EXPECT_THAT(fired.WaitFor(1), ElementsAre("first"));
+  EXPECT_THAT(fired.WaitForKeys(1), ElementsAre("first"));
   clock_->Advance(absl::Seconds(1));
-  EXPECT_THAT(fired.WaitFor(2), ElementsAre("first", "second"));
+  EXPECT_THAT(fired.WaitForKeys(2), ElementsAre("first", "second"));
 }
 
 TEST_F(DeadlineTimerTest, ShutdownDropsEveryDeadline) {
@@ -108,7 +111,7 @@ TEST(DeadlineTimerSystemClockTest, FiresInRealTime) {
   base::DeadlineTimer timer(base::SystemClock(), [&](const std::string& key) { fired.Add(key); });
   const absl::Time start = absl::Now();
   timer.Set("soon", start + absl::Milliseconds(50));
-  EXPECT_THAT(fired.WaitFor(1), ElementsAre("soon"));
+  EXPECT_THAT(fired.WaitForKeys(1), ElementsAre("soon"));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
 }
 

@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::core {
 namespace {
@@ -69,7 +70,7 @@ TEST(ThreadPoolTest, ShutdownRunsWhatIsQueuedThenRefusesNewTasks) {
   }
   std::thread shutdown([&] { pool.Shutdown(); });
   // Shutdown has started (the first task still blocks the one worker).
-  while (pool.Schedule([] {})) absl::SleepFor(absl::Milliseconds(1));
+  ::debugplane::testing::WaitUntil([&] { return !pool.Schedule([] {}); });
   release.Notify();
   shutdown.join();
   EXPECT_EQ(ran.load(), 10);

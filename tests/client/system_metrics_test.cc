@@ -22,12 +22,14 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::client {
 namespace {
 
 namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -154,6 +156,7 @@ TEST(SystemMetricsSamplerTest, RealProcIsSane) {
   SystemMetricsSampler sampler;
   std::vector<SystemMetric> metrics;
   ASSERT_TRUE(sampler.Sample(absl::Now(), &metrics).ok());
+  // Real time, on purpose: the CPU counters of the real /proc move with it.
   absl::SleepFor(absl::Milliseconds(100));
   absl::Status status = sampler.Sample(absl::Now(), &metrics);
   ASSERT_TRUE(status.ok()) << status;
@@ -360,7 +363,7 @@ TEST(MetricsSamplingLoopTest, InjectedClockDrivesFileRotation) {
   // Each sample is 20 s later: three samples per minute file.
   options.clock = [&] { return absl::FromUnixSeconds(1795300020 + 20 * ticks.fetch_add(1)); };
   MetricsSamplingLoop loop(&sampler, &writer, options);
-  for (int i = 0; i < 2000 && loop.samples() < 7; ++i) absl::SleepFor(absl::Milliseconds(5));
+  WaitUntil([&] { return loop.samples() >= 7; });
   loop.Stop();
   ASSERT_GE(loop.samples(), 7);
   EXPECT_EQ(loop.errors(), 0) << loop.last_error();
@@ -381,7 +384,10 @@ TEST(MetricsSamplingLoopTest, SetIntervalChangesTheRateAtOnce) {
   options.interval = absl::Seconds(30);
   MetricsSamplingLoop loop(&sampler, &writer, options);
   // The first sample is immediate; then the thread sleeps for 30 s.
-  for (int i = 0; i < 400 && loop.samples() < 1; ++i) absl::SleepFor(absl::Milliseconds(5));
+  WaitUntil([&] { return loop.samples() >= 1; });
+  // Real time, on purpose (here and below): the loop sleeps by the real
+  // clock (its clock option only stamps the samples), and what is checked is
+  // how many samples come in a stretch of real time.
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(loop.samples(), 1);
 

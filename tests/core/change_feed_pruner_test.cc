@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::core {
 namespace {
@@ -82,11 +83,10 @@ TEST_F(ChangeFeedPrunerTest, TheThreadPrunesOncePerIntervalByTheClock) {
   pruner.Start();
   // Nothing is old enough at the first pass; 11 minutes later it is.
   clock_->Advance(absl::Minutes(11));
-  const absl::Time limit = absl::Now() + absl::Seconds(20);
-  while (pruner.pruned() < 4 && absl::Now() < limit) {
+  ::debugplane::testing::WaitUntil([&] {
     clock_->Advance(absl::Minutes(1));  // Each move wakes the thread.
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+    return pruner.pruned() >= 4;
+  });
   EXPECT_EQ(pruner.pruned(), 4);
   pruner.Shutdown();
   EXPECT_EQ(FeedSize(), 1);

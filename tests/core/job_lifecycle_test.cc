@@ -8,18 +8,20 @@
 #include "absl/synchronization/notification.h"
 #include "base/clock.h"
 #include "core/handlers/training_agent_handler.h"
-#include "core/manager/training_job_manager.h"
 #include "core/jobs/validation_text.h"
+#include "core/manager/training_job_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/test_util.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::core {
 namespace {
 
 using ::debugplane::testing::CallSync;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 using Event = v1::ReportTrainingStatusRequest;
 using H = TrainingJobHandler;
@@ -129,17 +131,22 @@ class JobLifecycleTest : public ::testing::Test {
   // Waits (real time, bounded) for the deadline thread and the committer to
   // apply what the clock made due.
   JobRecord WaitForStatus(const std::string& name, JobStatus status) {
-    for (int i = 0; i < 500; ++i) {
-      JobRecord job = Describe(name);
-      if (job.training_job_status() == status) return job;
-      absl::SleepFor(absl::Milliseconds(10));
+    JobRecord job;
+    if (WaitUntil([&] {
+          job = Describe(name);
+          return job.training_job_status() == status;
+        })) {
+      return job;
     }
     ADD_FAILURE() << name << " never reached " << JobStatusName(status) << "; it is "
                   << JobStatusName(Describe(name).training_job_status());
     return {};
   }
   // Lets the deadline thread look at the clock; what it does then is
-  // committed before the next call's completion (one queue).
+  // committed before the next call's completion (one queue). Real time, on
+  // purpose: the tests call it where the clock is short of every deadline,
+  // so a correct timer does nothing there and leaves nothing to wait on;
+  // 50 ms give a wrong early stop the time to land.
   void Settle() { absl::SleepFor(absl::Milliseconds(50)); }
 
   static std::string LastTransitionMessage(const JobRecord& job) {
@@ -427,7 +434,9 @@ TEST_F(JobLifecycleTest, MaxRuntimeStopsTheJobThroughTheAgent) {
   JobRecord job = WaitForStatus("limited", v1::TrainingJobStatus::Stopping);
   EXPECT_EQ(job.secondary_status(), v1::SecondaryStatus::Stopping);
   EXPECT_EQ(job.failure_reason(), "Training job exceeded MaxRuntimeInSeconds of 3 s");
-  // The agent is told to stop, with the reason.
+  // The agent is told to stop, with the reason (delivered on the watch
+  // thread, after the status above is committed).
+  WaitUntil([&] { return agent.last()->stop(); });
   ASSERT_TRUE(agent.last()->stop());
   EXPECT_EQ(agent.last()->stop_reason(), "Training job exceeded MaxRuntimeInSeconds of 3 s");
 

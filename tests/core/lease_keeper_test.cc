@@ -20,6 +20,7 @@
 #include "persistence/sqlite/sqlite_lease_table.h"
 #include "persistence/sqlite/sqlite_storage.h"
 #include "tests/persistence/persistence_test_util.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::core {
 namespace {
@@ -259,7 +260,7 @@ TEST_F(LeaseKeeperTest, TheThreadAnnouncesALocalExpiryWithoutAPass) {
   a.keeper->AddListener(LeaseKeeper::Listener{.lost = [&](const std::string&) { lost.Notify(); }});
   a.keeper->Start();
   // The first pass runs at once.
-  for (int i = 0; i < 500 && !a.keeper->Holds("job-0"); ++i) absl::SleepFor(absl::Milliseconds(10));
+  ::debugplane::testing::WaitUntil([&] { return a.keeper->Holds("job-0"); });
   ASSERT_TRUE(a.keeper->Holds("job-0"));
   a.table->Cut(true);
   clock_->Advance(kLease - kMargin);

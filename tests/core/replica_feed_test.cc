@@ -67,16 +67,15 @@ class StatusWatcher : public JobWatcher {
     statuses_.push_back(std::string(JobStatusName(event->training_job_status())));
   }
   void OnEnd(absl::Status status) override { ended_.Notify(); }
+  // Blocks until the watcher was told `status` (OnEvent wakes it, no
+  // polling); false after 10 s.
   bool Saw(const std::string& status) {
-    const absl::Time until = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < until) {
-      {
-        absl::MutexLock lock(&mu_);
-        if (std::find(statuses_.begin(), statuses_.end(), status) != statuses_.end()) return true;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+    absl::MutexLock lock(&mu_);
+    const auto told = [&] {
+      mu_.AssertHeld();
+      return std::find(statuses_.begin(), statuses_.end(), status) != statuses_.end();
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&told), absl::Seconds(10));
   }
   bool WaitForEnd() { return ended_.WaitForNotificationWithTimeout(absl::Seconds(10)); }
 

@@ -9,13 +9,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "core/jobs/field_violations.h"
 #include "core/handlers/training_agent_handler.h"
+#include "core/jobs/field_violations.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/fault_injecting_storage.h"
 #include "persistence/sqlite/sqlite_storage.h"
 #include "tests/core/test_util.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::core {
 namespace {
@@ -97,7 +98,9 @@ class CallResult {
       done_.Notify();
     };
   }
-  bool WaitFor(absl::Duration timeout) { return done_.WaitForNotificationWithTimeout(timeout); }
+  bool WaitForCompletion(absl::Duration timeout) {
+    return done_.WaitForNotificationWithTimeout(timeout);
+  }
   bool done() const { return done_.HasBeenNotified(); }
   // REQUIRES: done().
   const absl::Status& status() const { return status_; }
@@ -203,10 +206,12 @@ class TrainingJobManagerTest : public ::testing::Test {
   // Waits until the job reaches `status` (the second half of a stop runs on
   // the committer thread).
   v1::DescribeTrainingJobResponse WaitForStatus(const std::string& name, JobStatus status) {
-    for (int i = 0; i < 500; ++i) {
-      auto job = Describe(name);
-      if (job.ok() && job->training_job_status() == status) return *job;
-      absl::SleepFor(absl::Milliseconds(10));
+    absl::StatusOr<v1::DescribeTrainingJobResponse> job;
+    if (::debugplane::testing::WaitUntil([&] {
+          job = Describe(name);
+          return job.ok() && job->training_job_status() == status;
+        })) {
+      return *job;
     }
     ADD_FAILURE() << name << " never reached " << JobStatusName(status);
     return {};
@@ -759,7 +764,7 @@ TEST_F(TrainingJobManagerTest, ANegativeCurrentStepIsRefusedNamingTheField) {
     v1::ReportTrainingStatusResponse response;
     CallResult result;
     agents.ReportTrainingStatus(request, &response, result.Callback());
-    ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
+    ASSERT_TRUE(result.WaitForCompletion(absl::Seconds(10)));
     ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
     auto violations = FieldViolationsOf(result.status());
     ASSERT_EQ(violations.size(), 1u);
@@ -775,7 +780,7 @@ TEST_F(TrainingJobManagerTest, ANegativeCurrentStepIsRefusedNamingTheField) {
   v1::ReportTrainingStatusResponse response;
   CallResult result;
   agents.ReportTrainingStatus(zero, &response, result.Callback());
-  ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(result.WaitForCompletion(absl::Seconds(10)));
   EXPECT_TRUE(result.status().ok()) << result.status();
   EXPECT_EQ(Describe("steps")->progress_info().current_step(), 0);
 }
@@ -791,7 +796,7 @@ TEST_F(TrainingJobManagerTest, TheAgentsAppliedConfigVersionIsRecordedWithItsTim
     v1::ReportTrainingStatusResponse response;
     CallResult result;
     agents.ReportTrainingStatus(request, &response, result.Callback());
-    EXPECT_TRUE(result.WaitFor(absl::Seconds(10)));
+    EXPECT_TRUE(result.WaitForCompletion(absl::Seconds(10)));
     return result.status();
   };
   auto applied_time = [&] {
@@ -876,7 +881,7 @@ TEST_F(TrainingJobManagerTest, AWatcherBlockedInOnEventHoldsUpNeitherReadsNorOth
   EXPECT_FALSE(stop.done());
   watcher.Release();
   others.join();
-  ASSERT_TRUE(stop.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(stop.WaitForCompletion(absl::Seconds(10)));
   EXPECT_TRUE(stop.status().ok()) << stop.status();
   EXPECT_TRUE(watcher.WaitForEnd().ok());
   EXPECT_EQ(watcher.events().back()->training_job_status(), v1::TrainingJobStatus::Stopped);
@@ -908,7 +913,7 @@ TEST_F(TrainingJobManagerTest, EveryWatcherSeesTheChangesOfItsJobInCommitOrder) 
     }
   }
   for (CallResult& result : results) {
-    ASSERT_TRUE(result.WaitFor(absl::Seconds(10)));
+    ASSERT_TRUE(result.WaitForCompletion(absl::Seconds(10)));
     ASSERT_TRUE(result.status().ok()) << result.status();
   }
   ASSERT_TRUE(late_registration.ok());
@@ -946,7 +951,7 @@ TEST_F(TrainingJobManagerTest, UnregisteringWaitsForADeliveryInProgressThenNothi
   watcher.Release();
   EXPECT_TRUE(unregistered.WaitForNotificationWithTimeout(absl::Seconds(10)));
   unregister.join();
-  ASSERT_TRUE(rule_set.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(rule_set.WaitForCompletion(absl::Seconds(10)));
   EXPECT_TRUE(rule_set.status().ok()) << rule_set.status();
 
   const size_t seen = watcher.events().size();
@@ -980,11 +985,9 @@ TEST_F(TrainingJobManagerTest, UnregisteringDoesNotWaitForDeliveriesQueuedBehind
   v1::StopTrainingJobResponse queued_response;
   CallResult queued_stopped;
   manager_->StopTrainingJob(stop_queued, &queued_response, queued_stopped.Callback());
-  for (int i = 0; i < 1000; ++i) {
-    auto job = manager_->GetJob("queued");
-    if (job->training_job_status() != v1::TrainingJobStatus::InProgress) break;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  ::debugplane::testing::WaitUntil([&] {
+    return manager_->GetJob("queued")->training_job_status() != v1::TrainingJobStatus::InProgress;
+  });
   ASSERT_NE(manager_->GetJob("queued")->training_job_status(), v1::TrainingJobStatus::InProgress);
 
   // Unregistering drops what is queued without waiting for the pool.
@@ -997,9 +1000,9 @@ TEST_F(TrainingJobManagerTest, UnregisteringDoesNotWaitForDeliveriesQueuedBehind
   stuck.Release();
   unregister.join();
   // The dropped delivery still lets the change be acknowledged.
-  ASSERT_TRUE(queued_stopped.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(queued_stopped.WaitForCompletion(absl::Seconds(10)));
   EXPECT_TRUE(queued_stopped.status().ok()) << queued_stopped.status();
-  ASSERT_TRUE(stuck_stopped.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(stuck_stopped.WaitForCompletion(absl::Seconds(10)));
   EXPECT_EQ(queued.events().size(), 1u);  // Only the initial state.
 }
 
@@ -1011,7 +1014,7 @@ TEST_F(TrainingJobManagerTest, CreateAndUpdateAreValidatedOffTheCallersThread) {
   v1::CreateTrainingJobResponse created_response;
   CallResult created;
   manager_->CreateTrainingJob(request, &created_response, created.Callback());
-  ASSERT_TRUE(created.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(created.WaitForCompletion(absl::Seconds(10)));
   ASSERT_TRUE(created.status().ok()) << created.status();
   EXPECT_NE(created.thread(), caller);
 
@@ -1024,7 +1027,7 @@ TEST_F(TrainingJobManagerTest, CreateAndUpdateAreValidatedOffTheCallersThread) {
   v1::CreateTrainingJobResponse refused_response;
   CallResult refused;
   manager_->CreateTrainingJob(escaping, &refused_response, refused.Callback());
-  ASSERT_TRUE(refused.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(refused.WaitForCompletion(absl::Seconds(10)));
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_EQ(FieldViolationsOf(refused.status())[0].field, "DebugHookConfig.S3OutputPath");
   EXPECT_NE(refused.thread(), caller);
@@ -1035,7 +1038,7 @@ TEST_F(TrainingJobManagerTest, CreateAndUpdateAreValidatedOffTheCallersThread) {
   v1::UpdateTrainingJobResponse updated_response;
   CallResult updated;
   manager_->UpdateTrainingJob(update, &updated_response, updated.Callback());
-  ASSERT_TRUE(updated.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(updated.WaitForCompletion(absl::Seconds(10)));
   ASSERT_TRUE(updated.status().ok()) << updated.status();
   EXPECT_NE(updated.thread(), caller);
   EXPECT_EQ(Describe("local")->profiler_config().s3_output_path(),
@@ -1045,7 +1048,7 @@ TEST_F(TrainingJobManagerTest, CreateAndUpdateAreValidatedOffTheCallersThread) {
       (dir_.path() / "to-root" / "tmp" / "profiler").string());
   CallResult update_refused;
   manager_->UpdateTrainingJob(update, &updated_response, update_refused.Callback());
-  ASSERT_TRUE(update_refused.WaitFor(absl::Seconds(10)));
+  ASSERT_TRUE(update_refused.WaitForCompletion(absl::Seconds(10)));
   ASSERT_EQ(update_refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(FieldViolationsOf(update_refused.status())[0].field, "ProfilerConfig.S3OutputPath");
   EXPECT_NE(update_refused.thread(), caller);

@@ -42,7 +42,7 @@ class Calls {
   }
   // Waits (for a real inotify event, at most `timeout`) until `id` was
   // reported; true if it was.
-  bool WaitFor(ChangeNotifier::WatchId id, absl::Duration timeout = absl::Seconds(10)) {
+  bool WaitUntilReported(ChangeNotifier::WatchId id, absl::Duration timeout = absl::Seconds(10)) {
     absl::MutexLock lock(&mu_);
     const auto seen = [this, id]()
                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ids_.count(id) > 0; };
@@ -109,7 +109,7 @@ TEST_F(ChangeNotifierTest, InotifyReportsNewObjectsAndAppends) {
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_GE(*index, 0);
   WriteFile(root() / "job/index/000000000005_worker_0.json", "{}");
-  EXPECT_TRUE(calls_.WaitFor(*index));
+  EXPECT_TRUE(calls_.WaitUntilReported(*index));
 
   // The same directory again: the same watch, its events merged.
   absl::StatusOr<ChangeNotifier::WatchId> again = notifier.Watch(At("job/index"), kObjectAppended);
@@ -121,14 +121,14 @@ TEST_F(ChangeNotifierTest, InotifyReportsNewObjectsAndAppends) {
     std::ofstream out(root() / "job/index/000000000005_worker_0.json",
                       std::ios::binary | std::ios::app);
     out << "more" << std::flush;
-    EXPECT_TRUE(calls_.WaitFor(*index));
+    EXPECT_TRUE(calls_.WaitUntilReported(*index));
   }
 
   // The store's root ("") can be watched too.
   absl::StatusOr<ChangeNotifier::WatchId> top = notifier.Watch(At(""), kEntryChanged);
   ASSERT_TRUE(top.ok()) << top.status();
   fs::create_directories(root() / "another-job");
-  EXPECT_TRUE(calls_.WaitFor(*top));
+  EXPECT_TRUE(calls_.WaitUntilReported(*top));
 }
 
 TEST_F(ChangeNotifierTest, MissingAndSymlinkedDirectoriesAreNotWatched) {
@@ -189,7 +189,7 @@ TEST_F(ChangeNotifierTest, PollingThreadRunsEveryInterval) {
   absl::StatusOr<ChangeNotifier::WatchId> id = notifier.Watch(At("job/index"), kEntryChanged);
   ASSERT_TRUE(id.ok()) << id.status();
   WriteFile(root() / "job/index/x.json", "{}");
-  EXPECT_TRUE(calls_.WaitFor(*id));
+  EXPECT_TRUE(calls_.WaitUntilReported(*id));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include "objectstore/directory_uploader.h"
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,10 +24,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -35,12 +35,14 @@
 #include "gtest/gtest.h"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/objectstore/s3_test_server.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::objectstore {
 namespace {
 
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -211,26 +213,11 @@ void WriteFile(const std::filesystem::path& path, const std::string& data) {
   out << data;
 }
 
-// Waits up to 20 s for `done`.
-template <typename Done>
-bool WaitFor(Done done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
 class DirectoryUploaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static S3TestServer* server = [] {
-      absl::StatusOr<std::unique_ptr<S3TestServer>> started =
-          S3TestServer::Start({.buckets = {kBucket}, .check_signatures = true});
-      EXPECT_TRUE(started.ok()) << started.status();
-      return started.ok() ? started->release() : nullptr;
-    }();
+    static S3TestServer* server =
+        S3TestServer::StartForSuite({.buckets = {kBucket}, .check_signatures = true});
     ASSERT_NE(server, nullptr) << "the S3 test server did not start (see above)";
     server_ = server;
     int moto_port = 0;
@@ -308,7 +295,7 @@ TEST_F(DirectoryUploaderTest, UploadsEachClosedFileAsItIsClosed) {
   std::unique_ptr<DirectoryUploader> uploader = StartUploader("live");
   ASSERT_NE(uploader, nullptr);
   WriteFile(dir_.path() / "events/000000000001/a_worker_0.tfevents", "step one");
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] { return Stored("live/events/000000000001/a_worker_0.tfevents") == "step one"; }));
   // A writer's temporary file never goes up.
   WriteFile(dir_.path() / "events/000000000002/.b.tfevents.tmp", "half");
@@ -327,11 +314,11 @@ TEST_F(DirectoryUploaderTest, EventFilesGoUpBeforeIndexFilesAndTheEndMarkerLast)
   WriteFile(dir_.path() / "events/000000000001/e1.tfevents", "event one");
   WriteFile(dir_.path() / "events/000000000002/e2.tfevents", "event two");
   WriteFile(dir_.path() / "index/000000000/000000000002_worker_0.json", "{\"index\": 2}");
-  ASSERT_TRUE(WaitFor([&] { return uploader->backlog().pending_files == 5; }));
+  ASSERT_TRUE(WaitUntil([&] { return uploader->backlog().pending_files == 5; }));
   // A try that began before the last file closed may still be under way:
   // the store comes back only after one that began with all five pending.
   const int64_t failed = uploader->backlog().failed_attempts;
-  ASSERT_TRUE(WaitFor([&] { return uploader->backlog().failed_attempts >= failed + 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return uploader->backlog().failed_attempts >= failed + 2; }));
   proxy_->Start();
   ASSERT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
   // Data files in any order; index files after them, in key order (what a
@@ -350,22 +337,25 @@ TEST_F(DirectoryUploaderTest, StoreOutageIsSurvivedAndEveryFileArrivesOnce) {
   std::unique_ptr<DirectoryUploader> uploader = StartUploader("outage");
   ASSERT_NE(uploader, nullptr);
   WriteFile(dir_.path() / "events/000000000000/e0.tfevents", "before");
-  ASSERT_TRUE(WaitFor([&] { return uploader->backlog().uploaded_files == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return uploader->backlog().uploaded_files == 1; }));
   proxy_->Stop();
   WriteFile(dir_.path() / "events/000000000001/e1.tfevents", "during 1");
   WriteFile(dir_.path() / "events/000000000002/e2.tfevents", "during 2");
   WriteFile(dir_.path() / "index/000000000/000000000002_worker_0.json", "{}");
   // The backlog shows, with the store's error.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     DirectoryUploader::Backlog backlog = uploader->backlog();
     return backlog.pending_files == 3 && !backlog.last_error.ok();
   }));
   DirectoryUploader::Backlog backlog = uploader->backlog();
   EXPECT_EQ(backlog.last_error.code(), absl::StatusCode::kUnavailable) << backlog.last_error;
   EXPECT_EQ(backlog.pending_bytes, 8 + 8 + 2);
-  absl::SleepFor(absl::Milliseconds(300));  // a few failed retries
+  // A few failed retries.
+  ASSERT_TRUE(WaitUntil([&, failed = backlog.failed_attempts] {
+    return uploader->backlog().failed_attempts >= failed + 2;
+  }));
   proxy_->Start();
-  ASSERT_TRUE(WaitFor([&] { return uploader->backlog().pending_files == 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return uploader->backlog().pending_files == 0; }));
   EXPECT_TRUE(uploader->backlog().last_error.ok());
   ASSERT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
   EXPECT_EQ(Stored("outage/events/000000000001/e1.tfevents"), "during 1");
@@ -403,9 +393,9 @@ TEST_F(DirectoryUploaderTest, GrowingFilesGoUpToTheirLastLineAndWholeAtFinish) {
   std::ofstream out(file, std::ios::binary);
   out << "{\"a\": 1}\n{\"b\": 2}\n{\"c\"" << std::flush;  // a line half written
   const std::string key = "metrics/system/incremental/2026112410/1.algo-1.json";
-  ASSERT_TRUE(WaitFor([&] { return Stored(key) == "{\"a\": 1}\n{\"b\": 2}\n"; })) << Stored(key);
+  ASSERT_TRUE(WaitUntil([&] { return Stored(key) == "{\"a\": 1}\n{\"b\": 2}\n"; })) << Stored(key);
   out << ": 3}\n" << std::flush;
-  ASSERT_TRUE(WaitFor([&] { return Stored(key) == "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n"; }))
+  ASSERT_TRUE(WaitUntil([&] { return Stored(key) == "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n"; }))
       << Stored(key);
   out << "{\"d\": 4}\n" << std::flush;  // still open at Finish
   ASSERT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
@@ -453,9 +443,9 @@ int64_t PeakRssBytes() {
   while (std::getline(status, line)) {
     int64_t kib = 0;
     if (absl::StartsWith(line, "VmHWM:") &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(
-                             absl::StripSuffix(absl::StripPrefix(line, "VmHWM:"), "kB")),
-                         &kib)) {
+        absl::SimpleAtoi(
+            absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripPrefix(line, "VmHWM:"), "kB")),
+            &kib)) {
       return kib * 1024;
     }
   }
@@ -468,7 +458,7 @@ void MakePendingThenSwap(DirectoryUploader& uploader, RecordingProxy& proxy,
                          const std::filesystem::path& path, const std::function<void()>& swap) {
   proxy.Stop();
   WriteFile(path, "first version");
-  ASSERT_TRUE(WaitFor([&] { return uploader.backlog().failed_attempts >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return uploader.backlog().failed_attempts >= 1; }));
   swap();
   proxy.Start();
 }
@@ -549,7 +539,7 @@ TEST_F(DirectoryUploaderTest, AFileOverTheLimitGoesUpOnceRewrittenWithinIt) {
   ASSERT_NE(uploader, nullptr);
   const std::filesystem::path file = dir_.path() / "events/000000000001/e.tfevents";
   WriteFile(file, std::string(17, 'x'));
-  ASSERT_TRUE(WaitFor([&] { return uploader->backlog().refused_files == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return uploader->backlog().refused_files == 1; }));
   EXPECT_THAT(uploader->backlog().last_refusal.message(),
               HasSubstr("17 bytes, more than the upload limit of 16 bytes per file"));
   WriteFile(file, "within");

@@ -80,12 +80,7 @@ int ClosedPort() {
 class S3ObjectStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static S3TestServer* server = [] {
-      absl::StatusOr<std::unique_ptr<S3TestServer>> started =
-          S3TestServer::Start({.buckets = {kBucket}});
-      EXPECT_TRUE(started.ok()) << started.status();
-      return started.ok() ? started->release() : nullptr;
-    }();
+    static S3TestServer* server = S3TestServer::StartForSuite({.buckets = {kBucket}});
     ASSERT_NE(server, nullptr) << "the S3 test server did not start (see above)";
     server_ = server;
     store_ = MakeStore(server_->Config());
@@ -346,12 +341,8 @@ TEST_F(S3ObjectStoreTest, BucketStoreFactoryConfiguresFromTheEnvironmentEachCall
 class S3SignedTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static S3TestServer* server = [] {
-      absl::StatusOr<std::unique_ptr<S3TestServer>> started =
-          S3TestServer::Start({.buckets = {kBucket}, .check_signatures = true});
-      EXPECT_TRUE(started.ok()) << started.status();
-      return started.ok() ? started->release() : nullptr;
-    }();
+    static S3TestServer* server =
+        S3TestServer::StartForSuite({.buckets = {kBucket}, .check_signatures = true});
     ASSERT_NE(server, nullptr) << "the S3 test server did not start (see above)";
     server_ = server;
   }

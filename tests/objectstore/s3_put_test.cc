@@ -49,12 +49,8 @@ std::string Pattern(size_t size) {
 class S3PutTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static S3TestServer* server = [] {
-      absl::StatusOr<std::unique_ptr<S3TestServer>> started =
-          S3TestServer::Start({.buckets = {kBucket}, .check_signatures = true});
-      EXPECT_TRUE(started.ok()) << started.status();
-      return started.ok() ? started->release() : nullptr;
-    }();
+    static S3TestServer* server =
+        S3TestServer::StartForSuite({.buckets = {kBucket}, .check_signatures = true});
     ASSERT_NE(server, nullptr) << "the S3 test server did not start (see above)";
     server_ = server;
     store_ = MakeStore(server_->Config());

@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/wait_until.h"
 
 extern char** environ;
 
@@ -50,6 +52,12 @@ bool ReadLine(int fd, absl::Duration timeout, std::string* line) {
 size_t DiscardBody(char*, size_t size, size_t count, void*) { return size * count; }
 
 }  // namespace
+
+S3TestServer* S3TestServer::StartForSuite(const Options& options) {
+  absl::StatusOr<std::unique_ptr<S3TestServer>> started = Start(options);
+  EXPECT_TRUE(started.ok()) << started.status();
+  return started.ok() ? started->release() : nullptr;
+}
 
 absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options& options) {
   int to_child[2], from_child[2];
@@ -95,11 +103,8 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
     close(server->stdin_fd_);
     server->stdin_fd_ = -1;
     int status = 0;
-    bool exited = false;
-    for (int i = 0; i < 100 && !exited; ++i) {
-      exited = waitpid(server->pid_, &status, WNOHANG) == server->pid_;
-      if (!exited) absl::SleepFor(absl::Milliseconds(20));
-    }
+    const bool exited = WaitUntil(
+        [&] { return waitpid(server->pid_, &status, WNOHANG) == server->pid_; }, absl::Seconds(2));
     if (exited) server->pid_ = -1;
     return absl::FailedPreconditionError(absl::StrCat(
         "the S3 test server did not start",
@@ -119,14 +124,9 @@ absl::StatusOr<std::unique_ptr<S3TestServer>> S3TestServer::Start(const Options&
 S3TestServer::~S3TestServer() {
   if (stdin_fd_ >= 0) close(stdin_fd_);  // The server's cue to end.
   if (pid_ <= 0) return;
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (waitpid(pid_, nullptr, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      return;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
+  if (!WaitUntil([&] { return waitpid(pid_, nullptr, WNOHANG) != 0; }, absl::Seconds(10))) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
   }
 }
 

@@ -41,6 +41,10 @@ class S3TestServer {
 
   // Starts the server and waits (up to a minute) until it is serving.
   static absl::StatusOr<std::unique_ptr<S3TestServer>> Start(const Options& options);
+  // Start for a test suite that keeps one server for the rest of the process
+  // (in a function-local static; moto exits with the process): the server,
+  // never destroyed, or null after a test failure that says why.
+  static S3TestServer* StartForSuite(const Options& options);
   ~S3TestServer();
 
   const std::string& endpoint() const { return endpoint_; }

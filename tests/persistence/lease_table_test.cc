@@ -29,7 +29,7 @@ namespace {
 using ::debugplane::persistence::testing::MakeRow;
 using ::debugplane::persistence::testing::ReadAll;
 using ::debugplane::persistence::testing::ScopedTempDir;
-using ::debugplane::testing::PostgresTestServer;
+using ::debugplane::testing::ScratchPostgresDatabase;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -83,41 +83,30 @@ class SqliteLeaseEngine final : public LeaseEngine {
 
 class PostgresLeaseEngine final : public LeaseEngine {
  public:
-  PostgresLeaseEngine() {
-    auto server = PostgresTestServer::Start();
-    if (!server.ok()) {
-      status_ = server.status();
-      return;
-    }
-    server_ = *std::move(server);
-    auto database = server_->CreateDatabase();
-    status_ = database.status();
-    if (database.ok()) database_ = *database;
-  }
-  const absl::Status& status() const { return status_; }
+  const absl::Status& status() const { return database_.status(); }
   absl::StatusOr<std::unique_ptr<Storage>> OpenStorage() override {
-    auto storage = PostgresStorage::Open(server_->Uri(database_));
+    auto storage = PostgresStorage::Open(database_.Uri());
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(*std::move(storage));
   }
   std::unique_ptr<LeaseTable> Leases() override { return Open(); }
   std::unique_ptr<ActionOutbox> Outbox() override { return Open(); }
   std::unique_ptr<ReportStore> Reports() override {
-    auto store = PostgresReportStore::Open(server_->Uri(database_));
+    auto store = PostgresReportStore::Open(database_.Uri());
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
+  // Real time, on purpose: PostgreSQL's leases expire by the database
+  // server's clock, which a test cannot advance.
   void PassTime(absl::Duration duration) override { absl::SleepFor(duration); }
 
  private:
   std::unique_ptr<PostgresLeaseTable> Open() {
-    auto table = PostgresLeaseTable::Open(server_->Uri(database_));
+    auto table = PostgresLeaseTable::Open(database_.Uri());
     EXPECT_TRUE(table.ok()) << table.status();
     return table.ok() ? *std::move(table) : nullptr;
   }
-  absl::Status status_;
-  std::unique_ptr<PostgresTestServer> server_;
-  std::string database_;
+  ScratchPostgresDatabase database_;
 };
 
 class LeaseTableTest : public ::testing::TestWithParam<std::string> {
@@ -387,8 +376,8 @@ TEST_P(LeaseTableTest, AReportWithAStaleFenceIsRefusedAndLeavesTheNewOwnersRepor
 
   absl::Status stale = reports->Put(MakeReport("job", "report", 3), old_owner);
   EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition) << stale;
-  EXPECT_THAT(stale.message(), AllOf(HasSubstr("'job'"), HasSubstr("replica-a"),
-                                     HasSubstr("replica-b")));
+  EXPECT_THAT(stale.message(),
+              AllOf(HasSubstr("'job'"), HasSubstr("replica-a"), HasSubstr("replica-b")));
   EXPECT_EQ(FencedJob(stale), "job");
   auto read = reports->Read("job", "report");
   ASSERT_TRUE(read.ok() && read->has_value());

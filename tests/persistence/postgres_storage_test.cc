@@ -27,6 +27,7 @@
 #include "spdlog/spdlog.h"
 #include "tests/persistence/persistence_test_util.h"
 #include "tests/persistence/postgres_test_server.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::persistence {
 namespace {
@@ -243,8 +244,9 @@ class Writer {
     absl::MutexLock lock(&mu_);
     return static_cast<int>(acknowledged_.size());
   }
-  // Waits until `count` more writes than now were acknowledged.
-  bool WaitForMore(int count, absl::Duration timeout) {
+  // Blocks until `count` more writes than now were acknowledged (each
+  // signals; no polling); false after `timeout`.
+  bool WaitForMoreAcknowledged(int count, absl::Duration timeout) {
     const size_t target = acknowledged_count() + count;
     const absl::Time until = absl::Now() + timeout;
     absl::MutexLock lock(&mu_);
@@ -307,18 +309,19 @@ TEST_P(PostgresRestartTest, WritesFailUnavailableDuringARestartAndEveryAcknowled
   auto storage = OpenOrDie();
   ASSERT_NE(storage, nullptr);
   Writer writer(*storage);
-  ASSERT_TRUE(writer.WaitForMore(20, absl::Seconds(30)));
+  ASSERT_TRUE(writer.WaitForMoreAcknowledged(20, absl::Seconds(30)));
 
   ASSERT_TRUE(server_->Stop(GetParam()).ok());
   const int before_outage = writer.acknowledged_count();
-  absl::SleepFor(absl::Seconds(1));
+  // A few writes tried (and refused) during the outage.
+  ::debugplane::testing::WaitUntil([&] { return writer.errors().size() >= 5; }, absl::Seconds(1));
   // Nothing can be acknowledged while the server is down.
   EXPECT_LE(writer.acknowledged_count(), before_outage + 1);  // One may have been in COMMIT.
   EXPECT_FALSE(writer.errors().empty());
   ASSERT_TRUE(server_->StartAgain().ok());
 
   // Recovery needs no reopening: the next calls connect anew.
-  EXPECT_TRUE(writer.WaitForMore(20, absl::Seconds(30)));
+  EXPECT_TRUE(writer.WaitForMoreAcknowledged(20, absl::Seconds(30)));
   writer.Finish();
 
   for (const absl::Status& error : writer.errors()) {
@@ -365,12 +368,7 @@ class WakeCounter {
   }
   // Waits until more than `seen` wakes came; false after 10 s.
   bool WaitForMoreThan(int seen) {
-    const absl::Time until = absl::Now() + absl::Seconds(10);
-    while (wakes() <= seen) {
-      if (absl::Now() > until) return false;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return true;
+    return ::debugplane::testing::WaitUntil([&] { return wakes() > seen; }, absl::Seconds(10));
   }
   int wakes() {
     absl::MutexLock lock(&mu_);
@@ -406,6 +404,8 @@ TEST_F(PostgresStorageTest, ASubscriberIsWokenByCommitsAndAgainAfterItsListenerR
   WriteBatch conflict;
   conflict.Put(MakeRow("a", 2), 7);
   ASSERT_EQ(writer->Write(conflict).code(), absl::StatusCode::kAborted);
+  // Real time, on purpose: a wake that must not come leaves nothing to wait
+  // on, so the test gives it 300 ms to come.
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(counter.wakes(), before_conflict);
 

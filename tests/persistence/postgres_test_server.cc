@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::testing {
 namespace {
@@ -287,18 +288,20 @@ absl::Status PostgresTestServer::Launch() {
 
   const std::string ping = absl::StrCat("host=127.0.0.1 port=", port_,
                                         " dbname=postgres user=", kUser, " connect_timeout=2");
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline) {
-    if (PQping(ping.c_str()) == PQPING_OK) return absl::OkStatus();
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return absl::FailedPreconditionError(absl::StrCat("postgres on port ", port_,
-                                                        " exited at start (status ", status,
-                                                        "); its log:\n", LogTail()));
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  absl::Status exited;  // Not OK once postgres exited instead of serving.
+  const bool settled = WaitUntil(
+      [&] {
+        if (PQping(ping.c_str()) == PQPING_OK) return true;
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+        pid_ = -1;
+        exited = absl::FailedPreconditionError(absl::StrCat("postgres on port ", port_,
+                                                            " exited at start (status ", status,
+                                                            "); its log:\n", LogTail()));
+        return true;
+      },
+      absl::Seconds(60));
+  if (settled) return exited;
   (void)Stop(StopMode::kImmediate);
   return absl::DeadlineExceededError(
       absl::StrCat("postgres on port ", port_,

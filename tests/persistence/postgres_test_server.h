@@ -25,7 +25,9 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace debugplane::testing {
@@ -85,6 +87,34 @@ class PostgresTestServer {
   int port_ = 0;
   pid_t pid_ = -1;
   int databases_created_ = 0;
+};
+
+// A new empty database on a PostgreSQL server of its own, for one test or
+// engine. Check status() before use: the server may not have started.
+class ScratchPostgresDatabase {
+ public:
+  ScratchPostgresDatabase() {
+    auto server = PostgresTestServer::Start();
+    if (!server.ok()) {
+      status_ = server.status();
+      return;
+    }
+    server_ = *std::move(server);
+    auto database = server_->CreateDatabase();
+    status_ = database.status();
+    if (database.ok()) name_ = *database;
+  }
+
+  const absl::Status& status() const { return status_; }
+  // REQUIRES: status().ok() (for all three).
+  PostgresTestServer& server() const { return *server_; }
+  const std::string& name() const { return name_; }
+  std::string Uri() const { return server_->Uri(name_); }
+
+ private:
+  absl::Status status_;
+  std::unique_ptr<PostgresTestServer> server_;
+  std::string name_;
 };
 
 }  // namespace debugplane::testing

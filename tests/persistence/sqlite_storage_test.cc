@@ -320,6 +320,8 @@ TEST_F(SqliteStorageTest, AWriteWaitsForAnotherConnectionsLock) {
   RawDb other(db_path());
   other.Exec("BEGIN IMMEDIATE");
   std::thread release([&] {
+    // Real time, on purpose: what is measured is how long the write waits
+    // for SQLite's lock.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     other.Exec("COMMIT");
   });

@@ -31,7 +31,7 @@ using ::debugplane::persistence::testing::MakeRow;
 using ::debugplane::persistence::testing::RawDb;
 using ::debugplane::persistence::testing::ReadAll;
 using ::debugplane::persistence::testing::ScopedTempDir;
-using ::debugplane::testing::PostgresTestServer;
+using ::debugplane::testing::ScratchPostgresDatabase;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -74,27 +74,16 @@ class SqliteEngine final : public StorageEngine {
 class PostgresEngine final : public StorageEngine {
  public:
   // Check ok() before use: the server may not have started.
-  PostgresEngine() {
-    auto server = PostgresTestServer::Start();
-    if (!server.ok()) {
-      status_ = server.status();
-      return;
-    }
-    server_ = *std::move(server);
-    auto database = server_->CreateDatabase();
-    status_ = database.status();
-    if (database.ok()) database_ = *database;
-  }
-  const absl::Status& status() const { return status_; }
+  const absl::Status& status() const { return database_.status(); }
 
   absl::StatusOr<std::unique_ptr<Storage>> Open() override {
-    auto storage = PostgresStorage::Open(server_->Uri(database_));
+    auto storage = PostgresStorage::Open(database_.Uri());
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(*std::move(storage));
   }
-  std::string location() const override { return server_->address(); }
+  std::string location() const override { return database_.server().address(); }
   std::string Value(const std::string& sql) override {
-    auto value = server_->Query(database_, sql);
+    auto value = database_.server().Query(database_.name(), sql);
     EXPECT_TRUE(value.ok()) << value.status();
     return value.ok() ? *value : "";
   }
@@ -108,9 +97,7 @@ class PostgresEngine final : public StorageEngine {
   }
 
  private:
-  absl::Status status_;
-  std::unique_ptr<PostgresTestServer> server_;
-  std::string database_;
+  ScratchPostgresDatabase database_;
 };
 
 class StorageContractTest : public ::testing::TestWithParam<std::string> {

@@ -31,18 +31,18 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/rules_engine/trial_writer.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine::testing {
 
 // True once `path` exists; false after `timeout`.
 inline bool WaitForFile(const std::string& path, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  std::error_code error;
-  while (!std::filesystem::exists(path, error)) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
+  return ::debugplane::testing::WaitUntil(
+      [&] {
+        std::error_code error;
+        return std::filesystem::exists(path, error);
+      },
+      timeout);
 }
 
 class WorkerProcess {
@@ -72,17 +72,18 @@ class WorkerProcess {
 
   // Its exit code once it exited, or -1 if it still runs after `timeout`.
   int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (pid_ > 0) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      if (absl::Now() >= deadline) return -1;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return -1;
+    if (pid_ <= 0) return -1;
+    int exit_code = -1;
+    ::debugplane::testing::WaitUntil(
+        [&] {
+          int status = 0;
+          if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+          pid_ = -1;
+          exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          return true;
+        },
+        timeout);
+    return exit_code;
   }
 
  private:

@@ -105,10 +105,17 @@ describe('dashboard views over recorded data', () => {
 
   test('a missing job says so instead of a blank page', async () => {
     await page.goto(`${server.http}/dashboard/#/jobs/no-such-job/overview`);
-    const error = page.locator('.error-box').first();
-    await error.waitFor();
-    assert.match(await error.textContent(), /GET \/api\/jobs\/no-such-job failed: 404 .*no-such-job/);
-    await page.locator('#tab-body:has-text("No such training job")').waitFor();
+    // What a person sees once the page has settled: the page says the job is
+    // missing, naming it, and an alert gives the server's 404 for it. The page
+    // asks for the job and for its overview at once; either 404 may come
+    // first, so the alert may name either request.
+    const missing = page.locator('#tab-body:has-text("No such training job")');
+    await missing.waitFor();
+    assert.match(await missing.textContent(), /no training job named no-such-job/);
+    const alerts = await page.locator('.error-box').allTextContents();
+    assert.ok(
+        alerts.some((text) => /GET \/api\/jobs\/no-such-job(\/overview)? failed: 404 .*no-such-job/.test(text)),
+        `no alert names the missing job: ${JSON.stringify(alerts)}`);
     await screenshot(page, 'missing-job');
   });
 

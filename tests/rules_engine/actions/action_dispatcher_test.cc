@@ -7,6 +7,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/core/test_util.h"
 #include "tests/rules_engine/actions/fake_receivers.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -15,6 +16,7 @@ using ::debugplane::testing::CallSync;
 using ::debugplane::testing::FakeHttpReceiver;
 using ::debugplane::testing::FakeSmtpReceiver;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -76,13 +78,13 @@ class ActionDispatcherTest : public ::testing::Test {
 
   // Waits until no action of `job` is Pending; returns them.
   std::vector<v1::RuleAction> WaitForActions(const std::string& job) {
-    for (int i = 0; i < 1000; ++i) {
-      auto record = manager_->GetJob(job);
-      if (record != nullptr && record->rule_actions_size() > 0 &&
-          !core::HasPendingActions(*record)) {
-        return {record->rule_actions().begin(), record->rule_actions().end()};
-      }
-      absl::SleepFor(absl::Milliseconds(10));
+    std::shared_ptr<const core::JobRecord> record;
+    if (WaitUntil([&] {
+          record = manager_->GetJob(job);
+          return record != nullptr && record->rule_actions_size() > 0 &&
+                 !core::HasPendingActions(*record);
+        })) {
+      return {record->rule_actions().begin(), record->rule_actions().end()};
     }
     ADD_FAILURE() << "actions of " << job
                   << " still pending: " << manager_->GetJob(job)->DebugString();
@@ -168,13 +170,13 @@ TEST_F(ActionDispatcherTest, ARetryWaitsForItsBackoffOnTheClock) {
   CreateJob("job-clock", R"({"name": "email", "endpoint": "ml@example.com"})");
   FindIssues("job-clock");
   // The first attempt fails and is recorded with its backoff (1 minute).
-  for (int i = 0; i < 1000 && manager_->GetJob("job-clock")->rule_actions(0).attempts() < 1; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  WaitUntil([&] { return manager_->GetJob("job-clock")->rule_actions(0).attempts() >= 1; });
   EXPECT_THAT(manager_->GetJob("job-clock")->rule_actions(0).details(),
               HasSubstr("next attempt in 1m"));
   // Not due before the minute is up on the clock, however long it really is.
   clock->Advance(absl::Seconds(59));
+  // Real time, on purpose: an attempt that must not happen leaves nothing to
+  // wait on, so the test gives it 100 ms to happen.
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(receiver.requests().size(), 1u);
   // Due once it is: delivered without waiting a real minute.
@@ -264,11 +266,11 @@ TEST_F(ActionDispatcherTest, StopTrainingStopsTheRulesOwnJobWithTheReason) {
   EXPECT_EQ(actions[0].status(), v1::RuleActionStatus::Succeeded);
   EXPECT_EQ(actions[0].target(), "job-h");
   EXPECT_THAT(actions[0].details(), HasSubstr("stopped training job 'job-h'"));
-  auto job = manager_->GetJob("job-h");
-  for (int i = 0; i < 500 && job->training_job_status() != v1::TrainingJobStatus::Stopped; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
+  std::shared_ptr<const core::JobRecord> job;
+  WaitUntil([&] {
     job = manager_->GetJob("job-h");
-  }
+    return job->training_job_status() == v1::TrainingJobStatus::Stopped;
+  });
   EXPECT_EQ(job->training_job_status(), v1::TrainingJobStatus::Stopped);
   bool reason_recorded = false;
   for (const auto& transition : job->secondary_status_transitions()) {
@@ -312,9 +314,7 @@ TEST_F(ActionDispatcherTest, APendingNotificationIsDeliveredAfterARestartAndNeve
   CreateJob("job-r", R"({"name": "email", "endpoint": "ml@example.com"})");
   FindIssues("job-r");
   // Let it fail a few times, then "crash" (close everything) while Pending.
-  for (int i = 0; i < 500 && receiver.requests().size() < 3; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitUntil([&] { return receiver.requests().size() >= 3; });
   dispatcher_.reset();
   manager_.reset();
   const size_t before_restart = receiver.requests().size();
@@ -336,6 +336,8 @@ TEST_F(ActionDispatcherTest, APendingNotificationIsDeliveredAfterARestartAndNeve
   manager_.reset();
   OpenManager();
   StartDispatcher({MakeWebhookSink({.url = receiver.url()})});
+  // Real time, on purpose: a delivery that must not happen leaves nothing to
+  // wait on.
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(receiver.requests().size(), before_restart + 1);
   EXPECT_EQ(dispatcher_->pending_actions(), 0u);

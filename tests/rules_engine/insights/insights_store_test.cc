@@ -16,23 +16,14 @@
 #include "gtest/gtest.h"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine::insights {
 namespace {
 
 namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
-
-// Waits (real time, bounded) until `done()`.
-template <typename Done>
-bool WaitFor(Done done, absl::Duration limit = absl::Seconds(60)) {
-  const absl::Time until = absl::Now() + limit;
-  while (!done()) {
-    if (absl::Now() > until) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
+using ::debugplane::testing::WaitUntil;
 
 class InsightsStoreTest : public ::testing::Test {
  protected:
@@ -99,7 +90,7 @@ TEST_F(InsightsStoreTest, LiveProfiledJobIsReadInTheBackgroundAndPolled) {
   EXPECT_TRUE(store_->IsLive("live"));
   EXPECT_FALSE(store_->IsLive("quiet"));
   // Read without any request.
-  ASSERT_TRUE(WaitFor([&] { return store_->memory_bytes() > 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return store_->memory_bytes() > 0; }));
   const size_t before = store_->memory_bytes();
   EXPECT_EQ(store_->job_count(), 1u);
 
@@ -107,7 +98,7 @@ TEST_F(InsightsStoreTest, LiveProfiledJobIsReadInTheBackgroundAndPolled) {
   std::ofstream(dir_.path() / "live/system/incremental/2026112122/1795309999.algo-2.json")
       << "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
          "\"Value\": 5, \"NodeId\": \"algo-2\", \"Timestamp\": 1795309999.0}\n";
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     clock_->Advance(absl::Milliseconds(500));
     return store_->memory_bytes() > before;
   }));
@@ -155,13 +146,13 @@ TEST_F(InsightsStoreTest, ImplausibleTimesAreSkippedAndTheViewSaysSo) {
 TEST_F(InsightsStoreTest, PollingStopsAfterTheJobEnds) {
   CreateJob("ends");
   StartStore();
-  ASSERT_TRUE(WaitFor([&] { return store_->memory_bytes() > 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return store_->memory_bytes() > 0; }));
   v1::StopTrainingJobRequest stop;
   stop.set_training_job_name("ends");
   ASSERT_TRUE((debugplane::testing::CallSync<v1::StopTrainingJobResponse>(
                    *manager_, &core::TrainingJobHandler::StopTrainingJob, stop))
                   .ok());
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     clock_->Advance(absl::Milliseconds(500));
     return !store_->IsLive("ends");
   }));

@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "objectstore/local_object_store.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/rules_engine/local_store.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -29,16 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
+using testing::Local;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-// A local directory read through a store rooted at its longest existing
-// ancestor.
-objectstore::StoreLocation Local(const std::string& path) {
-  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
-  EXPECT_TRUE(location.ok()) << location.status();
-  return *std::move(location);
-}
 
 // One local file read whole through a store.
 FrameworkTimelineFileResult ReadLocalTimelineFile(const std::string& path) {

@@ -20,6 +20,7 @@
 #include "objectstore/local_object_store.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -29,14 +30,9 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using testing::Local;
 
 constexpr int64_t kHundredGb = int64_t{100} << 30;
-
-objectstore::StoreLocation Local(const std::string& path) {
-  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
-  EXPECT_TRUE(location.ok()) << location.status();
-  return *std::move(location);
-}
 
 void Append(const fs::path& file, const std::string& text) {
   fs::create_directories(file.parent_path());

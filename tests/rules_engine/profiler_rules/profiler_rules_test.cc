@@ -17,29 +17,17 @@
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
+#include "tests/rules_engine/rule_verdict_names.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using Kind = RuleVerdict::Kind;
 using ::testing::HasSubstr;
+using testing::KindName;
 using ::testing::Not;
 
 const char kSystem[] = DP_TEST_DATA_DIR "/profiler/system";
-
-const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kContinue:
-      return "Continue";
-    case Kind::kIssuesFound:
-      return "IssuesFound";
-    case Kind::kNoIssuesFound:
-      return "NoIssuesFound";
-    case Kind::kError:
-      return "Error";
-  }
-  return "?";
-}
 
 std::unique_ptr<ProfilerRule> MustCreate(const std::string& name,
                                          const RuleParameters& params = {}) {

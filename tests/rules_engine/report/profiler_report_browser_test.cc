@@ -17,14 +17,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +35,7 @@
 #include "rules_engine/profiler/system_metrics_reader.h"
 #include "rules_engine/profiler_rules/profiler_rules.h"
 #include "rules_engine/report/profiler_report.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -107,19 +106,13 @@ RunResult RunCommand(const std::vector<std::string>& argv, const fs::path& work,
   }
   if (pid < 0) return r;
   setpgid(pid, pid);
-  absl::Time deadline = absl::Now() + timeout;
   int status = 0;
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (absl::Now() > deadline) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "timed out after " << timeout << ": " << argv[0];
-      status = -1;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!::debugplane::testing::WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                                        timeout)) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ADD_FAILURE() << "timed out after " << timeout << ": " << argv[0];
+    status = -1;
   }
   // Helpers that outlived the browser (they should not) go too.
   kill(-pid, SIGKILL);

@@ -27,11 +27,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::AllOf;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
@@ -56,8 +58,9 @@ class Results {
     };
   }
 
-  // Waits until `count` callbacks have run; false on timeout.
-  bool WaitFor(size_t count, absl::Duration timeout = kPatience) {
+  // Blocks until `count` callbacks have run (each signals; no polling);
+  // false on timeout.
+  bool WaitForCallbacks(size_t count, absl::Duration timeout = kPatience) {
     const absl::Time deadline = absl::Now() + timeout;
     absl::MutexLock lock(&state_->mu);
     while (state_->results.size() < count) {
@@ -116,7 +119,7 @@ class CustomEvaluatorTest : public ::testing::Test {
   static CustomEvaluationResult Run(CustomEvaluatorRunner& runner, CustomEvaluation evaluation) {
     Results results;
     EXPECT_GT(runner.Start(std::move(evaluation), results.Callback()), 0u);
-    EXPECT_TRUE(results.WaitFor(1));
+    EXPECT_TRUE(results.WaitForCallbacks(1));
     auto all = results.Get();
     if (all.empty()) return {};
     EXPECT_EQ(all.size(), 1u);
@@ -130,13 +133,17 @@ class CustomEvaluatorTest : public ::testing::Test {
 
   // Waits until `path` exists and is not empty; returns its content.
   static std::string WaitForFile(const std::string& path) {
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (absl::Now() < deadline) {
-      std::ifstream in(path);
-      std::stringstream content;
-      content << in.rdbuf();
-      if (in && !content.str().empty()) return content.str();
-      absl::SleepFor(absl::Milliseconds(10));
+    std::string text;
+    if (WaitUntil(
+            [&] {
+              std::ifstream in(path);
+              std::stringstream content;
+              content << in.rdbuf();
+              text = content.str();
+              return in && !text.empty();
+            },
+            kPatience)) {
+      return text;
     }
     ADD_FAILURE() << path << " never appeared";
     return "";
@@ -155,12 +162,7 @@ class CustomEvaluatorTest : public ::testing::Test {
   }
 
   static bool WaitUntilGone(pid_t pid) {
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (absl::Now() < deadline) {
-      if (ProcessGone(pid)) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
+    return WaitUntil([pid] { return ProcessGone(pid); }, kPatience);
   }
 
   ScopedTempDir dir_;
@@ -389,7 +391,7 @@ TEST_F(CustomEvaluatorTest, CancelKillsTheProcessAndItsChildren) {
   EXPECT_EQ(results.size(), 0u);
 
   runner.Cancel(id);
-  ASSERT_TRUE(results.WaitFor(1));
+  ASSERT_TRUE(results.WaitForCallbacks(1));
   auto result = results.Get()[0];
   EXPECT_TRUE(result.cancelled);
   EXPECT_EQ(result.verdict.kind, Kind::kError);
@@ -431,12 +433,12 @@ TEST_F(CustomEvaluatorTest, CancelOfQueuedEvaluationNeverStartsIt) {
   const uint64_t second_id = runner.Start(std::move(queued), second.Callback());
   EXPECT_NE(first_id, second_id);
   runner.Cancel(second_id);
-  ASSERT_TRUE(second.WaitFor(1));
+  ASSERT_TRUE(second.WaitForCallbacks(1));
   EXPECT_TRUE(second.Get()[0].cancelled);
   EXPECT_EQ(second.Get()[0].exit_code, -1);
   EXPECT_EQ(first.size(), 0u);
   runner.Cancel(first_id);
-  ASSERT_TRUE(first.WaitFor(1));
+  ASSERT_TRUE(first.WaitForCallbacks(1));
   EXPECT_TRUE(first.Get()[0].cancelled);
   EXPECT_FALSE(FileExists(marker));
 }
@@ -477,7 +479,7 @@ TEST_F(CustomEvaluatorTest, MaxConcurrentQueuesTheRest) {
   EXPECT_EQ(WaitForFile(log), "A start\n");
   EXPECT_EQ(results.size(), 0u);
   { std::ofstream(release) << "go"; }
-  ASSERT_TRUE(results.WaitFor(2));
+  ASSERT_TRUE(results.WaitForCallbacks(2));
   EXPECT_EQ(WaitForFile(log), "A start\nA end\nB start\n");
   for (const auto& result : results.Get()) EXPECT_EQ(result.verdict.kind, Kind::kNoIssuesFound);
 }
@@ -497,7 +499,7 @@ TEST_F(CustomEvaluatorTest, ManyEvaluationsEachFinishOnce) {
     runner.Start(std::move(evaluation), results.back()->Callback());
   }
   for (int i = 0; i < kJobs; ++i) {
-    ASSERT_TRUE(results[i]->WaitFor(1)) << i;
+    ASSERT_TRUE(results[i]->WaitForCallbacks(1)) << i;
     auto result = results[i]->Get()[0];
     EXPECT_EQ(result.verdict.kind, i % 3 == 0 ? Kind::kIssuesFound : Kind::kNoIssuesFound) << i;
     EXPECT_EQ(result.verdict.details, absl::StrCat("job ", i));
@@ -521,8 +523,8 @@ TEST_F(CustomEvaluatorTest, DoneMayStartAnotherEvaluation) {
                  second_id = runner.Start(std::move(next), second.Callback());
                  std::move(inner)(std::move(result));
                });
-  ASSERT_TRUE(first.WaitFor(1));
-  ASSERT_TRUE(second.WaitFor(1));
+  ASSERT_TRUE(first.WaitForCallbacks(1));
+  ASSERT_TRUE(second.WaitForCallbacks(1));
   EXPECT_GT(second_id.load(), 0u);
   EXPECT_EQ(first.Get()[0].verdict.details, "one");
   EXPECT_EQ(second.Get()[0].verdict.details, "two");

@@ -12,13 +12,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
-#include "tests/core/test_util.h"
+#include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using ::debugplane::testing::CallSync;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 using H = core::TrainingJobHandler;
 
@@ -56,30 +57,17 @@ class CustomRuleSchedulingTest : public ::testing::Test {
 
   void CreateJob(const std::string& name, const std::string& image, const std::string& mode) {
     std::filesystem::create_directories(dir_.path() / name);
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    v1::CreateTrainingJobRequest request = testing::NewJobRequest(name);
     request.mutable_debug_hook_config()->set_s3_output_path((dir_.path() / name).string());
     auto* rule = request.add_debug_rule_configurations();
     rule->set_rule_configuration_name("Custom");
     rule->set_rule_evaluator_image(image);
     (*rule->mutable_rule_parameters())["mode"] = mode;
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
+    testing::CreateJobOrFail(*manager_, request);
   }
 
   v1::DebugRuleEvaluationStatus WaitForRule(const std::string& job) {
-    for (int i = 0; i < 1000; ++i) {
-      // Keep the snapshot alive while reading it.
-      const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
-      const auto& status = record->debug_rule_evaluation_statuses(0);
-      if (core::IsTerminal(status.rule_evaluation_status())) return status;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    ADD_FAILURE() << "rule of " << job << " never ended";
-    return {};
+    return testing::WaitForTerminalDebugRule(*manager_, job, "Custom");
   }
 
   ScopedTempDir dir_;
@@ -113,24 +101,19 @@ TEST_F(CustomRuleSchedulingTest, StoppingTheJobKillsItsEvaluator) {
   CreateJob("hangs", "my-rule:latest", "hang");
   const auto pid_file = dir_.path() / "hangs" / "pid";
   pid_t pid = 0;
-  for (int i = 0; i < 500 && pid == 0; ++i) {
+  WaitUntil([&] {
     std::ifstream in(pid_file);
     std::string text;
     if (in >> text) (void)absl::SimpleAtoi(text, &pid);
-    if (pid == 0) absl::SleepFor(absl::Milliseconds(10));
-  }
+    return pid > 0;
+  });
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, 0), 0);
   v1::StopTrainingJobRequest stop;
   stop.set_training_job_name("hangs");
   ASSERT_TRUE(CallSync<v1::StopTrainingJobResponse>(*manager_, &H::StopTrainingJob, stop).ok());
   EXPECT_EQ(WaitForRule("hangs").rule_evaluation_status(), v1::RuleEvaluationStatus::Stopped);
-  bool gone = false;
-  for (int i = 0; i < 1000 && !gone; ++i) {
-    gone = kill(pid, 0) != 0;
-    if (!gone) absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_TRUE(gone) << "evaluator " << pid << " still runs";
+  EXPECT_TRUE(WaitUntil([&] { return kill(pid, 0) != 0; })) << "evaluator " << pid << " still runs";
 }
 
 }  // namespace

@@ -13,22 +13,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rules_engine/scheduling/evaluation_scheduler.h"
-#include "tests/core/test_util.h"
+#include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 namespace fs = std::filesystem;
-using ::debugplane::testing::CallSync;
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using H = core::TrainingJobHandler;
 using testing::TrialWriter;
 
 constexpr char kLinkRefused[] =
@@ -70,63 +66,30 @@ class DataRootConfinementTest
   }
 
   v1::CreateTrainingJobRequest NewJob(const std::string& name) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    return request;
+    return testing::NewJobRequest(name);
   }
   void AddDebugRule(v1::CreateTrainingJobRequest& request, const std::string& rule_to_invoke,
                     const std::map<std::string, std::string>& parameters = {}) {
-    auto* rule = request.add_debug_rule_configurations();
-    rule->set_rule_configuration_name(rule_to_invoke);
-    rule->set_rule_evaluator_image("builtin");
-    (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_to_invoke;
-    for (const auto& [key, value] : parameters) (*rule->mutable_rule_parameters())[key] = value;
+    testing::AddBuiltinDebugRule(request, {rule_to_invoke, rule_to_invoke, parameters});
   }
   void Create(const v1::CreateTrainingJobRequest& request) {
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
+    testing::CreateJobOrFail(*manager_, request);
   }
   void ReportCompleted(const std::string& job) {
-    v1::ReportTrainingStatusRequest request;
-    request.set_training_job_name(job);
-    request.set_event(v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
-    v1::ReportTrainingStatusResponse response;
-    absl::Notification done;
-    absl::Status result;
-    manager_->ReportTrainingStatus(request, &response, [&](absl::Status status) {
-      result = status;
-      done.Notify();
-    });
-    done.WaitForNotification();
-    ASSERT_TRUE(result.ok()) << result;
+    testing::ReportTraining(*manager_, job, v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
   }
 
   // Waits until debug rule `rule` of `job` is terminal; returns its status.
   v1::DebugRuleEvaluationStatus WaitForDebugRule(const std::string& job, const std::string& rule) {
-    for (int i = 0; i < 2000; ++i) {
-      // The record is held while its statuses are read: the commit thread
-      // may publish a newer one and drop this one meanwhile.
-      const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
-      for (const auto& status : record->debug_rule_evaluation_statuses()) {
-        if (status.rule_configuration_name() == rule &&
-            core::IsTerminal(status.rule_evaluation_status())) {
-          return status;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    ADD_FAILURE() << rule << " of " << job << " never ended";
-    return {};
+    return testing::WaitForTerminalDebugRule(*manager_, job, rule);
   }
   v1::ProfilerRuleEvaluationStatus WaitForProfilerRule(const std::string& job) {
-    for (int i = 0; i < 2000; ++i) {
-      const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
-      const auto& status = record->profiler_rule_evaluation_statuses(0);
-      if (core::IsTerminal(status.rule_evaluation_status())) return status;
-      absl::SleepFor(absl::Milliseconds(10));
+    v1::ProfilerRuleEvaluationStatus status;
+    if (::debugplane::testing::WaitUntil([&] {
+          status = manager_->GetJob(job)->profiler_rule_evaluation_statuses(0);
+          return core::IsTerminal(status.rule_evaluation_status());
+        })) {
+      return status;
     }
     ADD_FAILURE() << "the profiler rule of " << job << " never ended";
     return {};

@@ -4,10 +4,10 @@
 #include <limits>
 #include <map>
 
-#include "absl/synchronization/notification.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/core/test_util.h"
+#include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/rules_engine/worker_processes.h"
 
@@ -15,18 +15,11 @@ namespace debugplane::rules_engine {
 namespace {
 
 using ::debugplane::testing::CallSync;
-using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 using H = core::TrainingJobHandler;
+using testing::RuleSpec;
 using testing::TrialWriter;
 using testing::WorkerProcess;
-
-// A rule configuration: its name, the built-in rule, its parameters.
-struct RuleSpec {
-  std::string name;
-  std::string rule;
-  std::map<std::string, std::string> parameters;
-};
 
 // The same ExplodingTensor twice, on the loss and on a gradient: a NaN in
 // the loss is found, and the gradient's verdict at the end says how many
@@ -45,97 +38,36 @@ void AddLossStep(TrialWriter& writer, int64_t step, bool nan = false) {
                   {"gradient/fc1.weight", {2}, {0.1, -0.1}}});
 }
 
-class EvaluationSchedulerTest : public ::testing::Test {
+// A scheduler on the real clock, polling every 50 ms, started for each test.
+class EvaluationSchedulerTest : public testing::SchedulerTest {
  protected:
   void SetUp() override {
-    auto manager = ::debugplane::testing::OpenTestManager(dir_.path());
-    ASSERT_TRUE(manager.ok()) << manager.status();
-    manager_ = *std::move(manager);
-    EvaluationSchedulerOptions scheduler_options;
-    scheduler_options.data_roots.push_back(dir_.path());
-    scheduler_options.poll_interval = absl::Milliseconds(50);
-    scheduler_ = std::make_unique<EvaluationScheduler>(manager_.get(), scheduler_options);
-    scheduler_->Start();
-  }
-  void TearDown() override {
-    scheduler_.reset();
-    manager_.reset();
+    ASSERT_NO_FATAL_FAILURE(SchedulerTest::SetUp());
+    options_.poll_interval = absl::Milliseconds(50);
+    options_.on_data_read = [this](const std::string& /*job*/, int64_t /*last_step*/) {
+      absl::MutexLock lock(&data_reads_mu_);
+      ++data_reads_;
+    };
+    StartScheduler();
   }
 
+  // Turns of any job that read new data so far.
+  int DataReads() {
+    absl::MutexLock lock(&data_reads_mu_);
+    return data_reads_;
+  }
+
+  // A job with the built-in debug rules `rules`, each named after itself
+  // (hides the fixture's one-rule CreateJob).
   void CreateJob(const std::string& name, const std::string& trial,
                  const std::vector<std::string>& rules) {
     std::vector<RuleSpec> specs;
     for (const std::string& rule : rules) specs.push_back({rule, rule, {}});
     CreateJobWithRules(name, trial, specs);
   }
-  void CreateJobWithRules(const std::string& name, const std::string& trial,
-                          const std::vector<RuleSpec>& rules) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    request.mutable_debug_hook_config()->set_s3_output_path(trial);
-    for (const RuleSpec& spec : rules) {
-      auto* rule = request.add_debug_rule_configurations();
-      rule->set_rule_configuration_name(spec.name);
-      rule->set_rule_evaluator_image("builtin");
-      (*rule->mutable_rule_parameters())["rule_to_invoke"] = spec.rule;
-      for (const auto& [key, value] : spec.parameters) {
-        (*rule->mutable_rule_parameters())[key] = value;
-      }
-    }
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
-  }
 
-  // What the agent reports when the training command exits 0.
-  void ReportCompleted(const std::string& job) {
-    v1::ReportTrainingStatusRequest request;
-    request.set_training_job_name(job);
-    request.set_event(v1::ReportTrainingStatusRequest::EVENT_COMPLETED);
-    v1::ReportTrainingStatusResponse response;
-    absl::Notification done;
-    absl::Status result;
-    manager_->ReportTrainingStatus(request, &response, [&](absl::Status status) {
-      result = status;
-      done.Notify();
-    });
-    done.WaitForNotification();
-    ASSERT_TRUE(result.ok()) << result;
-  }
-
-  // The current status of rule `rule` of `job`.
-  v1::DebugRuleEvaluationStatus RuleStatus(const std::string& job, const std::string& rule) {
-    // The record is held while its statuses are read: the commit thread
-    // may publish a newer one and drop this one meanwhile.
-    const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
-    for (const auto& status : record->debug_rule_evaluation_statuses()) {
-      if (status.rule_configuration_name() == rule) return status;
-    }
-    ADD_FAILURE() << "no rule " << rule << " in " << job;
-    return {};
-  }
-
-  // Waits until rule `rule` of `job` is terminal; returns its status.
-  v1::DebugRuleEvaluationStatus WaitForRule(const std::string& job, const std::string& rule) {
-    for (int i = 0; i < 1000; ++i) {
-      auto record = manager_->GetJob(job);
-      for (const auto& status : record->debug_rule_evaluation_statuses()) {
-        if (status.rule_configuration_name() == rule &&
-            core::IsTerminal(status.rule_evaluation_status())) {
-          return status;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    ADD_FAILURE() << rule << " of " << job << " never ended";
-    return {};
-  }
-
-  ScopedTempDir dir_;
-  std::unique_ptr<core::TrainingJobManager> manager_;
-  std::unique_ptr<EvaluationScheduler> scheduler_;
+  absl::Mutex data_reads_mu_;
+  int data_reads_ ABSL_GUARDED_BY(data_reads_mu_) = 0;
 };
 
 TEST_F(EvaluationSchedulerTest, FindsANanAsSoonAsItsStepLandsAndTheRestAtTheEnd) {
@@ -187,9 +119,7 @@ TEST_F(EvaluationSchedulerTest, StoppingAJobStopsItsEvaluation) {
   ASSERT_TRUE(CallSync<v1::StopTrainingJobResponse>(*manager_, &H::StopTrainingJob, stop).ok());
   EXPECT_EQ(WaitForRule("stopped", "ExplodingTensor").rule_evaluation_status(),
             v1::RuleEvaluationStatus::Stopped);
-  for (int i = 0; i < 100 && scheduler_->active_jobs() > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  ::debugplane::testing::WaitUntil([&] { return scheduler_->active_jobs() == 0; });
   EXPECT_EQ(scheduler_->active_jobs(), 0u);
 }
 
@@ -207,19 +137,8 @@ TEST_F(EvaluationSchedulerTest, SimilarAcrossRunsComparesWithAnotherJobsTrial) {
   write("different", 0.9);
   CreateJob("base", (dir_.path() / "base").string(), {});
   auto similar = [&](const std::string& name, const std::string& other) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    request.mutable_debug_hook_config()->set_s3_output_path((dir_.path() / name).string());
-    auto* rule = request.add_debug_rule_configurations();
-    rule->set_rule_configuration_name("SimilarAcrossRuns");
-    rule->set_rule_evaluator_image("builtin");
-    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "SimilarAcrossRuns";
-    (*rule->mutable_rule_parameters())["other_trials"] = other;
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
+    CreateJobWithRules(name, (dir_.path() / name).string(),
+                       {{"SimilarAcrossRuns", "SimilarAcrossRuns", {{"other_trials", other}}}});
   };
   similar("same", "base");                                // By job name.
   similar("different", (dir_.path() / "base").string());  // By path.
@@ -299,8 +218,12 @@ TEST_F(EvaluationSchedulerTest, StepsOfWorkersArrivingOutOfOrderAreEachEvaluated
   CreateJobWithRules("out-of-order", trial, kLossAndGradient);
   TrialWriter worker0(trial, "worker_0", 2);
   TrialWriter worker1(trial, "worker_1", 2);
-  // Pauses let the scheduler look at every intermediate state.
-  const auto pause = [] { absl::SleepFor(absl::Milliseconds(120)); };
+  // Pauses let the scheduler look at every intermediate state: each ends
+  // when a turn has read the new data, or after 120 ms.
+  const auto pause = [&] {
+    const int reads = DataReads();
+    ::debugplane::testing::WaitUntil([&] { return DataReads() > reads; }, absl::Milliseconds(120));
+  };
   for (int step = 0; step < 3; ++step) AddLossStep(worker1, step);
   pause();
   AddLossStep(worker0, 0);

@@ -9,13 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
+#include "absl/synchronization/mutex.h"
 #include "core/handlers/profiler_report_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
-#include "tests/core/test_util.h"
+#include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -24,6 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::debugplane::testing::CallSync;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitedFor;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 using H = core::TrainingJobHandler;
 
@@ -48,6 +50,10 @@ class ProfilerSchedulingTest : public ::testing::Test {
     options.report_dir = dir_.path() / "reports";
     options.report_interval = absl::Milliseconds(50);
     options.poll_interval = absl::Milliseconds(200);
+    options.on_data_read = [this](const std::string& job, int64_t /*last_step*/) {
+      absl::MutexLock lock(&data_reads_mu_);
+      ++data_reads_[job];
+    };
     scheduler_ = std::make_unique<EvaluationScheduler>(manager_.get(), options);
     scheduler_->Start();
   }
@@ -56,10 +62,7 @@ class ProfilerSchedulingTest : public ::testing::Test {
   void CreateJob(const std::string& name, const std::string& rule_to_invoke,
                  const std::map<std::string, std::string>& parameters = {},
                  const std::string& profiler_path = "", const std::string& image = "builtin") {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    v1::CreateTrainingJobRequest request = testing::NewJobRequest(name);
     request.mutable_profiler_config()->set_s3_output_path(
         profiler_path.empty() ? ProfilerDir(name).string() : profiler_path);
     auto* rule = request.add_profiler_rule_configurations();
@@ -67,31 +70,21 @@ class ProfilerSchedulingTest : public ::testing::Test {
     rule->set_rule_evaluator_image(image);
     (*rule->mutable_rule_parameters())["rule_to_invoke"] = rule_to_invoke;
     for (const auto& [key, value] : parameters) (*rule->mutable_rule_parameters())[key] = value;
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
+    testing::CreateJobOrFail(*manager_, request);
   }
 
   // A job with a ProfilerReport and a debugging rule (ExplodingTensor) on
   // the tensor trial TrialDir(name): rules conclude when training ends.
   void CreateJobWithTrial(const std::string& name) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    v1::CreateTrainingJobRequest request = testing::NewJobRequest(name);
     request.mutable_debug_hook_config()->set_s3_output_path(TrialDir(name).string());
-    auto* debug_rule = request.add_debug_rule_configurations();
-    debug_rule->set_rule_configuration_name("ExplodingTensor");
-    debug_rule->set_rule_evaluator_image("builtin");
-    (*debug_rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
+    testing::AddBuiltinDebugRule(request, {"ExplodingTensor", "ExplodingTensor", {}});
     request.mutable_profiler_config()->set_s3_output_path(ProfilerDir(name).string());
     auto* rule = request.add_profiler_rule_configurations();
     rule->set_rule_configuration_name("ProfilerReport");
     rule->set_rule_evaluator_image("builtin");
     (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ProfilerReport";
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
+    testing::CreateJobOrFail(*manager_, request);
   }
 
   fs::path ProfilerDir(const std::string& job) const { return dir_.path() / job / "profiler"; }
@@ -126,18 +119,7 @@ class ProfilerSchedulingTest : public ::testing::Test {
 
   // What an agent reports about the training command.
   void ReportTraining(const std::string& job, v1::ReportTrainingStatusRequest::Event event) {
-    v1::ReportTrainingStatusRequest request;
-    request.set_training_job_name(job);
-    request.set_event(event);
-    v1::ReportTrainingStatusResponse response;
-    absl::Notification done;
-    absl::Status result;
-    manager_->ReportTrainingStatus(request, &response, [&](absl::Status status) {
-      result = status;
-      done.Notify();
-    });
-    done.WaitForNotification();
-    ASSERT_TRUE(result.ok()) << result;
+    testing::ReportTraining(*manager_, job, event);
   }
 
   // The report's HTML page once it holds `text` (written after the JSON
@@ -146,23 +128,19 @@ class ProfilerSchedulingTest : public ::testing::Test {
                                 const std::string& text) {
     const fs::path path = core::ProfilerReportFilesFor(dir_.path() / "reports", job, rule).html;
     std::string html;
-    for (int i = 0; i < 2000; ++i) {
+    WaitUntil([&] {
       std::ifstream in(path);
       std::stringstream content;
       content << in.rdbuf();
       html = content.str();
-      if (html.find(text) != std::string::npos) break;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+      return html.find(text) != std::string::npos;
+    });
     return html;
   }
 
   v1::TrainingJobStatus::Value WaitForJobStatus(const std::string& job,
                                                 v1::TrainingJobStatus::Value want) {
-    for (int i = 0; i < 2000; ++i) {
-      if (manager_->GetJob(job)->training_job_status() == want) return want;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    WaitUntil([&] { return manager_->GetJob(job)->training_job_status() == want; });
     return manager_->GetJob(job)->training_job_status();
   }
 
@@ -173,10 +151,12 @@ class ProfilerSchedulingTest : public ::testing::Test {
 
   v1::ProfilerRuleEvaluationStatus WaitForStatus(const std::string& job,
                                                  v1::RuleEvaluationStatus::Value want) {
-    for (int i = 0; i < 2000; ++i) {
-      v1::ProfilerRuleEvaluationStatus status = Status(job);
-      if (status.rule_evaluation_status() == want) return status;
-      absl::SleepFor(absl::Milliseconds(10));
+    v1::ProfilerRuleEvaluationStatus status;
+    if (WaitUntil([&] {
+          status = Status(job);
+          return status.rule_evaluation_status() == want;
+        })) {
+      return status;
     }
     ADD_FAILURE() << "rule of " << job << " never became "
                   << v1::RuleEvaluationStatus::Value_Name(want) << ": "
@@ -189,16 +169,22 @@ class ProfilerSchedulingTest : public ::testing::Test {
   nlohmann::json WaitForReport(const std::string& job, const std::string& rule, Ready ready) {
     const fs::path path = core::ProfilerReportFilesFor(dir_.path() / "reports", job, rule).json;
     nlohmann::json summary;
-    for (int i = 0; i < 2000; ++i) {
-      std::ifstream in(path);
-      if (in) {
-        summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-        if (!summary.is_discarded() && ready(summary)) return summary;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
+    if (WaitUntil([&] {
+          std::ifstream in(path);
+          if (!in) return false;
+          summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+          return !summary.is_discarded() && ready(summary);
+        })) {
+      return summary;
     }
     ADD_FAILURE() << "report " << path << " never got ready; last: " << summary.dump();
     return summary;
+  }
+
+  // How many turns of `job` have read new data so far.
+  int DataReads(const std::string& job) {
+    absl::MutexLock lock(&data_reads_mu_);
+    return data_reads_[job];
   }
 
   static int64_t Points(const nlohmann::json& summary) {
@@ -209,6 +195,8 @@ class ProfilerSchedulingTest : public ::testing::Test {
   // Near now: MaxInitializationTime (in ProfilerReport) compares the data
   // with the wall clock.
   double timestamp_ = static_cast<double>(absl::ToUnixMicros(absl::Now())) / 1e6;
+  absl::Mutex data_reads_mu_;
+  std::map<std::string, int> data_reads_ ABSL_GUARDED_BY(data_reads_mu_);
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<EvaluationScheduler> scheduler_;
 };
@@ -362,7 +350,10 @@ TEST_F(ProfilerSchedulingTest, WithSeveralWorkersTheFinalStatusAndReportCountDat
   worker1.EndTraining();
   WaitForReport("two-nodes", "ProfilerReport",
                 [](const nlohmann::json& s) { return Points(s) == 40 * 5; });
-  absl::SleepFor(absl::Milliseconds(300));  // The scheduler sees the marker.
+  // Real time, on purpose: the marker changes nothing the test can observe,
+  // so it gives the scheduler 300 ms to see it (and wrongly conclude, if it
+  // would).
+  absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(Status("two-nodes").rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
   WriteSamples("two-nodes", 40, 35, 90, "algo-2");
   worker0.EndTraining();
@@ -380,7 +371,8 @@ TEST_F(ProfilerSchedulingTest, WithSeveralWorkersTheFinalStatusAndReportCountDat
 TEST_F(ProfilerSchedulingTest, AReportAddedByAnUpdateDrawsTheDataReadBeforeIt) {
   CreateJob("added", "CPUBottleneck", {{"patience", "0"}});
   WriteSamples("added", 100, 35, 90);
-  absl::SleepFor(absl::Milliseconds(500));  // The CPUBottleneck run reads them.
+  // The CPUBottleneck run reads them before the update.
+  ASSERT_TRUE(WaitedFor("the samples to be read", [&] { return DataReads("added") > 0; }));
 
   v1::UpdateTrainingJobRequest update;
   update.set_training_job_name("added");
@@ -403,7 +395,7 @@ TEST_F(ProfilerSchedulingTest, AReportAddedByAnUpdateDrawsTheDataReadBeforeIt) {
 TEST_F(ProfilerSchedulingTest, HealthyDataEndsNoIssuesFoundWhenTrainingEnds) {
   CreateJob("healthy", "CPUBottleneck", {{"patience", "0"}});
   WriteSamples("healthy", 300, 35, 90);
-  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(WaitedFor("the samples to be read", [&] { return DataReads("healthy") > 0; }));
   EXPECT_EQ(Status("healthy").rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
   EndTraining("healthy");
   v1::ProfilerRuleEvaluationStatus status =

@@ -18,14 +18,14 @@
 #include "persistence/fault_injecting_storage.h"
 #include "persistence/sqlite/sqlite_storage.h"
 #include "rules_engine/scheduling/evaluation_scheduler.h"
-#include "tests/core/test_util.h"
+#include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
-using ::debugplane::testing::CallSync;
 using ::debugplane::testing::ScopedTempDir;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 using H = core::TrainingJobHandler;
 
@@ -57,34 +57,17 @@ class RuleStatusRecorderTest : public ::testing::Test {
   // A job whose tensors go to <dir>/<name> with rule ExplodingTensor, which
   // sends an email when it finds an issue.
   void CreateJob(const std::string& name) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+    v1::CreateTrainingJobRequest request = testing::NewJobRequest(name);
     request.mutable_debug_hook_config()->set_s3_output_path((dir_.path() / name).string());
-    auto* rule = request.add_debug_rule_configurations();
-    rule->set_rule_configuration_name("ExplodingTensor");
-    rule->set_rule_evaluator_image("builtin");
-    (*rule->mutable_rule_parameters())["rule_to_invoke"] = "ExplodingTensor";
-    (*rule->mutable_rule_parameters())["action_json"] =
-        R"({"name": "email", "endpoint": "ml-team@example.com"})";
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
+    testing::AddBuiltinDebugRule(
+        request, {"ExplodingTensor",
+                  "ExplodingTensor",
+                  {{"action_json", R"({"name": "email", "endpoint": "ml-team@example.com"})"}}});
+    testing::CreateJobOrFail(*manager_, request);
   }
 
   v1::DebugRuleEvaluationStatus Status(const std::string& job) {
     return manager_->GetJob(job)->debug_rule_evaluation_statuses(0);
-  }
-
-  // Waits (real time) until `done()`; false after 10 s.
-  template <typename Predicate>
-  static bool WaitUntil(Predicate done) {
-    for (int i = 0; i < 1000; ++i) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return done();
   }
 
   ScopedTempDir dir_;
@@ -112,6 +95,8 @@ TEST_F(RuleStatusRecorderTest, ARefusedStatusIsRetriedWithBackoffUntilDurableAnd
   // doubles, up to max_backoff.
   const int writes = storage_->write_calls();
   clock_->Advance(absl::Milliseconds(900));
+  // Real time, on purpose (here and below): a write that must not happen
+  // leaves nothing to wait on, so the test gives it a moment to happen.
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(storage_->write_calls(), writes);
   clock_->Advance(absl::Milliseconds(100));

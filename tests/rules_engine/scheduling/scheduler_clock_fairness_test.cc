@@ -12,85 +12,16 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rules_engine/scheduling/evaluation_scheduler.h"
-#include "tests/core/test_util.h"
+#include "tests/rules_engine/scheduling/scheduler_test_fixture.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
-using ::debugplane::testing::CallSync;
-using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
-using H = core::TrainingJobHandler;
 using testing::TrialWriter;
 
-constexpr absl::Duration kPatience = absl::Seconds(30);
-
-class SchedulerClockTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto manager = ::debugplane::testing::OpenTestManager(dir_.path());
-    ASSERT_TRUE(manager.ok()) << manager.status();
-    manager_ = *std::move(manager);
-    options_.data_roots.push_back(dir_.path());
-    options_.clock = clock_;
-  }
-  void TearDown() override {
-    scheduler_.reset();
-    manager_.reset();
-  }
-  void StartScheduler() {
-    scheduler_ = std::make_unique<EvaluationScheduler>(manager_.get(), options_);
-    scheduler_->Start();
-  }
-
-  void CreateJob(const std::string& name, const std::string& trial, const std::string& rule,
-                 const std::map<std::string, std::string>& parameters = {}) {
-    v1::CreateTrainingJobRequest request;
-    request.set_training_job_name(name);
-    request.set_role_arn("arn:aws:iam::111122223333:role/Test");
-    request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-    request.mutable_debug_hook_config()->set_s3_output_path(trial);
-    auto* config = request.add_debug_rule_configurations();
-    config->set_rule_configuration_name(rule);
-    config->set_rule_evaluator_image("builtin");
-    (*config->mutable_rule_parameters())["rule_to_invoke"] = rule;
-    for (const auto& [key, value] : parameters) (*config->mutable_rule_parameters())[key] = value;
-    auto created =
-        CallSync<v1::CreateTrainingJobResponse>(*manager_, &H::CreateTrainingJob, request);
-    ASSERT_TRUE(created.ok()) << created.status();
-  }
-
-  v1::DebugRuleEvaluationStatus Rule(const std::string& job, const std::string& rule) {
-    // The record is held while its statuses are read: the commit thread
-    // may publish a newer one and drop this one meanwhile.
-    const std::shared_ptr<const core::JobRecord> record = manager_->GetJob(job);
-    for (const auto& status : record->debug_rule_evaluation_statuses()) {
-      if (status.rule_configuration_name() == rule) return status;
-    }
-    ADD_FAILURE() << "no rule " << rule << " in " << job;
-    return {};
-  }
-
-  // Waits (real time, bounded) until the rule is terminal.
-  v1::DebugRuleEvaluationStatus WaitForRule(const std::string& job, const std::string& rule) {
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (absl::Now() < deadline) {
-      v1::DebugRuleEvaluationStatus status = Rule(job, rule);
-      if (core::IsTerminal(status.rule_evaluation_status())) return status;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    ADD_FAILURE() << rule << " of " << job << " never ended";
-    return {};
-  }
-
-  ScopedTempDir dir_;
-  std::shared_ptr<base::FakeClock> clock_ = std::make_shared<base::FakeClock>();
-  EvaluationSchedulerOptions options_;
-  std::unique_ptr<core::TrainingJobManager> manager_;
-  std::unique_ptr<EvaluationScheduler> scheduler_;
-};
+class SchedulerClockTest : public testing::FakeClockSchedulerTest {};
 
 TEST_F(SchedulerClockTest, StallIsFoundWhenTheClockPassesTheThreshold) {
   // Time-driven: only the polling pass (a minute of the FakeClock) brings
@@ -103,16 +34,15 @@ TEST_F(SchedulerClockTest, StallIsFoundWhenTheClockPassesTheThreshold) {
   writer.AddStep(0, Mode::kTrain, 0, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
   CreateJob("stalled", trial, "StalledTrainingRule", {{"threshold", "3600"}});
   // The step is read (its progress recorded) at the FakeClock's start.
-  const absl::Time deadline = absl::Now() + kPatience;
-  while (!Rule("stalled", "StalledTrainingRule").has_last_evaluated_step() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_TRUE(Rule("stalled", "StalledTrainingRule").has_last_evaluated_step());
+  ASSERT_TRUE(::debugplane::testing::WaitedFor("the step's progress", [&] {
+    return RuleStatus("stalled", "StalledTrainingRule").has_last_evaluated_step();
+  }));
 
-  clock_->Advance(absl::Minutes(59));       // Polled, not stalled yet.
-  absl::SleepFor(absl::Milliseconds(100));  // Lets a wrong verdict land, if any.
-  EXPECT_EQ(Rule("stalled", "StalledTrainingRule").rule_evaluation_status(),
+  clock_->Advance(absl::Minutes(59));  // Polled, not stalled yet.
+  // Real time, on purpose: a poll that finds no data leaves nothing to wait
+  // on, so the test gives a wrong verdict 100 ms to land, if any.
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(RuleStatus("stalled", "StalledTrainingRule").rule_evaluation_status(),
             v1::RuleEvaluationStatus::InProgress);
 
   clock_->Advance(absl::Minutes(2));  // Past the threshold: the next poll ticks.

@@ -16,6 +16,7 @@
 #include "objectstore/local_object_store.h"
 #include "rules_engine/scheduling/trial_watcher.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -95,13 +96,13 @@ class TrialWatcherPollingTest : public ::testing::Test {
     EXPECT_TRUE(due.has_value());
     if (!due.has_value()) return absl::ZeroDuration();
     clock_->Advance(*due - clock_->Now());
-    const absl::Time patience = absl::Now() + kPatience;
     std::optional<absl::Time> next;
-    while (absl::Now() < patience) {
-      next = watcher.next_probe(job);
-      if (next.has_value() && *next != *due) break;
-      absl::SleepFor(absl::Microseconds(200));
-    }
+    ::debugplane::testing::WaitUntil(
+        [&] {
+          next = watcher.next_probe(job);
+          return next.has_value() && *next != *due;
+        },
+        kPatience);
     EXPECT_TRUE(next.has_value() && *next != *due) << "the probe did not run";
     return next.value_or(*due) - clock_->Now();
   }

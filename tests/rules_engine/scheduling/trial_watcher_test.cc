@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
 #include "tests/core/scoped_temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -36,24 +37,19 @@ class Wakes {
     absl::MutexLock lock(&mu_);
     return std::find(jobs_.begin(), jobs_.end(), job) != jobs_.end();
   }
-  // Waits until `job` was woken; false after kPatience.
-  bool WaitFor(const std::string& job) {
+  // Blocks until `job` was woken (Add wakes it, no polling); false after
+  // kPatience.
+  bool WaitUntilWoken(const std::string& job) {
     absl::MutexLock lock(&mu_);
     const auto woken = [&] {
       mu_.AssertHeld();
       return std::find(jobs_.begin(), jobs_.end(), job) != jobs_.end();
     };
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (!woken()) {
-      if (absl::Now() >= deadline) return false;
-      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
-    }
-    return true;
+    return mu_.AwaitWithTimeout(absl::Condition(&woken), kPatience);
   }
 
  private:
   absl::Mutex mu_;
-  absl::CondVar cv_;
   std::vector<std::string> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -76,10 +72,8 @@ TEST(TrialWatcherTest, PollsOncePerIntervalOfItsClock) {
 
   clock->Advance(absl::Seconds(1));
   // The pass runs on the timer thread and schedules the next one.
-  const absl::Time deadline = absl::Now() + kPatience;
-  while (watcher.next_poll() != start + absl::Seconds(60) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ::debugplane::testing::WaitUntil([&] { return watcher.next_poll() == start + absl::Seconds(60); },
+                                   kPatience);
   EXPECT_EQ(watcher.next_poll(), start + absl::Seconds(60));
   absl::MutexLock lock(&mu);
   EXPECT_EQ(polls, 1);
@@ -115,14 +109,14 @@ TEST_F(TrialWatcherChangesTest, NewIndexFileWakesTheJob) {
   EXPECT_TRUE(watcher_.Update("job-a", WatchedOutputs{.trial = At("a")}));
   EXPECT_FALSE(watcher_.Update("job-a", WatchedOutputs{.trial = At("a")}));  // Nothing new.
   std::ofstream(dir_.path() / "a" / "index" / "000000000" / "000000000001_worker_0.json") << "{}";
-  EXPECT_TRUE(wakes_.WaitFor("job-a"));
+  EXPECT_TRUE(wakes_.WaitUntilWoken("job-a"));
 }
 
 TEST_F(TrialWatcherChangesTest, TrialCreatedLaterIsHeardThroughItsParent) {
   fs::create_directories(dir_.path() / "jobs");
   EXPECT_TRUE(watcher_.Update("job-b", WatchedOutputs{.trial = At("jobs/b")}));
   fs::create_directories(dir_.path() / "jobs" / "b");
-  EXPECT_TRUE(wakes_.WaitFor("job-b"));
+  EXPECT_TRUE(wakes_.WaitUntilWoken("job-b"));
 }
 
 TEST_F(TrialWatcherChangesTest, DroppedJobIsNotWoken) {
@@ -135,7 +129,7 @@ TEST_F(TrialWatcherChangesTest, DroppedJobIsNotWoken) {
   std::ofstream(dir_.path() / "d" / "index" / "x") << "1";
   // The two files are heard in order (one inotify queue); job-c's would
   // come first.
-  ASSERT_TRUE(wakes_.WaitFor("job-d"));
+  ASSERT_TRUE(wakes_.WaitUntilWoken("job-d"));
   EXPECT_FALSE(wakes_.Contains("job-c"));
 }
 

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -22,17 +23,12 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing::Local;
 using testing::TrialWriter;
 
 constexpr int64_t kHundredGb = int64_t{100} << 30;
 
 bool All(const std::string&, const TrialInfo&) { return true; }
-
-objectstore::StoreLocation Local(const std::string& path) {
-  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
-  EXPECT_TRUE(location.ok()) << location.status();
-  return *std::move(location);
-}
 
 // A finished trial of one step with two tensors.
 TrialWriter WriteTrial(const std::string& name) {

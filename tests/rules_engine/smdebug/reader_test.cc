@@ -15,6 +15,7 @@
 #include "rules_engine/smdebug/smdebug_json.h"
 #include "rules_engine/smdebug/tfrecord.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -23,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::Local;
 using ::testing::Not;
 using testing::TensorSpec;
 using testing::TrialWriter;
@@ -32,14 +34,6 @@ const char kFixtures[] = DP_TEST_DATA_DIR "/smdebug";
 bool All(const std::string&, const TrialInfo&) { return true; }
 
 std::string Fixture(const std::string& name) { return absl::StrCat(kFixtures, "/", name); }
-
-// The trial at a local path, read through a store rooted at its longest
-// existing ancestor.
-objectstore::StoreLocation Local(const std::string& path) {
-  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
-  EXPECT_TRUE(location.ok()) << location.status();
-  return *std::move(location);
-}
 
 // Reads a whole trial in one call.
 std::vector<Step> ReadAll(const std::string& dir, TrialReader* reader = nullptr,

@@ -27,6 +27,7 @@
 #include "rules_engine/rule/rule.h"
 #include "rules_engine/smdebug/trial_reader.h"
 #include "rules_engine/tensor_rules/other_trial_lookup.h"
+#include "tests/rules_engine/rule_verdict_names.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -36,20 +37,7 @@ using ::testing::HasSubstr;
 using testing::TensorSpec;
 using testing::TrialWriter;
 using Kind = RuleVerdict::Kind;
-
-const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kContinue:
-      return "Continue";
-    case Kind::kIssuesFound:
-      return "IssuesFound";
-    case Kind::kNoIssuesFound:
-      return "NoIssuesFound";
-    case Kind::kError:
-      return "Error";
-  }
-  return "?";
-}
+using testing::KindName;
 
 // Writes the trial of one case, its training steps in `mode`.
 using WriteTrial = std::function<void(TrialWriter& writer, Mode mode)>;

@@ -16,6 +16,7 @@
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/rule/rule.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -23,20 +24,12 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::Local;
 using testing::TensorSpec;
 using testing::TrialWriter;
 
 std::string TempTrial(const std::string& name) {
   return testing::FreshTempDir(absl::StrCat("other_trial_test_", name));
-}
-
-// The trial at a local path, read through a store rooted at its longest
-// existing ancestor. The cache knows a trial by its store and prefix: keep
-// one location per trial.
-objectstore::StoreLocation Local(const std::string& path) {
-  absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
-  EXPECT_TRUE(location.ok()) << location.status();
-  return *std::move(location);
 }
 
 // Step s holds "loss" = s and "gradient/w" = {s, -s, 2s} (and `extra`).

@@ -14,27 +14,15 @@
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/rule/rule.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/rule_verdict_names.h"
 
 namespace debugplane::rules_engine {
 namespace {
 
 using Kind = RuleVerdict::Kind;
+using testing::KindName;
 
 const char kFixtures[] = DP_TEST_DATA_DIR "/smdebug";
-
-const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kContinue:
-      return "Continue";
-    case Kind::kIssuesFound:
-      return "IssuesFound";
-    case Kind::kNoIssuesFound:
-      return "NoIssuesFound";
-    case Kind::kError:
-      return "Error";
-  }
-  return "?";
-}
 
 // Runs `rule` over the whole fixture trial as the scheduler would: only the
 // wanted tensors are decoded, steps in order, OnTrainingEnd unless a step
