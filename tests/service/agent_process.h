@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::testing {
 
@@ -64,14 +65,10 @@ class AgentProcess {
 
   // The exit code, or -1 if it is still running after `timeout`.
   int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      absl::SleepFor(absl::Milliseconds(20));
+    int status = 0;
+    if (WaitUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, timeout)) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     ADD_FAILURE() << "the agent did not exit; its log:\n" << log();
     return -1;

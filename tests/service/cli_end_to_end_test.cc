@@ -18,12 +18,14 @@
 #include "tests/core/test_util.h"
 #include "tests/service/run_command.h"
 #include "tests/service/server_process.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {
 
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 using CliResult = ::debugplane::testing::CommandResult;
@@ -143,12 +145,12 @@ TEST(CliEndToEndTest, ReportFetchesTheProfilingReport) {
 
   // The first report is written by the rule's first pass.
   CliResult json;
-  for (int i = 0; i < 500; ++i) {
+  WaitUntil([&] {
     json = RunCli(addr, "report profiled --json -o -");
-    if (json.exit_code == 0) break;
+    if (json.exit_code == 0) return true;
     EXPECT_EQ(json.exit_code, 4) << json.out;  // No report yet.
-    usleep(20000);
-  }
+    return false;
+  });
   ASSERT_EQ(json.exit_code, 0) << json.out;
   EXPECT_EQ(nlohmann::json::parse(json.out)["rule_configuration_name"], "ProfilerReport");
 

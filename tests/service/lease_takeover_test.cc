@@ -28,7 +28,7 @@
 #include "tests/service/server_process.h"
 #include "tests/service/tcp_proxy.h"
 #include "tests/service/training_job_calls.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {

@@ -31,8 +31,10 @@
 #include "tests/objectstore/s3_test_server.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/aws_environment.h"
+#include "tests/service/fixture_outcomes.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {
@@ -41,9 +43,12 @@ namespace fs = std::filesystem;
 using ::debugplane::testing::AwsEnvironment;
 using ::debugplane::testing::Context;
 using ::debugplane::testing::DescribeRule;
+using ::debugplane::testing::FixtureOutcome;
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::SmdebugFixtureOutcomes;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -169,45 +174,23 @@ class ObjectStorageTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> server_;
 };
 
-struct Expectation {
-  const char* fixture;
-  std::vector<std::string> issues_found;
-  std::vector<std::string> no_issues_found;
-};
-
 TEST_F(ObjectStorageTest, UploadedFixtureTrialsReachTheVerdictsTheyReachOnDisk) {
   // tests/data/README.md, smdebug table (as FixtureTest checks on disk).
-  const std::vector<Expectation> expectations = {
-      {"healthy",
-       {},
-       {"VanishingGradient", "ExplodingTensor", "LossNotDecreasing", "DeadRelu", "ClassImbalance",
-        "AllZero"}},
-      {"vanishing_gradient", {"VanishingGradient"}, {"ExplodingTensor"}},
-      {"exploding_tensor", {"ExplodingTensor"}, {}},
-      {"loss_not_decreasing",
-       {"LossNotDecreasing", "UnchangedTensor"},
-       {"ExplodingTensor", "VanishingGradient"}},
-      {"dead_relu", {"DeadRelu"}, {"ExplodingTensor"}},
-      {"overfit", {"Overfit"}, {"ExplodingTensor"}},
-  };
+  const std::vector<FixtureOutcome>& expectations = SmdebugFixtureOutcomes();
   auto stub = server_->Stub();
   // All jobs first, then their verdicts: they are read concurrently.
-  for (const Expectation& e : expectations) {
+  for (const FixtureOutcome& e : expectations) {
     Upload(*s3_, kBucket, absl::StrCat("fixtures/", e.fixture), kFixtures / "smdebug" / e.fixture);
-    std::vector<std::string> rules = e.issues_found;
-    rules.insert(rules.end(), e.no_issues_found.begin(), e.no_issues_found.end());
-    std::string job = absl::StrCat("s3-", e.fixture);
-    std::replace(job.begin(), job.end(), '_', '-');
     v1::CreateTrainingJobResponse created;
     grpc::Status status = stub->CreateTrainingJob(
         Context().get(),
-        TensorJob(job, absl::StrCat("s3://", kBucket, "/fixtures/", e.fixture), rules), &created);
+        TensorJob(e.JobName("s3-"), absl::StrCat("s3://", kBucket, "/fixtures/", e.fixture),
+                  e.rules()),
+        &created);
     ASSERT_TRUE(status.ok()) << e.fixture << ": " << status.error_message();
   }
-  for (const Expectation& e : expectations) {
-    std::string job = absl::StrCat("s3-", e.fixture);
-    std::replace(job.begin(), job.end(), '_', '-');
-    auto statuses = WaitForRules(*stub, job);
+  for (const FixtureOutcome& e : expectations) {
+    auto statuses = WaitForRules(*stub, e.JobName("s3-"));
     for (const std::string& rule : e.issues_found) {
       EXPECT_EQ(statuses[rule].first, v1::RuleEvaluationStatus::IssuesFound)
           << e.fixture << " " << rule << ": " << statuses[rule].second;
@@ -284,10 +267,7 @@ TEST_F(ObjectStorageTest, ANanStepUploadedWhileTheJobRunsIsIssuesFound) {
     Upload(*s3_, kBucket, "live", local, &uploaded);
   }
   // Read up to step 4, still InProgress.
-  const absl::Time patience = absl::Now() + absl::Seconds(30);
-  while (DescribeRule(*stub, "s3-live").last_evaluated_step() < 4 && absl::Now() < patience) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  WaitUntil([&] { return DescribeRule(*stub, "s3-live").last_evaluated_step() >= 4; });
   v1::DebugRuleEvaluationStatus before = DescribeRule(*stub, "s3-live");
   EXPECT_EQ(before.last_evaluated_step(), 4);
   EXPECT_EQ(before.rule_evaluation_status(), v1::RuleEvaluationStatus::InProgress);
@@ -376,10 +356,7 @@ TEST(ObjectStorageOutageTest, AStoreThatGoesAwayAndComesBackLosesNothing) {
                    {{"CrossEntropyLoss_output_0", {}, {0.7 - step * 0.01}}});
   }
   Upload(*s3, kBucket, "trial", local, &uploaded);
-  absl::Time patience = absl::Now() + absl::Seconds(30);
-  while (DescribeRule(*stub, "s3-outage").last_evaluated_step() < 3 && absl::Now() < patience) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  WaitUntil([&] { return DescribeRule(*stub, "s3-outage").last_evaluated_step() >= 3; });
   ASSERT_EQ(DescribeRule(*stub, "s3-outage").last_evaluated_step(), 3);
 
   // The store goes away, and training ends meanwhile: the scheduler looks

@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/service/server_process.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 const fs::path kFixtures = fs::canonical(fs::path(DP_TEST_DATA_DIR));
@@ -189,12 +191,12 @@ TEST_F(ProfilerRulesTest, StepOutlierNamesTheSlowStepsAndTheReportIsServed) {
 
   // The final report: regenerated when training ended.
   absl::StatusOr<v1::GetProfilerReportResponse> json;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  do {
-    json = FetchReport(server_, job, /*json=*/true);
-    if (json.ok() && nlohmann::json::parse(json->content())["final"] == true) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  } while (absl::Now() < deadline);
+  WaitUntil(
+      [&] {
+        json = FetchReport(server_, job, /*json=*/true);
+        return json.ok() && nlohmann::json::parse(json->content())["final"] == true;
+      },
+      absl::Seconds(20));
   ASSERT_TRUE(json.ok()) << json.status();
   const nlohmann::json summary = nlohmann::json::parse(json->content());
   EXPECT_EQ(summary["final"], true);

@@ -29,6 +29,7 @@
 #include "tests/service/aws_environment.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {
@@ -40,6 +41,7 @@ using ::debugplane::testing::DescribeRule;
 using ::debugplane::testing::S3TestServer;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 
 constexpr char kRulesImage[] =
     "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-rules:latest";
@@ -108,12 +110,11 @@ v1::CreateTrainingJobRequest ExplodingTensorJob(const std::string& name,
 v1::DebugRuleEvaluationStatus DescribeUntil(
     v1::TrainingJobService::Stub& stub, const std::string& job,
     const std::function<bool(const v1::DebugRuleEvaluationStatus&)>& done) {
-  const absl::Time patience = absl::Now() + absl::Seconds(30);
-  v1::DebugRuleEvaluationStatus rule = DescribeRule(stub, job);
-  while (!done(rule) && absl::Now() < patience) {
-    absl::SleepFor(absl::Milliseconds(50));
+  v1::DebugRuleEvaluationStatus rule;
+  WaitUntil([&] {
     rule = DescribeRule(stub, job);
-  }
+    return done(rule);
+  });
   return rule;
 }
 

@@ -28,7 +28,7 @@
 #include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {
@@ -213,6 +213,7 @@ TEST_F(ReplicasTest, ARestartOfTheDatabaseUnderLoadLosesNoAcknowledgedWrite) {
   absl::Mutex mu;
   std::vector<std::string> created;  // Acknowledged creates.
   std::vector<std::string> stopped;  // Acknowledged stops.
+  std::vector<int> created_by(kReplicas, 0);  // Acknowledged creates, by replica.
   std::vector<std::string> unexpected;
   int refused = 0;
   std::atomic<bool> done = false;
@@ -229,6 +230,7 @@ TEST_F(ReplicasTest, ARestartOfTheDatabaseUnderLoadLosesNoAcknowledgedWrite) {
           grpc::Status stop = Stop(replica, name);
           absl::MutexLock lock(&mu);
           created.push_back(name);
+          ++created_by[replica];
           if (stop.ok()) {
             stopped.push_back(name);
           } else if (stop.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -258,7 +260,21 @@ TEST_F(ReplicasTest, ARestartOfTheDatabaseUnderLoadLosesNoAcknowledgedWrite) {
     grpc::Status status = health->Check(Context().get(), request, &response);
     return status.ok() ? response.status() : HealthCheckResponse::UNKNOWN;
   };
-  absl::SleepFor(absl::Seconds(2));
+  // Every replica has written more than `before[replica]` jobs, and there
+  // are more than 10 in all.
+  const auto every_replica_wrote = [&](const std::vector<int>& before) {
+    absl::MutexLock lock(&mu);
+    for (int replica = 0; replica < kReplicas; ++replica) {
+      if (created_by[replica] <= before[replica]) return false;
+    }
+    return created.size() > 10;
+  };
+  const auto created_so_far = [&] {
+    absl::MutexLock lock(&mu);
+    return created_by;
+  };
+  // Load before the outage: a few writes through every replica.
+  EXPECT_TRUE(WaitUntil([&] { return every_replica_wrote(std::vector<int>(kReplicas, 1)); }));
   ASSERT_TRUE(postgres_->Stop(PostgresTestServer::StopMode::kImmediate).ok());
   // Every replica says NOT_SERVING while its database is down.
   for (int replica = 0; replica < kReplicas; ++replica) {
@@ -267,13 +283,14 @@ TEST_F(ReplicasTest, ARestartOfTheDatabaseUnderLoadLosesNoAcknowledgedWrite) {
         << "replica " << replica;
   }
   ASSERT_TRUE(postgres_->StartAgain().ok());
+  const std::vector<int> before_recovery = created_so_far();
   for (int replica = 0; replica < kReplicas; ++replica) {
     EXPECT_TRUE(WaitUntil([&] { return health_of(replica) == HealthCheckResponse::SERVING; },
                           absl::Seconds(15)))
         << "replica " << replica;
   }
   // Load goes on until every replica writes again.
-  absl::SleepFor(absl::Seconds(4));
+  EXPECT_TRUE(WaitUntil([&] { return every_replica_wrote(before_recovery); }));
   done = true;
   for (std::thread& writer : writers) writer.join();
 

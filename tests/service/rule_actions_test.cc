@@ -17,7 +17,7 @@
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
 #include "tests/rules_engine/trial_writer.h"
+#include "tests/service/fixture_outcomes.h"
 #include "tests/service/server_process.h"
 
 namespace debugplane {
@@ -20,8 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::debugplane::testing::Context;
+using ::debugplane::testing::FixtureOutcome;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::SmdebugFixtureOutcomes;
 using ::testing::HasSubstr;
 
 const fs::path kFixtures = fs::canonical(fs::path(DP_TEST_DATA_DIR));
@@ -76,35 +79,13 @@ class FixtureTest : public ::testing::Test {
   ServerProcess server_{dir_.path(), {"--data-root", kFixtures.string()}};
 };
 
-struct Expectation {
-  const char* fixture;
-  std::vector<std::string> issues_found;
-  std::vector<std::string> no_issues_found;
-};
-
 TEST_F(FixtureTest, EveryFixtureReachesTheOutcomesItsReadmeRequires) {
   // tests/data/README.md, smdebug table.
-  const std::vector<Expectation> expectations = {
-      {"healthy",
-       {},
-       {"VanishingGradient", "ExplodingTensor", "LossNotDecreasing", "DeadRelu", "ClassImbalance",
-        "AllZero"}},
-      {"vanishing_gradient", {"VanishingGradient"}, {"ExplodingTensor"}},
-      {"exploding_tensor", {"ExplodingTensor"}, {}},
-      {"loss_not_decreasing",
-       {"LossNotDecreasing", "UnchangedTensor"},
-       {"ExplodingTensor", "VanishingGradient"}},
-      {"dead_relu", {"DeadRelu"}, {"ExplodingTensor"}},
-      {"overfit", {"Overfit"}, {"ExplodingTensor"}},
-  };
+  const std::vector<FixtureOutcome>& expectations = SmdebugFixtureOutcomes();
   auto stub = server_.Stub();
-  for (const Expectation& e : expectations) {
-    std::vector<std::string> rules = e.issues_found;
-    rules.insert(rules.end(), e.no_issues_found.begin(), e.no_issues_found.end());
-    const std::string job = absl::StrCat("fixture-", e.fixture);
-    std::replace(const_cast<std::string&>(job).begin(), const_cast<std::string&>(job).end(), '_',
-                 '-');
-    v1::CreateTrainingJobRequest request = JobOn(job, kFixtures / "smdebug" / e.fixture, rules);
+  for (const FixtureOutcome& e : expectations) {
+    const std::string job = e.JobName("fixture-");
+    v1::CreateTrainingJobRequest request = JobOn(job, kFixtures / "smdebug" / e.fixture, e.rules());
     for (auto& rule : *request.mutable_debug_rule_configurations()) {
       // tests/data/README.md: UnchangedTensor is judged on the weights.
       if (rule.rule_configuration_name() == "UnchangedTensor") {

@@ -21,6 +21,7 @@
 #include "tests/core/test_util.h"
 #include "tests/service/field_violations.h"
 #include "tests/service/server_process.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {
@@ -28,6 +29,7 @@ namespace {
 using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::debugplane::testing::WaitUntil;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -274,14 +276,20 @@ TEST_F(ServerTest, AcknowledgedWritesSurviveSigkill) {
   v1::DescribeTrainingJobRequest describe;
   describe.set_training_job_name("k0-0");
   // Stopping was acknowledged; after the restart the stop completes.
-  for (int i = 0; i < 100; ++i) {
-    v1::DescribeTrainingJobResponse job;
-    ASSERT_TRUE(stub->DescribeTrainingJob(Context().get(), describe, &job).ok());
-    ASSERT_NE(job.training_job_status(), v1::TrainingJobStatus::InProgress);
-    if (job.training_job_status() == v1::TrainingJobStatus::Stopped) return;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ADD_FAILURE() << "k0-0 did not reach Stopped after the restart";
+  // Polled while the stop is under way (Stopping).
+  grpc::Status described;
+  v1::DescribeTrainingJobResponse job;
+  WaitUntil(
+      [&] {
+        job.Clear();
+        described = stub->DescribeTrainingJob(Context().get(), describe, &job);
+        return !described.ok() || job.training_job_status() != v1::TrainingJobStatus::Stopping;
+      },
+      absl::Seconds(2));
+  ASSERT_TRUE(described.ok());
+  ASSERT_NE(job.training_job_status(), v1::TrainingJobStatus::InProgress);
+  EXPECT_EQ(job.training_job_status(), v1::TrainingJobStatus::Stopped)
+      << "k0-0 did not reach Stopped after the restart";
 }
 
 TEST_F(ServerTest, SigtermShutsDownCleanly) {

@@ -22,7 +22,7 @@
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/service/auth/auth_test_util.h"
 #include "tests/service/server_process.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane {
 namespace {

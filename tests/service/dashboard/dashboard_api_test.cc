@@ -23,7 +23,7 @@
 #include "tests/service/agent_process.h"
 #include "tests/service/dashboard/dashboard_client.h"
 #include "tests/service/http/stream_client.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::service {
 namespace {

@@ -22,7 +22,7 @@
 #include "service/server_app.h"
 #include "tests/core/scoped_temp_dir.h"
 #include "tests/service/dashboard/dashboard_client.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::service {
 namespace {

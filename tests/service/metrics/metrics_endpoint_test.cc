@@ -20,7 +20,7 @@
 #include "tests/service/auth/auth_test_util.h"
 #include "tests/service/metrics/metrics_http.h"
 #include "tests/service/server_process.h"
-#include "tests/service/wait_until.h"
+#include "tests/support/wait_until.h"
 
 namespace debugplane::service {
 namespace {
