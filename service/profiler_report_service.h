@@ -8,13 +8,16 @@
 #include "core/handlers/profiler_report_handler.h"
 #include "debugplane/v1/profiler_report.grpc.pb.h"
 #include "service/auth/auth.h"
+#include "service/grpc_adapter.h"
+#include "service/raw_call.h"
 
 namespace debugplane::service {
 
 // Raw, as every method (see raw_call.h).
 class ProfilerReportServiceImpl final
     : public v1::ProfilerReportService::WithRawCallbackMethod_GetProfilerReport<
-          v1::ProfilerReportService::Service> {
+          v1::ProfilerReportService::Service>,
+      private GrpcAdapter<core::ProfilerReportHandler> {
  public:
   // Calls are authenticated and authorized (Action::kGetProfilerReport);
   // `authenticator` null: authentication off.
@@ -22,15 +25,9 @@ class ProfilerReportServiceImpl final
   // call it serves.
   explicit ProfilerReportServiceImpl(core::ProfilerReportHandler* handler,
                                      const auth::Authenticator* authenticator = nullptr)
-      : handler_(handler), authenticator_(authenticator) {}
+      : GrpcAdapter(handler, authenticator) {}
 
-  grpc::ServerUnaryReactor* GetProfilerReport(grpc::CallbackServerContext* context,
-                                              const grpc::ByteBuffer* request,
-                                              grpc::ByteBuffer* response) override;
-
- private:
-  core::ProfilerReportHandler* const handler_;
-  const auth::Authenticator* const authenticator_;
+  DEBUGPLANE_RAW_UNARY_METHOD(GetProfilerReport);
 };
 
 }  // namespace debugplane::service

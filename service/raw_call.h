@@ -28,6 +28,14 @@
 
 namespace debugplane::service {
 
+// Declares, in an adapter class, its override of the raw unary method
+// `Method` (WithRawCallbackMethod_<Method>): one spelling for every
+// adapter's unary methods.
+#define DEBUGPLANE_RAW_UNARY_METHOD(Method)                                                     \
+  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                        \
+                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response) \
+      override
+
 // The first arena block of a unary call, inside the call's own allocation.
 // Most requests decode into it; a larger one takes further blocks from the
 // heap.

@@ -33,8 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using EvaluatorCommands = std::map<std::string, std::vector<std::string>>;
-
 absl::Status ResolveDataRoots(const ServerConfig& config, std::vector<fs::path>* roots) {
   std::vector<std::string> given = config.data_roots;
   if (given.empty()) given.push_back(config.data_dir);
@@ -232,26 +230,38 @@ absl::StatusOr<std::unique_ptr<persistence::ReportStore>> OpenReportStore(
 // scrape. Every status is set, 0 included, so that a query for one returns
 // 0 rather than nothing. REQUIRES: `manager` and `actions` outlive the
 // scrapes (the HTTP listener stops before they go).
+// Calls `set(status, count)` for every valid value of a proto status enum
+// (values above `min`, the UNSPECIFIED one, up to `max`), with 0 for those
+// missing from `counts`.
+template <typename Status, typename Set>
+void SetEveryStatus(int min, int max, bool (*is_valid)(int),
+                    const std::map<Status, int64_t>& counts, Set set) {
+  for (int value = min + 1; value <= max; ++value) {
+    if (!is_valid(value)) continue;
+    const auto status = static_cast<Status>(value);
+    auto found = counts.find(status);
+    set(status, found == counts.end() ? 0 : found->second);
+  }
+}
+
+// Gauges whose truth the manager and the dispatcher hold, read at each
+// scrape. Every status is set, 0 included, so that a query for one returns
+// 0 rather than nothing. REQUIRES: `manager` and `actions` outlive the
+// scrapes (the HTTP listener stops before they go).
 void AddScrapeHooks(metrics::ServerMetrics& metrics, const core::TrainingJobManager* manager,
                     const rules_engine::ActionDispatcher* actions) {
   metrics.registry.AddScrapeHook([&metrics, manager] {
     const core::TrainingJobManager::StatusCounts counts = manager->CountStatuses();
-    for (int value = v1::TrainingJobStatus::Value_MIN + 1;
-         value <= v1::TrainingJobStatus::Value_MAX; ++value) {
-      if (!v1::TrainingJobStatus::Value_IsValid(value)) continue;
-      const auto status = static_cast<core::JobStatus>(value);
-      auto found = counts.jobs.find(status);
-      metrics.jobs.SetJobs(core::JobStatusName(status),
-                           found == counts.jobs.end() ? 0 : found->second);
-    }
-    for (int value = v1::RuleEvaluationStatus::Value_MIN + 1;
-         value <= v1::RuleEvaluationStatus::Value_MAX; ++value) {
-      if (!v1::RuleEvaluationStatus::Value_IsValid(value)) continue;
-      const auto status = static_cast<core::RuleStatus>(value);
-      auto found = counts.rule_evaluations.find(status);
-      metrics.jobs.SetRuleEvaluations(core::RuleStatusName(status),
-                                      found == counts.rule_evaluations.end() ? 0 : found->second);
-    }
+    SetEveryStatus(v1::TrainingJobStatus::Value_MIN, v1::TrainingJobStatus::Value_MAX,
+                   &v1::TrainingJobStatus::Value_IsValid, counts.jobs,
+                   [&metrics](core::JobStatus status, int64_t jobs) {
+                     metrics.jobs.SetJobs(core::JobStatusName(status), jobs);
+                   });
+    SetEveryStatus(v1::RuleEvaluationStatus::Value_MIN, v1::RuleEvaluationStatus::Value_MAX,
+                   &v1::RuleEvaluationStatus::Value_IsValid, counts.rule_evaluations,
+                   [&metrics](core::RuleStatus status, int64_t evaluations) {
+                     metrics.jobs.SetRuleEvaluations(core::RuleStatusName(status), evaluations);
+                   });
     metrics.jobs.SetWatchStreams("client", counts.client_watches);
     metrics.jobs.SetWatchStreams("agent", counts.agent_watches);
   });
@@ -262,172 +272,222 @@ void AddScrapeHooks(metrics::ServerMetrics& metrics, const core::TrainingJobMana
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
-  // Checked before anything starts, so a bad flag leaves nothing behind.
+// What Start resolves and checks from the flags before anything starts.
+struct ServerApp::Prerequisites {
+  std::shared_ptr<auth::CredentialStore> credentials;  // Null without --credentials.
+  std::unique_ptr<persistence::DataDirectory> data_directory;
+  core::TrainingJobManagerOptions manager_options;
+  EvaluatorCommands evaluators;
+  rules_engine::ActionDispatcherOptions action_options;
+};
+
+absl::StatusOr<ServerApp::Prerequisites> ServerApp::CheckPrerequisites(const ServerConfig& config) {
+  Prerequisites checked;
   auto credentials = OpenCredentials(config);
   if (!credentials.ok()) return credentials.status();
+  checked.credentials = *std::move(credentials);
   auto data_directory = persistence::DataDirectory::Open(config.data_dir);
   if (!data_directory.ok()) return data_directory.status();
-  core::TrainingJobManagerOptions manager_options = config.manager;
-  if (absl::Status roots = ResolveDataRoots(config, &manager_options.validation.data_roots);
+  checked.data_directory = *std::move(data_directory);
+  checked.manager_options = config.manager;
+  if (absl::Status roots = ResolveDataRoots(config, &checked.manager_options.validation.data_roots);
       !roots.ok()) {
     return roots;
   }
-  EvaluatorCommands evaluators;
-  if (absl::Status resolved = ResolveEvaluators(config, &evaluators); !resolved.ok()) {
+  if (absl::Status resolved = ResolveEvaluators(config, &checked.evaluators); !resolved.ok()) {
     return resolved;
   }
-  for (const auto& [image, command] : evaluators) {
-    manager_options.validation.allowed_custom_evaluators.push_back(image);
+  for (const auto& [image, command] : checked.evaluators) {
+    checked.manager_options.validation.allowed_custom_evaluators.push_back(image);
   }
-  rules_engine::InstallRuleValidation(&manager_options.validation);
-  rules_engine::ActionDispatcherOptions action_options;
-  if (absl::Status sinks = ResolveActionSinks(config, &action_options); !sinks.ok()) {
+  rules_engine::InstallRuleValidation(&checked.manager_options.validation);
+  if (absl::Status sinks = ResolveActionSinks(config, &checked.action_options); !sinks.ok()) {
     return sinks;
   }
+  return checked;
+}
 
+absl::StatusOr<std::unique_ptr<ServerApp>> ServerApp::Start(ServerConfig config) {
+  // Checked before anything starts, so a bad flag leaves nothing behind.
+  auto checked = CheckPrerequisites(config);
+  if (!checked.ok()) return checked.status();
   std::unique_ptr<ServerApp> app(new ServerApp(std::move(config)));
-  const ServerConfig& c = app->config_;
-  app->credentials_ = *std::move(credentials);
+  // On an error, ~ServerApp stops what started.
+  app->UseCredentials(std::move(checked->credentials));
+  app->data_directory_ = std::move(checked->data_directory);
+  if (absl::Status opened = app->OpenManager(std::move(checked->manager_options)); !opened.ok()) {
+    return opened;
+  }
+  if (absl::Status started =
+          app->StartRulesEngine(std::move(checked->evaluators), std::move(checked->action_options));
+      !started.ok()) {
+    return started;
+  }
+  app->MakeHandlers();
+  if (absl::Status grpc = app->StartGrpc(); !grpc.ok()) return grpc;
+  if (absl::Status http = app->StartHttp(); !http.ok()) return http;
+  app->LogServing();
+  return app;
+}
+
+void ServerApp::UseCredentials(std::shared_ptr<auth::CredentialStore> credentials) {
+  credentials_ = std::move(credentials);
   // SageMaker HTTP requests are signed for the server's region (--region,
   // as ARNs name it); "local", the default, is no AWS region: clients sign
   // for theirs, and any is accepted.
   auth::SigV4Options sigv4;
-  const std::string& region = c.manager.arn_scope.region;
+  const std::string& region = config_.manager.arn_scope.region;
   sigv4.region = region == core::ArnScope().region ? "" : region;
-  app->authenticator_ = auth::NewAuthenticator(app->credentials_, std::move(sigv4));
-  app->data_directory_ = *std::move(data_directory);
-  auto storage = OpenStorage(c, &app->database_path_);
+  authenticator_ = auth::NewAuthenticator(credentials_, std::move(sigv4));
+}
+
+absl::Status ServerApp::OpenManager(core::TrainingJobManagerOptions options) {
+  auto storage = OpenStorage(config_, &database_path_);
   if (!storage.ok()) return storage.status();
-  spdlog::info("database: {}", app->database_path_);
+  spdlog::info("database: {}", database_path_);
   // PostgreSQL may be shared by several servers (replicas): follow the
   // others' changes. SQLite has one server per file.
-  manager_options.follow_changes = !c.database_url.empty();
-  spdlog::info("replica id: {}{}", manager_options.replica_id,
-               manager_options.follow_changes ? "" : " (one server: not following a change feed)");
+  options.follow_changes = !config_.database_url.empty();
+  spdlog::info("replica id: {}{}", options.replica_id,
+               options.follow_changes ? "" : " (one server: not following a change feed)");
   auto manager = core::TrainingJobManager::Create(
-      persistence::Metered(*std::move(storage), &app->metrics_->database),
-      std::move(manager_options));
+      persistence::Metered(*std::move(storage), &metrics_->database), std::move(options));
   if (!manager.ok()) return manager.status();
-  app->manager_ = *std::move(manager);
-  app->feed_pruner_ = std::make_unique<core::ChangeFeedPruner>(
-      &app->manager_->storage(),
-      core::ChangeFeedPrunerOptions{.retention = c.change_feed_retention});
-  app->feed_pruner_->Start();
+  manager_ = *std::move(manager);
+  feed_pruner_ = std::make_unique<core::ChangeFeedPruner>(
+      &manager_->storage(),
+      core::ChangeFeedPrunerOptions{.retention = config_.change_feed_retention});
+  feed_pruner_->Start();
+  return absl::OkStatus();
+}
 
-  rules_engine::EvaluationSchedulerOptions scheduler_options;
-  if (!c.http_listen_address.empty()) {
-    app->dashboard_events_ = std::make_shared<dashboard::DashboardEvents>(
-        app->manager_.get(),
-        dashboard::DashboardEventsOptions{.clock = app->manager_->options().clock});
-    app->dashboard_events_->Start();
-    scheduler_options.on_data_read = [events = app->dashboard_events_](const std::string& job_name,
-                                                                       int64_t last_step) {
+absl::Status ServerApp::StartRulesEngine(EvaluatorCommands evaluators,
+                                         rules_engine::ActionDispatcherOptions action_options) {
+  rules_engine::EvaluationSchedulerOptions scheduler_options =
+      SchedulerOptions(std::move(evaluators));
+  auto report_store = OpenReportStore(config_, database_path_);
+  if (!report_store.ok()) return report_store.status();
+  report_store_ = *std::move(report_store);
+  scheduler_options.report_store = report_store_.get();
+  // Which jobs this replica evaluates and whose actions it carries out (all
+  // of them with SQLite, one server).
+  auto leases = OpenServerLeases(config_, database_path_, manager_.get(), &metrics_->leases);
+  if (!leases.ok()) return leases.status();
+  leases_ = std::make_unique<ServerLeases>(*std::move(leases));
+  scheduler_options.leases = leases_->keeper.get();
+  action_options.leases = leases_->keeper.get();
+  action_options.outbox = leases_->outbox;
+  action_options.claim_duration = config_.action_claim_duration;
+  scheduler_ =
+      std::make_unique<rules_engine::EvaluationScheduler>(manager_.get(), scheduler_options);
+  scheduler_->Start();
+  action_options.metrics = &metrics_->actions;
+  actions_ =
+      std::make_unique<rules_engine::ActionDispatcher>(manager_.get(), std::move(action_options));
+  actions_->Start();
+  leases_->keeper->Start();  // After its listeners are in.
+  AddScrapeHooks(*metrics_, manager_.get(), actions_.get());
+  return absl::OkStatus();
+}
+
+rules_engine::EvaluationSchedulerOptions ServerApp::SchedulerOptions(EvaluatorCommands evaluators) {
+  rules_engine::EvaluationSchedulerOptions options;
+  if (!config_.http_listen_address.empty()) {
+    dashboard_events_ = std::make_shared<dashboard::DashboardEvents>(
+        manager_.get(), dashboard::DashboardEventsOptions{.clock = manager_->options().clock});
+    dashboard_events_->Start();
+    options.on_data_read = [events = dashboard_events_](const std::string& job_name,
+                                                        int64_t last_step) {
       events->OnDataRead(job_name, last_step);
     };
   }
-  scheduler_options.worker_threads = c.rule_workers;
-  scheduler_options.custom_evaluators = std::move(evaluators);
-  scheduler_options.custom_evaluator_time_limit = c.evaluator_time_limit;
-  scheduler_options.evaluation_metrics = &app->metrics_->evaluation;
-  scheduler_options.object_store_metrics = &app->metrics_->object_store;
-  scheduler_options.data_roots = app->manager_->options().validation.data_roots;
-  scheduler_options.bucket_stores =
-      objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
-  LogObjectStorage(c.s3);
+  options.worker_threads = config_.rule_workers;
+  options.custom_evaluators = std::move(evaluators);
+  options.custom_evaluator_time_limit = config_.evaluator_time_limit;
+  options.evaluation_metrics = &metrics_->evaluation;
+  options.object_store_metrics = &metrics_->object_store;
+  options.data_roots = manager_->options().validation.data_roots;
+  options.bucket_stores =
+      objectstore::MakeS3BucketStoreFactory(config_.s3, objectstore::ProcessEnvironment());
+  LogObjectStorage(config_.s3);
   // ProfilerReport rules' reports live with the database: the server owns
   // that directory, whereas output paths may be read-only to it.
-  const fs::path report_dir = fs::path(c.data_dir) / "reports";
-  scheduler_options.report_dir = report_dir;
-  auto report_store = OpenReportStore(c, app->database_path_);
-  if (!report_store.ok()) return report_store.status();
-  app->report_store_ = *std::move(report_store);
-  scheduler_options.report_store = app->report_store_.get();
-  // Which jobs this replica evaluates and whose actions it carries out (all
-  // of them with SQLite, one server).
-  auto leases =
-      OpenServerLeases(c, app->database_path_, app->manager_.get(), &app->metrics_->leases);
-  if (!leases.ok()) return leases.status();
-  app->leases_ = std::make_unique<ServerLeases>(*std::move(leases));
-  scheduler_options.leases = app->leases_->keeper.get();
-  action_options.leases = app->leases_->keeper.get();
-  action_options.outbox = app->leases_->outbox;
-  action_options.claim_duration = c.action_claim_duration;
-  app->scheduler_ =
-      std::make_unique<rules_engine::EvaluationScheduler>(app->manager_.get(), scheduler_options);
-  app->scheduler_->Start();
-  action_options.metrics = &app->metrics_->actions;
-  app->actions_ = std::make_unique<rules_engine::ActionDispatcher>(app->manager_.get(),
-                                                                   std::move(action_options));
-  app->actions_->Start();
-  app->leases_->keeper->Start();  // After its listeners are in.
-  AddScrapeHooks(*app->metrics_, app->manager_.get(), app->actions_.get());
+  options.report_dir = ReportDirectory();
+  return options;
+}
 
-  app->agents_ = std::make_unique<core::TrainingAgentManager>(app->manager_.get());
-  app->reports_ = std::make_unique<core::ProfilerReportHandler>(app->manager_.get(), report_dir,
-                                                                app->report_store_.get());
-  app->report_observer_ =
-      app->manager_
-          ->AddCommitObserver([reports = app->reports_.get()](
-                                  const std::string& job_name,
-                                  std::shared_ptr<const core::JobRecord> job) {
-            if (job == nullptr) reports->ForgetJob(job_name, absl::Now());
-          })
-          .id;
+std::filesystem::path ServerApp::ReportDirectory() const {
+  return fs::path(config_.data_dir) / "reports";
+}
+
+void ServerApp::MakeHandlers() {
+  agents_ = std::make_unique<core::TrainingAgentManager>(manager_.get());
+  reports_ = std::make_unique<core::ProfilerReportHandler>(manager_.get(), ReportDirectory(),
+                                                           report_store_.get());
+  report_observer_ = manager_
+                         ->AddCommitObserver([reports = reports_.get()](
+                                                 const std::string& job_name,
+                                                 std::shared_ptr<const core::JobRecord> job) {
+                           if (job == nullptr) reports->ForgetJob(job_name, absl::Now());
+                         })
+                         .id;
   // Tensor queries read the trials the rules read, through the same roots
   // and bucket configuration, on two threads of their own.
   rules_engine::TensorQueryOptions tensor_options;
-  tensor_options.data_roots = app->manager_->options().validation.data_roots;
+  tensor_options.data_roots = manager_->options().validation.data_roots;
   tensor_options.bucket_stores =
-      objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
-  app->tensors_ =
-      std::make_unique<rules_engine::TensorQueryHandler>(app->manager_.get(), tensor_options);
+      objectstore::MakeS3BucketStoreFactory(config_.s3, objectstore::ProcessEnvironment());
+  tensors_ = std::make_unique<rules_engine::TensorQueryHandler>(manager_.get(), tensor_options);
   // --- Dashboard data (issue 13, insights) ---
   // The dashboard's series of each job's profiler output, read through the
   // same roots and buckets as the rules, on two threads of its own; live
   // profiled jobs are followed from now on, so opening one is instant.
-  if (!c.http_listen_address.empty()) {
+  if (!config_.http_listen_address.empty()) {
     rules_engine::insights::InsightsStoreOptions insights_options;
-    insights_options.data_roots = app->manager_->options().validation.data_roots;
+    insights_options.data_roots = manager_->options().validation.data_roots;
     insights_options.bucket_stores =
-        objectstore::MakeS3BucketStoreFactory(c.s3, objectstore::ProcessEnvironment());
-    insights_options.clock = app->manager_->options().clock;
-    app->insights_ = std::make_unique<rules_engine::insights::InsightsStore>(
-        app->manager_.get(), std::move(insights_options));
+        objectstore::MakeS3BucketStoreFactory(config_.s3, objectstore::ProcessEnvironment());
+    insights_options.clock = manager_->options().clock;
+    insights_ = std::make_unique<rules_engine::insights::InsightsStore>(
+        manager_.get(), std::move(insights_options));
   }
-  GrpcServerOptions grpc_options = c.grpc;
-  grpc_options.authenticator = app->authenticator_;
-  grpc_options.request_metrics = &app->metrics_->requests;
-  auto grpc = GrpcServer::Start(grpc_options, app->manager_.get(), app->agents_.get(),
-                                app->reports_.get(), app->tensors_.get());
-  if (!grpc.ok()) return grpc.status();  // ~ServerApp stops what started.
-  app->grpc_ = *std::move(grpc);
+}
+
+absl::Status ServerApp::StartGrpc() {
+  GrpcServerOptions grpc_options = config_.grpc;
+  grpc_options.authenticator = authenticator_;
+  grpc_options.request_metrics = &metrics_->requests;
+  auto grpc = GrpcServer::Start(grpc_options, manager_.get(), agents_.get(), reports_.get(),
+                                tensors_.get());
+  if (!grpc.ok()) return grpc.status();
+  grpc_ = *std::move(grpc);
   // Replicas: health checks say NOT_SERVING while the database (and so the
   // other servers' changes) cannot be read; reads fail then too.
-  app->manager_->SetFeedReachabilityObserver([grpc = app->grpc_.get()](bool reachable) {
+  manager_->SetFeedReachabilityObserver([grpc = grpc_.get()](bool reachable) {
     spdlog::log(reachable ? spdlog::level::info : spdlog::level::warn,
                 "health: {} (the database is {})", reachable ? "SERVING" : "NOT_SERVING",
                 reachable ? "reachable again" : "unreachable");
     grpc->SetServing(reachable);
   });
-  if (absl::Status http = app->StartHttp(); !http.ok()) return http;
+  return absl::OkStatus();
+}
 
+void ServerApp::LogServing() const {
   std::vector<std::string> root_names;
-  for (const auto& root : app->manager_->options().validation.data_roots) {
+  for (const auto& root : manager_->options().validation.data_roots) {
     root_names.push_back(root.string());
   }
   spdlog::info("serving: listen={} port={} database={} data_roots=[{}] jobs={}",
-               c.grpc.listen_address, app->port(), app->database_path_,
-               absl::StrJoin(root_names, ","), app->manager_->job_count());
-  if (app->http_ != nullptr) {
+               config_.grpc.listen_address, port(), database_path_, absl::StrJoin(root_names, ","),
+               manager_->job_count());
+  if (http_ != nullptr) {
     spdlog::info(
         "serving the SageMaker API over HTTP: listen={} port={} {} (aws sagemaker ... "
         "--endpoint-url {}://HOST:{})",
-        c.http_listen_address, app->http_port(), app->http_->tls() ? "https" : "http",
-        app->http_->tls() ? "https" : "http", app->http_port());
-    spdlog::info("dashboard: {}", app->DashboardUrl());
+        config_.http_listen_address, http_port(), http_->tls() ? "https" : "http",
+        http_->tls() ? "https" : "http", http_port());
+    spdlog::info("dashboard: {}", DashboardUrl());
   }
-  return app;
 }
 
 std::vector<dashboard::JobResource> ServerApp::InsightsJobResources() {

@@ -13,14 +13,17 @@
 #ifndef DEBUGPLANE_SERVICE_SERVER_APP_H_
 #define DEBUGPLANE_SERVICE_SERVER_APP_H_
 
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/replication/change_feed_pruner.h"
 #include "core/handlers/profiler_report_handler.h"
 #include "core/handlers/training_agent_handler.h"
 #include "core/manager/training_job_manager.h"
+#include "core/replication/change_feed_pruner.h"
 #include "metrics/server_metrics.h"
 #include "persistence/data_directory.h"
 #include "rules_engine/actions/action_dispatcher.h"
@@ -40,6 +43,9 @@
 #include "service/server_leases.h"
 
 namespace debugplane::service {
+
+// The custom evaluators' commands by RuleEvaluatorImage (--allow-evaluator).
+using EvaluatorCommands = std::map<std::string, std::vector<std::string>>;
 
 class ServerApp {
  public:
@@ -96,7 +102,37 @@ class ServerApp {
   void Shutdown();
 
  private:
+  struct Prerequisites;
+
   explicit ServerApp(ServerConfig config) : config_(std::move(config)) {}
+
+  // The start-up, in order. What the flags name is checked first (the
+  // credentials, the data directory's lock, data roots, evaluators, action
+  // sinks), so that a bad flag leaves nothing started; then each step
+  // starts its parts, which Shutdown stops if a later step fails.
+  static absl::StatusOr<Prerequisites> CheckPrerequisites(const ServerConfig& config);
+  // Keeps the credentials and makes the authenticator every listener uses.
+  void UseCredentials(std::shared_ptr<auth::CredentialStore> credentials);
+  // Opens the database (SQLite or --database) and the job manager over it,
+  // and starts the change feed's pruner.
+  absl::Status OpenManager(core::TrainingJobManagerOptions options);
+  // The report store, the evaluation leases, the scheduler and the action
+  // dispatcher (and the dashboard's live events, which hear of the rules'
+  // reads); the metrics' scrape hooks.
+  absl::Status StartRulesEngine(EvaluatorCommands evaluators,
+                                rules_engine::ActionDispatcherOptions action_options);
+  // The scheduler's options from the flags; makes dashboard_events_ with
+  // --http-listen.
+  rules_engine::EvaluationSchedulerOptions SchedulerOptions(EvaluatorCommands evaluators);
+  // Where ProfilerReport rules' reports are written: DATA_DIR/reports.
+  std::filesystem::path ReportDirectory() const;
+  // The handlers the listeners serve: agents, reports, tensor queries and,
+  // with --http-listen, the dashboard's insights.
+  void MakeHandlers();
+  // Starts the gRPC server; its health follows the database's reachability.
+  absl::Status StartGrpc();
+  // One line per listener saying where the server serves.
+  void LogServing() const;
   // --- Dashboard data (issue 13, insights) ---
   // The dashboard's /api/jobs/NAME/{overview, system, framework, tensors,
   // tensor} resources (service/dashboard/insights_routes.h), over the
@@ -120,7 +156,7 @@ class ServerApp {
   std::unique_ptr<persistence::DataDirectory> data_directory_;
   std::unique_ptr<core::TrainingJobManager> manager_;
   std::unique_ptr<core::ChangeFeedPruner> feed_pruner_;  // Over the manager's storage.
-  std::unique_ptr<ServerLeases> leases_;  // Shut down before the scheduler.
+  std::unique_ptr<ServerLeases> leases_;                 // Shut down before the scheduler.
   // ProfilerReport rules' reports in the database (every replica serves
   // them): written by the scheduler, read by reports_.
   std::unique_ptr<persistence::ReportStore> report_store_;

@@ -10,29 +10,26 @@
 #include "debugplane/v1/tensor_query.grpc.pb.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/auth/auth.h"
+#include "service/grpc_adapter.h"
+#include "service/raw_call.h"
 
 namespace debugplane::service {
 
 class TensorQueryServiceImpl final
     : public v1::TensorQueryService::WithRawCallbackMethod_ListTensors<
           v1::TensorQueryService::WithRawCallbackMethod_GetTensorValues<
-              v1::TensorQueryService::Service>> {
+              v1::TensorQueryService::Service>>,
+      private GrpcAdapter<rules_engine::TensorQueryHandler> {
  public:
   // REQUIRES: `handler` outlives the service and every call it serves.
   // `authenticator` null: every caller may query (authentication off).
   TensorQueryServiceImpl(rules_engine::TensorQueryHandler* handler,
                          const auth::Authenticator* authenticator)
-      : handler_(handler), authenticator_(authenticator) {}
+      : GrpcAdapter(handler, authenticator) {}
 
-  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
-                                        const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
+  DEBUGPLANE_RAW_UNARY_METHOD(ListTensors);
   grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTensorValues(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
-
- private:
-  rules_engine::TensorQueryHandler* const handler_;
-  const auth::Authenticator* const authenticator_;
 };
 
 // The one place where a caller of TensorQueryService is authorized: both

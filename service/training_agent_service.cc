@@ -13,48 +13,23 @@ namespace {
 
 // One ConnectAgent stream. A directive is the whole configuration, so when
 // a write is in flight the newest directive replaces the one waiting.
-class AgentStream final : public StreamWriter<v1::ConnectAgentResponse>,
-                          public core::AgentDirectiveSink {
+class AgentStream final
+    : public AuthorizedStream<v1::ConnectAgentResponse, core::AgentDirectiveSink> {
  public:
   AgentStream(core::TrainingAgentHandler* handler, const auth::Authenticator* authenticator,
               const grpc::CallbackServerContext& context, const grpc::ByteBuffer& raw_request) {
-    constexpr absl::string_view kMethod = "ConnectAgent";
-    auto principal = AuthenticateCall(authenticator, context, kMethod);
-    if (!principal.ok()) {
-      End(ToGrpcStatus(principal.status()));
-      return;
-    }
-    auto request = DecodeRequest<v1::ConnectAgentRequest>(raw_request, kMethod);
-    if (!request.ok()) {
-      End(ToGrpcStatus(request.status()));
-      return;
-    }
-    if (absl::Status allowed = AuthorizeCall(*principal, context, kMethod, auth::Action::kAgent,
-                                             (*request)->training_job_name());
-        !allowed.ok()) {
-      End(ToGrpcStatus(allowed));
-      return;
-    }
-    auto registration = handler->ConnectAgent(**request, this);
-    if (!registration.ok()) {
-      End(ToGrpcStatus(registration.status()));
-      return;
-    }
-    registration_ = *std::move(registration);
+    Begin(authenticator, context, raw_request, "ConnectAgent", auth::Action::kAgent, handler,
+          &core::TrainingAgentHandler::ConnectAgent);
   }
 
   void OnDirective(std::shared_ptr<const v1::ConnectAgentResponse> directive) override {
     Push(std::move(directive));
   }
-  void OnEnd(absl::Status status) override { End(ToGrpcStatus(status)); }
 
  private:
   void MergeInto(v1::ConnectAgentResponse& pending, const v1::ConnectAgentResponse& next) override {
     pending = next;
   }
-  void Detach() override { registration_.reset(); }
-
-  std::unique_ptr<core::WatchRegistration> registration_;
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "core/handlers/training_agent_handler.h"
 #include "debugplane/v1/training_agent.grpc.pb.h"
 #include "service/auth/auth.h"
+#include "service/grpc_adapter.h"
+#include "service/raw_call.h"
 
 namespace debugplane::service {
 
@@ -16,7 +18,8 @@ using RawTrainingAgentService = v1::TrainingAgentService::WithRawCallbackMethod_
     v1::TrainingAgentService::WithRawCallbackMethod_ReportTrainingStatus<
         v1::TrainingAgentService::Service>>;
 
-class TrainingAgentServiceImpl final : public RawTrainingAgentService {
+class TrainingAgentServiceImpl final : public RawTrainingAgentService,
+                                       private GrpcAdapter<core::TrainingAgentHandler> {
  public:
   // Every call is authenticated and authorized (Action::kAgent, for the job
   // the request names); `authenticator` null: authentication off.
@@ -24,17 +27,11 @@ class TrainingAgentServiceImpl final : public RawTrainingAgentService {
   // call it serves.
   explicit TrainingAgentServiceImpl(core::TrainingAgentHandler* handler,
                                     const auth::Authenticator* authenticator = nullptr)
-      : handler_(handler), authenticator_(authenticator) {}
+      : GrpcAdapter(handler, authenticator) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ConnectAgent(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
-  grpc::ServerUnaryReactor* ReportTrainingStatus(grpc::CallbackServerContext* context,
-                                                 const grpc::ByteBuffer* request,
-                                                 grpc::ByteBuffer* response) override;
-
- private:
-  core::TrainingAgentHandler* const handler_;
-  const auth::Authenticator* const authenticator_;
+  DEBUGPLANE_RAW_UNARY_METHOD(ReportTrainingStatus);
 };
 
 }  // namespace debugplane::service

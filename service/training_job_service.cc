@@ -30,43 +30,19 @@ grpc::ServerUnaryReactor* ServeUnary(
 
 // One WatchTrainingJob stream: events from the job manager's thread, merged
 // while a write is in flight into the latest state with every change kept.
-class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
-                           public core::JobWatcher {
+class WatchReactor final : public AuthorizedStream<v1::WatchTrainingJobResponse, core::JobWatcher> {
  public:
   WatchReactor(core::TrainingJobHandler* handler, const auth::Authenticator* authenticator,
                const grpc::CallbackServerContext& context, const grpc::ByteBuffer& raw_request,
                StreamLimits limits)
-      : StreamWriter(std::move(limits)) {
-    constexpr absl::string_view kMethod = "WatchTrainingJob";
-    auto principal = AuthenticateCall(authenticator, context, kMethod);
-    if (!principal.ok()) {
-      End(ToGrpcStatus(principal.status()));
-      return;
-    }
-    auto request = DecodeRequest<v1::WatchTrainingJobRequest>(raw_request, kMethod);
-    if (!request.ok()) {
-      End(ToGrpcStatus(request.status()));
-      return;
-    }
-    if (absl::Status allowed =
-            AuthorizeCall(*principal, context, kMethod, auth::Action::kWatchTrainingJob,
-                          (*request)->training_job_name());
-        !allowed.ok()) {
-      End(ToGrpcStatus(allowed));
-      return;
-    }
-    auto registration = handler->WatchTrainingJob(**request, this);
-    if (!registration.ok()) {
-      End(ToGrpcStatus(registration.status()));
-      return;
-    }
-    registration_ = *std::move(registration);
+      : AuthorizedStream(std::move(limits)) {
+    Begin(authenticator, context, raw_request, "WatchTrainingJob", auth::Action::kWatchTrainingJob,
+          handler, &core::TrainingJobHandler::WatchTrainingJob);
   }
 
   void OnEvent(std::shared_ptr<const v1::WatchTrainingJobResponse> event) override {
     Push(std::move(event));
   }
-  void OnEnd(absl::Status status) override { End(ToGrpcStatus(status)); }
 
  private:
   // The state is the newest; the changes are all of them, in order. Only
@@ -79,41 +55,35 @@ class WatchReactor final : public StreamWriter<v1::WatchTrainingJobResponse>,
     pending = next;
     pending.mutable_changes()->Swap(&changes);
   }
-  // Unregisters: afterwards no JobWatcher callback runs.
-  void Detach() override { registration_.reset(); }
-
-  std::unique_ptr<core::WatchRegistration> registration_;
 };
 
 }  // namespace
 
-grpc::ServerUnaryReactor* TrainingJobServiceImpl::CreateTrainingJob(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, authenticator_, auth::Action::kCreateTrainingJob, context, request,
-                    response, "CreateTrainingJob", &core::TrainingJobHandler::CreateTrainingJob);
-}
+// Create, List, Update, Stop and Delete: each serves the handler method of
+// its name to callers allowed the action of its name (ServeUnary).
+#define DEBUGPLANE_SERVE_JOB_METHOD(Method)                                                      \
+  grpc::ServerUnaryReactor* TrainingJobServiceImpl::Method(grpc::CallbackServerContext* context, \
+                                                           const grpc::ByteBuffer* request,      \
+                                                           grpc::ByteBuffer* response) {         \
+    return ServeUnary(handler_, authenticator_, auth::Action::k##Method, context, request,       \
+                      response, #Method, &core::TrainingJobHandler::Method);                     \
+  }
+DEBUGPLANE_SERVE_JOB_METHOD(CreateTrainingJob)
+DEBUGPLANE_SERVE_JOB_METHOD(ListTrainingJobs)
+DEBUGPLANE_SERVE_JOB_METHOD(UpdateTrainingJob)
+DEBUGPLANE_SERVE_JOB_METHOD(StopTrainingJob)
+DEBUGPLANE_SERVE_JOB_METHOD(DeleteTrainingJob)
+#undef DEBUGPLANE_SERVE_JOB_METHOD
 
 grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   constexpr absl::string_view kMethod = "DescribeTrainingJob";
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto principal = AuthenticateCall(authenticator_, *context, kMethod);
-  if (!principal.ok()) {
-    reactor->Finish(ToGrpcStatus(principal.status()));
-    return reactor;
-  }
-  auto parsed = DecodeRequest<v1::DescribeTrainingJobRequest>(*request, kMethod);
+  auto parsed = AuthorizedRequest<v1::DescribeTrainingJobRequest>(
+      authenticator_, *context, *request, kMethod, auth::Action::kDescribeTrainingJob);
   if (!parsed.ok()) {
     reactor->Finish(ToGrpcStatus(parsed.status()));
-    return reactor;
-  }
-  if (absl::Status allowed =
-          AuthorizeCall(*principal, *context, kMethod, auth::Action::kDescribeTrainingJob,
-                        (*parsed)->training_job_name());
-      !allowed.ok()) {
-    reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
   // Replicas: answered once this server has the changes acknowledged by
@@ -142,34 +112,6 @@ grpc::ServerUnaryReactor* TrainingJobServiceImpl::DescribeTrainingJob(
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
-}
-
-grpc::ServerUnaryReactor* TrainingJobServiceImpl::ListTrainingJobs(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, authenticator_, auth::Action::kListTrainingJobs, context, request,
-                    response, "ListTrainingJobs", &core::TrainingJobHandler::ListTrainingJobs);
-}
-
-grpc::ServerUnaryReactor* TrainingJobServiceImpl::UpdateTrainingJob(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, authenticator_, auth::Action::kUpdateTrainingJob, context, request,
-                    response, "UpdateTrainingJob", &core::TrainingJobHandler::UpdateTrainingJob);
-}
-
-grpc::ServerUnaryReactor* TrainingJobServiceImpl::StopTrainingJob(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, authenticator_, auth::Action::kStopTrainingJob, context, request,
-                    response, "StopTrainingJob", &core::TrainingJobHandler::StopTrainingJob);
-}
-
-grpc::ServerUnaryReactor* TrainingJobServiceImpl::DeleteTrainingJob(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeUnary(handler_, authenticator_, auth::Action::kDeleteTrainingJob, context, request,
-                    response, "DeleteTrainingJob", &core::TrainingJobHandler::DeleteTrainingJob);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TrainingJobServiceImpl::WatchTrainingJob(

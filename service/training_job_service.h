@@ -8,6 +8,8 @@
 #include "core/manager/training_job_handler.h"
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "service/auth/auth.h"
+#include "service/grpc_adapter.h"
+#include "service/raw_call.h"
 #include "service/stream_writer.h"
 
 namespace debugplane::service {
@@ -26,40 +28,27 @@ using RawTrainingJobService = v1::TrainingJobService::WithRawCallbackMethod_Crea
                         v1::TrainingJobService::WithRawCallbackMethod_WatchTrainingJob<
                             v1::TrainingJobService::Service>>>>>>>;
 
-class TrainingJobServiceImpl final : public RawTrainingJobService {
+class TrainingJobServiceImpl final : public RawTrainingJobService,
+                                     private GrpcAdapter<core::TrainingJobHandler> {
  public:
   // `authenticator` null: authentication off.
   // REQUIRES: `handler` and `authenticator` outlive the service and every
   // call it serves.
   TrainingJobServiceImpl(core::TrainingJobHandler* handler, StreamLimits watch_limits,
                          const auth::Authenticator* authenticator = nullptr)
-      : handler_(handler), watch_limits_(std::move(watch_limits)), authenticator_(authenticator) {}
+      : GrpcAdapter(handler, authenticator), watch_limits_(std::move(watch_limits)) {}
 
-  grpc::ServerUnaryReactor* CreateTrainingJob(grpc::CallbackServerContext* context,
-                                              const grpc::ByteBuffer* request,
-                                              grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* DescribeTrainingJob(grpc::CallbackServerContext* context,
-                                                const grpc::ByteBuffer* request,
-                                                grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ListTrainingJobs(grpc::CallbackServerContext* context,
-                                             const grpc::ByteBuffer* request,
-                                             grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* UpdateTrainingJob(grpc::CallbackServerContext* context,
-                                              const grpc::ByteBuffer* request,
-                                              grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* StopTrainingJob(grpc::CallbackServerContext* context,
-                                            const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* DeleteTrainingJob(grpc::CallbackServerContext* context,
-                                              const grpc::ByteBuffer* request,
-                                              grpc::ByteBuffer* response) override;
+  DEBUGPLANE_RAW_UNARY_METHOD(CreateTrainingJob);
+  DEBUGPLANE_RAW_UNARY_METHOD(DescribeTrainingJob);
+  DEBUGPLANE_RAW_UNARY_METHOD(ListTrainingJobs);
+  DEBUGPLANE_RAW_UNARY_METHOD(UpdateTrainingJob);
+  DEBUGPLANE_RAW_UNARY_METHOD(StopTrainingJob);
+  DEBUGPLANE_RAW_UNARY_METHOD(DeleteTrainingJob);
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchTrainingJob(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
 
  private:
-  core::TrainingJobHandler* const handler_;
   const StreamLimits watch_limits_;
-  const auth::Authenticator* const authenticator_;
 };
 
 }  // namespace debugplane::service

@@ -1,5 +1,8 @@
 // Roles, actions and Authorize (declared in auth.h).
 
+#include <iterator>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "service/auth/auth.h"
 
@@ -38,41 +41,27 @@ absl::string_view RolesAllowing(Action action) {
 }  // namespace
 
 absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kAdmin:
-      return "admin";
-    case Role::kOperator:
-      return "operator";
-    case Role::kReader:
-      return "reader";
-    case Role::kAgent:
-      return "agent";
-  }
-  return "unknown";
+  // In the order of the enum.
+  constexpr absl::string_view kNames[] = {"admin", "operator", "reader", "agent"};
+  const auto index = static_cast<size_t>(role);
+  return index < std::size(kNames) ? kNames[index] : "unknown";
 }
 
 absl::string_view ActionName(Action action) {
-  switch (action) {
-    case Action::kCreateTrainingJob:
-      return "CreateTrainingJob";
-    case Action::kDescribeTrainingJob:
-      return "DescribeTrainingJob";
-    case Action::kListTrainingJobs:
-      return "ListTrainingJobs";
-    case Action::kUpdateTrainingJob:
-      return "UpdateTrainingJob";
-    case Action::kStopTrainingJob:
-      return "StopTrainingJob";
-    case Action::kDeleteTrainingJob:
-      return "DeleteTrainingJob";
-    case Action::kWatchTrainingJob:
-      return "WatchTrainingJob";
-    case Action::kGetProfilerReport:
-      return "GetProfilerReport";
-    case Action::kQueryTensors:
-      return "TensorQueryService";
-    case Action::kAgent:
-      return "TrainingAgentService";
+  constexpr std::pair<Action, absl::string_view> kNames[] = {
+      {Action::kCreateTrainingJob, "CreateTrainingJob"},
+      {Action::kDescribeTrainingJob, "DescribeTrainingJob"},
+      {Action::kListTrainingJobs, "ListTrainingJobs"},
+      {Action::kUpdateTrainingJob, "UpdateTrainingJob"},
+      {Action::kStopTrainingJob, "StopTrainingJob"},
+      {Action::kDeleteTrainingJob, "DeleteTrainingJob"},
+      {Action::kWatchTrainingJob, "WatchTrainingJob"},
+      {Action::kGetProfilerReport, "GetProfilerReport"},
+      {Action::kQueryTensors, "TensorQueryService"},
+      {Action::kAgent, "TrainingAgentService"},
+  };
+  for (const auto& [named, name] : kNames) {
+    if (named == action) return name;
   }
   return "unknown";
 }

@@ -23,11 +23,11 @@ constexpr absl::string_view kCertificatePrefix = "cn:";
 constexpr size_t kMaxKeyIdLength = 128;
 constexpr size_t kMaxSecretLength = 1024;
 
+// The role RoleName names `name`.
 std::optional<Role> ParseRole(absl::string_view name) {
-  if (name == "admin") return Role::kAdmin;
-  if (name == "operator") return Role::kOperator;
-  if (name == "reader") return Role::kReader;
-  if (name == "agent") return Role::kAgent;
+  for (const Role role : {Role::kAdmin, Role::kOperator, Role::kReader, Role::kAgent}) {
+    if (RoleName(role) == name) return role;
+  }
   return std::nullopt;
 }
 

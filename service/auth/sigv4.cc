@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "objectstore/s3_object_store.h"
 #include "service/http/percent_decoding.h"
 
 namespace debugplane::service::auth {
@@ -31,27 +32,6 @@ std::string Hmac(absl::string_view key, absl::string_view data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &length);
   return std::string(reinterpret_cast<const char*>(mac), length);
-}
-
-bool IsUnreserved(unsigned char c) {
-  return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-// AWS's URI encoding: every byte but unreserved ones (and '/' if kept) as %XX.
-std::string UriEncode(absl::string_view text, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if (IsUnreserved(c) || (keep_slash && c == '/')) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
 }
 
 // Trims and collapses runs of blanks into one space, as AWS does to values.
@@ -75,22 +55,16 @@ bool IsLowerHex(absl::string_view text) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-}  // namespace
+// The Authorization header's components after the algorithm.
+struct AuthorizationComponents {
+  absl::string_view credential;
+  absl::string_view signed_headers;
+  absl::string_view signature;
+};
 
-std::string SigV4Authorization::Scope() const {
-  return absl::StrCat(date, "/", region, "/", service, "/aws4_request");
-}
-
-absl::StatusOr<SigV4Authorization> ParseSigV4Authorization(absl::string_view header) {
-  header = absl::StripAsciiWhitespace(header);
-  absl::string_view algorithm = header.substr(0, header.find(' '));
-  if (algorithm != kSigV4Algorithm) {
-    return Incomplete(absl::StrCat(
-        "Authorization header requires the algorithm AWS4-HMAC-SHA256 (Signature Version 4), "
-        "not '",
-        algorithm.substr(0, 32), "'"));
-  }
-  header.remove_prefix(algorithm.size());
+// Splits `header` (after the algorithm) into its NAME=VALUE components;
+// IncompleteSignatureException if one is malformed or any is missing.
+absl::StatusOr<AuthorizationComponents> SplitComponents(absl::string_view header) {
   std::optional<absl::string_view> credential, signed_headers, signature;
   for (absl::string_view component : absl::StrSplit(header, ',')) {
     component = absl::StripAsciiWhitespace(component);
@@ -115,7 +89,31 @@ absl::StatusOr<SigV4Authorization> ParseSigV4Authorization(absl::string_view hea
     return Incomplete(absl::StrCat("Authorization header requires '",
                                    absl::StrJoin(missing, "', '"), "' parameter"));
   }
-  std::vector<absl::string_view> scope = absl::StrSplit(*credential, '/');
+  return AuthorizationComponents{
+      .credential = *credential, .signed_headers = *signed_headers, .signature = *signature};
+}
+
+}  // namespace
+
+std::string SigV4Authorization::Scope() const {
+  return absl::StrCat(date, "/", region, "/", service, "/aws4_request");
+}
+
+absl::StatusOr<SigV4Authorization> ParseSigV4Authorization(absl::string_view header) {
+  header = absl::StripAsciiWhitespace(header);
+  absl::string_view algorithm = header.substr(0, header.find(' '));
+  if (algorithm != kSigV4Algorithm) {
+    return Incomplete(absl::StrCat(
+        "Authorization header requires the algorithm AWS4-HMAC-SHA256 (Signature Version 4), "
+        "not '",
+        algorithm.substr(0, 32), "'"));
+  }
+  header.remove_prefix(algorithm.size());
+  absl::StatusOr<AuthorizationComponents> components = SplitComponents(header);
+  if (!components.ok()) return components.status();
+  const absl::string_view credential = components->credential;
+  const absl::string_view signature = components->signature;
+  std::vector<absl::string_view> scope = absl::StrSplit(credential, '/');
   if (scope.size() != 5 || scope[4] != "aws4_request" || scope[0].empty() || scope[1].size() != 8 ||
       !std::all_of(scope[1].begin(), scope[1].end(), absl::ascii_isdigit) || scope[2].empty() ||
       scope[3].empty()) {
@@ -123,7 +121,7 @@ absl::StatusOr<SigV4Authorization> ParseSigV4Authorization(absl::string_view hea
         "Credential must be ACCESS_KEY_ID/YYYYMMDD/REGION/SERVICE/aws4_request in the "
         "Authorization header");
   }
-  if (signature->size() != 64 || !IsLowerHex(*signature)) {
+  if (signature.size() != 64 || !IsLowerHex(signature)) {
     return Incomplete("Signature must be 64 lower-case hex digits in the Authorization header");
   }
   SigV4Authorization parsed;
@@ -131,8 +129,8 @@ absl::StatusOr<SigV4Authorization> ParseSigV4Authorization(absl::string_view hea
   parsed.date = std::string(scope[1]);
   parsed.region = std::string(scope[2]);
   parsed.service = std::string(scope[3]);
-  parsed.signature = std::string(*signature);
-  for (absl::string_view name : absl::StrSplit(*signed_headers, ';')) {
+  parsed.signature = std::string(signature);
+  for (absl::string_view name : absl::StrSplit(components->signed_headers, ';')) {
     if (name.empty() || absl::AsciiStrToLower(name) != name) {
       return Incomplete(
           "SignedHeaders must be lower-case header names separated by ';' in the "
@@ -164,7 +162,7 @@ std::string CanonicalUri(absl::string_view path) {
   std::string normalized = path.front() == '/' ? "/" : "";
   absl::StrAppend(&normalized, absl::StrJoin(segments, "/"));
   if (path.back() == '/' && !segments.empty()) normalized.push_back('/');
-  return UriEncode(normalized, /*keep_slash=*/true);
+  return objectstore::S3UriEncode(normalized, /*keep_slash=*/true);
 }
 
 std::string CanonicalQuery(absl::string_view query) {
@@ -174,8 +172,9 @@ std::string CanonicalQuery(absl::string_view query) {
     absl::string_view name = pair.substr(0, equals);
     absl::string_view value =
         equals == absl::string_view::npos ? absl::string_view() : pair.substr(equals + 1);
-    parameters.emplace_back(UriEncode(http::PercentDecode(name, http::PlusMeans::kPlus), false),
-                            UriEncode(http::PercentDecode(value, http::PlusMeans::kPlus), false));
+    parameters.emplace_back(
+        objectstore::S3UriEncode(http::PercentDecode(name, http::PlusMeans::kPlus), false),
+        objectstore::S3UriEncode(http::PercentDecode(value, http::PlusMeans::kPlus), false));
   }
   std::sort(parameters.begin(), parameters.end());
   return absl::StrJoin(parameters, "&", absl::PairFormatter("="));

@@ -13,30 +13,26 @@ constexpr char kContentSecurityPolicy[] =
     "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'";
 
+// The HTTP status of each status code; 500 for any other.
+constexpr std::pair<absl::StatusCode, int> kHttpStatuses[] = {
+    {absl::StatusCode::kOk, 200},
+    {absl::StatusCode::kInvalidArgument, 400},
+    {absl::StatusCode::kOutOfRange, 400},
+    {absl::StatusCode::kUnauthenticated, 401},
+    {absl::StatusCode::kPermissionDenied, 403},
+    {absl::StatusCode::kNotFound, 404},
+    {absl::StatusCode::kAlreadyExists, 409},
+    {absl::StatusCode::kFailedPrecondition, 409},
+    {absl::StatusCode::kAborted, 409},
+    {absl::StatusCode::kResourceExhausted, 429},
+    {absl::StatusCode::kUnavailable, 503},
+};
+
 int HttpStatusOf(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAborted:
-      return 409;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
+  for (const auto& [status_code, http_status] : kHttpStatuses) {
+    if (status_code == code) return http_status;
   }
+  return 500;
 }
 
 }  // namespace

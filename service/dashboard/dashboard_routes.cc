@@ -103,6 +103,27 @@ Dashboard::Dashboard(core::TrainingJobManager* manager, const auth::Authenticato
   for (const EmbeddedFile& file : EmbeddedDashboardFiles()) files_.emplace(file.path, file);
 }
 
+namespace {
+
+// 404 in JSON for a path under /api/ that no route serves.
+void AnswerUnknownApi(HttpRequest request, std::unique_ptr<HttpResponder> responder) {
+  responder->Respond(JsonErrorResponse(absl::NotFoundError(
+      absl::StrCat("no such API: ", request.method, " ", Printable(request.path)))));
+}
+
+// 405 in JSON (with the security headers) for a method the dashboard does
+// not serve.
+void AnswerMethodNotAllowed(HttpRequest request, std::unique_ptr<HttpResponder> responder) {
+  HttpResponse response = JsonErrorResponse(absl::NotFoundError(""));
+  response.status = 405;
+  response.body =
+      Dump(json{{"error", absl::StrCat("method ", Printable(request.method), " is not allowed on ",
+                                       Printable(request.path))}});
+  responder->Respond(std::move(response));
+}
+
+}  // namespace
+
 std::vector<http::HttpRoute> Dashboard::Routes() {
   auto handler = [this](void (Dashboard::*serve)(const HttpRequest&, HttpResponder&) const) {
     return [this, serve](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
@@ -115,18 +136,8 @@ std::vector<http::HttpRoute> Dashboard::Routes() {
   auto serve_job = [this](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
     ServeJob(std::move(request), std::move(responder));
   };
-  auto unknown_api = [](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
-    responder->Respond(JsonErrorResponse(absl::NotFoundError(
-        absl::StrCat("no such API: ", request.method, " ", Printable(request.path)))));
-  };
-  auto not_allowed = [](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
-    HttpResponse response = JsonErrorResponse(absl::NotFoundError(""));
-    response.status = 405;
-    response.body =
-        Dump(json{{"error", absl::StrCat("method ", Printable(request.method),
-                                         " is not allowed on ", Printable(request.path))}});
-    responder->Respond(std::move(response));
-  };
+  const http::HttpHandler unknown_api = &AnswerUnknownApi;
+  const http::HttpHandler not_allowed = &AnswerMethodNotAllowed;
   std::vector<http::HttpRoute> routes = {
       {.method = "GET", .path = "/", .handler = redirect},
       {.method = "GET", .path = "/dashboard", .handler = redirect},

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -153,61 +154,85 @@ std::string OverviewJson(const JobView& view) {
   return Dump(out);
 }
 
+namespace {
+
+// The start of each output bucket, as a JSON array.
+std::string BucketStartsJson(const insights::SystemSeries& system) {
+  const int64_t bucket_count = system.buckets.output_buckets();
+  std::string starts = "[";
+  for (int64_t i = 0; i < bucket_count; ++i) {
+    if (i > 0) starts += ',';
+    AppendJsonNumber(starts, system.buckets.output_start(i));
+  }
+  starts += ']';
+  return starts;
+}
+
+// One of min, max, mean per bucket (`value` of its cell), as a JSON array;
+// null for a bucket without samples.
+template <typename Value>
+void AppendCellValues(std::string& out, const std::vector<insights::SampleCell>& cells,
+                      Value value) {
+  out += '[';
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0) out += ',';
+    if (cells[i].count == 0) {
+      out += "null";
+    } else {
+      AppendJsonNumber(out, Round3(value(cells[i])));
+    }
+  }
+  out += ']';
+}
+
+// One series: its node, metric and device, the bucket starts `starts` and
+// its min, max and mean per bucket.
+void AppendSeriesJson(std::string& out, const insights::ReducedSeries& series,
+                      const std::string& starts) {
+  out += "{\"node\":";
+  AppendJsonString(out, series.key.node);
+  out += ",\"metric\":\"";
+  absl::StrAppend(&out, insights::MetricName(series.key.metric));
+  out += "\",\"device\":";
+  AppendJsonString(out, series.key.device);
+  out += ",\"t\":";
+  out += starts;
+  out += ",\"min\":";
+  AppendCellValues(out, series.cells,
+                   [](const insights::SampleCell& c) { return static_cast<double>(c.min); });
+  out += ",\"max\":";
+  AppendCellValues(out, series.cells,
+                   [](const insights::SampleCell& c) { return static_cast<double>(c.max); });
+  out += ",\"mean\":";
+  AppendCellValues(out, series.cells, [](const insights::SampleCell& c) {
+    return static_cast<double>(c.sum) / static_cast<double>(c.count);
+  });
+  out += '}';
+}
+
+}  // namespace
+
 std::string SystemJson(const JobView& view, const insights::SystemQuery& query) {
   // Written directly (not through a json tree): the Nodes view asks for
   // every series at up to 4000 buckets.
-  const insights::SystemSeries s = view.data->QuerySystem(query);
-  const int64_t n = s.buckets.output_buckets();
-  std::string t = "[";
-  for (int64_t i = 0; i < n; ++i) {
-    if (i > 0) t += ',';
-    AppendJsonNumber(t, s.buckets.output_start(i));
-  }
-  t += ']';
+  const insights::SystemSeries system = view.data->QuerySystem(query);
+  const std::string starts = BucketStartsJson(system);
   std::string out;
-  out.reserve(s.series.size() * (t.size() + static_cast<size_t>(n) * 24) + 256);
+  out.reserve(system.series.size() *
+                  (starts.size() + static_cast<size_t>(system.buckets.output_buckets()) * 24) +
+              256);
   out += "{\"start\":";
-  AppendJsonNumber(out, s.start);
+  AppendJsonNumber(out, system.start);
   out += ",\"end\":";
-  AppendJsonNumber(out, s.end);
+  AppendJsonNumber(out, system.end);
   out += ",\"bucketSeconds\":";
-  AppendJsonNumber(out, s.buckets.bucket_seconds());
+  AppendJsonNumber(out, system.buckets.bucket_seconds());
   out += ",\"nodes\":";
-  out += Dump(s.nodes);
+  out += Dump(system.nodes);
   out += ",\"series\":[";
-  // One of min, max, mean per bucket; null for a bucket without samples.
-  auto values = [&out](const std::vector<insights::SampleCell>& cells, auto value) {
-    out += '[';
-    for (size_t i = 0; i < cells.size(); ++i) {
-      if (i > 0) out += ',';
-      if (cells[i].count == 0) {
-        out += "null";
-      } else {
-        AppendJsonNumber(out, Round3(value(cells[i])));
-      }
-    }
-    out += ']';
-  };
-  for (size_t i = 0; i < s.series.size(); ++i) {
-    const insights::ReducedSeries& r = s.series[i];
+  for (size_t i = 0; i < system.series.size(); ++i) {
     if (i > 0) out += ',';
-    out += "{\"node\":";
-    AppendJsonString(out, r.key.node);
-    out += ",\"metric\":\"";
-    absl::StrAppend(&out, insights::MetricName(r.key.metric));
-    out += "\",\"device\":";
-    AppendJsonString(out, r.key.device);
-    out += ",\"t\":";
-    out += t;
-    out += ",\"min\":";
-    values(r.cells, [](const insights::SampleCell& c) { return static_cast<double>(c.min); });
-    out += ",\"max\":";
-    values(r.cells, [](const insights::SampleCell& c) { return static_cast<double>(c.max); });
-    out += ",\"mean\":";
-    values(r.cells, [](const insights::SampleCell& c) {
-      return static_cast<double>(c.sum) / static_cast<double>(c.count);
-    });
-    out += '}';
+    AppendSeriesJson(out, system.series[i], starts);
   }
   out += "],\"problems\":";
   out += Dump(Problems(view));
@@ -302,71 +327,88 @@ std::string TensorJson(const std::string& name,
   return Dump(out);
 }
 
-std::vector<JobResource> InsightsResources(InsightsRouteDeps deps) {
-  std::vector<JobResource> out;
-  insights::InsightsStore* store = deps.store;
-  rules_engine::TensorQueryHandler* tensors = deps.tensors;
+namespace {
 
-  out.push_back(Resource(
-      "overview", auth::Action::kDescribeTrainingJob,
-      [store](http::HttpRequest, std::string job, auth::Principal,
-              std::unique_ptr<http::HttpResponder> responder) {
-        AnswerWithView(store, job, std::shared_ptr<http::HttpResponder>(std::move(responder)),
-                       [](const JobView& view) { return OverviewJson(view); });
-      }));
+// The reply a view resource gives from the job's view.
+using ViewReply = std::function<std::string(const JobView&)>;
 
-  out.push_back(Resource(
-      "system", auth::Action::kDescribeTrainingJob,
-      [store](http::HttpRequest request, std::string job, auth::Principal,
-              std::unique_ptr<http::HttpResponder> responder) {
-        insights::SystemQuery query;
-        if (ParamError e = ParseSystemQuery(request.query, &query); !e.ok()) {
-          responder->Respond(JsonErrorResponse(e.status, e.field));
-          return;
-        }
-        AnswerWithView(store, job, std::shared_ptr<http::HttpResponder>(std::move(responder)),
-                       [query](const JobView& view) { return SystemJson(view, query); });
-      }));
+// A resource answered from the job's view (kDescribeTrainingJob):
+// `reply_for(query, &reply)` parses the request's query into the reply to
+// give; a ParamError is answered as such.
+template <typename ReplyFor>
+JobResource ViewResource(std::string name, insights::InsightsStore* store, ReplyFor reply_for) {
+  return Resource(std::move(name), auth::Action::kDescribeTrainingJob,
+                  [store, reply_for](http::HttpRequest request, std::string job, auth::Principal,
+                                     std::unique_ptr<http::HttpResponder> responder) {
+                    ViewReply reply;
+                    if (ParamError e = reply_for(request.query, &reply); !e.ok()) {
+                      responder->Respond(JsonErrorResponse(e.status, e.field));
+                      return;
+                    }
+                    AnswerWithView(store, job,
+                                   std::shared_ptr<http::HttpResponder>(std::move(responder)),
+                                   std::move(reply));
+                  });
+}
 
-  out.push_back(Resource(
-      "framework", auth::Action::kDescribeTrainingJob,
-      [store](http::HttpRequest request, std::string job, auth::Principal,
-              std::unique_ptr<http::HttpResponder> responder) {
-        insights::TimeRange range;
-        int width = kDefaultWidth;
-        if (ParamError e = ParseFrameworkQuery(request.query, &range, &width); !e.ok()) {
-          responder->Respond(JsonErrorResponse(e.status, e.field));
-          return;
-        }
-        AnswerWithView(
-            store, job, std::shared_ptr<http::HttpResponder>(std::move(responder)),
-            [range, width](const JobView& view) { return FrameworkJson(view, range, width); });
-      }));
+// /api/jobs/NAME/overview: the job's profile at a glance (OverviewJson).
+JobResource OverviewResource(insights::InsightsStore* store) {
+  return ViewResource("overview", store, [](absl::string_view, ViewReply* reply) {
+    *reply = [](const JobView& view) { return OverviewJson(view); };
+    return ParamError{};
+  });
+}
 
-  out.push_back(
-      Resource("tensors", auth::Action::kQueryTensors,
-               [tensors](http::HttpRequest request, std::string job, auth::Principal,
-                         std::unique_ptr<http::HttpResponder> responder) {
-                 std::map<std::string, std::string> params;
-                 if (ParamError e = ParseQueryString(request.query, {}, &params); !e.ok()) {
-                   responder->Respond(JsonErrorResponse(e.status, e.field));
-                   return;
-                 }
-                 auto list = std::make_shared<v1::ListTensorsRequest>();
-                 list->set_training_job_name(job);
-                 auto response = std::make_shared<v1::ListTensorsResponse>();
-                 std::shared_ptr<http::HttpResponder> shared(std::move(responder));
-                 tensors->ListTensors(*list, response.get(),
-                                      [shared, response, list](const absl::Status& status) {
-                                        if (!status.ok()) {
-                                          shared->Respond(JsonErrorResponse(status));
-                                          return;
-                                        }
-                                        shared->Respond(JsonResponse(200, TensorsJson(*response)));
-                                      });
-               }));
+// /api/jobs/NAME/system: the system metrics' series (SystemJson).
+JobResource SystemResource(insights::InsightsStore* store) {
+  return ViewResource("system", store, [](absl::string_view query, ViewReply* reply) {
+    insights::SystemQuery parsed;
+    ParamError error = ParseSystemQuery(query, &parsed);
+    *reply = [parsed](const JobView& view) { return SystemJson(view, parsed); };
+    return error;
+  });
+}
 
-  out.push_back(Resource(
+// /api/jobs/NAME/framework: the framework phases (FrameworkJson).
+JobResource FrameworkResource(insights::InsightsStore* store) {
+  return ViewResource("framework", store, [](absl::string_view query, ViewReply* reply) {
+    insights::TimeRange range;
+    int width = kDefaultWidth;
+    ParamError error = ParseFrameworkQuery(query, &range, &width);
+    *reply = [range, width](const JobView& view) { return FrameworkJson(view, range, width); };
+    return error;
+  });
+}
+
+// /api/jobs/NAME/tensors: the tensors the job saved (TensorsJson).
+JobResource TensorsResource(rules_engine::TensorQueryHandler* tensors) {
+  return Resource("tensors", auth::Action::kQueryTensors,
+                  [tensors](http::HttpRequest request, std::string job, auth::Principal,
+                            std::unique_ptr<http::HttpResponder> responder) {
+                    std::map<std::string, std::string> params;
+                    if (ParamError e = ParseQueryString(request.query, {}, &params); !e.ok()) {
+                      responder->Respond(JsonErrorResponse(e.status, e.field));
+                      return;
+                    }
+                    auto list = std::make_shared<v1::ListTensorsRequest>();
+                    list->set_training_job_name(job);
+                    auto response = std::make_shared<v1::ListTensorsResponse>();
+                    std::shared_ptr<http::HttpResponder> shared(std::move(responder));
+                    tensors->ListTensors(
+                        *list, response.get(),
+                        [shared, response, list](const absl::Status& status) {
+                          if (!status.ok()) {
+                            shared->Respond(JsonErrorResponse(status));
+                            return;
+                          }
+                          shared->Respond(JsonResponse(200, TensorsJson(*response)));
+                        });
+                  });
+}
+
+// /api/jobs/NAME/tensor: one tensor's values by step (TensorJson).
+JobResource TensorResource(rules_engine::TensorQueryHandler* tensors) {
+  return Resource(
       "tensor", auth::Action::kQueryTensors,
       [tensors](http::HttpRequest request, std::string job, auth::Principal,
                 std::unique_ptr<http::HttpResponder> responder) {
@@ -386,8 +428,14 @@ std::vector<JobResource> InsightsResources(InsightsRouteDeps deps) {
               }
               shared->Respond(JsonResponse(200, TensorJson(name, *messages)));
             });
-      }));
-  return out;
+      });
+}
+
+}  // namespace
+
+std::vector<JobResource> InsightsResources(InsightsRouteDeps deps) {
+  return {OverviewResource(deps.store), SystemResource(deps.store), FrameworkResource(deps.store),
+          TensorsResource(deps.tensors), TensorResource(deps.tensors)};
 }
 
 }  // namespace debugplane::service::dashboard

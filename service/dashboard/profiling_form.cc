@@ -69,65 +69,67 @@ bool WholeNumber(const json& value, int64_t minimum, bool allow_fraction, int64_
   return *out >= minimum && *out <= (int64_t{1} << 53);
 }
 
-// One section -> the JSON text smdebug reads, e.g. {"StartStep":5,"NumSteps":3}.
-absl::StatusOr<std::string> ParseSection(const Section& section, const json& form,
-                                         FormError* error) {
-  const std::string prefix(section.member);
-  if (!form.is_object()) {
-    return Fail(error, prefix, absl::StrCat("must be an object or null, not ", Shown(form)));
+// The member of `section` named `name` (its form name), or the error
+// naming `field` and the members the section allows.
+absl::StatusOr<const Member*> AllowedMember(const Section& section, const std::string& name,
+                                            const std::string& field, FormError* error) {
+  const Member* member = nullptr;
+  for (const Member& known : kMembers) {
+    if (known.form == name) member = &known;
   }
-  json config = json::object();
-  for (const auto& [name, value] : form.items()) {
-    const std::string field = absl::StrCat(prefix, ".", name);
-    const Member* member = nullptr;
-    for (const Member& known : kMembers) {
-      if (known.form == name) member = &known;
+  const bool python = section.member == "pythonProfiling";
+  const bool allowed =
+      member != nullptr &&
+      (member->form != "metricsRegex" || section.member == "dataloaderProfiling") &&
+      ((member->form != "profilerName" && member->form != "cprofileTimer") || python);
+  if (allowed) return member;
+  return Fail(error, field,
+              absl::StrCat("is not a member of ", section.member,
+                           "; use startStep and numSteps, or startTimeSeconds and "
+                           "durationSeconds",
+                           section.member == "dataloaderProfiling" ? ", and metricsRegex" : "",
+                           python ? ", and profilerName, cprofileTimer" : ""));
+}
+
+// `value` (not null) of `member` as smdebug reads it, or the error naming
+// `field`.
+absl::StatusOr<json> MemberValue(const Member& member, const json& value, const std::string& field,
+                                 FormError* error) {
+  if (member.form == "metricsRegex") {
+    if (!value.is_string() || value.get<std::string>().empty()) {
+      return Fail(error, field, "must be a non-empty regular expression");
     }
-    const bool python = section.member == "pythonProfiling";
-    const bool allowed =
-        member != nullptr &&
-        (member->form != "metricsRegex" || section.member == "dataloaderProfiling") &&
-        ((member->form != "profilerName" && member->form != "cprofileTimer") || python);
-    if (!allowed) {
+    return value;
+  }
+  if (member.form == "profilerName") {
+    if (value != "cprofile" && value != "pyinstrument") {
       return Fail(error, field,
-                  absl::StrCat("is not a member of ", prefix,
-                               "; use startStep and numSteps, or startTimeSeconds and "
-                               "durationSeconds",
-                               section.member == "dataloaderProfiling" ? ", and metricsRegex" : "",
-                               python ? ", and profilerName, cprofileTimer" : ""));
+                  absl::StrCat("must be \"cprofile\" or \"pyinstrument\", not ", Shown(value)));
     }
-    if (value.is_null()) continue;
-    const std::string smdebug(member->smdebug);
-    if (member->form == "metricsRegex") {
-      if (!value.is_string() || value.get<std::string>().empty()) {
-        return Fail(error, field, "must be a non-empty regular expression");
-      }
-      config[smdebug] = value;
-    } else if (member->form == "profilerName") {
-      if (value != "cprofile" && value != "pyinstrument") {
-        return Fail(error, field,
-                    absl::StrCat("must be \"cprofile\" or \"pyinstrument\", not ", Shown(value)));
-      }
-      config[smdebug] = value;
-    } else if (member->form == "cprofileTimer") {
-      if (value != "total_time" && value != "cpu_time" && value != "off_cpu_time") {
-        return Fail(error, field,
-                    absl::StrCat("must be \"total_time\", \"cpu_time\" or \"off_cpu_time\", not ",
-                                 Shown(value)));
-      }
-      config[smdebug] = value;
-    } else {
-      const bool count = member->form == "numSteps" || member->form == "durationSeconds";
-      const bool time = member->form == "startTimeSeconds";
-      int64_t number = 0;
-      if (!WholeNumber(value, count ? 1 : 0, time, &number)) {
-        return Fail(error, field,
-                    absl::StrCat("must be a whole number of at least ", count ? 1 : 0,
-                                 time ? " (epoch seconds)" : "", ", not ", Shown(value)));
-      }
-      config[smdebug] = number;
-    }
+    return value;
   }
+  if (member.form == "cprofileTimer") {
+    if (value != "total_time" && value != "cpu_time" && value != "off_cpu_time") {
+      return Fail(error, field,
+                  absl::StrCat("must be \"total_time\", \"cpu_time\" or \"off_cpu_time\", not ",
+                               Shown(value)));
+    }
+    return value;
+  }
+  const bool count = member.form == "numSteps" || member.form == "durationSeconds";
+  const bool time = member.form == "startTimeSeconds";
+  int64_t number = 0;
+  if (!WholeNumber(value, count ? 1 : 0, time, &number)) {
+    return Fail(error, field,
+                absl::StrCat("must be a whole number of at least ", count ? 1 : 0,
+                             time ? " (epoch seconds)" : "", ", not ", Shown(value)));
+  }
+  return json(number);
+}
+
+// Checks that the section's `config` (smdebug's names) gives one range, a
+// step range or a time range, with its start; errors name `prefix`.
+absl::Status CheckRange(const json& config, const std::string& prefix, FormError* error) {
   const bool steps = config.contains("StartStep") || config.contains("NumSteps");
   const bool times =
       config.contains("StartTimeInSecSinceEpoch") || config.contains("DurationInSeconds");
@@ -151,6 +153,27 @@ absl::StatusOr<std::string> ParseSection(const Section& section, const json& for
     return Fail(error, absl::StrCat(prefix, ".cprofileTimer"),
                 "applies only to profilerName \"cprofile\"");
   }
+  return absl::OkStatus();
+}
+
+// One section -> the JSON text smdebug reads, e.g. {"StartStep":5,"NumSteps":3}.
+absl::StatusOr<std::string> ParseSection(const Section& section, const json& form,
+                                         FormError* error) {
+  const std::string prefix(section.member);
+  if (!form.is_object()) {
+    return Fail(error, prefix, absl::StrCat("must be an object or null, not ", Shown(form)));
+  }
+  json config = json::object();
+  for (const auto& [name, value] : form.items()) {
+    const std::string field = absl::StrCat(prefix, ".", name);
+    absl::StatusOr<const Member*> member = AllowedMember(section, name, field, error);
+    if (!member.ok()) return member.status();
+    if (value.is_null()) continue;
+    absl::StatusOr<json> converted = MemberValue(**member, value, field, error);
+    if (!converted.ok()) return converted.status();
+    config[std::string((*member)->smdebug)] = *std::move(converted);
+  }
+  if (absl::Status range = CheckRange(config, prefix, error); !range.ok()) return range;
   return config.dump();
 }
 

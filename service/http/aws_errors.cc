@@ -1,32 +1,32 @@
 #include "service/http/aws_errors.h"
 
+#include <utility>
+
 #include "nlohmann/json.hpp"
 #include "service/auth/auth.h"
 
 namespace debugplane::service::http {
 namespace {
 
+// The AWS error code of each status code.
+constexpr std::pair<absl::StatusCode, absl::string_view> kAwsCodes[] = {
+    {absl::StatusCode::kInvalidArgument, "ValidationException"},
+    {absl::StatusCode::kFailedPrecondition, "ValidationException"},
+    {absl::StatusCode::kOutOfRange, "ValidationException"},
+    {absl::StatusCode::kNotFound, "ResourceNotFound"},
+    {absl::StatusCode::kAlreadyExists, "ResourceInUse"},
+    {absl::StatusCode::kResourceExhausted, "ResourceLimitExceeded"},
+    {absl::StatusCode::kUnauthenticated, "UnrecognizedClientException"},
+    {absl::StatusCode::kPermissionDenied, "AccessDeniedException"},
+    {absl::StatusCode::kUnavailable, "ServiceUnavailable"},
+};
+
+// kAwsCodes' code for `code`; InternalFailure for any other.
 absl::string_view CodeFor(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-      return "ValidationException";
-    case absl::StatusCode::kNotFound:
-      return "ResourceNotFound";
-    case absl::StatusCode::kAlreadyExists:
-      return "ResourceInUse";
-    case absl::StatusCode::kResourceExhausted:
-      return "ResourceLimitExceeded";
-    case absl::StatusCode::kUnauthenticated:
-      return "UnrecognizedClientException";
-    case absl::StatusCode::kPermissionDenied:
-      return "AccessDeniedException";
-    case absl::StatusCode::kUnavailable:
-      return "ServiceUnavailable";
-    default:
-      return "InternalFailure";
+  for (const auto& [status_code, aws_code] : kAwsCodes) {
+    if (status_code == code) return aws_code;
   }
+  return "InternalFailure";
 }
 
 }  // namespace

@@ -1,19 +1,17 @@
+// HttpServer's glue to libmicrohttpd: its callbacks admit a request from
+// its headers, receive its body within the budgets, dispatch it to its
+// route and queue the answer. The parts live beside it: the exchange and
+// its responder (http_exchange.h), streamed replies (http_stream.h) and the
+// socket-level helpers (http_listener.h).
+
 #include "service/http/http_server.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <fstream>
+#include <cstdio>
 #include <optional>
-#include <sstream>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
@@ -23,6 +21,9 @@
 #include "absl/synchronization/mutex.h"
 #include "service/http/allowed_hosts.h"
 #include "service/http/client_rate_limiter.h"
+#include "service/http/http_exchange.h"
+#include "service/http/http_listener.h"
+#include "service/http/http_stream.h"
 #include "service/http/request_id.h"
 #include "spdlog/spdlog.h"
 
@@ -36,363 +37,15 @@ absl::string_view HttpRequest::Header(absl::string_view name) const {
 }
 
 std::unique_ptr<HttpStream> HttpResponder::StartStream(int, HttpHeaders) {
-  Respond(HttpResponse{.status = 500,
-                       .headers = {{"Content-Type", "text/plain; charset=utf-8"}},
-                       .body = "this reply cannot be streamed\n"});
+  Respond(TextResponse(500, "this reply cannot be streamed"));
   return nullptr;
 }
 
 namespace {
 
-// One streamed reply, shared by its HttpStream (any thread), libmicrohttpd's
-// content reader (its thread) and the exchange.
-struct StreamState {
-  explicit StreamState(size_t max_queue_bytes) : max_queue_bytes(max_queue_bytes) {}
-
-  const size_t max_queue_bytes;
-  absl::Mutex mu;
-  // Set when the reply is queued, null once libmicrohttpd is done with it.
-  MHD_Connection* connection ABSL_GUARDED_BY(mu) = nullptr;
-  // The content reader found nothing to send and suspended the connection.
-  bool suspended ABSL_GUARDED_BY(mu) = false;
-  // Written, not yet handed to libmicrohttpd: pending.substr(sent).
-  std::string pending ABSL_GUARDED_BY(mu);
-  size_t sent ABSL_GUARDED_BY(mu) = 0;
-  bool closing ABSL_GUARDED_BY(mu) = false;  // Close: end after `pending`.
-  bool cut_off ABSL_GUARDED_BY(mu) = false;  // Queue overflow: drop the connection.
-  bool done ABSL_GUARDED_BY(mu) = false;     // The connection is finished.
-  std::function<void()> on_closed ABSL_GUARDED_BY(mu);
-
-  // Lets libmicrohttpd call the content reader again if it is waiting.
-  void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (connection != nullptr && suspended) {
-      suspended = false;
-      MHD_resume_connection(connection);
-    }
-  }
-
-  // The connection is finished: refuse writes and call the callback.
-  void Finish() {
-    std::function<void()> callback;
-    {
-      absl::MutexLock lock(&mu);
-      if (done) return;
-      done = true;
-      connection = nullptr;
-      pending.clear();
-      sent = 0;
-      callback = std::move(on_closed);
-    }
-    if (callback) callback();
-  }
-};
-
-// The streams a server has started, so that Shutdown ends them (an open
-// stream would otherwise keep its connection, suspended, past the grace).
-class StreamRegistry {
- public:
-  // False once the server shuts down (the stream is then not added).
-  bool Add(const std::shared_ptr<StreamState>& stream) {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) return false;
-    // Forget streams that ended, so the list stays as long as the open ones.
-    std::erase_if(streams_, [](const std::weak_ptr<StreamState>& s) { return s.expired(); });
-    streams_.push_back(stream);
-    return true;
-  }
-
-  // Closes every stream (each ends after what was written) and refuses
-  // new ones.
-  void CloseAll() {
-    std::vector<std::weak_ptr<StreamState>> streams;
-    {
-      absl::MutexLock lock(&mu_);
-      shut_down_ = true;
-      streams.swap(streams_);
-    }
-    for (const auto& weak : streams) {
-      if (std::shared_ptr<StreamState> stream = weak.lock()) {
-        absl::MutexLock lock(&stream->mu);
-        stream->closing = true;
-        stream->WakeLocked();
-      }
-    }
-  }
-
- private:
-  absl::Mutex mu_;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::weak_ptr<StreamState>> streams_ ABSL_GUARDED_BY(mu_);
-};
-
-// The HttpStream a handler writes to.
-class Stream final : public HttpStream {
- public:
-  explicit Stream(std::shared_ptr<StreamState> state) : state_(std::move(state)) {}
-  ~Stream() override { Close(); }
-
-  bool Write(std::string chunk) override {
-    absl::MutexLock lock(&state_->mu);
-    if (state_->closing || state_->cut_off || state_->done) return false;
-    if (chunk.empty()) return true;
-    const size_t queued = state_->pending.size() - state_->sent;
-    if (queued + chunk.size() > state_->max_queue_bytes) {
-      // The client does not keep up: drop it rather than buffer forever.
-      state_->cut_off = true;
-      state_->pending.clear();
-      state_->sent = 0;
-      if (state_->connection != nullptr && !state_->suspended) {
-        // libmicrohttpd waits for the socket to take more bytes, which a
-        // client that does not read never lets happen: shutting the socket
-        // down (libmicrohttpd still owns and closes it) ends that wait.
-        const MHD_ConnectionInfo* info =
-            MHD_get_connection_info(state_->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (info != nullptr) shutdown(info->connect_fd, SHUT_RDWR);
-      }
-      state_->WakeLocked();
-      return false;
-    }
-    if (state_->sent > 0 && state_->sent == state_->pending.size()) {
-      state_->pending.clear();
-      state_->sent = 0;
-    }
-    state_->pending.append(chunk);
-    state_->WakeLocked();
-    return true;
-  }
-
-  void Close() override {
-    absl::MutexLock lock(&state_->mu);
-    state_->closing = true;
-    state_->WakeLocked();
-  }
-
-  bool closed() const override {
-    absl::MutexLock lock(&state_->mu);
-    return state_->closing || state_->cut_off || state_->done;
-  }
-
-  void SetOnClosed(std::function<void()> callback) override {
-    {
-      absl::MutexLock lock(&state_->mu);
-      if (!state_->done) {
-        state_->on_closed = std::move(callback);
-        return;
-      }
-    }
-    callback();
-  }
-
- private:
-  const std::shared_ptr<StreamState> state_;
-};
-
-// libmicrohttpd's content reader of a stream: what was written, or, with
-// nothing to send, a suspended connection until the next write.
-ssize_t ReadStream(void* cls, uint64_t, char* buf, size_t max) {
-  StreamState& state = **static_cast<std::shared_ptr<StreamState>*>(cls);
-  absl::MutexLock lock(&state.mu);
-  if (state.cut_off) return MHD_CONTENT_READER_END_WITH_ERROR;
-  const size_t left = state.pending.size() - state.sent;
-  if (left > 0) {
-    const size_t n = std::min(left, max);
-    std::memcpy(buf, state.pending.data() + state.sent, n);
-    state.sent += n;
-    if (state.sent == state.pending.size()) {
-      state.pending.clear();
-      state.sent = 0;
-    }
-    return static_cast<ssize_t>(n);
-  }
-  if (state.closing || state.connection == nullptr) return MHD_CONTENT_READER_END_OF_STREAM;
-  // Allowed from a content reader; returning 0 with the connection
-  // suspended is how libmicrohttpd waits without polling.
-  state.suspended = true;
-  MHD_suspend_connection(state.connection);
-  return 0;
-}
-
-void FreeStreamBox(void* cls) { delete static_cast<std::shared_ptr<StreamState>*>(cls); }
-
-// A stream's start, from StartStream to the access handler that queues it.
-struct StreamStart {
-  int status = 200;
-  HttpHeaders headers;
-};
-
-// One request on one connection, shared by libmicrohttpd's callbacks and the
-// request's responder (which may answer from another thread).
-struct Exchange {
-  HttpRequest request;
-  // Set from the request's headers (libmicrohttpd's thread only).
-  const HttpRoute* route = nullptr;
-  size_t body_limit = 0;
-  std::string client;  // ClientKeyOf the peer: what the rate limiter counts.
-  // The answer given without dispatching (a refused Host, a body too
-  // large, ...): the body is discarded, `discarded` counting it.
-  std::optional<HttpResponse> refusal;
-  size_t discarded = 0;
-  // Bytes of the server's body budget this request holds.
-  size_t reserved = 0;
-  bool dispatched = false;
-
-  absl::Mutex mu;
-  // Null once libmicrohttpd is done with the request (client gone, server
-  // stopped): a late answer is then dropped.
-  MHD_Connection* connection ABSL_GUARDED_BY(mu) = nullptr;
-  bool suspended ABSL_GUARDED_BY(mu) = false;
-  std::optional<HttpResponse> response ABSL_GUARDED_BY(mu);
-  // A streamed reply: its state (from StartStream on) and, until queued,
-  // its status and headers.
-  std::shared_ptr<StreamState> stream ABSL_GUARDED_BY(mu);
-  std::optional<StreamStart> stream_start ABSL_GUARDED_BY(mu);
-};
-
-HttpResponse TextResponse(int status, absl::string_view text) {
-  return HttpResponse{.status = status,
-                      .headers = {{"Content-Type", "text/plain; charset=utf-8"}},
-                      .body = absl::StrCat(text, "\n")};
-}
-
-HttpResponse TooLarge(const HttpRequest& request, size_t limit) {
-  HttpResponse response =
-      TextResponse(413, absl::StrCat("the request body is larger than ", limit, " bytes, the most ",
-                                     request.method, " ", request.path.substr(0, 200), " accepts"));
-  response.headers.emplace_back("Connection", "close");
-  return response;
-}
-
-HttpResponse Busy(size_t budget) {
-  HttpResponse response = TextResponse(
-      503, absl::StrCat("the server is receiving ", budget,
-                        " bytes of request bodies already (its limit); retry shortly"));
-  response.headers.emplace_back("Retry-After", "1");
-  response.headers.emplace_back("Connection", "close");
-  return response;
-}
-
-HttpResponse TooManyFailures(const std::string& client, absl::Duration retry_after) {
-  const int64_t seconds =
-      std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1))));
-  HttpResponse response = TextResponse(429, absl::StrCat("too many failed authentications from ",
-                                                         client, ": retry after ", seconds, " s"));
-  response.headers.emplace_back("Retry-After", absl::StrCat(seconds));
-  response.headers.emplace_back("Connection", "close");
-  return response;
-}
-
 // Bytes of a refused request's body read and dropped before its
 // connection is closed instead (a client that keeps sending).
 constexpr size_t kMaxDiscardedBytes = 1024 * 1024;
-
-// File descriptors kept for the rest of the server (gRPC, the database,
-// training output) when the connection limit is fitted to RLIMIT_NOFILE.
-constexpr int kFilesKeptForTheRest = 256;
-
-// `wanted` connections, or fewer if the process may not open that many
-// files and still keep kFilesKeptForTheRest: accepting up to the file
-// limit would leave every other part of the server without descriptors.
-int FittedConnectionLimit(int wanted) {
-  wanted = std::max(1, wanted);
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return wanted;
-  const int room =
-      static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 30)) - kFilesKeptForTheRest;
-  if (room >= wanted) return wanted;
-  spdlog::warn(
-      "http: {} connections at most, not {}: RLIMIT_NOFILE is {} (raise it with ulimit -n)",
-      std::max(16, room), wanted, files.rlim_cur);
-  return std::max(16, room);
-}
-
-unsigned int Seconds(absl::Duration duration) {
-  return static_cast<unsigned int>(std::max<int64_t>(1, absl::ToInt64Seconds(duration)));
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, " cannot be read"));
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-// HOST:PORT -> a bound, listening socket.
-absl::StatusOr<int> Listen(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--http-listen ", address, ": expected HOST:PORT (port 0 picks a free one)"));
-  }
-  std::string host = address.substr(0, colon);
-  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string port_text = std::to_string(port);
-  if (int error =
-          getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &found);
-      error != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--http-listen ", address, ": ", gai_strerror(error)));
-  }
-  std::string last_error = "no address";
-  int fd = -1;
-  for (addrinfo* candidate = found; candidate != nullptr; candidate = candidate->ai_next) {
-    fd = socket(candidate->ai_family, candidate->ai_socktype | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    const int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (bind(fd, candidate->ai_addr, candidate->ai_addrlen) == 0 && listen(fd, 512) == 0) break;
-    last_error = std::strerror(errno);
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(found);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--http-listen ", address, ": cannot listen: ", last_error));
-  }
-  return fd;
-}
-
-int BoundPort(int fd) {
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return 0;
-  if (bound.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-  }
-  return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-}
-
-const sockaddr* AddressOf(MHD_Connection* connection) {
-  const MHD_ConnectionInfo* info =
-      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  return info == nullptr ? nullptr : info->client_addr;
-}
-
-std::string PeerOf(MHD_Connection* connection) {
-  const MHD_ConnectionInfo* info =
-      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  if (info == nullptr || info->client_addr == nullptr) return "unknown";
-  char host[INET6_ADDRSTRLEN] = "";
-  const sockaddr* address = info->client_addr;
-  if (address->sa_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    return absl::StrCat("[", host, "]:", ntohs(in6->sin6_port));
-  }
-  const auto* in4 = reinterpret_cast<const sockaddr_in*>(address);
-  inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
-  return absl::StrCat(host, ":", ntohs(in4->sin_port));
-}
 
 MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
   static_cast<HttpHeaders*>(cls)->emplace_back(key, value == nullptr ? "" : value);
@@ -428,8 +81,6 @@ class HttpServer::Impl {
   }
 
  private:
-  class Responder;
-
   static void* OnRequestStart(void* cls, const char* uri, MHD_Connection* connection);
   static MHD_Result OnAccess(void* cls, MHD_Connection* connection, const char* url,
                              const char* method, const char* version, const char* upload_data,
@@ -469,80 +120,6 @@ class HttpServer::Impl {
   size_t peak_buffered_bytes_ ABSL_GUARDED_BY(budget_mu_) = 0;
 };
 
-// Answers one exchange from any thread: stores the reply and wakes the
-// suspended connection, whose access handler then queues it.
-class HttpServer::Impl::Responder final : public HttpResponder {
- public:
-  Responder(std::shared_ptr<Exchange> exchange, std::shared_ptr<StreamRegistry> streams,
-            size_t max_stream_queue_bytes, std::shared_ptr<ClientRateLimiter> limiter)
-      : exchange_(std::move(exchange)),
-        streams_(std::move(streams)),
-        max_stream_queue_bytes_(max_stream_queue_bytes),
-        limiter_(std::move(limiter)) {}
-  ~Responder() override {
-    if (!answered_) Respond(TextResponse(500, "the request's handler gave no answer"));
-  }
-
-  void Respond(HttpResponse response) override {
-    if (answered_) return;
-    answered_ = true;
-    if (response.failed_authentication && limiter_ != nullptr && !exchange_->client.empty()) {
-      limiter_->Charge(exchange_->client);
-    }
-    absl::MutexLock lock(&exchange_->mu);
-    exchange_->response = std::move(response);
-    // Resuming makes libmicrohttpd call the access handler again (on its
-    // thread), which queues the reply. It only signals that thread.
-    if (exchange_->connection != nullptr && exchange_->suspended) {
-      exchange_->suspended = false;
-      MHD_resume_connection(exchange_->connection);
-    }
-  }
-
-  std::unique_ptr<HttpStream> StartStream(int status, HttpHeaders headers) override {
-    auto state = std::make_shared<StreamState>(max_stream_queue_bytes_);
-    auto stream = std::make_unique<Stream>(state);
-    if (answered_) {
-      state->Finish();
-      return stream;
-    }
-    answered_ = true;
-    {
-      absl::MutexLock lock(&exchange_->mu);
-      if (exchange_->connection != nullptr && streams_->Add(state)) {
-        exchange_->stream = state;
-        exchange_->stream_start = StreamStart{.status = status, .headers = std::move(headers)};
-        if (exchange_->suspended) {
-          exchange_->suspended = false;
-          MHD_resume_connection(exchange_->connection);
-        }
-        return stream;
-      }
-      if (exchange_->connection != nullptr) {
-        // The server is shutting down: an empty reply, ended at once.
-        exchange_->stream = state;
-        exchange_->stream_start = StreamStart{.status = status, .headers = std::move(headers)};
-        absl::MutexLock stream_lock(&state->mu);
-        state->closing = true;
-        if (exchange_->suspended) {
-          exchange_->suspended = false;
-          MHD_resume_connection(exchange_->connection);
-        }
-        return stream;
-      }
-    }
-    state->Finish();  // The client is gone.
-    return stream;
-  }
-
- private:
-  std::shared_ptr<Exchange> exchange_;
-  const std::shared_ptr<StreamRegistry> streams_;
-  const size_t max_stream_queue_bytes_;
-  const std::shared_ptr<ClientRateLimiter> limiter_;
-  bool answered_ = false;
-};
-
 absl::Status HttpServer::Impl::Start() {
   if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
     return absl::InvalidArgumentError("TLS for HTTP needs both --tls-cert and --tls-key");
@@ -570,7 +147,7 @@ absl::Status HttpServer::Impl::Start() {
       {MHD_OPTION_LISTEN_SOCKET, *socket, nullptr},
       // Until a request's headers are in; Admit then gives the connection
       // connection_timeout, and OnCompleted this again for the next request.
-      {MHD_OPTION_CONNECTION_TIMEOUT, Seconds(options_.request_header_timeout), nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, TimeoutSeconds(options_.request_header_timeout), nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, FittedConnectionLimit(options_.max_connections), nullptr},
       {MHD_OPTION_PER_IP_CONNECTION_LIMIT, std::max(1, options_.max_connections_per_address),
        nullptr},
@@ -721,7 +298,7 @@ std::optional<HttpResponse> HttpServer::Impl::Admit(MHD_Connection* connection,
   }
   // Headers are in: the rest of the request may take the longer timeout.
   MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
-                            Seconds(options_.connection_timeout));
+                            TimeoutSeconds(options_.connection_timeout));
   return std::nullopt;
 }
 
@@ -771,8 +348,8 @@ void HttpServer::Impl::Release(Exchange& exchange) {
 void HttpServer::Impl::Dispatch(MHD_Connection* connection,
                                 const std::shared_ptr<Exchange>& exchange) {
   exchange->request.peer = PeerOf(connection);
-  auto responder = std::make_unique<Responder>(exchange, streams_, options_.max_stream_queue_bytes,
-                                               options_.auth_failures);
+  auto responder = std::make_unique<ExchangeResponder>(
+      exchange, streams_, options_.max_stream_queue_bytes, options_.auth_failures);
   // The handler gets a copy of the request so that the exchange (read by
   // this thread when it queues the reply) is never shared mutably; the body
   // moves, so that it is held once.
@@ -842,7 +419,7 @@ void HttpServer::Impl::OnCompleted(void* cls, MHD_Connection* connection, void**
   if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     // Kept alive: waiting for the next request's headers.
     MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
-                              Seconds(self->options_.request_header_timeout));
+                              TimeoutSeconds(self->options_.request_header_timeout));
   }
   std::shared_ptr<StreamState> stream;
   {

@@ -1,9 +1,12 @@
 #include "service/http/sagemaker_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -67,6 +70,39 @@ std::optional<int64_t> IntegerIn(const Json& value, int64_t min, int64_t max) {
   }
   return std::nullopt;
 }
+
+// One value of an integer field of type T (appended when repeated) from a
+// JSON number within T's bounds (uint64 up to int64's maximum); kSet and
+// kAdd are T's Reflection setters.
+template <typename T, auto kSet, auto kAdd>
+absl::Status FillInteger(const Json& value, Message* message, const FieldDescriptor* field,
+                         const std::string& path) {
+  constexpr int64_t kMin = std::is_signed_v<T> ? int64_t{std::numeric_limits<T>::min()} : 0;
+  constexpr int64_t kMax = static_cast<int64_t>(
+      std::min<uint64_t>(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max()));
+  const std::optional<int64_t> number = IntegerIn(value, kMin, kMax);
+  if (!number) {
+    constexpr int kBits = std::is_signed_v<T> ? std::numeric_limits<T>::digits + 1
+                                              : std::min(std::numeric_limits<T>::digits, 63);
+    return WrongType(
+        path, absl::StrCat(std::is_signed_v<T> ? "an integer (" : "a non-negative integer (", kBits,
+                           "-bit)"));
+  }
+  const Reflection& reflection = *message->GetReflection();
+  field->is_repeated() ? (reflection.*kAdd)(message, field, static_cast<T>(*number))
+                       : (reflection.*kSet)(message, field, static_cast<T>(*number));
+  return absl::OkStatus();
+}
+
+using IntegerFiller = absl::Status (*)(const Json&, Message*, const FieldDescriptor*,
+                                       const std::string&);
+using enum FieldDescriptor::CppType;
+constexpr std::pair<FieldDescriptor::CppType, IntegerFiller> kIntegerFillers[] = {
+    {CPPTYPE_INT32, &FillInteger<int32_t, &Reflection::SetInt32, &Reflection::AddInt32>},
+    {CPPTYPE_INT64, &FillInteger<int64_t, &Reflection::SetInt64, &Reflection::AddInt64>},
+    {CPPTYPE_UINT32, &FillInteger<uint32_t, &Reflection::SetUInt32, &Reflection::AddUInt32>},
+    {CPPTYPE_UINT64, &FillInteger<uint64_t, &Reflection::SetUInt64, &Reflection::AddUInt64>},
+};
 
 // The field whose json_name is `name` (protobuf 3.21's Descriptor has no
 // such lookup; messages have at most a few dozen fields).
@@ -154,36 +190,14 @@ class JsonToMessage {
         repeated ? reflection->AddBool(message, field, value.get<bool>())
                  : reflection->SetBool(message, field, value.get<bool>());
         return absl::OkStatus();
-      case FieldDescriptor::CPPTYPE_INT32: {
-        auto number = IntegerIn(value, std::numeric_limits<int32_t>::min(),
-                                std::numeric_limits<int32_t>::max());
-        if (!number) return WrongType(path, "an integer (32-bit)");
-        repeated ? reflection->AddInt32(message, field, static_cast<int32_t>(*number))
-                 : reflection->SetInt32(message, field, static_cast<int32_t>(*number));
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_INT64: {
-        auto number = IntegerIn(value, std::numeric_limits<int64_t>::min(),
-                                std::numeric_limits<int64_t>::max());
-        if (!number) return WrongType(path, "an integer (64-bit)");
-        repeated ? reflection->AddInt64(message, field, *number)
-                 : reflection->SetInt64(message, field, *number);
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_UINT32: {
-        auto number = IntegerIn(value, 0, std::numeric_limits<uint32_t>::max());
-        if (!number) return WrongType(path, "a non-negative integer (32-bit)");
-        repeated ? reflection->AddUInt32(message, field, static_cast<uint32_t>(*number))
-                 : reflection->SetUInt32(message, field, static_cast<uint32_t>(*number));
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_UINT64: {
-        auto number = IntegerIn(value, 0, std::numeric_limits<int64_t>::max());
-        if (!number) return WrongType(path, "a non-negative integer (63-bit)");
-        repeated ? reflection->AddUInt64(message, field, static_cast<uint64_t>(*number))
-                 : reflection->SetUInt64(message, field, static_cast<uint64_t>(*number));
-        return absl::OkStatus();
-      }
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64:
+        for (const auto& [type, fill] : kIntegerFillers) {
+          if (type == field->cpp_type()) return fill(value, message, field, path);
+        }
+        break;
       case FieldDescriptor::CPPTYPE_DOUBLE:
       case FieldDescriptor::CPPTYPE_FLOAT: {
         if (!value.is_number()) return WrongType(path, "a number");
@@ -286,27 +300,32 @@ Json MessageToJson(const Message& message) {
   return object;
 }
 
+// A scalar field read with its type's pair of getters: `kSingle`, or
+// `kElement` for element `index` of a repeated field (index >= 0).
+template <auto kSingle, auto kElement>
+Json ReadScalar(const Reflection& reflection, const Message& message, const FieldDescriptor* field,
+                int index) {
+  return index >= 0 ? Json((reflection.*kElement)(message, field, index))
+                    : Json((reflection.*kSingle)(message, field));
+}
+
+using ScalarReader = Json (*)(const Reflection&, const Message&, const FieldDescriptor*, int);
+constexpr std::pair<FieldDescriptor::CppType, ScalarReader> kScalarReaders[] = {
+    {CPPTYPE_STRING, &ReadScalar<&Reflection::GetString, &Reflection::GetRepeatedString>},
+    {CPPTYPE_BOOL, &ReadScalar<&Reflection::GetBool, &Reflection::GetRepeatedBool>},
+    {CPPTYPE_INT32, &ReadScalar<&Reflection::GetInt32, &Reflection::GetRepeatedInt32>},
+    {CPPTYPE_INT64, &ReadScalar<&Reflection::GetInt64, &Reflection::GetRepeatedInt64>},
+    {CPPTYPE_UINT32, &ReadScalar<&Reflection::GetUInt32, &Reflection::GetRepeatedUInt32>},
+    {CPPTYPE_UINT64, &ReadScalar<&Reflection::GetUInt64, &Reflection::GetRepeatedUInt64>},
+    {CPPTYPE_DOUBLE, &ReadScalar<&Reflection::GetDouble, &Reflection::GetRepeatedDouble>},
+    {CPPTYPE_FLOAT, &ReadScalar<&Reflection::GetFloat, &Reflection::GetRepeatedFloat>},
+};
+
 // The value of `field` (element `index` if repeated, else -1).
 Json ValueToJson(const Message& message, const FieldDescriptor* field, int index) {
   const Reflection* r = message.GetReflection();
   const bool repeated = index >= 0;
   switch (field->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_STRING:
-      return repeated ? r->GetRepeatedString(message, field, index) : r->GetString(message, field);
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return repeated ? r->GetRepeatedBool(message, field, index) : r->GetBool(message, field);
-    case FieldDescriptor::CPPTYPE_INT32:
-      return repeated ? r->GetRepeatedInt32(message, field, index) : r->GetInt32(message, field);
-    case FieldDescriptor::CPPTYPE_INT64:
-      return repeated ? r->GetRepeatedInt64(message, field, index) : r->GetInt64(message, field);
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return repeated ? r->GetRepeatedUInt32(message, field, index) : r->GetUInt32(message, field);
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return repeated ? r->GetRepeatedUInt64(message, field, index) : r->GetUInt64(message, field);
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      return repeated ? r->GetRepeatedDouble(message, field, index) : r->GetDouble(message, field);
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return repeated ? r->GetRepeatedFloat(message, field, index) : r->GetFloat(message, field);
     case FieldDescriptor::CPPTYPE_ENUM: {
       const int number = repeated ? r->GetRepeatedEnumValue(message, field, index)
                                   : r->GetEnumValue(message, field);
@@ -318,8 +337,12 @@ Json ValueToJson(const Message& message, const FieldDescriptor* field, int index
     case FieldDescriptor::CPPTYPE_MESSAGE:
       return MessageToJson(repeated ? r->GetRepeatedMessage(message, field, index)
                                     : r->GetMessage(message, field));
+    default:
+      for (const auto& [type, read] : kScalarReaders) {
+        if (type == field->cpp_type()) return read(*r, message, field, index);
+      }
+      return Json();
   }
-  return Json();
 }
 
 }  // namespace

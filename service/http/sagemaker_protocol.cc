@@ -17,17 +17,11 @@ namespace {
 constexpr absl::string_view kTargetPrefix = "SageMaker.";
 constexpr absl::string_view kJsonContentType = "application/x-amz-json-1.1";
 
-struct OperationName {
-  absl::string_view name;
-  SageMakerOperation operation;
-};
-constexpr OperationName kOperations[] = {
-    {"CreateTrainingJob", SageMakerOperation::kCreateTrainingJob},
-    {"DescribeTrainingJob", SageMakerOperation::kDescribeTrainingJob},
-    {"ListTrainingJobs", SageMakerOperation::kListTrainingJobs},
-    {"UpdateTrainingJob", SageMakerOperation::kUpdateTrainingJob},
-    {"StopTrainingJob", SageMakerOperation::kStopTrainingJob},
-    {"DeleteTrainingJob", SageMakerOperation::kDeleteTrainingJob},
+// The operations served (see ParseAmzTarget), each named by ActionName.
+constexpr auth::Action kOperations[] = {
+    auth::Action::kCreateTrainingJob, auth::Action::kDescribeTrainingJob,
+    auth::Action::kListTrainingJobs,  auth::Action::kUpdateTrainingJob,
+    auth::Action::kStopTrainingJob,   auth::Action::kDeleteTrainingJob,
 };
 
 void RespondError(HttpResponder& responder, const HttpRequest& request, absl::string_view target,
@@ -83,10 +77,10 @@ struct Call {
 
 }  // namespace
 
-std::optional<SageMakerOperation> ParseAmzTarget(absl::string_view target) {
+std::optional<auth::Action> ParseAmzTarget(absl::string_view target) {
   if (!absl::ConsumePrefix(&target, kTargetPrefix)) return std::nullopt;
-  for (const OperationName& entry : kOperations) {
-    if (entry.name == target) return entry.operation;
+  for (const auth::Action operation : kOperations) {
+    if (auth::ActionName(operation) == target) return operation;
   }
   return std::nullopt;
 }
@@ -121,7 +115,7 @@ absl::StatusOr<auth::Principal> SageMakerProtocol::Authenticate(const HttpReques
 
 void SageMakerProtocol::Handle(HttpRequest request, std::unique_ptr<HttpResponder> responder) {
   const absl::string_view target = request.Header("X-Amz-Target");
-  const std::optional<SageMakerOperation> operation = ParseAmzTarget(target);
+  const std::optional<auth::Action> operation = ParseAmzTarget(target);
   if (!operation.has_value()) {
     RespondError(*responder, request, target, "UnknownOperationException",
                  target.empty()
@@ -143,25 +137,21 @@ void SageMakerProtocol::Handle(HttpRequest request, std::unique_ptr<HttpResponde
     return;
   }
   using H = core::TrainingJobHandler;
-  switch (*operation) {
-    case SageMakerOperation::kCreateTrainingJob:
-      return Serve(request, *principal, auth::Action::kCreateTrainingJob, &H::CreateTrainingJob,
-                   std::move(responder));
-    case SageMakerOperation::kDescribeTrainingJob:
-      return Serve(request, *principal, auth::Action::kDescribeTrainingJob, &H::DescribeTrainingJob,
-                   std::move(responder));
-    case SageMakerOperation::kListTrainingJobs:
-      return Serve(request, *principal, auth::Action::kListTrainingJobs, &H::ListTrainingJobs,
-                   std::move(responder));
-    case SageMakerOperation::kUpdateTrainingJob:
-      return Serve(request, *principal, auth::Action::kUpdateTrainingJob, &H::UpdateTrainingJob,
-                   std::move(responder));
-    case SageMakerOperation::kStopTrainingJob:
-      return Serve(request, *principal, auth::Action::kStopTrainingJob, &H::StopTrainingJob,
-                   std::move(responder));
-    case SageMakerOperation::kDeleteTrainingJob:
-      return Serve(request, *principal, auth::Action::kDeleteTrainingJob, &H::DeleteTrainingJob,
-                   std::move(responder));
+  using Serving = void (SageMakerProtocol::*)(const HttpRequest&, const auth::Principal&,
+                                              auth::Action, std::unique_ptr<HttpResponder>);
+  // The handler method of each operation (kOperations).
+  static constexpr std::pair<auth::Action, Serving> kServing[] = {
+      {auth::Action::kCreateTrainingJob, &SageMakerProtocol::ServeOperation<&H::CreateTrainingJob>},
+      {auth::Action::kDescribeTrainingJob,
+       &SageMakerProtocol::ServeOperation<&H::DescribeTrainingJob>},
+      {auth::Action::kListTrainingJobs, &SageMakerProtocol::ServeOperation<&H::ListTrainingJobs>},
+      {auth::Action::kUpdateTrainingJob, &SageMakerProtocol::ServeOperation<&H::UpdateTrainingJob>},
+      {auth::Action::kStopTrainingJob, &SageMakerProtocol::ServeOperation<&H::StopTrainingJob>},
+      {auth::Action::kDeleteTrainingJob, &SageMakerProtocol::ServeOperation<&H::DeleteTrainingJob>},
+  };
+  for (const auto& [action, serve] : kServing) {
+    if (action == *operation)
+      return (this->*serve)(request, *principal, action, std::move(responder));
   }
 }
 

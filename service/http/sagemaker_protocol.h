@@ -33,19 +33,11 @@
 
 namespace debugplane::service::http {
 
-// The operations served, as named in X-Amz-Target.
-enum class SageMakerOperation {
-  kCreateTrainingJob,
-  kDescribeTrainingJob,
-  kListTrainingJobs,
-  kUpdateTrainingJob,
-  kStopTrainingJob,
-  kDeleteTrainingJob,
-};
-
-// "SageMaker.DescribeTrainingJob" -> kDescribeTrainingJob; nullopt for any
-// other target (another service, an operation debugplane does not serve).
-std::optional<SageMakerOperation> ParseAmzTarget(absl::string_view target);
+// "SageMaker.DescribeTrainingJob" -> auth::Action::kDescribeTrainingJob:
+// the operations served are the job actions, CreateTrainingJob to
+// DeleteTrainingJob, as ActionName names them. nullopt for any other target
+// (another service, an operation debugplane does not serve).
+std::optional<auth::Action> ParseAmzTarget(absl::string_view target);
 
 // Largest request body POST / accepts (413 beyond, before it is read or
 // hashed for SigV4). SageMaker's own requests are far smaller: a
@@ -85,6 +77,13 @@ class SageMakerProtocol {
              void (core::TrainingJobHandler::*operation)(const Request&, Response*,
                                                          core::DoneCallback),
              std::unique_ptr<HttpResponder> responder);
+  // Serve for the handler method `kOperation` (a TrainingJobHandler member
+  // pointer): one type for every operation, for the table of operations.
+  template <auto kOperation>
+  void ServeOperation(const HttpRequest& http, const auth::Principal& principal,
+                      auth::Action action, std::unique_ptr<HttpResponder> responder) {
+    Serve(http, principal, action, kOperation, std::move(responder));
+  }
 
   core::TrainingJobHandler* const jobs_;
   const auth::Authenticator* const authenticator_;
