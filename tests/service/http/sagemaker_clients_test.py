@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -131,7 +132,11 @@ def test_create_with_cli(s):
     reply = json.loads(result.stdout)
     s.failures.check(reply.get("TrainingJobArn", "").endswith(f"training-job/{s.name}"),
                      f"aws create-training-job: TrainingJobArn {reply.get('TrainingJobArn')!r}")
-    # The same name again: ResourceInUse through the CLI.
+    # The same name again: ResourceInUse through the CLI. The same request
+    # signed in the same second carries the same signature, which the server
+    # refuses as a replay (a state-changing request is obeyed once); a person
+    # running the command again signs it in a later second, so the test does.
+    time.sleep(1.01 - time.time() % 1)
     job_path = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump(job, job_path)
     job_path.close()
