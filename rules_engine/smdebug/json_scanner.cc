@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -180,23 +181,11 @@ bool JsonNumber::ToInt64(int64_t* out) const {
 }
 
 const char* JsonKindName(JsonKind kind) {
-  switch (kind) {
-    case JsonKind::kObject:
-      return "object";
-    case JsonKind::kArray:
-      return "array";
-    case JsonKind::kString:
-      return "string";
-    case JsonKind::kNumber:
-      return "number";
-    case JsonKind::kBoolean:
-      return "boolean";
-    case JsonKind::kNull:
-      return "null";
-    case JsonKind::kInvalid:
-      return "invalid";
-  }
-  return "invalid";
+  // In the order of JsonKind.
+  static constexpr const char* kNames[] = {"object",  "array", "string", "number",
+                                           "boolean", "null",  "invalid"};
+  const auto index = static_cast<size_t>(kind);
+  return index < std::size(kNames) ? kNames[index] : "invalid";
 }
 
 const char* ParseFromCharsNumber(const char* p, const char* end, JsonNumber* out) {
