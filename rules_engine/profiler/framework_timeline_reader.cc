@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/message_text.h"
+#include "rules_engine/profiler/reader_summary.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
@@ -695,14 +696,7 @@ std::string FrameworkTimelineReader::Summary() const {
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                events_read_, events_read_ == 1 ? " event, " : " events, ",
                                step_events_read_, step_events_read_ == 1 ? " step" : " steps");
-  if (malformed_events_ > 0) {
-    absl::StrAppend(
-        &s, ", ", malformed_events_,
-        malformed_events_ == 1 ? " malformed event skipped" : " malformed events skipped");
-    if (!errors_.empty()) absl::StrAppend(&s, " (first: ", errors_.front(), ")");
-  } else if (!errors_.empty()) {
-    absl::StrAppend(&s, " (", errors_.front(), ")");
-  }
+  AppendSkippedAndFirstError(s, malformed_events_, "event", errors_);
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/message_text.h"
 #include "rules_engine/profiler/hour_directories.h"
+#include "rules_engine/profiler/reader_summary.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
@@ -587,13 +588,7 @@ std::string SystemMetricsReader::Summary() const {
   }
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                points_read_, points_read_ == 1 ? " point" : " points");
-  if (malformed_lines_ > 0) {
-    absl::StrAppend(&s, ", ", malformed_lines_,
-                    malformed_lines_ == 1 ? " malformed line skipped" : " malformed lines skipped");
-    if (!errors_.empty()) absl::StrAppend(&s, " (first: ", errors_.front(), ")");
-  } else if (!errors_.empty()) {
-    absl::StrAppend(&s, " (", errors_.front(), ")");
-  }
+  AppendSkippedAndFirstError(s, malformed_lines_, "line", errors_);
   return s;
 }
 
