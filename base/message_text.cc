@@ -2,40 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/utf8.h"
 
 namespace debugplane::base {
-namespace {
-
-bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
-
-// The length of the well-formed UTF-8 sequence (RFC 3629) of two or more
-// bytes at the start of `s`, or 0 if there is none.
-size_t MultibyteSequenceLength(absl::string_view s) {
-  const auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char lead = byte(0);
-  size_t length;
-  unsigned char second_min = 0x80, second_max = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) second_min = 0xA0;  // Overlong.
-    if (lead == 0xED) second_max = 0x9F;  // Surrogates.
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) second_min = 0x90;  // Overlong.
-    if (lead == 0xF4) second_max = 0x8F;  // Beyond U+10FFFF.
-  } else {
-    return 0;
-  }
-  if (s.size() < length || byte(1) < second_min || byte(1) > second_max) return 0;
-  for (size_t i = 2; i < length; ++i) {
-    if (!IsContinuation(byte(i))) return 0;
-  }
-  return length;
-}
-
-}  // namespace
 
 std::string EscapeForMessage(absl::string_view text, size_t max_chars) {
   std::string out;
@@ -49,7 +18,7 @@ std::string EscapeForMessage(absl::string_view text, size_t max_chars) {
     ++chars;
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      if (const size_t length = MultibyteSequenceLength(text.substr(i)); length > 0) {
+      if (const size_t length = Utf8MultibyteSequenceLength(text.substr(i)); length > 0) {
         out.append(text.data() + i, length);
         i += length;
       } else {

@@ -7,29 +7,15 @@
 namespace debugplane::core {
 
 ChangeFeedPruner::ChangeFeedPruner(persistence::Storage* storage, ChangeFeedPrunerOptions options)
-    : storage_(storage), options_(std::move(options)) {}
+    : storage_(storage),
+      options_(std::move(options)),
+      thread_(options_.clock, options_.interval, [this] { Pass(); }) {}
 
 ChangeFeedPruner::~ChangeFeedPruner() { Shutdown(); }
 
-void ChangeFeedPruner::Start() {
-  // A base::FakeClock moved by a test wakes the loop.
-  jump_listener_ = options_.clock->AddJumpListener([this] {
-    absl::MutexLock lock(&mu_);
-    wake_.SignalAll();
-  });
-  thread_ = std::thread([this] { Loop(); });
-}
+void ChangeFeedPruner::Start() { thread_.Start(); }
 
-void ChangeFeedPruner::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    wake_.SignalAll();
-  }
-  if (thread_.joinable()) thread_.join();
-  if (jump_listener_ != 0) options_.clock->RemoveJumpListener(jump_listener_);
-}
+void ChangeFeedPruner::Shutdown() { thread_.Shutdown(); }
 
 absl::StatusOr<int64_t> ChangeFeedPruner::PruneOnce() {
   const int64_t horizon_us = absl::ToUnixMicros(options_.clock->Now() - options_.retention);
@@ -41,8 +27,8 @@ absl::StatusOr<int64_t> ChangeFeedPruner::PruneOnce() {
     {
       absl::MutexLock lock(&mu_);
       pruned_ += *pruned;
-      if (stopping_) break;
     }
+    if (thread_.stopping()) break;
     if (*pruned < options_.batch) break;
   }
   return total;
@@ -53,21 +39,13 @@ int64_t ChangeFeedPruner::pruned() const {
   return pruned_;
 }
 
-void ChangeFeedPruner::Loop() {
-  while (true) {
-    absl::StatusOr<int64_t> pruned = PruneOnce();
-    if (!pruned.ok()) {
-      spdlog::warn("pruning the change feed failed (retried in {}): {}",
-                   absl::FormatDuration(options_.interval), pruned.status().ToString());
-    } else if (*pruned > 0) {
-      spdlog::debug("pruned {} superseded change feed entries", *pruned);
-    }
-    const absl::Time next = options_.clock->Now() + options_.interval;
-    absl::MutexLock lock(&mu_);
-    while (!stopping_ && options_.clock->Now() < next) {
-      wake_.WaitWithTimeout(&mu_, options_.clock->RealTimeUntil(next));
-    }
-    if (stopping_) return;
+void ChangeFeedPruner::Pass() {
+  absl::StatusOr<int64_t> pruned = PruneOnce();
+  if (!pruned.ok()) {
+    spdlog::warn("pruning the change feed failed (retried in {}): {}",
+                 absl::FormatDuration(options_.interval), pruned.status().ToString());
+  } else if (*pruned > 0) {
+    spdlog::debug("pruned {} superseded change feed entries", *pruned);
   }
 }
 

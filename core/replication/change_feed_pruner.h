@@ -14,13 +14,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/periodic_thread.h"
 #include "persistence/storage.h"
 
 namespace debugplane::core {
@@ -63,16 +63,14 @@ class ChangeFeedPruner {
   int64_t pruned() const;
 
  private:
-  void Loop();
+  // A pass of the thread: PruneOnce, its outcome logged.
+  void Pass();
 
   persistence::Storage* const storage_;
   const ChangeFeedPrunerOptions options_;
   mutable absl::Mutex mu_;
-  absl::CondVar wake_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t pruned_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t jump_listener_ = 0;
-  std::thread thread_;
+  base::PeriodicThread thread_;
 };
 
 }  // namespace debugplane::core

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock_wake.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::core {
@@ -48,10 +49,7 @@ void LeaseKeeper::Start() {
     started_ = true;
   }
   // Outside mu_: the clock calls the listener under a lock of its own.
-  jump_listener_ = options_.clock->AddJumpListener([this] {
-    absl::MutexLock wake_lock(&mu_);
-    wake_.SignalAll();
-  });
+  jump_listener_ = base::WakeOnJumps(*options_.clock, mu_, wake_);
   absl::MutexLock lock(&mu_);
   thread_ = std::thread([this] { Loop(); });
   watchdog_ = std::thread([this] { Watchdog(); });
@@ -226,8 +224,15 @@ absl::Status LeaseKeeper::Balance(Events& events) {
   const std::set<std::string> active(active_list.begin(), active_list.end());
   const size_t replicas = static_cast<size_t>(std::max(1, *live));
   const size_t share = (active.size() + replicas - 1) / replicas;
+  absl::StatusOr<size_t> holding = ReleaseAboveShare(active, share, replicas, events);
+  if (!holding.ok()) return holding.status();
+  if (*holding >= share) return absl::OkStatus();
+  return AcquireUpToShare(active, share, *holding, events);
+}
 
-  // Give up what is no longer active, then one lease above the share.
+absl::StatusOr<size_t> LeaseKeeper::ReleaseAboveShare(const std::set<std::string>& active,
+                                                      size_t share, size_t replicas,
+                                                      Events& events) {
   std::vector<CheckLease> to_release;
   size_t holding = 0;
   {
@@ -261,8 +266,11 @@ absl::Status LeaseKeeper::Balance(Events& events) {
   for (const CheckLease& lease : to_release) {
     if (absl::Status s = table_->Release(lease); !s.ok()) return s;
   }
-  if (holding >= share) return absl::OkStatus();
+  return holding;
+}
 
+absl::Status LeaseKeeper::AcquireUpToShare(const std::set<std::string>& active, size_t share,
+                                           size_t holding, Events& events) {
   absl::StatusOr<std::vector<persistence::LeaseRow>> rows = table_->List();
   if (!rows.ok()) return rows.status();
   std::set<std::string> covered;

@@ -39,11 +39,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
@@ -143,6 +146,15 @@ class LeaseKeeper {
   void ExpireLocallyLocked(Events& events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Acquires and gives up leases towards the fair share.
   absl::Status Balance(Events& events);
+  // Balance's first step: gives up the leases of jobs no longer `active`,
+  // then one above `share`, announcing them lost before releasing them in
+  // the database. Returns how many leases are held then.
+  absl::StatusOr<size_t> ReleaseAboveShare(const std::set<std::string>& active, size_t share,
+                                           size_t replicas, Events& events);
+  // Balance's second step: tries the active jobs no live lease covers, in
+  // this replica's own order, until `holding` reaches `share`.
+  absl::Status AcquireUpToShare(const std::set<std::string>& active, size_t share, size_t holding,
+                                Events& events);
   void Announce(const Events& events);
   void Loop();
   // Announces local expiries as they come, even while a pass waits for a
@@ -183,6 +195,19 @@ struct WriteFence {
   std::optional<persistence::CheckLease> fence;
 };
 WriteFence FenceForWrite(const LeaseKeeper* keeper, const std::string& job_name);
+
+// Registers `owner`'s OnLeaseAcquired(job_name) and OnLeaseLost(job_name)
+// as a listener of `leases` (the components that act on the jobs whose
+// lease this replica holds); a no-op when `leases` is null (one server).
+// REQUIRES: as LeaseKeeper::AddListener; `owner` outlives `leases`' calls.
+template <typename Owner>
+void ListenForJobLeases(LeaseKeeper* leases, Owner* owner) {
+  if (leases == nullptr) return;
+  leases->AddListener(LeaseKeeper::Listener{
+      .acquired =
+          [owner](const persistence::CheckLease& lease) { owner->OnLeaseAcquired(lease.job_name); },
+      .lost = [owner](const std::string& job_name) { owner->OnLeaseLost(job_name); }});
+}
 
 }  // namespace debugplane::core
 

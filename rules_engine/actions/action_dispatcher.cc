@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/clock_wake.h"
 #include "core/jobs/rule_actions.h"
 #include "spdlog/spdlog.h"
 
@@ -46,19 +47,11 @@ void ActionDispatcher::Start() {
     started_ = true;
   }
   // A clock moved by hand wakes the threads waiting for a retry to be due.
-  jump_listener_id_ = clock_->AddJumpListener([this] {
-    absl::MutexLock lock(&mu_);
-    cv_.SignalAll();
-  });
+  jump_listener_id_ = base::WakeOnJumps(*clock_, mu_, cv_);
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] { WorkerLoop(); });
   }
-  if (options_.leases != nullptr) {
-    options_.leases->AddListener(core::LeaseKeeper::Listener{
-        .acquired =
-            [this](const persistence::CheckLease& lease) { OnLeaseAcquired(lease.job_name); },
-        .lost = [this](const std::string& job_name) { OnLeaseLost(job_name); }});
-  }
+  core::ListenForJobLeases(options_.leases, this);
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
         OnCommit(name, job);
@@ -213,12 +206,7 @@ void ActionDispatcher::WorkerLoop() {
       CompleteClaims();
       mu_.Lock();
     }
-    // The queued action due first.
-    auto next = tracked_.end();
-    for (auto it = tracked_.begin(); it != tracked_.end(); ++it) {
-      if (it->second.state != Tracked::State::kQueued) continue;
-      if (next == tracked_.end() || it->second.due < next->second.due) next = it;
-    }
+    auto next = NextQueuedLocked();
     if (stopping_) return;
     const absl::Time now = clock_->Now();
     if (next == tracked_.end()) {
@@ -237,97 +225,135 @@ void ActionDispatcher::WorkerLoop() {
     const std::string action_id = next->first;
     Tracked& tracked = next->second;
     tracked.state = Tracked::State::kRunning;
-    const std::string job_name = tracked.job_name;
-    std::set<std::string> accepted_by = tracked.accepted_by;
-    const int attempts = tracked.attempts + 1;
-
+    Attempt attempt{.action_id = action_id,
+                    .job_name = tracked.job_name,
+                    .accepted_by = tracked.accepted_by,
+                    .number = tracked.attempts + 1};
     mu_.Unlock();
-    std::shared_ptr<const JobRecord> job = manager_->GetJob(job_name);
-    const v1::RuleAction* action = job == nullptr ? nullptr : FindAction(*job, action_id);
-    const bool still_pending =
-        action != nullptr && action->status() == v1::RuleActionStatus::Pending;
-    Outcome outcome;
-    std::optional<persistence::ActionClaim> claim;
-    Gate gate = still_pending ? Claim(action_id, job_name, claim) : Gate::kDrop;
-    // Checked after the claim: carried out only while the lease is ours.
-    const core::WriteFence fence = core::FenceForWrite(options_.leases, job_name);
-    if (gate == Gate::kGo && !fence.allowed) gate = Gate::kDrop;
-    if (gate == Gate::kGo) outcome = Execute(*job, *action, accepted_by, fence.fence);
+    CarryOut(attempt);
     mu_.Lock();
-
-    auto it = tracked_.find(action_id);
-    if (it == tracked_.end()) continue;
-    if (gate == Gate::kDrop) {
-      tracked_.erase(it);
-      continue;
-    }
-    if (gate == Gate::kLater) {
-      it->second.state = Tracked::State::kQueued;
-      it->second.due = clock_->Now() + std::clamp(options_.claim_duration / 8,
-                                                  absl::Milliseconds(100), absl::Seconds(15));
-      continue;
-    }
-    it->second.claim = claim;
-    it->second.accepted_by = accepted_by;
-    v1::RuleActionStatus::Value status = outcome.status;
-    std::string details = outcome.details;
-    if (outcome.retry && attempts >= options_.max_attempts) {
-      status = v1::RuleActionStatus::Failed;
-      details = absl::StrCat("gave up after ", attempts, " attempts; last: ", outcome.details);
-    } else if (outcome.retry) {
-      const absl::Duration backoff = Backoff(attempts);
-      details = absl::StrCat("attempt ", attempts, " failed: ", outcome.details,
-                             "; next attempt in ", absl::FormatDuration(backoff));
-      it->second.due = clock_->Now() + backoff;
-    }
-    if (options_.metrics != nullptr) {
-      options_.metrics->CountOutcome(action->action(), status == v1::RuleActionStatus::Pending
-                                                           ? "Retried"
-                                                           : core::RuleActionStatusName(status));
-    }
-    it->second.attempts = attempts;
-    it->second.state = status == v1::RuleActionStatus::Pending ? Tracked::State::kQueued
-                                                               : Tracked::State::kRecorded;
-    if (status != v1::RuleActionStatus::Pending) {
-      spdlog::info("rule action {} ({} {}) of job '{}': {} - {}", action_id, action->action(),
-                   action->target(), job_name, std::string(core::RuleActionStatusName(status)),
-                   details);
-    }
+    std::optional<RecordRequest> record = SettleLocked(attempt);
+    if (!record.has_value()) continue;
     ++records_in_flight_;
     mu_.Unlock();
-    const bool final_status = status != v1::RuleActionStatus::Pending;
-    manager_->SetRuleActionStatus(
-        job_name, action_id, status, details, attempts,
-        [this, action_id, job_name, final_status, claim](const absl::Status& recorded) {
-          absl::MutexLock lock(&mu_);
-          --records_in_flight_;
-          cv_.SignalAll();
-          if (recorded.ok()) {
-            // The commit observer forgets it; the outbox hears it is done.
-            if (final_status && claim.has_value()) to_complete_.push_back(*claim);
-            return;
-          }
-          if (recorded.code() == absl::StatusCode::kFailedPrecondition ||
-              recorded.code() == absl::StatusCode::kNotFound) {
-            // Settled otherwise, or the job is gone: nothing to wait for.
-            auto it = tracked_.find(action_id);
-            if (it != tracked_.end() && it->second.state == Tracked::State::kRecorded) {
-              tracked_.erase(it);
-            }
-            return;
-          }
-          // Not durable (storage failed or shutting down): the action is
-          // still Pending on disk; try again later rather than forget it.
-          spdlog::warn("recording rule action {} of job '{}' failed: {}", action_id, job_name,
-                       recorded.ToString());
-          auto it = tracked_.find(action_id);
-          if (it == tracked_.end() || it->second.state != Tracked::State::kRecorded) return;
-          it->second.state = Tracked::State::kQueued;
-          it->second.due = clock_->Now() + Backoff(it->second.attempts);
-          cv_.SignalAll();
-        });
+    Record(*std::move(record));
     mu_.Lock();
   }
+}
+
+std::map<std::string, ActionDispatcher::Tracked>::iterator ActionDispatcher::NextQueuedLocked() {
+  auto next = tracked_.end();
+  for (auto it = tracked_.begin(); it != tracked_.end(); ++it) {
+    if (it->second.state != Tracked::State::kQueued) continue;
+    if (next == tracked_.end() || it->second.due < next->second.due) next = it;
+  }
+  return next;
+}
+
+void ActionDispatcher::CarryOut(Attempt& attempt) {
+  attempt.job = manager_->GetJob(attempt.job_name);
+  attempt.action = attempt.job == nullptr ? nullptr : FindAction(*attempt.job, attempt.action_id);
+  const bool still_pending =
+      attempt.action != nullptr && attempt.action->status() == v1::RuleActionStatus::Pending;
+  attempt.gate =
+      still_pending ? Claim(attempt.action_id, attempt.job_name, attempt.claim) : Gate::kDrop;
+  // Checked after the claim: carried out only while the lease is ours.
+  const core::WriteFence fence = core::FenceForWrite(options_.leases, attempt.job_name);
+  if (attempt.gate == Gate::kGo && !fence.allowed) attempt.gate = Gate::kDrop;
+  if (attempt.gate == Gate::kGo) {
+    attempt.outcome = Execute(*attempt.job, *attempt.action, attempt.accepted_by, fence.fence);
+  }
+}
+
+std::optional<ActionDispatcher::RecordRequest> ActionDispatcher::SettleLocked(
+    const Attempt& attempt) {
+  auto it = tracked_.find(attempt.action_id);
+  if (it == tracked_.end()) return std::nullopt;
+  if (attempt.gate == Gate::kDrop) {
+    tracked_.erase(it);
+    return std::nullopt;
+  }
+  if (attempt.gate == Gate::kLater) {
+    it->second.state = Tracked::State::kQueued;
+    it->second.due = clock_->Now() + std::clamp(options_.claim_duration / 8,
+                                                absl::Milliseconds(100), absl::Seconds(15));
+    return std::nullopt;
+  }
+  it->second.claim = attempt.claim;
+  it->second.accepted_by = attempt.accepted_by;
+  const Outcome& outcome = attempt.outcome;
+  const int attempts = attempt.number;
+  RecordRequest record{.action_id = attempt.action_id,
+                       .job_name = attempt.job_name,
+                       .status = outcome.status,
+                       .details = outcome.details,
+                       .attempts = attempts,
+                       .claim = attempt.claim};
+  if (outcome.retry && attempts >= options_.max_attempts) {
+    record.status = v1::RuleActionStatus::Failed;
+    record.details = absl::StrCat("gave up after ", attempts, " attempts; last: ", outcome.details);
+  } else if (outcome.retry) {
+    const absl::Duration backoff = Backoff(attempts);
+    record.details = absl::StrCat("attempt ", attempts, " failed: ", outcome.details,
+                                  "; next attempt in ", absl::FormatDuration(backoff));
+    it->second.due = clock_->Now() + backoff;
+  }
+  const bool final_status = record.status != v1::RuleActionStatus::Pending;
+  if (options_.metrics != nullptr) {
+    options_.metrics->CountOutcome(
+        attempt.action->action(),
+        final_status ? core::RuleActionStatusName(record.status) : "Retried");
+  }
+  it->second.attempts = attempts;
+  it->second.state = final_status ? Tracked::State::kRecorded : Tracked::State::kQueued;
+  if (final_status) {
+    spdlog::info("rule action {} ({} {}) of job '{}': {} - {}", attempt.action_id,
+                 attempt.action->action(), attempt.action->target(), attempt.job_name,
+                 std::string(core::RuleActionStatusName(record.status)), record.details);
+  }
+  return record;
+}
+
+void ActionDispatcher::Record(RecordRequest record) {
+  const bool final_status = record.status != v1::RuleActionStatus::Pending;
+  manager_->SetRuleActionStatus(record.job_name, record.action_id, record.status, record.details,
+                                record.attempts,
+                                [this, action_id = record.action_id, job_name = record.job_name,
+                                 final_status, claim = record.claim](const absl::Status& recorded) {
+                                  OnRecorded(action_id, job_name, final_status, claim, recorded);
+                                });
+}
+
+void ActionDispatcher::OnRecorded(const std::string& action_id, const std::string& job_name,
+                                  bool final_status,
+                                  const std::optional<persistence::ActionClaim>& claim,
+                                  const absl::Status& recorded) {
+  absl::MutexLock lock(&mu_);
+  --records_in_flight_;
+  cv_.SignalAll();
+  if (recorded.ok()) {
+    // The commit observer forgets it; the outbox hears it is done.
+    if (final_status && claim.has_value()) to_complete_.push_back(*claim);
+    return;
+  }
+  if (recorded.code() == absl::StatusCode::kFailedPrecondition ||
+      recorded.code() == absl::StatusCode::kNotFound) {
+    // Settled otherwise, or the job is gone: nothing to wait for.
+    auto it = tracked_.find(action_id);
+    if (it != tracked_.end() && it->second.state == Tracked::State::kRecorded) {
+      tracked_.erase(it);
+    }
+    return;
+  }
+  // Not durable (storage failed or shutting down): the action is still
+  // Pending on disk; try again later rather than forget it.
+  spdlog::warn("recording rule action {} of job '{}' failed: {}", action_id, job_name,
+               recorded.ToString());
+  auto it = tracked_.find(action_id);
+  if (it == tracked_.end() || it->second.state != Tracked::State::kRecorded) return;
+  it->second.state = Tracked::State::kQueued;
+  it->second.due = clock_->Now() + Backoff(it->second.attempts);
+  cv_.SignalAll();
 }
 
 ActionDispatcher::Outcome ActionDispatcher::Execute(

@@ -35,8 +35,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
-#include "core/replication/lease_keeper.h"
 #include "core/manager/training_job_manager.h"
+#include "core/replication/lease_keeper.h"
 #include "metrics/action_metrics.h"
 #include "persistence/action_outbox.h"
 #include "rules_engine/actions/notification_sink.h"
@@ -135,9 +135,52 @@ class ActionDispatcher {
   enum class Gate { kGo, kLater, kDrop };
   Gate Claim(const std::string& action_id, const std::string& job_name,
              std::optional<persistence::ActionClaim>& claim);
+  // One attempt at carrying out an action, from its worker.
+  struct Attempt {
+    std::string action_id;
+    std::string job_name;
+    std::set<std::string> accepted_by;  // Updated by Execute.
+    int number = 0;                     // 1 for the first attempt.
+    // Set by CarryOut: the job (keeps `action` alive), the action (null if
+    // gone), whether to go on, the claim and what carrying it out decided.
+    std::shared_ptr<const core::JobRecord> job;
+    const v1::RuleAction* action = nullptr;
+    Gate gate = Gate::kDrop;
+    std::optional<persistence::ActionClaim> claim;
+    Outcome outcome;
+  };
+  // An outcome to record through the manager.
+  struct RecordRequest {
+    std::string action_id;
+    std::string job_name;
+    v1::RuleActionStatus::Value status;
+    std::string details;
+    int attempts;
+    std::optional<persistence::ActionClaim> claim;
+  };
+
   // Marks the claims of recorded outcomes done (on a worker, no lock held).
   void CompleteClaims();
+  // A worker: completes claims, waits for the queued action due first, and
+  // carries it out (CarryOut), settles (SettleLocked) and records (Record)
+  // it, in turn, until shutdown.
   void WorkerLoop();
+  // The queued action due first; tracked_.end() if none.
+  std::map<std::string, Tracked>::iterator NextQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Claims the action and executes it while it is still Pending and the
+  // lease is ours (no lock held).
+  void CarryOut(Attempt& attempt);
+  // Updates the tracked action after `attempt`: dropped, queued again later,
+  // or its outcome (a retry's backoff, giving up after max_attempts) to
+  // record, returned.
+  std::optional<RecordRequest> SettleLocked(const Attempt& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the outcome through the manager (no lock held); OnRecorded runs
+  // when it is committed or refused.
+  void Record(RecordRequest record);
+  void OnRecorded(const std::string& action_id, const std::string& job_name, bool final_status,
+                  const std::optional<persistence::ActionClaim>& claim,
+                  const absl::Status& recorded);
   Outcome Execute(const core::JobRecord& job, const v1::RuleAction& action,
                   std::set<std::string>& accepted_by,
                   const std::optional<persistence::CheckLease>& fence);

@@ -1,5 +1,7 @@
 #include "rules_engine/profiler/framework_phase.h"
 
+#include <iterator>
+
 #include "absl/strings/match.h"
 
 namespace debugplane::rules_engine {
@@ -26,17 +28,10 @@ FrameworkPhase PhaseOfEvent(const FrameworkEvent& e) {
 }
 
 absl::string_view FrameworkPhaseName(FrameworkPhase phase) {
-  switch (phase) {
-    case FrameworkPhase::kForward:
-      return "forward";
-    case FrameworkPhase::kBackward:
-      return "backward";
-    case FrameworkPhase::kData:
-      return "dataloader";
-    case FrameworkPhase::kNone:
-      break;
-  }
-  return "other";
+  // In the order of FrameworkPhase.
+  static constexpr absl::string_view kNames[] = {"other", "forward", "backward", "dataloader"};
+  const auto index = static_cast<size_t>(phase);
+  return index < std::size(kNames) ? kNames[index] : "other";
 }
 
 }  // namespace debugplane::rules_engine

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/message_text.h"
+#include "rules_engine/profiler/reader_summary.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
@@ -263,6 +264,50 @@ bool Micros(double v, int64_t* out) {
   return true;
 }
 
+// Applies a metadata event ("ph": "M"): the timeline's start time, a
+// process's name. False with `*error` for a malformed one.
+bool ApplyMetadata(const RawEvent& e, ParseState& st, std::string* error) {
+  if (e.has_start && st.start_us < 0) {
+    int64_t start = 0;
+    if (!Integral(e.start, &start) || start < 0) {
+      *error = "args.start_time_since_epoch_in_micros is not a non-negative integer";
+      return false;
+    }
+    st.start_us = start;
+  }
+  if (e.has_name && e.name == "process_name" && e.has_process_name) {
+    int64_t pid = 0;
+    if (e.has_pid && !Integral(e.pid, &pid)) {
+      *error = "\"pid\" is not an integer";
+      return false;
+    }
+    std::string& name = st.process_names[pid];
+    name.assign(e.process_name.data(), e.process_name.size());
+  }
+  return true;
+}
+
+// The step, track and process numbers of a complete event into `ev`. False
+// with `*error` where one is not an integer.
+bool ReadEventNumbers(const RawEvent& e, FrameworkEvent& ev, std::string* error) {
+  if ((e.has_pid && !Integral(e.pid, &ev.track)) ||
+      (e.has_process && !Integral(e.process, &ev.process))) {
+    *error = "\"pid\" or args.pid is not an integer";
+    return false;
+  }
+  if (e.step == RawEvent::Step::kString) {
+    if (!absl::SimpleAtoi(e.step_text, &ev.step)) {
+      *error = absl::StrCat("args.step_num ", base::QuoteForMessage(e.step_text, kMaxExcerptChars),
+                            " is not an integer");
+      return false;
+    }
+  } else if (e.step == RawEvent::Step::kNumber && !Integral(e.step_number, &ev.step)) {
+    *error = "args.step_num is not an integer";
+    return false;
+  }
+  return true;
+}
+
 // Applies one parsed trace event to the file's state; a complete event is
 // appended to `out`. False with `*error` for a malformed event.
 bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
@@ -271,26 +316,7 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
     *error = "missing \"ph\"";
     return false;
   }
-  if (e.ph == "M") {
-    if (e.has_start && st.start_us < 0) {
-      int64_t start = 0;
-      if (!Integral(e.start, &start) || start < 0) {
-        *error = "args.start_time_since_epoch_in_micros is not a non-negative integer";
-        return false;
-      }
-      st.start_us = start;
-    }
-    if (e.has_name && e.name == "process_name" && e.has_process_name) {
-      int64_t pid = 0;
-      if (e.has_pid && !Integral(e.pid, &pid)) {
-        *error = "\"pid\" is not an integer";
-        return false;
-      }
-      std::string& name = st.process_names[pid];
-      name.assign(e.process_name.data(), e.process_name.size());
-    }
-    return true;
-  }
+  if (e.ph == "M") return ApplyMetadata(e, st, error);
   if (e.ph != "X") return true;  // Other phases (B/E, instant, counters) are not read.
   const char* missing = !e.has_name ? "name" : !e.has_ts ? "ts" : !e.has_dur ? "dur" : nullptr;
   if (missing != nullptr) {
@@ -311,22 +337,7 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
     *error = absl::StrCat("negative \"dur\" ", ev.duration_us);
     return false;
   }
-  if ((e.has_pid && !Integral(e.pid, &ev.track)) ||
-      (e.has_process && !Integral(e.process, &ev.process))) {
-    *error = "\"pid\" or args.pid is not an integer";
-    return false;
-  }
-  if (e.step == RawEvent::Step::kString) {
-    if (!absl::SimpleAtoi(e.step_text, &ev.step)) {
-      *error = absl::StrCat("args.step_num ",
-                            base::QuoteForMessage(e.step_text, kMaxExcerptChars),
-                            " is not an integer");
-      return false;
-    }
-  } else if (e.step == RawEvent::Step::kNumber && !Integral(e.step_number, &ev.step)) {
-    *error = "args.step_num is not an integer";
-    return false;
-  }
+  if (!ReadEventNumbers(e, ev, error)) return false;
   ev.start_us = st.start_us + ts;
   ev.timeline_start_us = st.start_us;
   ev.name.assign(e.name.data(), e.name.size());
@@ -441,6 +452,64 @@ bool EndsUnterminated(absl::string_view line, int depth) {
   return !s.text.empty() && s.text.front() == '{' && BraceDelta(s.text) == 0;
 }
 
+// The lines of a chunk of a timeline file.
+struct TimelineLines {
+  absl::string_view data;
+  bool final;  // `data` is the rest of the whole file.
+
+  // The end of the line starting at `pos` (npos: not complete yet). Lines
+  // end in '\n'; the last one counts without it when `final` or when it
+  // closes the array.
+  size_t End(size_t pos) const {
+    const void* nl = std::memchr(data.data() + pos, '\n', data.size() - pos);
+    if (nl != nullptr) return static_cast<const char*>(nl) - data.data();
+    if (final || absl::EndsWith(Trim(data.substr(pos)), "]")) return data.size();
+    return absl::string_view::npos;
+  }
+};
+
+// An element that starts on the line [pos, end) (`first`, stripped, is what
+// that line holds of it) and does not close there: finds the line that
+// closes it and parses the element whole, or reports it unterminated (its
+// lines dropped). Returns where reading goes on; npos if the element is
+// still open at the end of the lines (more may come).
+size_t ConsumeSpreadElement(const TimelineLines& lines, size_t pos, size_t end,
+                            absl::string_view first, ParseState& st, ScannedEvent& scanned,
+                            std::vector<FrameworkEvent>& out, ErrorFn on_error) {
+  const absl::string_view data = lines.data;
+  const int64_t line_no = st.lines + 1;
+  int depth = BraceDelta(first);
+  size_t next = end + 1;
+  int64_t count = 1;
+  while (next < data.size()) {
+    const size_t e = lines.End(next);
+    if (e == absl::string_view::npos) break;
+    const absl::string_view line = data.substr(next, e - next);
+    const bool too_long = e - pos > kMaxElementBytes;
+    if (too_long || EndsUnterminated(line, depth)) {
+      on_error(line_no, too_long
+                            ? "unterminated object (over 1 MiB without its closing brace)"
+                            : "unterminated object (the next element starts before it closes)");
+      // Its lines are dropped; reading resumes at this line.
+      st.array_opened = true;
+      st.lines += count;
+      return next;
+    }
+    ++count;
+    depth += BraceDelta(line);
+    if (depth <= 0) {
+      Stripped whole = StripPunctuation(data.substr(pos, e - pos), st.array_opened);
+      ParseElements(whole.text, line_no, /*may_continue=*/false, st, scanned, out, on_error);
+      st.array_opened = true;
+      st.closed |= whole.closes;
+      st.lines += count;
+      return std::min(e + 1, data.size());
+    }
+    next = e + 1;
+  }
+  return absl::string_view::npos;
+}
+
 // Parses the lines of `data` (the file's bytes from where the last call
 // stopped). Lines end in '\n'; the last one counts without it when `final`
 // (the whole file) or when it closes the array. An element still open at
@@ -448,17 +517,11 @@ bool EndsUnterminated(absl::string_view line, int depth) {
 // Returns the bytes consumed; st.lines counts the lines consumed.
 size_t Consume(absl::string_view data, bool final, ParseState& st, std::vector<FrameworkEvent>& out,
                ErrorFn on_error, bool* cut_short) {
-  // The end of the line starting at `pos` (npos: not complete yet).
-  auto line_end = [&](size_t pos) -> size_t {
-    const void* nl = std::memchr(data.data() + pos, '\n', data.size() - pos);
-    if (nl != nullptr) return static_cast<const char*>(nl) - data.data();
-    if (final || absl::EndsWith(Trim(data.substr(pos)), "]")) return data.size();
-    return absl::string_view::npos;
-  };
+  const TimelineLines lines{data, final};
   ScannedEvent scanned;  // Reused for every line.
   size_t pos = 0;
   while (pos < data.size()) {
-    const size_t end = line_end(pos);
+    const size_t end = lines.End(pos);
     if (end == absl::string_view::npos) break;
     const int64_t line_no = st.lines + 1;
     Stripped s = StripPunctuation(data.substr(pos, end - pos), st.array_opened);
@@ -470,45 +533,12 @@ size_t Consume(absl::string_view data, bool final, ParseState& st, std::vector<F
       pos = std::min(end + 1, data.size());
       continue;
     }
-    // An element over several lines: find the line that closes it.
-    int depth = BraceDelta(s.text);
-    size_t next = end + 1;
-    int64_t lines = 1;
-    bool resolved = false;
-    while (next < data.size()) {
-      const size_t e = line_end(next);
-      if (e == absl::string_view::npos) break;
-      const absl::string_view line = data.substr(next, e - next);
-      const bool too_long = e - pos > kMaxElementBytes;
-      if (too_long || EndsUnterminated(line, depth)) {
-        on_error(line_no, too_long
-                              ? "unterminated object (over 1 MiB without its closing brace)"
-                              : "unterminated object (the next element starts before it closes)");
-        // Its lines are dropped; reading resumes at this line.
-        st.array_opened = true;
-        st.lines += lines;
-        pos = next;
-        resolved = true;
-        break;
-      }
-      ++lines;
-      depth += BraceDelta(line);
-      if (depth <= 0) {
-        Stripped whole = StripPunctuation(data.substr(pos, e - pos), st.array_opened);
-        ParseElements(whole.text, line_no, /*may_continue=*/false, st, scanned, out, on_error);
-        st.array_opened = true;
-        st.closed |= whole.closes;
-        st.lines += lines;
-        pos = std::min(e + 1, data.size());
-        resolved = true;
-        break;
-      }
-      next = e + 1;
-    }
-    if (!resolved) {
+    const size_t next = ConsumeSpreadElement(lines, pos, end, s.text, st, scanned, out, on_error);
+    if (next == absl::string_view::npos) {
       if (final) *cut_short = true;
       break;
     }
+    pos = next;
   }
   return final ? data.size() : pos;
 }
@@ -584,18 +614,11 @@ int64_t FrameworkTimelineReader::files_complete() const {
 
 std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
   std::vector<FrameworkEvent> out;
-  absl::StatusOr<std::vector<HourFile>> files = ListHourFiles(
-      pevents_, [](absl::string_view name) { return absl::EndsWith(name, "timeline.json"); });
-  if (!files.ok()) {
-    directory_exists_ = !absl::IsNotFound(files.status());
-    if (directory_exists_ && listing_error_ != files.status().message()) {
-      listing_error_ = std::string(files.status().message());
-      AddError(absl::StrCat("framework/pevents: ", listing_error_));
-    }
-    return out;
-  }
-  directory_exists_ = true;
-  listing_error_.clear();
+  std::optional<std::vector<HourFile>> files = listing_.List(
+      pevents_, "framework/pevents",
+      [](absl::string_view name) { return absl::EndsWith(name, "timeline.json"); },
+      [this](std::string error) { AddError(std::move(error)); });
+  if (!files.has_value()) return out;
   for (const HourFile& file : *files) {
     auto [it, inserted] = files_.try_emplace(file.relative);
     if (inserted) it->second.parse.node_id = TimelineFileNodeId(file.name);
@@ -664,23 +687,16 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
 }
 
 std::string FrameworkTimelineReader::Summary() const {
-  if (!directory_exists_) {
+  if (!listing_.directory_exists()) {
     return absl::StrCat("no framework timeline yet: ", pevents_dir_, " does not exist");
   }
-  if (!listing_error_.empty()) {
-    return absl::StrCat("framework timelines cannot be read: ", listing_error_);
+  if (!listing_.error().empty()) {
+    return absl::StrCat("framework timelines cannot be read: ", listing_.error());
   }
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                events_read_, events_read_ == 1 ? " event, " : " events, ",
                                step_events_read_, step_events_read_ == 1 ? " step" : " steps");
-  if (malformed_events_ > 0) {
-    absl::StrAppend(
-        &s, ", ", malformed_events_,
-        malformed_events_ == 1 ? " malformed event skipped" : " malformed events skipped");
-    if (!errors_.empty()) absl::StrAppend(&s, " (first: ", errors_.front(), ")");
-  } else if (!errors_.empty()) {
-    absl::StrAppend(&s, " (", errors_.front(), ")");
-  }
+  AppendSkippedAndFirstError(s, malformed_events_, "event", errors_);
   return s;
 }
 

@@ -139,7 +139,7 @@ class FrameworkTimelineReader {
   const absl::Status& limit_error() const { return limit_error_; }
   // Whether <profiler_dir>/framework/pevents existed at the last ReadNew()
   // (true also when it is there but could not be listed).
-  bool directory_exists() const { return directory_exists_; }
+  bool directory_exists() const { return listing_.directory_exists(); }
   // <profiler_dir>/framework/pevents, as a person finds it.
   const std::string& directory() const { return pevents_dir_; }
   // One line for status details, e.g. "4 files, 5760 events, 640 steps",
@@ -166,9 +166,8 @@ class FrameworkTimelineReader {
   int64_t malformed_events_ = 0;
   int64_t earliest_start_us_ = -1;
   std::vector<std::string> errors_;
-  bool directory_exists_ = false;
-  std::string listing_error_;  // Why the last listing failed; empty if it did not.
-  absl::Status limit_error_;   // See limit_error().
+  HourFileListing listing_;
+  absl::Status limit_error_;  // See limit_error().
   objectstore::ReadTally read_;
   std::string buffer_;  // File bytes, reused across files and calls.
 };

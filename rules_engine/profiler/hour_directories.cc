@@ -39,4 +39,22 @@ absl::StatusOr<std::vector<HourFile>> ListHourFiles(
   return files;
 }
 
+std::optional<std::vector<HourFile>> HourFileListing::List(
+    const objectstore::StoreLocation& dir, absl::string_view label,
+    absl::FunctionRef<bool(absl::string_view name)> accept,
+    absl::FunctionRef<void(std::string)> report) {
+  absl::StatusOr<std::vector<HourFile>> files = ListHourFiles(dir, accept);
+  if (!files.ok()) {
+    directory_exists_ = !absl::IsNotFound(files.status());
+    if (directory_exists_ && error_ != files.status().message()) {
+      error_ = std::string(files.status().message());
+      report(absl::StrCat(label, ": ", error_));
+    }
+    return std::nullopt;
+  }
+  directory_exists_ = true;
+  error_.clear();
+  return *std::move(files);
+}
+
 }  // namespace debugplane::rules_engine

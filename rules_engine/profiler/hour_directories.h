@@ -6,6 +6,7 @@
 #define DEBUGPLANE_RULES_ENGINE_PROFILER_HOUR_DIRECTORIES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,29 @@ struct HourFile {
 // hour directory removed between the listings is skipped.
 absl::StatusOr<std::vector<HourFile>> ListHourFiles(
     const objectstore::StoreLocation& dir, absl::FunctionRef<bool(absl::string_view name)> accept);
+
+// What a reader knows of its hour-partitioned directory from its listings:
+// whether the directory exists, and why the last listing failed. Not
+// thread-safe (one reader's).
+class HourFileListing {
+ public:
+  // ListHourFiles(dir, accept). On failure returns nullopt and records it:
+  // the directory exists unless NOT_FOUND, and an error message other than
+  // the last one reported goes to `report` as "<label>: <message>".
+  std::optional<std::vector<HourFile>> List(const objectstore::StoreLocation& dir,
+                                            absl::string_view label,
+                                            absl::FunctionRef<bool(absl::string_view name)> accept,
+                                            absl::FunctionRef<void(std::string)> report);
+
+  // False before a listing found the directory (no data yet).
+  bool directory_exists() const { return directory_exists_; }
+  // Why the last listing failed; empty if it did not.
+  const std::string& error() const { return error_; }
+
+ private:
+  bool directory_exists_ = false;
+  std::string error_;
+};
 
 }  // namespace debugplane::rules_engine
 

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/message_text.h"
 #include "rules_engine/profiler/hour_directories.h"
+#include "rules_engine/profiler/reader_summary.h"
 #include "rules_engine/smdebug/json_scanner.h"
 
 namespace debugplane::rules_engine {
@@ -491,18 +492,11 @@ std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew() {
 std::vector<SystemMetricPoint> SystemMetricsReader::ReadNew(uint64_t max_bytes) {
   std::vector<SystemMetricPoint> out;
   more_pending_ = false;
-  absl::StatusOr<std::vector<HourFile>> files = ListHourFiles(
-      incremental_, [](absl::string_view name) { return absl::EndsWith(name, ".json"); });
-  if (!files.ok()) {
-    directory_exists_ = !absl::IsNotFound(files.status());
-    if (directory_exists_ && listing_error_ != files.status().message()) {
-      listing_error_ = std::string(files.status().message());
-      AddError(absl::StrCat("system/incremental: ", listing_error_));
-    }
-    return out;
-  }
-  directory_exists_ = true;
-  listing_error_.clear();
+  std::optional<std::vector<HourFile>> files = listing_.List(
+      incremental_, "system/incremental",
+      [](absl::string_view name) { return absl::EndsWith(name, ".json"); },
+      [this](std::string error) { AddError(std::move(error)); });
+  if (!files.has_value()) return out;
   struct Changed {
     const HourFile* file;
     FileState* state;  // In files_ (a std::map: stable).
@@ -586,21 +580,15 @@ bool SystemMetricsReader::ReadFile(const std::string& relative, const std::strin
 }
 
 std::string SystemMetricsReader::Summary() const {
-  if (!directory_exists_) {
+  if (!listing_.directory_exists()) {
     return absl::StrCat("no system metrics yet: ", incremental_.Describe(), " does not exist");
   }
-  if (!listing_error_.empty()) {
-    return absl::StrCat("system metrics cannot be read: ", listing_error_);
+  if (!listing_.error().empty()) {
+    return absl::StrCat("system metrics cannot be read: ", listing_.error());
   }
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                points_read_, points_read_ == 1 ? " point" : " points");
-  if (malformed_lines_ > 0) {
-    absl::StrAppend(&s, ", ", malformed_lines_,
-                    malformed_lines_ == 1 ? " malformed line skipped" : " malformed lines skipped");
-    if (!errors_.empty()) absl::StrAppend(&s, " (first: ", errors_.front(), ")");
-  } else if (!errors_.empty()) {
-    absl::StrAppend(&s, " (", errors_.front(), ")");
-  }
+  AppendSkippedAndFirstError(s, malformed_lines_, "line", errors_);
   return s;
 }
 

@@ -44,6 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "objectstore/object_store.h"
 #include "objectstore/read_tally.h"
+#include "rules_engine/profiler/hour_directories.h"
 
 namespace debugplane::rules_engine {
 
@@ -270,7 +271,7 @@ class SystemMetricsReader {
   const absl::Status& limit_error() const { return limit_error_; }
   // Whether <profiler_dir>/system/incremental existed at the last ReadNew()
   // (true also when it is there but could not be listed).
-  bool directory_exists() const { return directory_exists_; }
+  bool directory_exists() const { return listing_.directory_exists(); }
   // One line for status details, e.g. "16 files, 14400 points, 1 malformed
   // line (first: ...)", "no system metrics yet: <dir> does not exist", or
   // "system metrics cannot be read: <the store's error>".
@@ -295,10 +296,9 @@ class SystemMetricsReader {
   int64_t points_read_ = 0;
   int64_t malformed_lines_ = 0;
   std::vector<std::string> errors_;
-  bool directory_exists_ = false;
   bool more_pending_ = false;  // The last ReadNew(max_bytes) left changed files.
-  std::string listing_error_;  // Why the last listing failed; empty if it did not.
-  absl::Status limit_error_;   // See limit_error().
+  HourFileListing listing_;
+  absl::Status limit_error_;  // See limit_error().
   system_metrics_internal::ParseCache cache_;
   objectstore::ReadTally read_;
   std::string buffer_;  // File bytes, reused across files and calls.

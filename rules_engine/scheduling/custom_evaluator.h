@@ -37,6 +37,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rules_engine/rule/rule.h"
+#include "rules_engine/scheduling/evaluator_output.h"
+
+struct pollfd;
 
 namespace debugplane::rules_engine {
 
@@ -47,9 +50,6 @@ namespace debugplane::rules_engine {
 // sysexits.h range (64-78), and below the 126+ codes shells use for
 // "cannot execute" and signals.
 inline constexpr int kEvaluatorExitIssuesFound = 10;
-
-// Longest RuleVerdict::details the runner produces (the API's limit).
-inline constexpr size_t kEvaluatorMaxDetails = 1024;
 
 // Environment variables the server gives an evaluator, by convention (the
 // evaluator's documentation for its authors):
@@ -184,8 +184,27 @@ class CustomEvaluatorRunner {
 
   // Wakes the supervisor's poll().
   void Wake();
-  // The supervisor thread.
+  // An entry of the poll set after the eventfd: its process and whether it
+  // is the output pipe (else the pidfd).
+  struct PollOwner {
+    Process* process;
+    bool is_output;
+  };
+
+  // The supervisor thread: takes requests, starts queued evaluations, checks
+  // time limits, polls, reads output and finishes exited processes, in turn.
   void Loop();
+  // Fills `fds` (the eventfd, then each running process's pipe and pidfd)
+  // and `owners`; returns poll()'s timeout: until the next deadline, at most
+  // the fallback tick where an exit or a wake-up cannot be polled for.
+  int WatchRunning(std::vector<pollfd>& fds, std::vector<PollOwner>& owners);
+  // Consumes the wake-up, reads output and notes pidfds that fired.
+  void HandlePollEvents(const std::vector<pollfd>& fds, const std::vector<PollOwner>& owners);
+  // Reaps the processes that exited, drains their output and runs `done`.
+  void FinishExited();
+  // The result for a reaped `process` (its verdict as CustomEvaluationResult
+  // documents).
+  static CustomEvaluationResult Outcome(const Process& process);
   // Supervisor-thread helpers (touch the supervisor-only state below).
   void TakeRequests(bool& stopping);
   void StartQueued();
@@ -222,55 +241,6 @@ class CustomEvaluatorRunner {
 
   std::thread supervisor_;
 };
-
-namespace internal {
-
-// The last lines of a process's output, with bounded memory: at most
-// `max_lines` non-blank lines, each cut to at most kMaxLineBytes bytes,
-// whatever the amount of output. A carriage return not followed by a newline
-// discards the line so far (progress bars keep only their last state).
-// Exposed for tests. Not thread-safe.
-class OutputTail {
- public:
-  static constexpr size_t kMaxLineBytes = 1024;
-
-  explicit OutputTail(int max_lines);
-
-  // Adds raw output bytes (any encoding; lines may span calls).
-  void Append(absl::string_view data);
-
-  // The kept lines, oldest first, then the unterminated last line if it is
-  // not blank. Each is valid UTF-8 (invalid bytes and control characters
-  // but tabs become '?'), without leading or trailing blanks; a line that
-  // was cut ends in "...".
-  std::vector<std::string> Lines() const;
-
-  // Bytes passed to Append in all.
-  uint64_t bytes_seen() const { return bytes_seen_; }
-
- private:
-  void AppendToLine(absl::string_view text);
-  void CompleteLine();
-  void ResetLine();
-
-  const size_t max_lines_;
-  std::deque<std::string> lines_;
-  std::string partial_;  // The current line so far (leading blanks dropped).
-  bool partial_cut_ = false;
-  bool pending_cr_ = false;  // The last byte was '\r'.
-  uint64_t bytes_seen_ = 0;
-};
-
-// Makes `text` valid UTF-8 without control characters (other than tab and
-// newline): each offending byte becomes '?'. Exposed for tests.
-std::string SanitizeUtf8(absl::string_view text);
-
-// `head`, then (when `lines` is not empty) ":\n" and the newest lines that
-// fit in kEvaluatorMaxDetails bytes joined by '\n' ("...\n" first when older
-// ones were left out). Cuts on UTF-8 boundaries. Exposed for tests.
-std::string ComposeDetails(absl::string_view head, const std::vector<std::string>& lines);
-
-}  // namespace internal
 
 }  // namespace debugplane::rules_engine
 

@@ -114,12 +114,7 @@ void EvaluationScheduler::Start() {
     workers_.emplace_back([this] { WorkerLoop(/*backlog=*/true); });
   }
 
-  if (options_.leases != nullptr) {
-    options_.leases->AddListener(core::LeaseKeeper::Listener{
-        .acquired =
-            [this](const persistence::CheckLease& lease) { OnLeaseAcquired(lease.job_name); },
-        .lost = [this](const std::string& job_name) { OnLeaseLost(job_name); }});
-  }
+  core::ListenForJobLeases(options_.leases, this);
   core::TrainingJobManager::Observation observation = manager_->AddCommitObserver(
       [this](const std::string& name, std::shared_ptr<const JobRecord> job) {
         OnCommit(name, std::move(job));
@@ -299,24 +294,38 @@ std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
   }
   if (evaluation->rules.empty() && evaluation->profiler_runs.empty()) return nullptr;
 
-  if (evaluation->rules.empty()) {
-    // Profiler rules only: no tensor trial to read.
-  } else if (!job->has_debug_hook_config()) {
-    evaluation->trial_problem =
+  // Profiler rules only: no tensor trial to read.
+  if (!evaluation->rules.empty()) OpenTrial(*evaluation, *job);
+  return evaluation;
+}
+
+void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& job) {
+  if (!job.has_debug_hook_config()) {
+    evaluation.trial_problem =
         "the job has no DebugHookConfig, so the training script saves no tensors; add one with "
         "S3OutputPath and the collections the rule needs";
-  } else {
-    absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
-        stores_, job->debug_hook_config().s3_output_path(), "DebugHookConfig.S3OutputPath",
-        "save tensors to a local path (or file:// URI) under the server's --data-root");
-    if (!location.ok()) {
-      evaluation->trial_problem = std::string(location.status().message());
-    } else {
-      evaluation->trial = *location;
-      evaluation->reader = std::make_unique<TrialReader>(*std::move(location));
-    }
+    return;
   }
-  return evaluation;
+  absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
+      stores_, job.debug_hook_config().s3_output_path(), "DebugHookConfig.S3OutputPath",
+      "save tensors to a local path (or file:// URI) under the server's --data-root");
+  if (!location.ok()) {
+    evaluation.trial_problem = std::string(location.status().message());
+    return;
+  }
+  evaluation.trial = *location;
+  evaluation.reader = std::make_unique<TrialReader>(*std::move(location));
+}
+
+void EvaluationScheduler::OpenProfilerData(JobEvaluation& evaluation, const JobRecord& job) {
+  absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
+      stores_, job.profiler_config().s3_output_path(), "ProfilerConfig.S3OutputPath",
+      "profile to a local path (or file:// URI) under the server's --data-root");
+  if (!location.ok()) {
+    evaluation.profiler_problem = std::string(location.status().message());
+  } else {
+    evaluation.profiler = *std::move(location);
+  }
 }
 
 void EvaluationScheduler::StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation) {
@@ -398,14 +407,7 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
   }
   if (runs.empty()) return false;
   if (!evaluation.profiler.has_value() && evaluation.profiler_problem.empty()) {
-    absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
-        stores_, job.profiler_config().s3_output_path(), "ProfilerConfig.S3OutputPath",
-        "profile to a local path (or file:// URI) under the server's --data-root");
-    if (!location.ok()) {
-      evaluation.profiler_problem = std::string(location.status().message());
-    } else {
-      evaluation.profiler = *std::move(location);
-    }
+    OpenProfilerData(evaluation, job);
   }
   auto& target = pending ? evaluation.pending_profiler_runs : evaluation.profiler_runs;
   for (auto& run : runs) target.push_back(std::move(run));

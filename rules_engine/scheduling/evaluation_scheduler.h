@@ -77,9 +77,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
-#include "core/replication/lease_keeper.h"
 #include "core/jobs/output_path.h"
 #include "core/manager/training_job_manager.h"
+#include "core/replication/lease_keeper.h"
 #include "metrics/evaluation_metrics.h"
 #include "metrics/object_store_metrics.h"
 #include "objectstore/local_object_store.h"
@@ -228,6 +228,12 @@ class EvaluationScheduler {
   // True if it added a run.
   bool AddProfilerRunsLocked(JobEvaluation& evaluation, const core::JobRecord& job, bool pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the evaluation's tensor trial and its reader from the job's
+  // DebugHookConfig, or its trial_problem saying why there is none.
+  void OpenTrial(JobEvaluation& evaluation, const core::JobRecord& job);
+  // Sets the evaluation's profiler location from the job's ProfilerConfig,
+  // or its profiler_problem saying why it cannot be read.
+  void OpenProfilerData(JobEvaluation& evaluation, const core::JobRecord& job);
   // Moves `evaluation` (out of jobs_) to finishing_: it only owes its final
   // reports, written again when the job reaches its final status.
   void StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation)

@@ -198,34 +198,63 @@ void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index, R
   }
 }
 
+namespace {
+
+// Whether some rule of `evaluation` still running wants `tensor`; memoized
+// per tensor until the number of active rules or of collections changes.
+bool AnyActiveRuleWants(JobEvaluation& evaluation, const std::string& tensor,
+                        const TrialInfo& info) {
+  size_t active = 0;
+  for (const auto& run : evaluation.rules) active += run.done ? 0 : 1;
+  const std::pair<size_t, size_t> key{active, info.collections.size()};
+  if (key != evaluation.wanted_key) {
+    evaluation.wanted.clear();
+    evaluation.wanted_key = key;
+  }
+  auto [it, inserted] = evaluation.wanted.try_emplace(tensor, false);
+  if (inserted) {
+    for (const auto& run : evaluation.rules) {
+      if (!run.done && run.rule->Wants(tensor, info)) {
+        it->second = true;
+        break;
+      }
+    }
+  }
+  return it->second;
+}
+
+}  // namespace
+
+void JobEvaluator::ReportToActiveRules(JobEvaluation& evaluation, int status,
+                                       const std::string& details) const {
+  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+    if (!evaluation.rules[i].done) Report(evaluation, i, status, details);
+  }
+}
+
 TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const JobRecord& job) const {
   if (!evaluation.trial_problem.empty()) {
-    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-      if (!evaluation.rules[i].done) {
-        Report(evaluation, i, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
-      }
-    }
+    ReportToActiveRules(evaluation, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
     return {};
   }
-  auto wanted = [&evaluation](const std::string& tensor, const TrialInfo& info) {
-    size_t active = 0;
-    for (const auto& run : evaluation.rules) active += run.done ? 0 : 1;
-    const std::pair<size_t, size_t> key{active, info.collections.size()};
-    if (key != evaluation.wanted_key) {
-      evaluation.wanted.clear();
-      evaluation.wanted_key = key;
-    }
-    auto [it, inserted] = evaluation.wanted.try_emplace(tensor, false);
-    if (inserted) {
-      for (const auto& run : evaluation.rules) {
-        if (!run.done && run.rule->Wants(tensor, info)) {
-          it->second = true;
-          break;
-        }
-      }
-    }
-    return it->second;
-  };
+  switch (ReadAndEvaluateSteps(evaluation)) {
+    case StepReading::kStop:
+      return {};
+    case StepReading::kMoreData:
+      // Ticks and the conclusion wait for the turn that reads the rest.
+      return {.more_data = true};
+    case StepReading::kCaughtUp:
+      break;
+  }
+  TickDebugRules(evaluation);
+  // Conclude only after the read that saw the end (finished: no step left).
+  const bool ended =
+      TrainingHasEnded(job, evaluation.reader.get()) && evaluation.reader->finished();
+  if (ended && !evaluation.cancelled) ConcludeDebugRules(evaluation);
+  return {};
+}
+
+JobEvaluator::StepReading JobEvaluator::ReadAndEvaluateSteps(JobEvaluation& evaluation) const {
   // Read in small batches until nothing is new or the turn's budget is
   // spent: a job replaying a large trial then yields its worker to the
   // others every turn_time_slice (or max_steps_per_turn steps). The reader
@@ -236,19 +265,11 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
   const size_t per_read = std::max<size_t>(1, options_.steps_per_read);
   const size_t max_steps = std::max<size_t>(1, options_.max_steps_per_turn);
   size_t steps_read = 0;
-  bool more_data = false;
   // What this turn read, for the metrics (whichever way it returns).
   const int64_t bytes_before = evaluation.reader->summary().read.bytes;
-  absl::Cleanup record_reads = [&] {
-    if (options_.metrics == nullptr || evaluation.reader == nullptr) return;
-    const TrialReader& reader = *evaluation.reader;
-    options_.metrics->AddBytesRead(metrics::ReadSource::kTensors,
-                                   reader.summary().read.bytes - bytes_before);
-    options_.metrics->AddStepsRead(static_cast<int64_t>(steps_read));
-    if (reader.newest_step_seen() >= 0) {
-      options_.metrics->ObserveEvaluationLag(reader.newest_step_seen() -
-                                             reader.summary().last_global_step);
-    }
+  absl::Cleanup record_reads = [&] { RecordReadMetrics(evaluation, bytes_before, steps_read); };
+  auto wanted = [&evaluation](const std::string& tensor, const TrialInfo& info) {
+    return AnyActiveRuleWants(evaluation, tensor, info);
   };
   while (true) {
     const ReadBudget budget{.max_steps = std::min(per_read, max_steps - steps_read),
@@ -259,49 +280,65 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
     const absl::Time read_started = clock.Now();
     absl::StatusOr<std::vector<Step>> steps = evaluation.reader->ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
-      // A store that answered before and is unreachable now (object storage
-      // going away mid-run) is waited for: the reader keeps its place and
-      // the watcher wakes the job when the store answers again. Unreachable
-      // from the start, it is more likely misconfigured: an Error naming it.
-      const bool read_before = std::any_of(evaluation.rules.begin(), evaluation.rules.end(),
-                                           [](const auto& run) { return run.last_step >= 0; });
-      if (absl::IsUnavailable(steps.status()) && read_before) {
-        spdlog::warn("job '{}': waiting for its training data to be readable again: {}",
-                     evaluation.job_name, steps.status().ToString());
-        return {};
-      }
-      for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-        if (!evaluation.rules[i].done) {
-          Report(evaluation, i, v1::RuleEvaluationStatus::Error,
-                 absl::StrCat("cannot read the training data in ",
-                              evaluation.reader->summary().path, ": ", steps.status().message()));
-        }
-      }
-      return {};
+      ReportReadFailure(evaluation, steps.status());
+      return StepReading::kStop;
     }
-    const TrialInfo& info = evaluation.reader->info();
-    for (const Step& step : *steps) {
-      if (evaluation.cancelled) return {};
-      const absl::Time arrived = step.written != absl::InfinitePast() ? step.written : read_started;
-      for (size_t i = 0; i < evaluation.rules.size(); ++i) {
-        auto& run = evaluation.rules[i];
-        if (run.done) continue;
-        run.last_step = step.global_step;
-        ReportVerdict(evaluation, i, run.rule->OnStep(step, info), arrived);
-      }
-    }
+    if (!FeedSteps(evaluation, *steps, read_started)) return StepReading::kStop;
     steps_read += steps->size();
     // Nothing more now, or nothing left to evaluate.
     if (!evaluation.reader->stopped_at_budget() || !evaluation.DebugRulesActive()) break;
-    if (steps_read >= max_steps || clock.Now() >= deadline) {
-      more_data = true;
-      break;
+    if (steps_read >= max_steps || clock.Now() >= deadline) return StepReading::kMoreData;
+  }
+  return StepReading::kCaughtUp;
+}
+
+void JobEvaluator::RecordReadMetrics(const JobEvaluation& evaluation, int64_t bytes_before,
+                                     size_t steps_read) const {
+  if (options_.metrics == nullptr || evaluation.reader == nullptr) return;
+  const TrialReader& reader = *evaluation.reader;
+  options_.metrics->AddBytesRead(metrics::ReadSource::kTensors,
+                                 reader.summary().read.bytes - bytes_before);
+  options_.metrics->AddStepsRead(static_cast<int64_t>(steps_read));
+  if (reader.newest_step_seen() >= 0) {
+    options_.metrics->ObserveEvaluationLag(reader.newest_step_seen() -
+                                           reader.summary().last_global_step);
+  }
+}
+
+void JobEvaluator::ReportReadFailure(JobEvaluation& evaluation, const absl::Status& error) const {
+  // A store that answered before and is unreachable now (object storage
+  // going away mid-run) is waited for: the reader keeps its place and the
+  // watcher wakes the job when the store answers again. Unreachable from the
+  // start, it is more likely misconfigured: an Error naming it.
+  const bool read_before = std::any_of(evaluation.rules.begin(), evaluation.rules.end(),
+                                       [](const auto& run) { return run.last_step >= 0; });
+  if (absl::IsUnavailable(error) && read_before) {
+    spdlog::warn("job '{}': waiting for its training data to be readable again: {}",
+                 evaluation.job_name, error.ToString());
+    return;
+  }
+  ReportToActiveRules(evaluation, v1::RuleEvaluationStatus::Error,
+                      absl::StrCat("cannot read the training data in ",
+                                   evaluation.reader->summary().path, ": ", error.message()));
+}
+
+bool JobEvaluator::FeedSteps(JobEvaluation& evaluation, const std::vector<Step>& steps,
+                             absl::Time read_started) const {
+  const TrialInfo& info = evaluation.reader->info();
+  for (const Step& step : steps) {
+    if (evaluation.cancelled) return false;
+    const absl::Time arrived = step.written != absl::InfinitePast() ? step.written : read_started;
+    for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+      auto& run = evaluation.rules[i];
+      if (run.done) continue;
+      run.last_step = step.global_step;
+      ReportVerdict(evaluation, i, run.rule->OnStep(step, info), arrived);
     }
   }
-  if (more_data) {
-    // Ticks and the conclusion wait for the turn that reads the rest.
-    return {.more_data = true};
-  }
+  return true;
+}
+
+void JobEvaluator::TickDebugRules(JobEvaluation& evaluation) const {
   // Time-driven rules (StalledTrainingRule): the poll pass brings every job
   // here at least once per poll interval, which bounds how late a tick is.
   const absl::Time now = options_.clock->Now();
@@ -312,10 +349,9 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
     if (!deadline.has_value() || *deadline > now) continue;
     ReportVerdict(evaluation, i, run.rule->OnTick(now));
   }
-  // Conclude only after the read that saw the end (finished: no step left).
-  const bool ended =
-      TrainingHasEnded(job, evaluation.reader.get()) && evaluation.reader->finished();
-  if (!ended || evaluation.cancelled) return {};
+}
+
+void JobEvaluator::ConcludeDebugRules(JobEvaluation& evaluation) const {
   const TrialInfo& info = evaluation.reader->info();
   for (size_t i = 0; i < evaluation.rules.size(); ++i) {
     auto& run = evaluation.rules[i];
@@ -337,7 +373,6 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
                    : std::move(verdict.details));
     }
   }
-  return {};
 }
 
 void JobEvaluator::ReplayProfilerRules(JobEvaluation& evaluation) const {
@@ -356,18 +391,20 @@ void JobEvaluator::ReplayProfilerRules(JobEvaluation& evaluation) const {
   }
 }
 
+void JobEvaluator::ReportProfilerStatus(JobEvaluation& evaluation, JobEvaluation::ProfilerRun& run,
+                                        int status, std::string details) const {
+  run.status_done = true;
+  run.report_schedule.stale = true;
+  RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details),
+               /*last_evaluated_step=*/-1, ProfilerReadProgress(evaluation));
+}
+
 void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRecord& job) const {
-  using ProfilerRun = JobEvaluation::ProfilerRun;
-  auto report_status = [&](ProfilerRun& run, int status, std::string details) {
-    run.status_done = true;
-    run.report_schedule.stale = true;
-    RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details),
-                 /*last_evaluated_step=*/-1, ProfilerReadProgress(evaluation));
-  };
   if (!evaluation.profiler_problem.empty()) {
-    for (ProfilerRun& run : evaluation.profiler_runs) {
+    for (JobEvaluation::ProfilerRun& run : evaluation.profiler_runs) {
       if (!run.status_done) {
-        report_status(run, v1::RuleEvaluationStatus::Error, evaluation.profiler_problem);
+        ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::Error,
+                             evaluation.profiler_problem);
       }
       run.report_schedule.final_written = true;  // Nothing to draw a report from.
     }
@@ -377,41 +414,56 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
   // are final, on the read made once training ended, so a status's details
   // and the final report come from the same complete read.
   const bool ended = TrainingHasEnded(job, evaluation.reader.get());
+  const ProfilerBatch batch = ReadProfilerData(evaluation);
+  FailRunsOverReadLimit(evaluation);
+  const bool new_data = !batch.points.empty() || !batch.events.empty();
+  if (batch.for_report && new_data) {
+    evaluation.report_data->AddMetrics(batch.points);
+    evaluation.report_data->AddFrameworkEvents(batch.events);
+  }
+  if (evaluation.cancelled) return;
+  FeedProfilerData(evaluation, batch);
+  if (ended) ConcludeProfilerRules(evaluation, job);
+  WriteDueReports(evaluation, job, ended);
+}
 
+JobEvaluator::ProfilerBatch JobEvaluator::ReadProfilerData(JobEvaluation& evaluation) const {
   // Read only what some active rule (or report) wants.
   bool want_system = false;
   bool want_framework = false;
-  bool want_report = false;
-  for (const ProfilerRun& run : evaluation.profiler_runs) {
+  ProfilerBatch batch;
+  for (const JobEvaluation::ProfilerRun& run : evaluation.profiler_runs) {
     if (!run.active()) continue;
-    want_report = want_report || run.report;
+    batch.for_report = batch.for_report || run.report;
     for (const auto& rule : run.rules) {
       want_system = want_system || rule->WantsSystemMetrics();
       want_framework = want_framework || rule->WantsFrameworkEvents();
     }
   }
-  if (want_report) {
+  if (batch.for_report) {
     want_system = want_framework = true;
     if (evaluation.report_data == nullptr) {
       evaluation.report_data = std::make_unique<ProfilerReportData>();
     }
   }
-  std::vector<SystemMetricPoint> points;
-  std::vector<FrameworkEvent> events;
   if (want_system) {
     if (evaluation.system_reader == nullptr) {
       evaluation.system_reader = std::make_unique<SystemMetricsReader>(*evaluation.profiler);
     }
-    points = evaluation.system_reader->ReadNew();
-    evaluation.plausible_times.FilterMetrics(&points, options_.clock->Now());
+    batch.points = evaluation.system_reader->ReadNew();
+    evaluation.plausible_times.FilterMetrics(&batch.points, options_.clock->Now());
   }
   if (want_framework) {
     if (evaluation.framework_reader == nullptr) {
       evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(*evaluation.profiler);
     }
-    events = evaluation.framework_reader->ReadNew();
-    evaluation.plausible_times.FilterEvents(&events, options_.clock->Now());
+    batch.events = evaluation.framework_reader->ReadNew();
+    evaluation.plausible_times.FilterEvents(&batch.events, options_.clock->Now());
   }
+  return batch;
+}
+
+void JobEvaluator::FailRunsOverReadLimit(JobEvaluation& evaluation) const {
   // A file over its read limit (a sparse 100 GB file, a line without an
   // end): the data these rules would conclude on is known to be
   // incomplete, so each run that reads it ends in an Error naming the file
@@ -423,110 +475,125 @@ void JobEvaluator::EvaluateProfilerRules(JobEvaluation& evaluation, const JobRec
   const absl::Status& framework_limit = evaluation.framework_reader != nullptr
                                             ? evaluation.framework_reader->limit_error()
                                             : absl::OkStatus();
-  if (!system_limit.ok() || !framework_limit.ok()) {
-    for (ProfilerRun& run : evaluation.profiler_runs) {
-      if (!run.active() || run.status_done) continue;
-      const absl::Status* over = nullptr;
-      for (const auto& rule : run.rules) {
-        if ((run.report || rule->WantsSystemMetrics()) && !system_limit.ok()) {
-          over = &system_limit;
-        } else if ((run.report || rule->WantsFrameworkEvents()) && !framework_limit.ok()) {
-          over = &framework_limit;
-        }
-        if (over != nullptr) break;
+  if (system_limit.ok() && framework_limit.ok()) return;
+  for (JobEvaluation::ProfilerRun& run : evaluation.profiler_runs) {
+    if (!run.active() || run.status_done) continue;
+    const absl::Status* over = nullptr;
+    for (const auto& rule : run.rules) {
+      if ((run.report || rule->WantsSystemMetrics()) && !system_limit.ok()) {
+        over = &system_limit;
+      } else if ((run.report || rule->WantsFrameworkEvents()) && !framework_limit.ok()) {
+        over = &framework_limit;
       }
-      if (over == nullptr) continue;
-      report_status(run, v1::RuleEvaluationStatus::Error,
-                    absl::StrCat("cannot read the profiler data: ", over->message()));
+      if (over != nullptr) break;
     }
+    if (over == nullptr) continue;
+    ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::Error,
+                         absl::StrCat("cannot read the profiler data: ", over->message()));
   }
-  const bool new_data = !points.empty() || !events.empty();
-  if (want_report && new_data) {
-    evaluation.report_data->AddMetrics(points);
-    evaluation.report_data->AddFrameworkEvents(events);
-  }
-  if (evaluation.cancelled) return;
+}
 
+void JobEvaluator::FeedProfilerData(JobEvaluation& evaluation, const ProfilerBatch& batch) const {
+  const bool new_data = !batch.points.empty() || !batch.events.empty();
   const absl::Time now = options_.clock->Now();
-  for (ProfilerRun& run : evaluation.profiler_runs) {
+  for (JobEvaluation::ProfilerRun& run : evaluation.profiler_runs) {
     if (!run.active()) continue;
     if (new_data) run.report_schedule.stale = true;
     for (const auto& rule : run.rules) {
       RuleVerdict verdict;
-      if (rule->WantsSystemMetrics() && !points.empty()) verdict = rule->OnMetrics(points);
+      if (rule->WantsSystemMetrics() && !batch.points.empty()) {
+        verdict = rule->OnMetrics(batch.points);
+      }
       if (verdict.kind == RuleVerdict::Kind::kContinue && rule->WantsFrameworkEvents() &&
-          !events.empty()) {
-        verdict = rule->OnFrameworkEvents(events);
+          !batch.events.empty()) {
+        verdict = rule->OnFrameworkEvents(batch.events);
       }
       if (verdict.kind == RuleVerdict::Kind::kContinue) verdict = rule->OnTick(now);
       if (verdict.kind != RuleVerdict::Kind::kIssuesFound || run.status_done) continue;
-      if (run.report) {
-        report_status(
-            run, v1::RuleEvaluationStatus::IssuesFound,
-            absl::StrCat(
-                rule->name(), ": ", verdict.details,
-                reports_->enabled()
-                    ? absl::StrCat(" (report: ",
-                                   reports_->FilesFor(evaluation.job_name, run.configuration_name)
-                                       .html.string(),
-                                   ")")
-                    : ""));
-      } else {
-        report_status(run, v1::RuleEvaluationStatus::IssuesFound, std::move(verdict.details));
+      if (!run.report) {
+        ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::IssuesFound,
+                             std::move(verdict.details));
+        continue;
       }
+      const std::string report_note =
+          reports_->enabled()
+              ? absl::StrCat(
+                    " (report: ",
+                    reports_->FilesFor(evaluation.job_name, run.configuration_name).html.string(),
+                    ")")
+              : "";
+      ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::IssuesFound,
+                           absl::StrCat(rule->name(), ": ", verdict.details, report_note));
     }
   }
+}
 
-  if (ended) {
-    std::string read;  // What was read, for verdicts that saw too little.
-    if (evaluation.system_reader != nullptr) read = evaluation.system_reader->Summary();
-    if (evaluation.framework_reader != nullptr) {
-      absl::StrAppend(&read, read.empty() ? "" : "; ", evaluation.framework_reader->Summary());
-    }
-    const std::string skipped = evaluation.plausible_times.Summary();
-    if (!skipped.empty()) absl::StrAppend(&read, read.empty() ? "" : "; ", skipped);
-    if (job.profiler_config().disable_profiler()) {
-      absl::StrAppend(&read, "; profiling is disabled (ProfilerConfig.DisableProfiler)");
-    }
-    for (ProfilerRun& run : evaluation.profiler_runs) {
-      if (!run.active()) continue;
-      run.report_schedule.stale = true;
-      std::vector<std::string> errors;
-      for (const auto& rule : run.rules) {
-        RuleVerdict verdict = rule->OnEnd();
-        if (run.status_done) continue;
-        if (!run.report) {
-          if (verdict.kind == RuleVerdict::Kind::kError) {
-            absl::StrAppend(&verdict.details, ". Read: ", read);
-          } else if (!skipped.empty()) {
-            // The verdict is on what was kept: say what was not.
-            absl::StrAppend(&verdict.details, " (", skipped, ")");
-          }
-          report_status(run, StatusOf(verdict.kind), std::move(verdict.details));
-        } else if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
-          report_status(run, v1::RuleEvaluationStatus::IssuesFound,
-                        absl::StrCat(rule->name(), ": ", verdict.details));
-        } else if (verdict.kind == RuleVerdict::Kind::kError) {
-          errors.push_back(rule->name());
-        }
-      }
+namespace {
+
+// What the profiler readers read, for verdicts that saw too little: their
+// summaries, the samples skipped for implausible times, and whether
+// profiling was disabled.
+std::string ProfilerReadSummary(const JobEvaluation& evaluation, const JobRecord& job) {
+  std::string read;
+  if (evaluation.system_reader != nullptr) read = evaluation.system_reader->Summary();
+  if (evaluation.framework_reader != nullptr) {
+    absl::StrAppend(&read, read.empty() ? "" : "; ", evaluation.framework_reader->Summary());
+  }
+  const std::string skipped = evaluation.plausible_times.Summary();
+  if (!skipped.empty()) absl::StrAppend(&read, read.empty() ? "" : "; ", skipped);
+  if (job.profiler_config().disable_profiler()) {
+    absl::StrAppend(&read, "; profiling is disabled (ProfilerConfig.DisableProfiler)");
+  }
+  return read;
+}
+
+}  // namespace
+
+void JobEvaluator::ConcludeProfilerRules(JobEvaluation& evaluation, const JobRecord& job) const {
+  const std::string read = ProfilerReadSummary(evaluation, job);
+  const std::string skipped = evaluation.plausible_times.Summary();
+  for (JobEvaluation::ProfilerRun& run : evaluation.profiler_runs) {
+    if (!run.active()) continue;
+    run.report_schedule.stale = true;
+    std::vector<std::string> errors;  // Rules of a report run without data.
+    for (const auto& rule : run.rules) {
+      RuleVerdict verdict = rule->OnEnd();
       if (run.status_done) continue;
-      if (errors.size() == run.rules.size()) {
-        report_status(run, v1::RuleEvaluationStatus::Error,
-                      absl::StrCat("no profiling data to evaluate: ", read));
-      } else {
-        report_status(run, v1::RuleEvaluationStatus::NoIssuesFound,
-                      absl::StrCat(run.rules.size(), " rules evaluated, no issues found",
-                                   errors.empty() ? ""
-                                                  : absl::StrCat(" (", absl::StrJoin(errors, ", "),
-                                                                 " had no data to evaluate)"),
-                                   ". Read: ", read));
+      if (!run.report) {
+        if (verdict.kind == RuleVerdict::Kind::kError) {
+          absl::StrAppend(&verdict.details, ". Read: ", read);
+        } else if (!skipped.empty()) {
+          // The verdict is on what was kept: say what was not.
+          absl::StrAppend(&verdict.details, " (", skipped, ")");
+        }
+        ReportProfilerStatus(evaluation, run, StatusOf(verdict.kind), std::move(verdict.details));
+      } else if (verdict.kind == RuleVerdict::Kind::kIssuesFound) {
+        ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::IssuesFound,
+                             absl::StrCat(rule->name(), ": ", verdict.details));
+      } else if (verdict.kind == RuleVerdict::Kind::kError) {
+        errors.push_back(rule->name());
       }
     }
+    if (run.status_done) continue;
+    if (errors.size() == run.rules.size()) {
+      ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::Error,
+                           absl::StrCat("no profiling data to evaluate: ", read));
+      continue;
+    }
+    const std::string without_data =
+        errors.empty()
+            ? ""
+            : absl::StrCat(" (", absl::StrJoin(errors, ", "), " had no data to evaluate)");
+    ReportProfilerStatus(evaluation, run, v1::RuleEvaluationStatus::NoIssuesFound,
+                         absl::StrCat(run.rules.size(), " rules evaluated, no issues found",
+                                      without_data, ". Read: ", read));
   }
+}
 
+void JobEvaluator::WriteDueReports(JobEvaluation& evaluation, const JobRecord& job,
+                                   bool ended) const {
   for (size_t i = 0; i < evaluation.profiler_runs.size(); ++i) {
-    ProfilerRun& run = evaluation.profiler_runs[i];
+    JobEvaluation::ProfilerRun& run = evaluation.profiler_runs[i];
     if (!run.report || run.report_schedule.final_written || !reports_->enabled()) {
       if (ended) run.report_schedule.final_written = true;
       continue;

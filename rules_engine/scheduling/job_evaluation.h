@@ -35,11 +35,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "core/jobs/job_record.h"
-#include "core/replication/lease_keeper.h"
 #include "core/manager/training_job_manager.h"
+#include "core/replication/lease_keeper.h"
 #include "metrics/evaluation_metrics.h"
 #include "objectstore/object_store.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
@@ -200,8 +201,56 @@ class JobEvaluator {
   bool FinalReportsSettled(const JobEvaluation& evaluation, const core::JobRecord& job) const;
 
  private:
+  // How a turn's reading of new steps ended.
+  enum class StepReading {
+    kCaughtUp,  // Nothing new is left (or no rule is active).
+    kMoreData,  // The turn's budget is spent with data left.
+    kStop,      // Cancelled, or the read failed (reported or waited for).
+  };
+  // What one turn read of the profiler data, for its rules.
+  struct ProfilerBatch {
+    std::vector<SystemMetricPoint> points;
+    std::vector<FrameworkEvent> events;
+    // Some active run writes a report (so everything was read, for it).
+    bool for_report = false;
+  };
+
+  // The debugging rules' turn: read and evaluate new steps (within the
+  // turn's budget), then tick the time-driven rules, then conclude once
+  // training ended and everything was read.
   TurnResult EvaluateDebugRules(JobEvaluation& evaluation, const core::JobRecord& job) const;
+  // Reads new steps in batches and feeds them to the active rules until
+  // caught up or the turn's budget (turn_time_slice, max_steps_per_turn) is
+  // spent; records the read metrics whichever way it ends.
+  StepReading ReadAndEvaluateSteps(JobEvaluation& evaluation) const;
+  void RecordReadMetrics(const JobEvaluation& evaluation, int64_t bytes_before,
+                         size_t steps_read) const;
+  // A failed read: waits for a store that answered before and is now
+  // unavailable; otherwise every active rule ends in an Error naming it.
+  void ReportReadFailure(JobEvaluation& evaluation, const absl::Status& error) const;
+  // Feeds `steps` to the active rules; false if the evaluation was cancelled.
+  bool FeedSteps(JobEvaluation& evaluation, const std::vector<Step>& steps,
+                 absl::Time read_started) const;
+  void TickDebugRules(JobEvaluation& evaluation) const;
+  // OnTrainingEnd for every active rule, reported as its final status.
+  void ConcludeDebugRules(JobEvaluation& evaluation) const;
+  // Reports `status` with `details` for every debugging rule not done.
+  void ReportToActiveRules(JobEvaluation& evaluation, int status, const std::string& details) const;
+
+  // The profiler rules' turn: read what the active rules and reports want,
+  // fail the runs whose data is over a read limit, feed the rules, conclude
+  // them once training ended, and write the reports that are due.
   void EvaluateProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job) const;
+  ProfilerBatch ReadProfilerData(JobEvaluation& evaluation) const;
+  void FailRunsOverReadLimit(JobEvaluation& evaluation) const;
+  void FeedProfilerData(JobEvaluation& evaluation, const ProfilerBatch& batch) const;
+  // OnEnd for every rule of the active runs; each run's final status.
+  void ConcludeProfilerRules(JobEvaluation& evaluation, const core::JobRecord& job) const;
+  void WriteDueReports(JobEvaluation& evaluation, const core::JobRecord& job, bool ended) const;
+  // Records the final `status` of profiler run `run` (and marks its report
+  // stale).
+  void ReportProfilerStatus(JobEvaluation& evaluation, JobEvaluation::ProfilerRun& run, int status,
+                            std::string details) const;
   // Feeds `verdict` of rule `rule_index` to the record, if terminal.
   // `data_arrived`: when the step it was reached at arrived (for the
   // detection latency of IssuesFound); InfinitePast when not at a step.

@@ -339,9 +339,12 @@ TrialWatcher::TargetResult TrialWatcher::ListTarget(const ProbeTarget& target) {
   return result;
 }
 
+namespace {
+// The window of ListPolling::max_list_requests_per_minute.
+constexpr absl::Duration kRequestWindow = absl::Minutes(1);
+}  // namespace
+
 void TrialWatcher::OnProbeDeadline(const std::string& job) {
-  const ListPolling& policy = options_.list_polling;
-  const absl::Duration kWindow = absl::Minutes(1);
   std::vector<ProbeTarget> targets;
   uint64_t generation = 0;
   {
@@ -349,21 +352,9 @@ void TrialWatcher::OnProbeDeadline(const std::string& job) {
     if (stopped_) return;
     auto it = probes_.find(job);
     if (it == probes_.end()) return;
-    Probe& probe = it->second;
-    const absl::Time now = options_.clock->Now();
-    while (!probe.requests.empty() && probe.requests.front() <= now - kWindow) {
-      probe.requests.pop_front();
-    }
-    // Over the cap: wait until enough of the minute's requests leave the
-    // window (a probe needs at least one request per target).
-    const size_t cap = static_cast<size_t>(std::max(1, policy.max_list_requests_per_minute));
-    const size_t need = std::min(cap, probe.targets.size());
-    if (probe.requests.size() + need > cap) {
-      probe_timer_->Set(job, probe.requests[probe.requests.size() + need - cap - 1] + kWindow);
-      return;
-    }
-    targets = probe.targets;
-    generation = probe.generation;
+    if (!WithinRequestCapLocked(job, it->second)) return;
+    targets = it->second.targets;
+    generation = it->second.generation;
   }
   // Listed outside the lock: network I/O.
   std::vector<TargetResult> results;
@@ -383,36 +374,58 @@ void TrialWatcher::OnProbeDeadline(const std::string& job) {
     if (it == probes_.end() || it->second.generation != generation) return;
     Probe& probe = it->second;
     for (int i = 0; i < requests; ++i) probe.requests.push_back(now);
-    bool failed = false;
-    bool changed = false;
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].status.ok()) {
-        failed = true;
-        continue;
-      }
-      changed = changed || results[i].changed;
-      probe.targets[i] = std::move(results[i].updated);
-    }
-    // Back after failures: the job's reader may have stopped at the outage.
-    if (!failed && probe.failing) changed = true;
-    probe.failing = failed;
-    if (changed) probe.last_data = now;
-    const bool recent =
-        probe.last_data.has_value() && now - *probe.last_data < policy.recent_data_window;
-    probe.interval = changed ? policy.active_interval
-                             : std::min(probe.interval * 2,
-                                        recent ? policy.recent_interval : policy.idle_interval);
-    const bool settled = probe.settle_wake.has_value() && now >= *probe.settle_wake;
-    wake = changed || settled || now - probe.last_wake >= policy.quiet_wake;
-    if (wake) probe.last_wake = now;
-    if (changed) {
-      probe.settle_wake = now + policy.settle_wake;
-    } else if (settled) {
-      probe.settle_wake.reset();
-    }
+    wake = ApplyProbeResultsLocked(probe, results, now);
     probe_timer_->Set(job, now + probe.interval);
   }
   if (wake) on_change_(job);
+}
+
+bool TrialWatcher::WithinRequestCapLocked(const std::string& job, Probe& probe) {
+  const absl::Time now = options_.clock->Now();
+  while (!probe.requests.empty() && probe.requests.front() <= now - kRequestWindow) {
+    probe.requests.pop_front();
+  }
+  // Over the cap: wait until enough of the minute's requests leave the
+  // window (a probe needs at least one request per target).
+  const size_t cap =
+      static_cast<size_t>(std::max(1, options_.list_polling.max_list_requests_per_minute));
+  const size_t need = std::min(cap, probe.targets.size());
+  if (probe.requests.size() + need <= cap) return true;
+  probe_timer_->Set(job, probe.requests[probe.requests.size() + need - cap - 1] + kRequestWindow);
+  return false;
+}
+
+bool TrialWatcher::ApplyProbeResultsLocked(Probe& probe, std::vector<TargetResult>& results,
+                                           absl::Time now) {
+  const ListPolling& policy = options_.list_polling;
+  bool failed = false;
+  bool changed = false;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].status.ok()) {
+      failed = true;
+      continue;
+    }
+    changed = changed || results[i].changed;
+    probe.targets[i] = std::move(results[i].updated);
+  }
+  // Back after failures: the job's reader may have stopped at the outage.
+  if (!failed && probe.failing) changed = true;
+  probe.failing = failed;
+  if (changed) probe.last_data = now;
+  const bool recent =
+      probe.last_data.has_value() && now - *probe.last_data < policy.recent_data_window;
+  probe.interval = changed ? policy.active_interval
+                           : std::min(probe.interval * 2,
+                                      recent ? policy.recent_interval : policy.idle_interval);
+  const bool settled = probe.settle_wake.has_value() && now >= *probe.settle_wake;
+  const bool wake = changed || settled || now - probe.last_wake >= policy.quiet_wake;
+  if (wake) probe.last_wake = now;
+  if (changed) {
+    probe.settle_wake = now + policy.settle_wake;
+  } else if (settled) {
+    probe.settle_wake.reset();
+  }
+  return wake;
 }
 
 }  // namespace debugplane::rules_engine

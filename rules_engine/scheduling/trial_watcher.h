@@ -223,6 +223,16 @@ class TrialWatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `job`'s due probe (on the probe timer's thread).
   void OnProbeDeadline(const std::string& job);
+  // Drops the requests older than a minute from `probe`; if one more probe
+  // would exceed max_list_requests_per_minute, sets the job's timer for when
+  // it will not and returns false.
+  bool WithinRequestCapLocked(const std::string& job, Probe& probe)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a probe's listing results into `probe`: its targets, whether it
+  // failed, its next interval (active, recent or idle, backing off) and its
+  // settle wake. Returns whether to wake the job.
+  bool ApplyProbeResultsLocked(Probe& probe, std::vector<TargetResult>& results, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static TargetResult ListTarget(const ProbeTarget& target);
 
   const TrialWatcherOptions options_;

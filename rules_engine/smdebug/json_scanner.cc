@@ -5,10 +5,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/message_text.h"
+#include "base/utf8.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -95,34 +98,6 @@ const char* ScanNumber(const char* p, const char* end, JsonNumber* out, NumberEr
   return q;
 }
 
-// The length of the valid UTF-8 sequence starting at p (its first byte is
-// not ASCII), or 0 (RFC 3629: no overlong forms, no surrogates, at most
-// U+10FFFF).
-size_t Utf8Length(const unsigned char* p, const unsigned char* end) {
-  const unsigned char c = p[0];
-  size_t n;
-  unsigned char low = 0x80, high = 0xBF;  // Of the second byte.
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) low = 0xA0;
-    if (c == 0xED) high = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) low = 0x90;
-    if (c == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (end - p < static_cast<std::ptrdiff_t>(n)) return 0;
-  if (p[1] < low || p[1] > high) return 0;
-  for (size_t i = 2; i < n; ++i) {
-    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
-  }
-  return n;
-}
-
 void AppendUtf8(uint32_t cp, std::string* out) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));
@@ -176,6 +151,19 @@ bool EndsWithin(const char* q, const char* end) {
   return true;
 }
 
+// What the escape "\<escape>" stands for, other than \u: the character, or
+// 0 if `escape` is not one of JSON's.
+char SimpleEscape(char escape) {
+  // Each escape letter and the character it stands for.
+  static constexpr std::pair<char, char> kEscapes[] = {{'"', '"'},  {'\\', '\\'}, {'/', '/'},
+                                                       {'b', '\b'}, {'f', '\f'},  {'n', '\n'},
+                                                       {'r', '\r'}, {'t', '\t'}};
+  for (const auto& [letter, character] : kEscapes) {
+    if (letter == escape) return character;
+  }
+  return 0;
+}
+
 }  // namespace
 
 bool JsonNumber::ToInt64(int64_t* out) const {
@@ -193,23 +181,11 @@ bool JsonNumber::ToInt64(int64_t* out) const {
 }
 
 const char* JsonKindName(JsonKind kind) {
-  switch (kind) {
-    case JsonKind::kObject:
-      return "object";
-    case JsonKind::kArray:
-      return "array";
-    case JsonKind::kString:
-      return "string";
-    case JsonKind::kNumber:
-      return "number";
-    case JsonKind::kBoolean:
-      return "boolean";
-    case JsonKind::kNull:
-      return "null";
-    case JsonKind::kInvalid:
-      return "invalid";
-  }
-  return "invalid";
+  // In the order of JsonKind.
+  static constexpr const char* kNames[] = {"object",  "array", "string", "number",
+                                           "boolean", "null",  "invalid"};
+  const auto index = static_cast<size_t>(kind);
+  return index < std::size(kNames) ? kNames[index] : "invalid";
 }
 
 const char* ParseFromCharsNumber(const char* p, const char* end, JsonNumber* out) {
@@ -329,8 +305,8 @@ bool JsonScanner::EscapedString(bool key, const char* start, const char* q, absl
     }
     if (c < 0x20) return Fail(q, "control character in a string (must be escaped)");
     if (c >= 0x80) {
-      const size_t n = Utf8Length(reinterpret_cast<const unsigned char*>(q),
-                                  reinterpret_cast<const unsigned char*>(end_));
+      const size_t n =
+          base::Utf8MultibyteSequenceLength(absl::string_view(q, static_cast<size_t>(end_ - q)));
       if (n == 0) return Fail(q, "invalid UTF-8 in a string");
       q += n;
       continue;
@@ -343,58 +319,39 @@ bool JsonScanner::EscapedString(bool key, const char* start, const char* q, absl
       scratch->append(run, q);
     }
     if (end_ - q < 2) return Fail(end_, "");
-    const char e = q[1];
-    char simple = 0;
-    switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        simple = e;
-        break;
-      case 'b':
-        simple = '\b';
-        break;
-      case 'f':
-        simple = '\f';
-        break;
-      case 'n':
-        simple = '\n';
-        break;
-      case 'r':
-        simple = '\r';
-        break;
-      case 't':
-        simple = '\t';
-        break;
-      case 'u':
-        break;
-      default:
-        return Fail(q + 1, "invalid escape");
-    }
-    if (e != 'u') {
+    const char escape = q[1];
+    if (escape == 'u') {
+      if (!UnicodeEscape(&q, scratch)) return false;
+    } else if (const char simple = SimpleEscape(escape); simple != 0) {
       scratch->push_back(simple);
       q += 2;
-      run = q;
-      continue;
+    } else {
+      return Fail(q + 1, "invalid escape");
     }
-    if (EndsWithin(q, end_)) return Fail(end_, "");
-    const int32_t unit = end_ - q >= 6 ? Hex4(q + 2) : -1;
-    if (unit < 0) return Fail(q + 2, "invalid \\u escape (four hex digits expected)");
-    uint32_t cp = static_cast<uint32_t>(unit);
-    q += 6;
-    if (cp >= 0xDC00 && cp <= 0xDFFF) return Fail(q - 6, "lone low surrogate in a \\u escape");
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (EndsWithin(q, end_)) return Fail(end_, "");
-      const int32_t low = end_ - q >= 6 && q[0] == '\\' && q[1] == 'u' ? Hex4(q + 2) : -1;
-      if (low < 0xDC00 || low > 0xDFFF) {
-        return Fail(q, "a high surrogate must be followed by a \\u low surrogate");
-      }
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<uint32_t>(low) - 0xDC00);
-      q += 6;
-    }
-    AppendUtf8(cp, scratch);
     run = q;
   }
+}
+
+bool JsonScanner::UnicodeEscape(const char** at, std::string* out) {
+  const char* q = *at;
+  if (EndsWithin(q, end_)) return Fail(end_, "");
+  const int32_t unit = end_ - q >= 6 ? Hex4(q + 2) : -1;
+  if (unit < 0) return Fail(q + 2, "invalid \\u escape (four hex digits expected)");
+  uint32_t cp = static_cast<uint32_t>(unit);
+  q += 6;
+  if (cp >= 0xDC00 && cp <= 0xDFFF) return Fail(q - 6, "lone low surrogate in a \\u escape");
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    if (EndsWithin(q, end_)) return Fail(end_, "");
+    const int32_t low = end_ - q >= 6 && q[0] == '\\' && q[1] == 'u' ? Hex4(q + 2) : -1;
+    if (low < 0xDC00 || low > 0xDFFF) {
+      return Fail(q, "a high surrogate must be followed by a \\u low surrogate");
+    }
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<uint32_t>(low) - 0xDC00);
+    q += 6;
+  }
+  AppendUtf8(cp, out);
+  *at = q;
+  return true;
 }
 
 std::string JsonScanner::DescribeError() const {
@@ -405,9 +362,9 @@ std::string JsonScanner::DescribeError() const {
   std::string out =
       absl::StrCat("JSON parse error at byte ", error_offset_ + 1, " (", error_cause_, ")");
   if (at > 0) {
-    absl::StrAppend(&out, " after ",
-                    base::QuoteForMessage(absl::string_view(begin_ + from, at - from),
-                                                 kMaxExcerptChars));
+    absl::StrAppend(
+        &out, " after ",
+        base::QuoteForMessage(absl::string_view(begin_ + from, at - from), kMaxExcerptChars));
   }
   return out;
 }

@@ -271,6 +271,17 @@ class JsonScanner {
   // `scratch` nullptr: Scratch(key).
   bool EscapedString(bool key, const char* start, const char* stop, absl::string_view* out,
                      std::string* scratch);
+  // Decodes the \\uXXXX escape (with its low surrogate, if a high one) at
+  // *at into `out` as UTF-8 and moves *at past it; false (Fail) if invalid.
+  bool UnicodeEscape(const char** at, std::string* out);
+  // An object or array: `open`, items separated by ',' (each read by
+  // on_item, which returns false on failure), `close`. `not_open` and
+  // `not_closed` are the failures' causes.
+  template <typename OnItem>
+  bool Container(char open, char close, const char* not_open, const char* not_closed,
+                 OnItem on_item);
+  // An item's reader said no: fails, unless it already has.
+  bool Rejected() { return failed_ ? false : Fail(p_, "rejected by the reader"); }
 
   const char* const begin_;
   const char* p_;
@@ -342,36 +353,36 @@ inline bool JsonScanner::Enter() {
   return true;
 }
 
-template <typename OnMember>
-bool JsonScanner::Object(OnMember on_member) {
-  if (Peek() != '{') return Fail(p_, "expected an object");
+template <typename OnItem>
+bool JsonScanner::Container(char open, char close, const char* not_open, const char* not_closed,
+                            OnItem on_item) {
+  if (Peek() != open) return Fail(p_, not_open);
   if (!Enter()) return false;
-  if (!Consume('}')) {
+  if (!Consume(close)) {
     do {
-      absl::string_view key;
-      if (Peek() != '"') return Fail(p_, "expected a member name");
-      if (!StringAtQuote(&key, /*scratch=*/nullptr, /*key=*/true)) return false;
-      if (!Consume(':')) return Fail(p_, "expected ':'");
-      if (!on_member(key)) return failed_ ? false : Fail(p_, "rejected by the reader");
+      if (!on_item()) return false;
     } while (Consume(','));
-    if (!Consume('}')) return Fail(p_, "expected ',' or '}'");
+    if (!Consume(close)) return Fail(p_, not_closed);
   }
   --depth_;
   return true;
 }
 
+template <typename OnMember>
+bool JsonScanner::Object(OnMember on_member) {
+  return Container('{', '}', "expected an object", "expected ',' or '}'", [&] {
+    absl::string_view key;
+    if (Peek() != '"') return Fail(p_, "expected a member name");
+    if (!StringAtQuote(&key, /*scratch=*/nullptr, /*key=*/true)) return false;
+    if (!Consume(':')) return Fail(p_, "expected ':'");
+    return on_member(key) || Rejected();
+  });
+}
+
 template <typename OnElement>
 bool JsonScanner::Array(OnElement on_element) {
-  if (Peek() != '[') return Fail(p_, "expected an array");
-  if (!Enter()) return false;
-  if (!Consume(']')) {
-    do {
-      if (!on_element()) return failed_ ? false : Fail(p_, "rejected by the reader");
-    } while (Consume(','));
-    if (!Consume(']')) return Fail(p_, "expected ',' or ']'");
-  }
-  --depth_;
-  return true;
+  return Container('[', ']', "expected an array", "expected ',' or ']'",
+                   [&] { return on_element() || Rejected(); });
 }
 
 }  // namespace debugplane::rules_engine

@@ -142,25 +142,22 @@ bool PythonRegex::LookaheadMatchesAt(absl::string_view text, size_t split, bool 
 }
 
 bool PythonRegex::MatchPrefix(absl::string_view text) const {
+  return Matches(text, /*from_start=*/true);
+}
+
+bool PythonRegex::Search(absl::string_view text) const {
+  return Matches(text, /*from_start=*/false);
+}
+
+bool PythonRegex::Matches(absl::string_view text, bool from_start) const {
   if (whole_ != nullptr) {
     return whole_->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(),
-                         RE2::ANCHOR_START, nullptr, 0);
+                         from_start ? RE2::ANCHOR_START : RE2::UNANCHORED, nullptr, 0);
   }
   // Every split point: Python backtracks through all of them too. O(n^2)
   // for a name of n bytes; names are short and answers are memoized.
   for (size_t split = 0; split <= text.size(); ++split) {
-    if (LookaheadMatchesAt(text, split, /*from_start=*/true)) return true;
-  }
-  return false;
-}
-
-bool PythonRegex::Search(absl::string_view text) const {
-  if (whole_ != nullptr) {
-    return whole_->Match(re2::StringPiece(text.data(), text.size()), 0, text.size(),
-                         RE2::UNANCHORED, nullptr, 0);
-  }
-  for (size_t split = 0; split <= text.size(); ++split) {
-    if (LookaheadMatchesAt(text, split, /*from_start=*/false)) return true;
+    if (LookaheadMatchesAt(text, split, from_start)) return true;
   }
   return false;
 }

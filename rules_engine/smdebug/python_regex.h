@@ -77,6 +77,8 @@ class PythonRegex {
   // Whether X(?!A)Y matches with X ending at `split` (and, for MatchPrefix,
   // starting at 0).
   bool LookaheadMatchesAt(absl::string_view text, size_t split, bool from_start) const;
+  // MatchPrefix (`from_start`) or Search.
+  bool Matches(absl::string_view text, bool from_start) const;
 
   // The whole pattern when RE2 accepts it; null for X(?!A)Y.
   std::unique_ptr<re2::RE2> whole_;

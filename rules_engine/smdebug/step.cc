@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -12,17 +13,10 @@
 namespace debugplane::rules_engine {
 
 absl::string_view ModeName(Mode mode) {
-  switch (mode) {
-    case Mode::kTrain:
-      return "TRAIN";
-    case Mode::kEval:
-      return "EVAL";
-    case Mode::kPredict:
-      return "PREDICT";
-    case Mode::kGlobal:
-      return "GLOBAL";
-  }
-  return "UNKNOWN";
+  // Indexed by the mode's value (1 to 4).
+  static constexpr absl::string_view kNames[] = {"UNKNOWN", "TRAIN", "EVAL", "PREDICT", "GLOBAL"};
+  const auto index = static_cast<size_t>(mode);
+  return index < std::size(kNames) ? kNames[index] : "UNKNOWN";
 }
 
 const Tensor* Step::Find(absl::string_view name) const {
@@ -79,8 +73,7 @@ std::shared_ptr<const PythonRegex> TrialInfo::IncludeRegex(absl::string_view col
   if (compiled.ok()) return *std::move(compiled);
   refused_include_regexes_.insert(pattern);
   spdlog::warn("collection '{}': include_regex {} cannot be used (it matches nothing): {}",
-               base::EscapeForMessage(collection),
-               base::SingleQuoteForMessage(pattern),
+               base::EscapeForMessage(collection), base::SingleQuoteForMessage(pattern),
                std::string(compiled.status().message()));
   return nullptr;
 }

@@ -159,88 +159,64 @@ absl::Status FromRepeated(const Repeated& vals, int64_t n, absl::string_view nam
   return absl::OkStatus();
 }
 
-// Bytes per element of the dtypes whose tensor_content we decode; 0 for
-// dtypes kept without values; -1 for unknown ones.
-int ElementSize(int dtype) {
-  switch (dtype) {
-    case smdebug::DT_FLOAT:
-      return 4;
-    case smdebug::DT_DOUBLE:
-      return 8;
-    case smdebug::DT_INT32:
-      return 4;
-    case smdebug::DT_UINT8:
-      return 1;
-    case smdebug::DT_INT16:
-      return 2;
-    case smdebug::DT_INT8:
-      return 1;
-    case smdebug::DT_INT64:
-      return 8;
-    case smdebug::DT_BOOL:
-      return 1;
-    case smdebug::DT_BFLOAT16:
-      return 2;
-    case smdebug::DT_UINT16:
-      return 2;
-    case smdebug::DT_HALF:
-      return 2;
-    case smdebug::DT_UINT32:
-      return 4;
-    case smdebug::DT_UINT64:
-      return 8;
-    case smdebug::DT_STRING:
-    case smdebug::DT_COMPLEX64:
-    case smdebug::DT_COMPLEX128:
-      return 0;
-    default:
-      return -1;
-  }
+template <typename T>
+void DecodeContentAs(absl::string_view c, Tensor* tensor) {
+  FromContent<T>(c, &tensor->values);
 }
 
-// Converts the content into tensor->values (and tensor->facts where the
-// conversion finds them).
-void DecodeContent(int dtype, absl::string_view c, Tensor* tensor) {
+void DecodeFloatContent(absl::string_view c, Tensor* tensor) {
+  FromFloatContent(c, &tensor->values, &tensor->facts.emplace());
+}
+
+void DecodeBoolContent(absl::string_view c, Tensor* tensor) {
   std::vector<double>* out = &tensor->values;
-  switch (dtype) {
-    case smdebug::DT_FLOAT:
-      FromFloatContent(c, out, &tensor->facts.emplace());
-      return;
-    case smdebug::DT_DOUBLE:
-      return FromContent<double>(c, out);
-    case smdebug::DT_INT32:
-      return FromContent<int32_t>(c, out);
-    case smdebug::DT_UINT8:
-      return FromContent<uint8_t>(c, out);
-    case smdebug::DT_INT16:
-      return FromContent<int16_t>(c, out);
-    case smdebug::DT_INT8:
-      return FromContent<int8_t>(c, out);
-    case smdebug::DT_INT64:
-      return FromContent<int64_t>(c, out);
-    case smdebug::DT_UINT16:
-      return FromContent<uint16_t>(c, out);
-    case smdebug::DT_UINT32:
-      return FromContent<uint32_t>(c, out);
-    case smdebug::DT_UINT64:
-      return FromContent<uint64_t>(c, out);
-    case smdebug::DT_BOOL:
-      out->resize(c.size());
-      for (size_t i = 0; i < c.size(); ++i) (*out)[i] = c[i] != 0 ? 1.0 : 0.0;
-      return;
-    case smdebug::DT_HALF:
-    case smdebug::DT_BFLOAT16: {
-      const size_t n = c.size() / 2;
-      out->resize(n);
-      for (size_t i = 0; i < n; ++i) {
-        const uint16_t bits = Load<uint16_t>(c.data() + 2 * i);
-        (*out)[i] = dtype == smdebug::DT_HALF ? HalfToFloat(bits) : Bfloat16ToFloat(bits);
-      }
-      return;
-    }
-    default:
-      return;
+  out->resize(c.size());
+  for (size_t i = 0; i < c.size(); ++i) (*out)[i] = c[i] != 0 ? 1.0 : 0.0;
+}
+
+template <float (*kToFloat)(uint16_t)>
+void DecodeHalfWidthContent(absl::string_view c, Tensor* tensor) {
+  std::vector<double>* out = &tensor->values;
+  const size_t n = c.size() / 2;
+  out->resize(n);
+  for (size_t i = 0; i < n; ++i) (*out)[i] = kToFloat(Load<uint16_t>(c.data() + 2 * i));
+}
+
+// How the tensor_content of one dtype is decoded.
+struct ContentCodec {
+  int dtype;
+  // Bytes per element; 0 for dtypes kept without values.
+  int element_size;
+  // Converts the content into tensor->values (and tensor->facts where the
+  // conversion finds them); null where element_size is 0.
+  void (*decode)(absl::string_view content, Tensor* tensor);
+};
+
+constexpr ContentCodec kContentCodecs[] = {
+    {smdebug::DT_FLOAT, 4, DecodeFloatContent},
+    {smdebug::DT_DOUBLE, 8, DecodeContentAs<double>},
+    {smdebug::DT_INT32, 4, DecodeContentAs<int32_t>},
+    {smdebug::DT_UINT8, 1, DecodeContentAs<uint8_t>},
+    {smdebug::DT_INT16, 2, DecodeContentAs<int16_t>},
+    {smdebug::DT_INT8, 1, DecodeContentAs<int8_t>},
+    {smdebug::DT_INT64, 8, DecodeContentAs<int64_t>},
+    {smdebug::DT_BOOL, 1, DecodeBoolContent},
+    {smdebug::DT_BFLOAT16, 2, DecodeHalfWidthContent<Bfloat16ToFloat>},
+    {smdebug::DT_UINT16, 2, DecodeContentAs<uint16_t>},
+    {smdebug::DT_HALF, 2, DecodeHalfWidthContent<HalfToFloat>},
+    {smdebug::DT_UINT32, 4, DecodeContentAs<uint32_t>},
+    {smdebug::DT_UINT64, 8, DecodeContentAs<uint64_t>},
+    {smdebug::DT_STRING, 0, nullptr},
+    {smdebug::DT_COMPLEX64, 0, nullptr},
+    {smdebug::DT_COMPLEX128, 0, nullptr},
+};
+
+// The codec of `dtype`; null for unknown dtypes.
+const ContentCodec* CodecFor(int dtype) {
+  for (const ContentCodec& codec : kContentCodecs) {
+    if (codec.dtype == dtype) return &codec;
   }
+  return nullptr;
 }
 
 absl::Status DecodeRepeated(const TensorProto& p, int64_t n, absl::string_view name,
@@ -325,8 +301,8 @@ namespace {
 // `repeated` (may be null: no typed values) supplies the fallback fields.
 absl::Status DecodeTensorParts(int dtype, absl::string_view content, const TensorProto* repeated,
                                absl::string_view name, Tensor* out) {
-  const int element_size = ElementSize(dtype);
-  if (element_size < 0) {
+  const ContentCodec* codec = CodecFor(dtype);
+  if (codec == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", ShownName(name), ": unknown dtype ", dtype));
   }
@@ -347,6 +323,7 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
     }
     n *= size;
   }
+  const int element_size = codec->element_size;
   if (element_size == 0) return absl::OkStatus();  // STRING/COMPLEX: no values.
 
   if (!content.empty() || n == 0) {
@@ -363,7 +340,7 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
                                                      " elements; at most ", kMaxDecodedElements,
                                                      " are decoded (8 bytes each)"));
     }
-    DecodeContent(dtype, content, out);
+    codec->decode(content, out);
     return absl::OkStatus();
   }
   if (repeated == nullptr) return absl::OkStatus();  // Saved without values.

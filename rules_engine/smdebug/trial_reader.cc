@@ -64,6 +64,20 @@ std::optional<std::pair<int64_t, std::string>> ParseIndexFileName(absl::string_v
 
 }  // namespace
 
+// A worker's files of a pending step.
+struct TrialReader::PendingWorker {
+  std::string index_key;
+  // The index file's modification time as listed (InfinitePast when the
+  // store does not say): when the worker's step arrived.
+  absl::Time index_modified = absl::InfinitePast();
+  std::optional<StepIndex> index;  // Once it parsed.
+  absl::Status index_error;        // Last parse failure (maybe still being written).
+  bool event_exists = false;
+  // Some bytes were fetched (for the tally's distinct objects).
+  bool index_fetched = false;
+  bool event_fetched = false;
+};
+
 struct TrialReader::State {
   TrialInfo info;
   TrialSummary summary;
@@ -82,18 +96,7 @@ struct TrialReader::State {
   // pending before listing again.
   bool resume = false;
 
-  struct Worker {
-    std::string index_key;
-    // The index file's modification time as listed (InfinitePast when the
-    // store does not say): when the worker's step arrived.
-    absl::Time index_modified = absl::InfinitePast();
-    std::optional<StepIndex> index;  // Once it parsed.
-    absl::Status index_error;        // Last parse failure (maybe still being written).
-    bool event_exists = false;
-    // Some bytes were fetched (for the tally's distinct objects).
-    bool index_fetched = false;
-    bool event_fetched = false;
-  };
+  using Worker = PendingWorker;
   // Steps seen in index/ and not returned yet, by global step; then worker.
   std::map<int64_t, std::map<std::string, Worker>> pending;
   std::set<std::string> tensor_names_seen;
@@ -221,6 +224,13 @@ absl::StatusOr<bool> TrialReader::ListTrial() {
   // after step 5 was seen shows step 4 too.
   st.superseded_below = st.last_full;
 
+  absl::Status indexes = ListNewIndexFiles();
+  if (!indexes.ok()) return indexes;
+  return true;
+}
+
+absl::Status TrialReader::ListNewIndexFiles() {
+  State& st = *state_;
   // Discover new index files. Only index/<prefix>/ directories that can hold
   // steps after the last returned one are listed, and in them only the names
   // after that step's (index file names start with the step, zero-padded).
@@ -251,13 +261,49 @@ absl::StatusOr<bool> TrialReader::ListTrial() {
       if (!parsed || parsed->first <= st.last_returned) continue;
       auto& workers = st.pending[parsed->first];
       if (workers.count(parsed->second)) continue;
-      State::Worker& worker = workers[parsed->second];
+      PendingWorker& worker = workers[parsed->second];
       worker.index_key = std::move(object.key);
       worker.index_modified = object.modified;
     }
   }
-  return true;
+  return absl::OkStatus();
 }
+
+// One ReadNewSteps call: its filter and budget, the units of work done so
+// far (see ReadBudget: the budget is checked before each one, once one is
+// done), and the buffers its files are read into (their allocations reused
+// from file to file, and freed when the call returns: an idle reader keeps
+// no file's worth of memory).
+struct TrialReader::ReadPass {
+  const TensorFilter& wanted;
+  const ReadBudget& budget;
+  const bool ended;
+  const std::string top_prefix;
+  size_t units = 0;
+  std::string text, whole, ranged;
+
+  bool Spent() const {
+    return units > 0 && budget.deadline != absl::InfiniteFuture() &&
+           budget.now() >= budget.deadline;
+  }
+};
+
+// A step being assembled from its workers' records.
+struct TrialReader::StepAssembly {
+  Step result;
+  // The index entry of each tensor of `result`, in order: the names are
+  // moved from the entries once the step is whole (the entries go with it;
+  // until then a step that must wait is read again from them).
+  std::vector<IndexEntry*> named;
+  bool have_mode = false;
+
+  void TakeMode(const std::optional<Mode>& mode, const std::optional<int64_t>& mode_step) {
+    if (have_mode || !mode) return;
+    result.mode = *mode;
+    result.mode_step = mode_step.value_or(0);
+    have_mode = true;
+  }
+};
 
 absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& wanted,
                                                             const ReadBudget& budget) {
@@ -274,55 +320,40 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     if (!listed.ok()) return listed.status();
     if (!*listed) return out;
   }
-  const bool ended = st.ended;
-  const std::string top_prefix = trial_.DirectoryPrefix();
+  ReadPass pass{.wanted = wanted,
+                .budget = budget,
+                .ended = st.ended,
+                .top_prefix = trial_.DirectoryPrefix()};
+  absl::StatusOr<int64_t> unparsed_from = ParsePendingIndexes(pass);
+  if (!unparsed_from.ok()) return unparsed_from.status();
+  bool stopped_at_budget = *unparsed_from != std::numeric_limits<int64_t>::max();
+  st.summary.tensor_names_seen.assign(st.tensor_names_seen.begin(), st.tensor_names_seen.end());
+  for (const auto& [step, workers] : st.pending) {
+    if (FullyPresent(workers)) st.last_full = std::max(st.last_full, step);
+  }
+  absl::Status error = ReturnReadySteps(pass, *unparsed_from, out, stopped_at_budget);
+  if (!error.ok()) {
+    // Steps read before the error are returned now (each step is returned
+    // once); the error recurs on the next call since the step stays pending.
+    if (out.empty()) return error;
+    return out;
+  }
+  st.resume = stopped_at_budget;
+  st.finished = pass.ended && st.pending.empty();
+  return out;
+}
 
-  // Units of work done by this call (see ReadBudget): the budget is checked
-  // before each one, once one is done.
-  size_t units = 0;
-  const bool timed = budget.deadline != absl::InfiniteFuture();
-  const auto spent = [&] { return units > 0 && timed && budget.now() >= budget.deadline; };
-
-  // The files of this call are read into these (their allocations reused
-  // from file to file, and freed when the call returns: an idle reader
-  // keeps no file's worth of memory).
-  std::string text, whole, ranged;
-
+absl::StatusOr<int64_t> TrialReader::ParsePendingIndexes(ReadPass& pass) {
   // Parse index files not parsed yet and look for event files, in step
-  // order. A pass cut by the budget leaves the steps from `unparsed_from`
+  // order. A pass cut by the budget leaves the steps from the returned one
   // on (some index file of theirs not tried by this call) to the next call.
-  int64_t unparsed_from = std::numeric_limits<int64_t>::max();
+  State& st = *state_;
   for (auto& [step, workers] : st.pending) {
     for (auto& [worker, w] : workers) {
       if (!w.index) {
-        if (spent()) {
-          unparsed_from = step;
-          break;
-        }
-        ++units;
-        if (absl::Status read = trial_.store->ReadAtMostInto(w.index_key, kIndexFileLimit, &text);
-            !read.ok()) {
-          return read;
-        }
-        st.summary.read.Add(text.size(), !std::exchange(w.index_fetched, true));
-        // Named relative to the trial directory in errors.
-        absl::StatusOr<StepIndex> index =
-            ParseIndexJson(text, absl::string_view(w.index_key).substr(top_prefix.size()));
-        if (!index.ok()) {
-          w.index_error = index.status();
-          continue;
-        }
-        w.index = std::move(*index);
-        w.index_error = absl::OkStatus();
-        for (const IndexEntry& e : w.index->tensors) {
-          // A name already there is left as it is; a full set takes no more.
-          if (st.tensor_names_seen.size() < kMaxTensorNamesSeen) {
-            st.tensor_names_seen.insert(e.tensor_name);
-          }
-        }
-        if (st.workers_seen.insert(worker).second) {
-          st.info.workers.assign(st.workers_seen.begin(), st.workers_seen.end());
-        }
+        if (pass.Spent()) return step;
+        ++pass.units;
+        if (absl::Status parsed = ParseIndex(pass, worker, w); !parsed.ok()) return parsed;
       }
       if (!w.event_exists) {
         absl::StatusOr<objectstore::ObjectEntry> event =
@@ -331,179 +362,221 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
         w.event_exists = event.ok();
       }
     }
-    if (unparsed_from != std::numeric_limits<int64_t>::max()) break;
   }
-  bool stopped_at_budget = unparsed_from != std::numeric_limits<int64_t>::max();
-  st.summary.tensor_names_seen.assign(st.tensor_names_seen.begin(), st.tensor_names_seen.end());
+  return std::numeric_limits<int64_t>::max();
+}
 
-  const auto fully_present = [&](const std::map<std::string, State::Worker>& workers) {
-    if (static_cast<int>(workers.size()) < st.info.num_workers) return false;
-    for (const auto& [name, w] : workers) {
-      if (!w.index || !w.event_exists) return false;
+absl::Status TrialReader::ParseIndex(ReadPass& pass, const std::string& worker, PendingWorker& w) {
+  State& st = *state_;
+  if (absl::Status read = trial_.store->ReadAtMostInto(w.index_key, kIndexFileLimit, &pass.text);
+      !read.ok()) {
+    return read;
+  }
+  st.summary.read.Add(pass.text.size(), !std::exchange(w.index_fetched, true));
+  // Named relative to the trial directory in errors.
+  absl::StatusOr<StepIndex> index =
+      ParseIndexJson(pass.text, absl::string_view(w.index_key).substr(pass.top_prefix.size()));
+  if (!index.ok()) {
+    w.index_error = index.status();  // Reported when the step is due.
+    return absl::OkStatus();
+  }
+  w.index = std::move(*index);
+  w.index_error = absl::OkStatus();
+  for (const IndexEntry& e : w.index->tensors) {
+    // A name already there is left as it is; a full set takes no more.
+    if (st.tensor_names_seen.size() < kMaxTensorNamesSeen) {
+      st.tensor_names_seen.insert(e.tensor_name);
     }
-    return true;
-  };
+  }
+  if (st.workers_seen.insert(worker).second) {
+    st.info.workers.assign(st.workers_seen.begin(), st.workers_seen.end());
+  }
+  return absl::OkStatus();
+}
+
+bool TrialReader::FullyPresent(const std::map<std::string, PendingWorker>& workers) const {
+  if (static_cast<int>(workers.size()) < state_->info.num_workers) return false;
+  for (const auto& [name, w] : workers) {
+    if (!w.index || !w.event_exists) return false;
+  }
+  return true;
+}
+
+absl::Status TrialReader::ReturnReadySteps(ReadPass& pass, int64_t unparsed_from,
+                                           std::vector<Step>& out, bool& stopped_at_budget) {
+  State& st = *state_;
   // See ListTrial for why a step is superseded only by one seen before the
   // last listing.
   const int64_t superseded_below = st.superseded_below;
-  for (const auto& [step, workers] : st.pending) {
-    if (fully_present(workers)) st.last_full = std::max(st.last_full, step);
-  }
-
-  absl::Status error;
   while (!st.pending.empty()) {
     auto it = st.pending.begin();
     const int64_t step = it->first;
     if (step >= unparsed_from) break;
-    auto& workers = it->second;
-    const bool settled = ended || step < superseded_below;
-    if (!fully_present(workers) && !settled) break;
-    if (out.size() >= budget.max_steps || spent()) {
+    const bool settled = pass.ended || step < superseded_below;
+    if (!FullyPresent(it->second) && !settled) break;
+    if (out.size() >= pass.budget.max_steps || pass.Spent()) {
       stopped_at_budget = true;
       break;
     }
-    ++units;
-
-    Step result;
-    result.global_step = step;
-    // The index entry of each tensor of `result`, in order: the names are
-    // moved from the entries once the step is whole (the entries go with
-    // it; until then a step that must wait is read again from them).
-    std::vector<IndexEntry*> named;
-    bool wait = false;
-    bool have_mode = false;
-    for (auto& [worker, w] : workers) {
-      if (!w.index) {
-        // Unparsable index of a step that will not change any more.
-        error = w.index_error;
-        break;
-      }
-      result.written = std::max(result.written, w.index_modified);
-      if (!have_mode && w.index->mode) {
-        result.mode = *w.index->mode;
-        result.mode_step = w.index->mode_step.value_or(0);
-        have_mode = true;
-      }
-      const std::string event_rel = st.EventFile(step, worker);
-      const std::string event_file = trial_.Key(event_rel);
-      // The wanted records, and whether to read the event file whole: one
-      // read instead of one per tensor, unless only a small part is wanted.
-      std::vector<IndexEntry*> entries;
-      uint64_t wanted_bytes = 0;
-      uint64_t file_end = 0;
-      for (IndexEntry& e : w.index->tensors) {
-        if (st.list_saved_tensors) result.saved_tensors.push_back(e.tensor_name);
-        if (!wanted(e.tensor_name, st.info)) continue;
-        // The index's lengths are data: checked before anything is sized
-        // from them (and their sums cannot overflow).
-        if (e.length > kEventRecordLimit.max_bytes) {
-          error = objectstore::OverReadLimitError(
-              absl::StrCat(trial_.store->Describe(event_file), " record at offset ", e.start_idx,
-                           " (tensor ", ShownTensor(e.tensor_name), ")"),
-              e.length, kEventRecordLimit);
-          break;
-        }
-        file_end = std::max(file_end, EndOfRecord(e));
-        entries.push_back(&e);
-        wanted_bytes += e.length;
-      }
-      if (!error.ok()) break;
-      if (!entries.empty() && !w.event_exists) {
-        st.summary.records_skipped += entries.size();  // settled: the file will never come.
-        entries.clear();
-      }
-      result.tensors.reserve(result.tensors.size() + entries.size());
-      // Whole: the records up to the last wanted one, in one read, when
-      // they are most of that span and the span is not large.
-      const bool read_whole =
-          !entries.empty() && file_end <= kMaxEventFileReadBytes && wanted_bytes * 4 >= file_end;
-      if (read_whole) {
-        error = trial_.store->ReadRangeInto(event_file, 0, file_end, &whole);
-        if (!error.ok()) break;
-        st.summary.read.Add(whole.size(), !std::exchange(w.event_fetched, true));
-      }
-      for (IndexEntry* entry : entries) {
-        const IndexEntry& e = *entry;
-        absl::string_view bytes;
-        if (read_whole) {
-          bytes = e.start_idx < whole.size()
-                      ? absl::string_view(whole).substr(e.start_idx, e.length)
-                      : absl::string_view();
-        } else {
-          error = trial_.store->ReadRangeInto(event_file, e.start_idx, e.length, &ranged);
-          if (!error.ok()) break;
-          st.summary.read.Add(ranged.size(), !std::exchange(w.event_fetched, true));
-          bytes = ranged;
-        }
-        TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
-        if (record.kind == TfRecordParse::Kind::kIncomplete) {
-          if (ended) {
-            ++st.summary.records_skipped;  // Cut short when training stopped.
-            continue;
-          }
-          wait = true;
-          break;
-        }
-        if (record.kind == TfRecordParse::Kind::kCorrupt) {
-          error = absl::DataLossError(
-              absl::StrCat(record.error, " (tensor ", ShownTensor(e.tensor_name), ")"));
-          break;
-        }
-        // Built only for an error message: most records have none.
-        const auto where = [&event_rel, &e] {
-          return absl::StrCat(event_rel, " offset ", e.start_idx, " (tensor ",
-                              ShownTensor(e.tensor_name), ")");
-        };
-        // smdebug writes one value per event; the one the index names is
-        // preferred. Decoded straight into its place in the step.
-        Tensor& t = result.tensors.emplace_back();
-        ValueMetadata metadata;
-        absl::Status decoded =
-            DecodeEventTensor(record.payload, e.tensor_name, where, &t, &metadata);
-        if (!decoded.ok()) {
-          result.tensors.pop_back();
-          error = std::move(decoded);
-          break;
-        }
-        if (!have_mode && metadata.mode) {
-          result.mode = *metadata.mode;
-          result.mode_step = metadata.mode_step.value_or(0);
-          have_mode = true;
-        }
-        t.worker = worker;
-        named.push_back(entry);
-      }
-      if (wait || !error.ok()) break;
-    }
-    if (!error.ok() || wait) break;
-    for (size_t i = 0; i < named.size(); ++i) {
-      result.tensors[i].name = std::move(named[i]->tensor_name);
-    }
-    std::sort(result.tensors.begin(), result.tensors.end(), [](const Tensor& a, const Tensor& b) {
-      return std::tie(a.name, a.worker) < std::tie(b.name, b.worker);
-    });
-    if (!result.saved_tensors.empty()) {
-      std::sort(result.saved_tensors.begin(), result.saved_tensors.end());
-      result.saved_tensors.erase(
-          std::unique(result.saved_tensors.begin(), result.saved_tensors.end()),
-          result.saved_tensors.end());
-    }
+    ++pass.units;
+    StepAssembly assembly;
+    assembly.result.global_step = step;
+    absl::StatusOr<bool> whole = AssembleStep(pass, step, it->second, assembly);
+    if (!whole.ok()) return whole.status();
+    if (!*whole) break;  // A record is still being written: wait for it.
+    out.push_back(FinishStep(std::move(assembly)));
     st.last_returned = step;
     ++st.summary.steps_seen;
     st.summary.last_global_step = step;
     st.pending.erase(it);
-    out.push_back(std::move(result));
   }
+  return absl::OkStatus();
+}
 
-  if (!error.ok()) {
-    // Steps read before the error are returned now (each step is returned
-    // once); the error recurs on the next call since the step stays pending.
-    if (out.empty()) return error;
-    return out;
+absl::StatusOr<bool> TrialReader::AssembleStep(ReadPass& pass, int64_t step,
+                                               std::map<std::string, PendingWorker>& workers,
+                                               StepAssembly& assembly) {
+  for (auto& [worker, w] : workers) {
+    if (!w.index) {
+      // Unparsable index of a step that will not change any more.
+      if (!w.index_error.ok()) return w.index_error;
+      return true;
+    }
+    assembly.result.written = std::max(assembly.result.written, w.index_modified);
+    assembly.TakeMode(w.index->mode, w.index->mode_step);
+    absl::StatusOr<bool> whole = ReadWorkerRecords(pass, step, worker, w, assembly);
+    if (!whole.ok() || !*whole) return whole;
   }
-  st.resume = stopped_at_budget;
-  st.finished = ended && st.pending.empty();
-  return out;
+  return true;
+}
+
+absl::StatusOr<std::vector<IndexEntry*>> TrialReader::WantedRecords(ReadPass& pass,
+                                                                    const std::string& event_file,
+                                                                    PendingWorker& w,
+                                                                    Step& result) {
+  State& st = *state_;
+  std::vector<IndexEntry*> entries;
+  for (IndexEntry& e : w.index->tensors) {
+    if (st.list_saved_tensors) result.saved_tensors.push_back(e.tensor_name);
+    if (!pass.wanted(e.tensor_name, st.info)) continue;
+    // The index's lengths are data: checked before anything is sized from
+    // them (and their sums cannot overflow).
+    if (e.length > kEventRecordLimit.max_bytes) {
+      return objectstore::OverReadLimitError(
+          absl::StrCat(trial_.store->Describe(event_file), " record at offset ", e.start_idx,
+                       " (tensor ", ShownTensor(e.tensor_name), ")"),
+          e.length, kEventRecordLimit);
+    }
+    entries.push_back(&e);
+  }
+  if (!entries.empty() && !w.event_exists) {
+    st.summary.records_skipped += entries.size();  // settled: the file will never come.
+    entries.clear();
+  }
+  return entries;
+}
+
+absl::StatusOr<bool> TrialReader::ReadWorkerRecords(ReadPass& pass, int64_t step,
+                                                    const std::string& worker, PendingWorker& w,
+                                                    StepAssembly& assembly) {
+  State& st = *state_;
+  const std::string event_rel = st.EventFile(step, worker);
+  const std::string event_file = trial_.Key(event_rel);
+  // The wanted records, and whether to read the event file whole: one read
+  // instead of one per tensor, unless only a small part is wanted.
+  absl::StatusOr<std::vector<IndexEntry*>> entries =
+      WantedRecords(pass, event_file, w, assembly.result);
+  if (!entries.ok()) return entries.status();
+  uint64_t wanted_bytes = 0;
+  uint64_t file_end = 0;
+  for (const IndexEntry* e : *entries) {
+    file_end = std::max(file_end, EndOfRecord(*e));
+    wanted_bytes += e->length;
+  }
+  assembly.result.tensors.reserve(assembly.result.tensors.size() + entries->size());
+  // Whole: the records up to the last wanted one, in one read, when they
+  // are most of that span and the span is not large.
+  const bool read_whole =
+      !entries->empty() && file_end <= kMaxEventFileReadBytes && wanted_bytes * 4 >= file_end;
+  if (read_whole) {
+    if (absl::Status read = trial_.store->ReadRangeInto(event_file, 0, file_end, &pass.whole);
+        !read.ok()) {
+      return read;
+    }
+    st.summary.read.Add(pass.whole.size(), !std::exchange(w.event_fetched, true));
+  }
+  for (IndexEntry* entry : *entries) {
+    const IndexEntry& e = *entry;
+    absl::string_view bytes;
+    if (read_whole) {
+      bytes = e.start_idx < pass.whole.size()
+                  ? absl::string_view(pass.whole).substr(e.start_idx, e.length)
+                  : absl::string_view();
+    } else {
+      if (absl::Status read =
+              trial_.store->ReadRangeInto(event_file, e.start_idx, e.length, &pass.ranged);
+          !read.ok()) {
+        return read;
+      }
+      st.summary.read.Add(pass.ranged.size(), !std::exchange(w.event_fetched, true));
+      bytes = pass.ranged;
+    }
+    absl::StatusOr<bool> decoded = DecodeRecord(pass, bytes, event_rel, worker, *entry, assembly);
+    if (!decoded.ok() || !*decoded) return decoded;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> TrialReader::DecodeRecord(ReadPass& pass, absl::string_view bytes,
+                                               const std::string& event_rel,
+                                               const std::string& worker, IndexEntry& entry,
+                                               StepAssembly& assembly) {
+  const IndexEntry& e = entry;
+  TfRecordParse record = ParseTfRecordAt(bytes, event_rel, e.start_idx, e.length);
+  if (record.kind == TfRecordParse::Kind::kIncomplete) {
+    if (!pass.ended) return false;
+    ++state_->summary.records_skipped;  // Cut short when training stopped.
+    return true;
+  }
+  if (record.kind == TfRecordParse::Kind::kCorrupt) {
+    return absl::DataLossError(
+        absl::StrCat(record.error, " (tensor ", ShownTensor(e.tensor_name), ")"));
+  }
+  // Built only for an error message: most records have none.
+  const auto where = [&event_rel, &e] {
+    return absl::StrCat(event_rel, " offset ", e.start_idx, " (tensor ", ShownTensor(e.tensor_name),
+                        ")");
+  };
+  // smdebug writes one value per event; the one the index names is
+  // preferred. Decoded straight into its place in the step.
+  Tensor& t = assembly.result.tensors.emplace_back();
+  ValueMetadata metadata;
+  absl::Status decoded = DecodeEventTensor(record.payload, e.tensor_name, where, &t, &metadata);
+  if (!decoded.ok()) {
+    assembly.result.tensors.pop_back();
+    return decoded;
+  }
+  assembly.TakeMode(metadata.mode, metadata.mode_step);
+  t.worker = worker;
+  assembly.named.push_back(&entry);
+  return true;
+}
+
+Step TrialReader::FinishStep(StepAssembly assembly) {
+  Step& result = assembly.result;
+  for (size_t i = 0; i < assembly.named.size(); ++i) {
+    result.tensors[i].name = std::move(assembly.named[i]->tensor_name);
+  }
+  std::sort(result.tensors.begin(), result.tensors.end(), [](const Tensor& a, const Tensor& b) {
+    return std::tie(a.name, a.worker) < std::tie(b.name, b.worker);
+  });
+  if (!result.saved_tensors.empty()) {
+    std::sort(result.saved_tensors.begin(), result.saved_tensors.end());
+    result.saved_tensors.erase(
+        std::unique(result.saved_tensors.begin(), result.saved_tensors.end()),
+        result.saved_tensors.end());
+  }
+  return std::move(result);
 }
 
 }  // namespace debugplane::rules_engine

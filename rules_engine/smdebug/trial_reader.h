@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/time/time.h"
 #include "objectstore/object_store.h"
 #include "objectstore/read_tally.h"
+#include "rules_engine/smdebug/smdebug_json.h"
 #include "rules_engine/smdebug/step.h"
 
 namespace debugplane::rules_engine {
@@ -165,6 +167,9 @@ class TrialReader {
 
  private:
   struct State;
+  struct PendingWorker;
+  struct ReadPass;
+  struct StepAssembly;
   // Loads the collections file of some worker if one parses (num_workers).
   // Returns its parse error if none parses and `must_parse`, the storage's
   // errors; OK otherwise (loaded or not yet there).
@@ -174,6 +179,48 @@ class TrialReader {
   // nothing to read yet (no directory, or no collections file while
   // training runs), the storage's errors.
   absl::StatusOr<bool> ListTrial();
+  // Adds to the pending steps the index files listed after the last
+  // returned step. Only the index/<prefix>/ directories that can hold such
+  // steps are listed, and in them only the names after that step's.
+  absl::Status ListNewIndexFiles();
+
+  // The steps of ReadNewSteps after the listing, each a part of one call
+  // (`pass`) over the pending steps:
+  // Parses the index files not parsed yet and looks for the event files, in
+  // step order, until the budget is spent. Returns the first step left
+  // unparsed (INT64_MAX if none), the storage's errors.
+  absl::StatusOr<int64_t> ParsePendingIndexes(ReadPass& pass);
+  // Reads and parses `worker`'s index file; a parse failure is kept in
+  // `w` (reported when the step is due), the storage's errors returned.
+  absl::Status ParseIndex(ReadPass& pass, const std::string& worker, PendingWorker& w);
+  // Every worker's index and event file of a step are there.
+  bool FullyPresent(const std::map<std::string, PendingWorker>& workers) const;
+  // Appends to `out` the pending steps before `unparsed_from` that are
+  // whole (or settled), in order, within the budget (sets
+  // `stopped_at_budget` when it runs out). Returns the error that stopped
+  // it (the step stays pending), OK otherwise.
+  absl::Status ReturnReadySteps(ReadPass& pass, int64_t unparsed_from, std::vector<Step>& out,
+                                bool& stopped_at_budget);
+  // Reads the wanted records of every worker of `step` into `assembly`;
+  // false if a record is still being written (wait), errors for corrupt or
+  // oversized records, undecodable values and the storage's errors.
+  absl::StatusOr<bool> AssembleStep(ReadPass& pass, int64_t step,
+                                    std::map<std::string, PendingWorker>& workers,
+                                    StepAssembly& assembly);
+  absl::StatusOr<bool> ReadWorkerRecords(ReadPass& pass, int64_t step, const std::string& worker,
+                                         PendingWorker& w, StepAssembly& assembly);
+  // The index entries of `w` that `pass` wants (none if the event file will
+  // never come); lists the saved tensors into `result` when asked to.
+  absl::StatusOr<std::vector<IndexEntry*>> WantedRecords(ReadPass& pass,
+                                                         const std::string& event_file,
+                                                         PendingWorker& w, Step& result);
+  // Parses and decodes the record `bytes` of `entry` into the step; false:
+  // incomplete while training runs (wait).
+  absl::StatusOr<bool> DecodeRecord(ReadPass& pass, absl::string_view bytes,
+                                    const std::string& event_rel, const std::string& worker,
+                                    IndexEntry& entry, StepAssembly& assembly);
+  // Names the step's tensors and sorts them (and the saved tensors' list).
+  static Step FinishStep(StepAssembly assembly);
 
   const objectstore::StoreLocation trial_;
   std::shared_ptr<State> state_;

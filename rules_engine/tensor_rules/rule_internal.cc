@@ -274,6 +274,17 @@ void SelectingRule::NoteSelected(const Step& step, const TrialInfo& info) {
   }
 }
 
+std::vector<std::reference_wrapper<const Tensor>> SelectingRule::NoteWantedWithValues(
+    const Step& step, const TrialInfo& info) {
+  std::vector<std::reference_wrapper<const Tensor>> with_values;
+  for (const Tensor& t : step.tensors) {
+    if (!Wants(t.name, info)) continue;
+    seen_.Note(step, t);
+    if (!t.values.empty()) with_values.push_back(t);
+  }
+  return with_values;
+}
+
 std::string SelectingRule::WhyUnusedSelection(const TrialInfo& info, absl::string_view what) const {
   return WhyUnused(what.empty() ? "tensor" : what, selector_.empty() ? "" : selector_.Describe(),
                    seen_, steps_read(), selector_.modes, info, selector_.collections);

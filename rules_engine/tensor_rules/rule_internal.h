@@ -4,6 +4,7 @@
 #define DEBUGPLANE_RULES_ENGINE_TENSOR_RULES_RULE_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -300,6 +301,10 @@ class SelectingRule : public EvaluatingRule {
   RuleVerdict CheckSelected(const Step& step, const TrialInfo& info, TensorCheck check);
   // Notes in seen_ the tensors of `step` the selector matches (any mode).
   void NoteSelected(const Step& step, const TrialInfo& info);
+  // Notes in seen_ the tensors of `step` this rule Wants (any mode) and
+  // returns those with values, in order.
+  std::vector<std::reference_wrapper<const Tensor>> NoteWantedWithValues(const Step& step,
+                                                                         const TrialInfo& info);
   // WhyUnused for the selector's data: `what` ("tensor" when empty),
   // selected as the selector's Describe() says.
   std::string WhyUnusedSelection(const TrialInfo& info, absl::string_view what = "") const;
@@ -308,41 +313,33 @@ class SelectingRule : public EvaluatingRule {
   SelectionSeen seen_;
 };
 
-using RuleMaker = absl::StatusOr<std::unique_ptr<Rule>> (*)(RuleParameterReader& params,
-                                                            const RuleContext& ctx);
+// What makes a rule from its parameters (the catalog's entries).
+using RuleMakerFunction = absl::StatusOr<std::unique_ptr<Rule>>(RuleParameterReader& params,
+                                                                const RuleContext& ctx);
+using RuleMaker = RuleMakerFunction*;
 
 // One per rule, defined in the rules_*.cc files. Each reads every parameter
 // it declares from `params` and returns params.status() if it is not OK.
-absl::StatusOr<std::unique_ptr<Rule>> MakeVanishingGradient(RuleParameterReader&,
-                                                            const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeExplodingTensor(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeWeightUpdateRatio(RuleParameterReader&,
-                                                            const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakePoorWeightInitialization(RuleParameterReader&,
-                                                                   const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeLossNotDecreasing(RuleParameterReader&,
-                                                            const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeOverfit(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeOvertraining(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeDeadRelu(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeSaturatedActivation(RuleParameterReader&,
-                                                              const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeTensorVariance(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeUnchangedTensor(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeAllZero(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeSimilarAcrossRuns(RuleParameterReader&,
-                                                            const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeClassImbalance(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeCheckInputImages(RuleParameterReader&,
-                                                           const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeNLPSequenceRatio(RuleParameterReader&,
-                                                           const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeConfusion(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeFeatureImportanceOverweight(RuleParameterReader&,
-                                                                      const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeTreeDepth(RuleParameterReader&, const RuleContext&);
-absl::StatusOr<std::unique_ptr<Rule>> MakeStalledTrainingRule(RuleParameterReader&,
-                                                              const RuleContext&);
+RuleMakerFunction MakeVanishingGradient;
+RuleMakerFunction MakeExplodingTensor;
+RuleMakerFunction MakeWeightUpdateRatio;
+RuleMakerFunction MakePoorWeightInitialization;
+RuleMakerFunction MakeLossNotDecreasing;
+RuleMakerFunction MakeOverfit;
+RuleMakerFunction MakeOvertraining;
+RuleMakerFunction MakeDeadRelu;
+RuleMakerFunction MakeSaturatedActivation;
+RuleMakerFunction MakeTensorVariance;
+RuleMakerFunction MakeUnchangedTensor;
+RuleMakerFunction MakeAllZero;
+RuleMakerFunction MakeSimilarAcrossRuns;
+RuleMakerFunction MakeClassImbalance;
+RuleMakerFunction MakeCheckInputImages;
+RuleMakerFunction MakeNLPSequenceRatio;
+RuleMakerFunction MakeConfusion;
+RuleMakerFunction MakeFeatureImportanceOverweight;
+RuleMakerFunction MakeTreeDepth;
+RuleMakerFunction MakeStalledTrainingRule;
 
 }  // namespace debugplane::rules_engine::internal
 

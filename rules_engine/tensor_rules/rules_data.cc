@@ -93,30 +93,7 @@ class ClassImbalance : public EvaluatingRule {
         ++not_class_ids_;
         continue;
       }
-      const Tensor* predictions = PredictionsFor(labels, step, info);
-      std::vector<int64_t> yhat;
-      if (predictions == &labels) {
-        if (self_predicted_.empty()) self_predicted_ = labels.name;
-      } else if (predictions != nullptr) {
-        yhat = ClassIds(*predictions, argmax_);
-        if (yhat.size() != y.size()) {
-          ++mismatched_;
-          yhat.clear();
-        }
-      }
-      for (size_t i = 0; i < y.size(); ++i) {
-        auto it = classes_.find(y[i]);
-        if (it == classes_.end()) {
-          if (classes_.size() >= kMaxClasses) continue;
-          it = classes_.emplace(y[i], Counts()).first;
-        }
-        ++it->second.samples;
-        ++total_;
-        if (!yhat.empty()) {
-          ++it->second.predicted;
-          if (yhat[i] == y[i]) ++it->second.correct;
-        }
-      }
+      CountSamples(y, PredictedClassIds(labels, y.size(), step, info));
     }
     if (total_ < samples_ || classes_.empty()) return RuleVerdict::Continue();
     ++evaluations_;
@@ -146,6 +123,45 @@ class ClassImbalance : public EvaluatingRule {
     return RuleVerdict::Continue();
   }
 
+ private:
+  // The predicted class ids for `labels` (`count` of them), or none: no
+  // predictions tensor, the labels predicting themselves, or a count that
+  // does not match.
+  std::vector<int64_t> PredictedClassIds(const Tensor& labels, size_t count, const Step& step,
+                                         const TrialInfo& info) {
+    const Tensor* predictions = PredictionsFor(labels, step, info);
+    std::vector<int64_t> yhat;
+    if (predictions == &labels) {
+      if (self_predicted_.empty()) self_predicted_ = labels.name;
+    } else if (predictions != nullptr) {
+      yhat = ClassIds(*predictions, argmax_);
+      if (yhat.size() != count) {
+        ++mismatched_;
+        yhat.clear();
+      }
+    }
+    return yhat;
+  }
+
+  // Adds the samples `y` (with their predictions `yhat`, if any) to the
+  // per-class counts (at most kMaxClasses classes).
+  void CountSamples(const std::vector<int64_t>& y, const std::vector<int64_t>& yhat) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      auto it = classes_.find(y[i]);
+      if (it == classes_.end()) {
+        if (classes_.size() >= kMaxClasses) continue;
+        it = classes_.emplace(y[i], Counts()).first;
+      }
+      ++it->second.samples;
+      ++total_;
+      if (!yhat.empty()) {
+        ++it->second.predicted;
+        if (yhat[i] == y[i]) ++it->second.correct;
+      }
+    }
+  }
+
+ protected:
   std::string MissingData(const TrialInfo& info) const override {
     std::string out =
         WhyUnused("labels tensor", absl::StrCat("labels_regex ", QuoteName(labels_regex_)),
@@ -242,10 +258,7 @@ class CheckInputImages : public SelectingRule {
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
-    for (const Tensor& t : step.tensors) {
-      if (!Wants(t.name, info)) continue;
-      seen_.Note(step, t);
-      if (t.values.empty()) continue;
+    for (const Tensor& t : NoteWantedWithValues(step, info)) {
       int64_t n = 1;
       for (int64_t d : t.shape) n *= d;
       if (static_cast<int64_t>(t.shape.size()) <= std::max<int64_t>(channel_, 1) || channel_ < 1 ||

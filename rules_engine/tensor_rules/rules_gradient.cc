@@ -221,75 +221,108 @@ class PoorWeightInitialization : public EvaluatingRule {
       window_over_ = true;
       return RuleVerdict::Continue();
     }
+    const StepSample sample = Sample(step, info);
     bool any = false;
-    // 1. Activation input variances across layers.
-    const Tensor* min_t = nullptr;
-    const Tensor* max_t = nullptr;
-    double min_v = std::numeric_limits<double>::infinity(), max_v = -1;
-    std::vector<double>& gradient_values = gradient_values_;
-    gradient_values.clear();
-    bool gradient_saved = false;
-    double loss_sum = 0;
-    int loss_count = 0;
-    for (const Tensor& t : step.tensors) {
-      if (t.values.empty()) continue;
-      if (activations_.Matches(t.name, info)) {
-        const double v = Variance(t.values);
-        if (v < min_v) min_v = v, min_t = &t;
-        if (v > max_v) max_v = v, max_t = &t;
-      } else if (gradients_.Matches(t.name, info)) {
-        gradient_saved = true;
-        gradient_values.insert(gradient_values.end(), t.values.begin(), t.values.end());
-      } else if (losses_.Matches(t.name, info)) {
-        loss_sum += Mean(t.values);
-        ++loss_count;
-      }
-    }
-    if (min_t != nullptr && max_t != nullptr && min_t != max_t) {
-      any = true;
-      ++evaluations_;
-      const double ratio = min_v > 0 ? max_v / min_v : std::numeric_limits<double>::infinity();
-      if (ratio > threshold_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": activation input variance ratio ", Num(ratio), " (",
-            TensorLabel(*max_t, info), " ", Num(max_v), " / ", TensorLabel(*min_t, info), " ",
-            Num(min_v), ") > threshold ", Num(threshold_))));
-      }
-    } else if (min_t != nullptr) {
-      ++one_activation_layer_;
-    }
-    // 2. Gradient distribution width.
-    if (gradient_values.size() >= 2) {
-      any = true;
-      ++evaluations_;
-      const auto [p5, p95] = Percentiles(&gradient_values, 5, 95);
-      if (p95 - p5 < distribution_range_) {
-        return RuleVerdict::Issues(Clip(absl::StrCat(
-            StepLabel(step), ": gradients' 95th - 5th percentile ", Num(p95 - p5), " (",
-            gradient_values.size(), " values) < distribution_range ", Num(distribution_range_))));
-      }
-    } else if (gradient_saved) {
-      ++one_gradient_value_;
-    }
-    // 3. Loss convergence over the first steps.
-    if (loss_count > 0) {
-      any = true;
-      ++evaluations_;
-      const double loss = loss_sum / loss_count;
-      if (!best_loss_ || loss < *best_loss_) {
-        best_loss_ = loss;
-        steps_without_improvement_ = 0;
-      } else if (++steps_without_improvement_ >= patience_) {
-        return RuleVerdict::Issues(Clip(
-            absl::StrCat(StepLabel(step), ": loss ", Num(loss), " has not improved on ",
-                         Num(*best_loss_), " for ", steps_without_improvement_, " steps (patience ",
-                         patience_, ") in the first ", steps_, " steps")));
-      }
+    for (auto check : {&PoorWeightInitialization::CheckActivationVariance,
+                       &PoorWeightInitialization::CheckGradientWidth,
+                       &PoorWeightInitialization::CheckLossConvergence}) {
+      absl::optional<RuleVerdict> issue = (this->*check)(step, info, sample, any);
+      if (issue.has_value()) return *std::move(issue);
     }
     if (any) ++steps_evaluated_;
     return RuleVerdict::Continue();
   }
 
+ private:
+  // What one step holds for the three checks.
+  struct StepSample {
+    // The activation inputs of the lowest and highest variance.
+    const Tensor* min_t = nullptr;
+    const Tensor* max_t = nullptr;
+    double min_v = std::numeric_limits<double>::infinity(), max_v = -1;
+    bool gradient_saved = false;  // Its values are in gradient_values_.
+    double loss_sum = 0;
+    int loss_count = 0;
+  };
+
+  StepSample Sample(const Step& step, const TrialInfo& info) {
+    StepSample sample;
+    gradient_values_.clear();
+    for (const Tensor& t : step.tensors) {
+      if (t.values.empty()) continue;
+      if (activations_.Matches(t.name, info)) {
+        const double v = Variance(t.values);
+        if (v < sample.min_v) sample.min_v = v, sample.min_t = &t;
+        if (v > sample.max_v) sample.max_v = v, sample.max_t = &t;
+      } else if (gradients_.Matches(t.name, info)) {
+        sample.gradient_saved = true;
+        gradient_values_.insert(gradient_values_.end(), t.values.begin(), t.values.end());
+      } else if (losses_.Matches(t.name, info)) {
+        sample.loss_sum += Mean(t.values);
+        ++sample.loss_count;
+      }
+    }
+    return sample;
+  }
+
+  // Each check: the issue it found, if any; sets `any` when it evaluated.
+  // 1. Activation input variances across layers.
+  absl::optional<RuleVerdict> CheckActivationVariance(const Step& step, const TrialInfo& info,
+                                                      const StepSample& sample, bool& any) {
+    const Tensor* min_t = sample.min_t;
+    const Tensor* max_t = sample.max_t;
+    const double min_v = sample.min_v, max_v = sample.max_v;
+    if (min_t == nullptr || max_t == nullptr || min_t == max_t) {
+      if (min_t != nullptr) ++one_activation_layer_;
+      return absl::nullopt;
+    }
+    any = true;
+    ++evaluations_;
+    const double ratio = min_v > 0 ? max_v / min_v : std::numeric_limits<double>::infinity();
+    if (ratio <= threshold_) return absl::nullopt;
+    return RuleVerdict::Issues(Clip(
+        absl::StrCat(StepLabel(step), ": activation input variance ratio ", Num(ratio), " (",
+                     TensorLabel(*max_t, info), " ", Num(max_v), " / ", TensorLabel(*min_t, info),
+                     " ", Num(min_v), ") > threshold ", Num(threshold_))));
+  }
+
+  // 2. Gradient distribution width.
+  absl::optional<RuleVerdict> CheckGradientWidth(const Step& step, const TrialInfo& /*info*/,
+                                                 const StepSample& sample, bool& any) {
+    std::vector<double>& gradient_values = gradient_values_;
+    if (gradient_values.size() < 2) {
+      if (sample.gradient_saved) ++one_gradient_value_;
+      return absl::nullopt;
+    }
+    any = true;
+    ++evaluations_;
+    const auto [p5, p95] = Percentiles(&gradient_values, 5, 95);
+    if (p95 - p5 >= distribution_range_) return absl::nullopt;
+    return RuleVerdict::Issues(Clip(absl::StrCat(
+        StepLabel(step), ": gradients' 95th - 5th percentile ", Num(p95 - p5), " (",
+        gradient_values.size(), " values) < distribution_range ", Num(distribution_range_))));
+  }
+
+  // 3. Loss convergence over the first steps.
+  absl::optional<RuleVerdict> CheckLossConvergence(const Step& step, const TrialInfo& /*info*/,
+                                                   const StepSample& sample, bool& any) {
+    if (sample.loss_count == 0) return absl::nullopt;
+    any = true;
+    ++evaluations_;
+    const double loss = sample.loss_sum / sample.loss_count;
+    if (!best_loss_ || loss < *best_loss_) {
+      best_loss_ = loss;
+      steps_without_improvement_ = 0;
+      return absl::nullopt;
+    }
+    if (++steps_without_improvement_ < patience_) return absl::nullopt;
+    return RuleVerdict::Issues(
+        Clip(absl::StrCat(StepLabel(step), ": loss ", Num(loss), " has not improved on ",
+                          Num(*best_loss_), " for ", steps_without_improvement_,
+                          " steps (patience ", patience_, ") in the first ", steps_, " steps")));
+  }
+
+ protected:
   std::string MissingData(const TrialInfo& info) const override {
     const std::vector<Mode>& modes = gradients_.modes;
     if (steps_read().Of(modes) == 0) {

@@ -109,10 +109,7 @@ class TreeDepth : public SelectingRule {
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
-    for (const Tensor& t : step.tensors) {
-      if (!Wants(t.name, info)) continue;
-      seen_.Note(step, t);
-      if (t.values.empty()) continue;
+    for (const Tensor& t : NoteWantedWithValues(step, info)) {
       double max_id = -1;
       for (double v : t.values) {
         if (std::isfinite(v)) max_id = std::max(max_id, v);
