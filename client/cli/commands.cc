@@ -91,6 +91,15 @@ void PrintWarnings(const CommandEnv& env,
   for (const std::string& warning : warnings) *env.err << "warning: " << warning << "\n";
 }
 
+// Prints a response that says nothing to people (stop, delete): empty in
+// SageMaker too; JSON still prints "{}" so that scripts piping every
+// command into a JSON parser keep working.
+auto PrintJsonOnly(const CommandEnv& env) {
+  return [&env](const google::protobuf::Message& response) {
+    if (env.format == OutputFormat::kJson) PrintJson(env, response);
+  };
+}
+
 // A Stub method of a unary call, e.g. &Stub::DescribeTrainingJob.
 template <typename Request, typename Response>
 using UnaryMethod = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
@@ -237,20 +246,11 @@ int RunUpdate(const CommandEnv& env, const UpdateArgs& args) {
 }
 
 int RunStop(const CommandEnv& env, const std::string& name) {
-  return CallForJob(env, &Stub::StopTrainingJob, name,
-                    [&env](const v1::StopTrainingJobResponse& response) {
-                      // Empty in SageMaker too; JSON still prints "{}" so that
-                      // scripts piping every command into a JSON parser keep
-                      // working.
-                      if (env.format == OutputFormat::kJson) PrintJson(env, response);
-                    });
+  return CallForJob(env, &Stub::StopTrainingJob, name, PrintJsonOnly(env));
 }
 
 int RunDelete(const CommandEnv& env, const std::string& name) {
-  return CallForJob(env, &Stub::DeleteTrainingJob, name,
-                    [&env](const v1::DeleteTrainingJobResponse& response) {
-                      if (env.format == OutputFormat::kJson) PrintJson(env, response);
-                    });
+  return CallForJob(env, &Stub::DeleteTrainingJob, name, PrintJsonOnly(env));
 }
 
 int RunReport(const CommandEnv& env, const ReportArgs& args) {
