@@ -100,6 +100,19 @@ auto PrintJsonOnly(const CommandEnv& env) {
   };
 }
 
+// Whether stdout no longer takes output (its reader went away: `watch x |
+// head -1`); then cancels the stream `reader` reads and says so with
+// `stopped` ("stopped watching").
+template <typename Reader>
+bool OutputGone(const CommandEnv& env, grpc::ClientContext& context, Reader& reader,
+                const char* stopped) {
+  if (*env.out) return false;
+  context.TryCancel();
+  reader.Finish();
+  *env.err << "error: cannot write the output; " << stopped << "\n";
+  return true;
+}
+
 // A Stub method of a unary call, e.g. &Stub::DescribeTrainingJob.
 template <typename Request, typename Response>
 using UnaryMethod = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
@@ -315,14 +328,8 @@ int RunWatch(const CommandEnv& env, const std::string& name) {
   while (reader->Read(&event)) {
     *env.out << (env.format == OutputFormat::kJson ? ToJsonLine(event) : WatchEventAsText(event))
              << std::flush;  // Whoever reads the pipe sees each event now.
-    if (!*env.out) {
-      // The reader went away (`watch x | head -1`): stop watching rather
-      // than stream into the void until the job ends.
-      context.TryCancel();
-      reader->Finish();
-      *env.err << "error: cannot write the output; stopped watching\n";
-      return kExitError;
-    }
+    // Stop watching rather than stream into the void until the job ends.
+    if (OutputGone(env, context, *reader, "stopped watching")) return kExitError;
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return ReportRpcError(env, status);
@@ -402,12 +409,7 @@ int RunTensor(const CommandEnv& env, const TensorArgs& args) {
     *env.out << std::flush;
     truncated |= batch.truncated();
     last_step_read = std::max(last_step_read, batch.last_step_read());
-    if (!*env.out) {
-      context.TryCancel();
-      reader->Finish();
-      *env.err << "error: cannot write the output; stopped reading\n";
-      return kExitError;
-    }
+    if (OutputGone(env, context, *reader, "stopped reading")) return kExitError;
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return ReportRpcError(env, status);
