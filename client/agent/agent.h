@@ -76,16 +76,26 @@
 // (server unreachable for --connect-timeout, or the connection's security
 // settings do not fit the server's) or its start not reported.
 
+// The parts (RunAgent wires them):
+//   training_process.h        the child process: start, signals, stop, exit;
+//   server_connection.h       the ConnectAgent stream, reports, reconnects;
+//   training_config_writer.h  where the job's files go, the config files;
+//   job_output_uploads.h      the uploads of s3:// output;
+//   training_reports.h        progress steps and the end's report;
+//   agent_flags.cc            the command line (ParseAgentCommandLine).
+
 #ifndef DEBUGPLANE_CLIENT_AGENT_AGENT_H_
 #define DEBUGPLANE_CLIENT_AGENT_AGENT_H_
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
-#include "client/common/connection.h"
+#include "base/clock.h"
 #include "client/agent/write_confinement.h"
+#include "client/common/connection.h"
 
 namespace debugplane::client {
 
@@ -116,23 +126,11 @@ struct AgentOptions {
   // How many connection failures in a row caused by the connection's
   // security settings end the agent before the command starts.
   int security_failures_at_start = 3;
+  // The time of the deadlines above and of the stop's timings. Not null.
+  std::shared_ptr<base::Clock> clock = base::SystemClock();
 };
 
-// How a command stopped by the agent ended, for the Stopped transition's
-// StatusMessage: `wait_status` as from waitpid, `killed_after_grace` if the
-// agent sent SIGKILL after `stop_grace`, `since_stop_order` from SIGTERM to
-// the exit. E.g. "the training command exited with code 0 after SIGTERM
-// (signal 15), 0.4 s after the stop order".
-std::string DescribeStoppedExit(int wait_status, bool killed_after_grace,
-                                absl::Duration since_stop_order, absl::Duration stop_grace);
-
-// How a command ended after the agent passed on `agent_signal` (SIGTERM or
-// SIGINT sent to the agent), for the EVENT_FAILED FailureReason, as
-// DescribeStoppedExit. E.g. "debugplane-agent received SIGTERM (signal 15)
-// and passed it on to the training command, which was ended by signal 15
-// (Terminated) 0.0 s later".
-std::string DescribeExitAfterAgentSignal(int agent_signal, int wait_status, bool killed_after_grace,
-                                         absl::Duration since_signal, absl::Duration stop_grace);
+// How the command's end is described: client/agent/training_process.h.
 
 // The directories the agent may write into (see the top of this file), as
 // given: `working_directory` (unless it is "/" or empty), then

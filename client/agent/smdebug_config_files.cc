@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/agent/write_fully.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::client {
@@ -252,17 +253,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   };
   // mkostemp creates 0600; the training process may run as another user.
   if (fchmod(fd, 0644) != 0) return fail(errno, "cannot chmod");
-  const char* data = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t n = write(fd, data, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno, "cannot write");
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
+  if (int error = WriteFully(fd, contents); error != 0) return fail(error, "cannot write");
   // Data before rename: otherwise a crash can leave `path` naming an empty
   // file (delayed allocation), the one outcome a reader must never see.
   if (fsync(fd) != 0) return fail(errno, "cannot fsync");

@@ -16,7 +16,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "base/clock.h"
+#include "client/agent/write_fully.h"
 
 namespace debugplane::client {
 namespace {
@@ -391,16 +392,8 @@ absl::Status SystemMetricsWriter::Write(absl::Time timestamp,
   }
   // One write(2): with O_APPEND the sample lands as a unit after any earlier
   // one, and nothing waits in a user-space buffer.
-  const char* data = line_buffer_.data();
-  size_t left = line_buffer_.size();
-  while (left > 0) {
-    ssize_t n = write(fd_, data, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "cannot append to", current_path_);
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
+  if (int error = WriteFully(fd_, line_buffer_); error != 0) {
+    return ErrnoStatus(error, "cannot append to", current_path_);
   }
   return absl::OkStatus();
 }
@@ -411,7 +404,8 @@ MetricsSamplingLoop::MetricsSamplingLoop(SystemMetricsSampler* sampler, SystemMe
                                          Options options)
     : sampler_(sampler),
       writer_(writer),
-      clock_(options.clock ? std::move(options.clock) : [] { return absl::Now(); }),
+      clock_(options.clock ? std::move(options.clock)
+                           : [clock = base::SystemClock()] { return clock->Now(); }),
       interval_(options.interval),
       thread_([this] { Run(); }) {}
 

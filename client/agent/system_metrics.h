@@ -200,7 +200,7 @@ class MetricsSamplingLoop {
  public:
   struct Options {
     absl::Duration interval = absl::Milliseconds(500);
-    // Stamps the samples; tests inject a fake. Default absl::Now.
+    // Stamps the samples; tests inject a fake. Default: the system clock.
     std::function<absl::Time()> clock;
   };
 

@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -170,16 +171,35 @@ void AddNameArgument(CLI::App* command, std::string* name) {
       ->required();
 }
 
-int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  Flags flags;
-  CLI::App app(kDescription, "debugplane");
-  app.footer(kMainFooter);
-  app.require_subcommand(1);
-  // Lets global options follow the command too ("debugplane describe x
-  // --server h:1"); subcommands inherit this setting.
-  app.fallthrough();
-  app.failure_message(FailureMessage);
+// The flags create and update share: how the request's JSON is read, and
+// whether it is only printed.
+void AddRequestFileFlags(CLI::App* command, JsonInputOptions* json, bool* dry_run) {
+  command->add_flag("--ignore-unknown-fields", json->ignore_unknown_fields,
+                    "Drop JSON members debugplane does not support instead of failing");
+  command->add_flag("--dry-run", *dry_run, "Print the request as it would be sent; do not send it");
+}
 
+// The parsed command line's commands, and the options whose presence
+// (rather than value) matters.
+struct Commands {
+  CLI::App* create = nullptr;
+  CLI::App* describe = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* update = nullptr;
+  CLI::App* stop = nullptr;
+  CLI::App* delete_command = nullptr;
+  CLI::App* watch = nullptr;
+  CLI::App* report = nullptr;
+  CLI::App* tensors = nullptr;
+  CLI::App* tensor = nullptr;
+  CLI::Option* output = nullptr;       // --output
+  CLI::Option* max_results = nullptr;  // list --max-results
+  CLI::Option* interval = nullptr;     // update --interval
+  CLI::Option* max_points = nullptr;   // tensor --max-points
+};
+
+// --server, --timeout, TLS, token and --output; returns --output.
+CLI::Option* AddGlobalOptions(CLI::App& app, Flags& flags) {
   app.add_option("--server,-s", flags.connection.server, "Server address (gRPC target)")
       ->type_name("HOST:PORT")
       ->envname("DEBUGPLANE_SERVER")
@@ -190,12 +210,13 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->capture_default_str();
   AddTlsFlags(app, flags.connection);
   AddTokenFlags(app, flags.connection);
-  CLI::Option* output = app.add_option("--output,-o", flags.output, "Output format")
-                            ->type_name("json|text")
-                            ->check(CLI::Validator(CLI::IsMember({"json", "text"})).description(""))
-                            ->capture_default_str();
+  return app.add_option("--output,-o", flags.output, "Output format")
+      ->type_name("json|text")
+      ->check(CLI::Validator(CLI::IsMember({"json", "text"})).description(""))
+      ->capture_default_str();
+}
 
-  // create
+CLI::App* AddCreateCommand(CLI::App& app, Flags& flags) {
   CLI::App* create = app.add_subcommand("create", "Create a training job (CreateTrainingJob)");
   create->footer(kCreateFooter);
   create->add_option("--file,-f", flags.create.file, "Request JSON; - reads stdin")
@@ -204,20 +225,27 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   create
       ->add_option("--name,-n", flags.create.name, "Use this TrainingJobName instead of the file's")
       ->type_name("NAME");
-  create->add_flag("--ignore-unknown-fields", flags.create.json.ignore_unknown_fields,
-                   "Drop JSON members debugplane does not support instead of failing");
-  create->add_flag("--dry-run", flags.create.dry_run,
-                   "Print the request as it would be sent; do not send it");
+  AddRequestFileFlags(create, &flags.create.json, &flags.create.dry_run);
+  return create;
+}
 
-  // describe
+CLI::App* AddDescribeCommand(CLI::App& app, Flags& flags) {
   CLI::App* describe =
       app.add_subcommand("describe", "Describe a training job (DescribeTrainingJob)");
   describe->footer(
       "Prints the DescribeTrainingJobResponse (or, with -o text, a summary).\n"
       "Exit 4 if there is no such job.");
   AddNameArgument(describe, &flags.name);
+  return describe;
+}
 
-  // list
+// An RFC 3339 time filter of list.
+void AddTimeFilter(CLI::App* list, const std::string& flag, std::string* value,
+                   const std::string& description) {
+  list->add_option(flag, *value, description)->type_name("TIME")->check(Rfc3339());
+}
+
+CLI::App* AddListCommand(CLI::App& app, Flags& flags, Commands& commands) {
   CLI::App* list = app.add_subcommand("list", "List training jobs (ListTrainingJobs)");
   list->footer(kListFooter);
   list->add_option("--status", flags.status, "Only jobs with this TrainingJobStatus")
@@ -226,21 +254,14 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   list->add_option("--name-contains", *flags.list.request.mutable_name_contains(),
                    "Only jobs whose name contains this (case-insensitive)")
       ->type_name("TEXT");
-  list->add_option("--created-after", flags.created_after,
-                   "Only jobs created at or after this time")
-      ->type_name("TIME")
-      ->check(Rfc3339());
-  list->add_option("--created-before", flags.created_before, "Only jobs created before this time")
-      ->type_name("TIME")
-      ->check(Rfc3339());
-  list->add_option("--modified-after", flags.modified_after,
-                   "Only jobs last modified at or after this time")
-      ->type_name("TIME")
-      ->check(Rfc3339());
-  list->add_option("--modified-before", flags.modified_before,
-                   "Only jobs last modified before this time")
-      ->type_name("TIME")
-      ->check(Rfc3339());
+  AddTimeFilter(list, "--created-after", &flags.created_after,
+                "Only jobs created at or after this time");
+  AddTimeFilter(list, "--created-before", &flags.created_before,
+                "Only jobs created before this time");
+  AddTimeFilter(list, "--modified-after", &flags.modified_after,
+                "Only jobs last modified at or after this time");
+  AddTimeFilter(list, "--modified-before", &flags.modified_before,
+                "Only jobs last modified before this time");
   // SortBy and SortOrder are strings in the proto; the server validates them
   // too, but a typo is a usage error, caught before any call.
   list->add_option("--sort-by", *flags.list.request.mutable_sort_by(),
@@ -251,7 +272,7 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
                    "Sort order (server default: Descending)")
       ->type_name("ORDER")
       ->check(CLI::IsMember({"Ascending", "Descending"}));
-  CLI::Option* max_results =
+  commands.max_results =
       list->add_option("--max-results", flags.max_results, "Page size, 1-100 (server default: 10)")
           ->type_name("N")
           ->check(CLI::Validator(CLI::Range(1, 100)).description(""));
@@ -260,15 +281,17 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->type_name("TOKEN");
   list->add_flag("--all", flags.list.all,
                  "Follow NextToken to the end and print every summary in one response");
+  return list;
+}
 
-  // update
+CLI::App* AddUpdateCommand(CLI::App& app, Flags& flags, Commands& commands) {
   CLI::App* update =
       app.add_subcommand("update", "Change a running job's profiling (UpdateTrainingJob)");
   update->footer(kUpdateFooter);
   AddNameArgument(update, &flags.update.name);
   update->add_option("--file,-f", flags.update.file, "Request JSON; - reads stdin")
       ->type_name("FILE|-");
-  CLI::Option* interval =
+  commands.interval =
       update->add_option("--interval", flags.interval_ms, "New ProfilingIntervalInMilliseconds")
           ->type_name("MS")
           ->check(PositiveInteger());
@@ -280,32 +303,34 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->type_name("KEY=VALUE")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  update->add_flag("--ignore-unknown-fields", flags.update.json.ignore_unknown_fields,
-                   "Drop JSON members debugplane does not support instead of failing");
-  update->add_flag("--dry-run", flags.update.dry_run,
-                   "Print the request as it would be sent; do not send it");
+  AddRequestFileFlags(update, &flags.update.json, &flags.update.dry_run);
+  return update;
+}
 
-  // stop, delete, watch
-  CLI::App* stop = app.add_subcommand("stop", "Stop a training job (StopTrainingJob)");
-  stop->footer(
+// stop, delete and watch.
+void AddLifecycleCommands(CLI::App& app, Flags& flags, Commands& commands) {
+  commands.stop = app.add_subcommand("stop", "Stop a training job (StopTrainingJob)");
+  commands.stop->footer(
       "The job goes Stopping, then Stopped; so do its rule evaluations. Stopping a job\n"
       "that is already stopping or has ended succeeds and changes nothing.\n"
       "Exit 4 if there is no such job.");
-  AddNameArgument(stop, &flags.name);
-  CLI::App* delete_command =
+  AddNameArgument(commands.stop, &flags.name);
+  commands.delete_command =
       app.add_subcommand("delete", "Delete a stopped or finished job (DeleteTrainingJob)");
-  delete_command->footer(
+  commands.delete_command->footer(
       "Only jobs that are Completed, Failed or Stopped can be deleted: exit 6 while the\n"
       "job is InProgress or Stopping (stop it first), exit 4 if there is no such job.");
-  AddNameArgument(delete_command, &flags.name);
-  CLI::App* watch =
+  AddNameArgument(commands.delete_command, &flags.name);
+  commands.watch =
       app.add_subcommand("watch", "Stream a job's status changes until it ends (WatchTrainingJob)");
-  watch->footer(kWatchFooter);
-  AddNameArgument(watch, &flags.name);
+  commands.watch->footer(kWatchFooter);
+  AddNameArgument(commands.watch, &flags.name);
   // Accepted for scripts that spell it out; it is what the server does anyway.
-  watch->add_flag("--until-terminal", flags.until_terminal,
-                  "End when the job and its rules are terminal (the default)");
+  commands.watch->add_flag("--until-terminal", flags.until_terminal,
+                           "End when the job and its rules are terminal (the default)");
+}
 
+CLI::App* AddReportCommand(CLI::App& app, Flags& flags) {
   CLI::App* report = app.add_subcommand(
       "report", "Fetch the profiling report of a job's ProfilerReport rule (GetProfilerReport)");
   report->footer(
@@ -319,16 +344,19 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   report->add_flag("--json", flags.report.json, "The JSON summary instead of the HTML page");
   report->add_option("-o,--output-file", flags.report.output_file,
                      "Write the report to this file ('-' for standard output)");
+  return report;
+}
 
-  // tensors, tensor
-  CLI::App* tensors = app.add_subcommand(
+// tensors and tensor.
+void AddTensorCommands(CLI::App& app, Flags& flags, Commands& commands) {
+  commands.tensors = app.add_subcommand(
       "tensors", "List the tensors a job's Debugger hook saved (TensorQueryService.ListTensors)");
-  tensors->footer(
+  commands.tensors->footer(
       "A table (name, collections, steps saved per mode, first..last global step, dtype and\n"
       "shape); -o json prints the ListTensorsResponse. Exit 4 if there is no such job, 6 if\n"
       "the job saves no tensors or its trial holds no step yet.");
-  AddNameArgument(tensors, &flags.name);
-  CLI::App* tensor = app.add_subcommand(
+  AddNameArgument(commands.tensors, &flags.name);
+  CLI::App* tensor = commands.tensor = app.add_subcommand(
       "tensor", "Print one tensor's values step by step (TensorQueryService.GetTensorValues)");
   tensor->footer(
       "One line per step: step, mode, then the value of a scalar or mean/norm/min/max of\n"
@@ -344,69 +372,100 @@ int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->type_name("A:B");
   tensor->add_option("--mode", flags.tensor.mode, "Only this mode (default: every mode)")
       ->type_name("TRAIN|EVAL|PREDICT|GLOBAL");
-  CLI::Option* max_points =
+  commands.max_points =
       tensor
           ->add_option("--max-points", flags.max_points,
                        "At most N points per mode, 1-10000 (server default: 2000)")
           ->type_name("N");
   tensor->add_option("--worker", flags.tensor.worker, "Only this worker's values (worker_0)")
       ->type_name("WORKER");
+}
 
+// The command line's grammar: the global options, then every command.
+Commands DefineCommandLine(CLI::App& app, Flags& flags) {
+  app.footer(kMainFooter);
+  app.require_subcommand(1);
+  // Lets global options follow the command too ("debugplane describe x
+  // --server h:1"); subcommands inherit this setting.
+  app.fallthrough();
+  app.failure_message(FailureMessage);
+  Commands commands;
+  commands.output = AddGlobalOptions(app, flags);
+  commands.create = AddCreateCommand(app, flags);
+  commands.describe = AddDescribeCommand(app, flags);
+  commands.list = AddListCommand(app, flags, commands);
+  commands.update = AddUpdateCommand(app, flags, commands);
+  AddLifecycleCommands(app, flags, commands);
+  commands.report = AddReportCommand(app, flags);
+  AddTensorCommands(app, flags, commands);
   // After the subcommands, which would otherwise inherit it.
   app.set_help_all_flag("--help-all", "Print help for every command and exit");
+  return commands;
+}
 
+// Completes list's request from the flags that need converting.
+void CompleteListRequest(Flags& flags, bool max_results_given) {
+  v1::ListTrainingJobsRequest& request = flags.list.request;
+  if (!flags.status.empty()) {
+    request.set_status_equals(static_cast<v1::TrainingJobStatus::Value>(
+        EnumNumber(v1::TrainingJobStatus::Value_descriptor(), flags.status)));
+  }
+  // Only the fields of given flags: an empty Timestamp would be a filter.
+  using TimeField = google::protobuf::Timestamp* (v1::ListTrainingJobsRequest::*)();
+  const std::pair<const std::string*, TimeField> times[] = {
+      {&flags.created_after, &v1::ListTrainingJobsRequest::mutable_creation_time_after},
+      {&flags.created_before, &v1::ListTrainingJobsRequest::mutable_creation_time_before},
+      {&flags.modified_after, &v1::ListTrainingJobsRequest::mutable_last_modified_time_after},
+      {&flags.modified_before, &v1::ListTrainingJobsRequest::mutable_last_modified_time_before},
+  };
+  for (const auto& [text, field] : times) {
+    if (!text->empty()) *(request.*field)() = ParseTime(*text);
+  }
+  if (max_results_given) request.set_max_results(flags.max_results);
+}
+
+// Runs the command that was parsed; returns the exit code.
+int RunParsedCommand(const Commands& commands, Flags& flags, CommandEnv& env) {
+  if (commands.create->parsed()) return RunCreate(env, flags.create);
+  if (commands.describe->parsed()) return RunDescribe(env, flags.name);
+  if (commands.report->parsed()) return RunReport(env, flags.report);
+  // These print for people unless JSON is asked for.
+  if (commands.tensors->parsed() || commands.tensor->parsed()) {
+    if (commands.output->count() == 0) env.format = OutputFormat::kText;
+    if (commands.tensors->parsed()) return RunTensors(env, flags.name);
+    if (commands.max_points->count() > 0) flags.tensor.max_points = flags.max_points;
+    return RunTensor(env, flags.tensor);
+  }
+  if (commands.list->parsed()) {
+    CompleteListRequest(flags, commands.max_results->count() > 0);
+    return RunList(env, flags.list);
+  }
+  if (commands.update->parsed()) {
+    if (commands.interval->count() > 0) flags.update.interval_ms = flags.interval_ms;
+    return RunUpdate(env, flags.update);
+  }
+  if (commands.stop->parsed()) return RunStop(env, flags.name);
+  if (commands.delete_command->parsed()) return RunDelete(env, flags.name);
+  if (commands.watch->parsed()) return RunWatch(env, flags.name);
+  // Unreachable: require_subcommand(1) makes parse() fail without one.
+  *env.err << "error: no command given\n";
+  return kExitUsage;
+}
+
+int Run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  Flags flags;
+  CLI::App app(kDescription, "debugplane");
+  const Commands commands = DefineCommandLine(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --help-all are "errors" that exit 0.
     return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
   }
-
   CommandEnv env{flags.connection,
                  flags.output == "text" ? OutputFormat::kText : OutputFormat::kJson, &std::cin,
                  &out, &err};
-
-  if (create->parsed()) return RunCreate(env, flags.create);
-  if (describe->parsed()) return RunDescribe(env, flags.name);
-  if (report->parsed()) return RunReport(env, flags.report);
-  // These print for people unless JSON is asked for.
-  if (tensors->parsed() || tensor->parsed()) {
-    if (output->count() == 0) env.format = OutputFormat::kText;
-    if (tensors->parsed()) return RunTensors(env, flags.name);
-    if (max_points->count() > 0) flags.tensor.max_points = flags.max_points;
-    return RunTensor(env, flags.tensor);
-  }
-  if (list->parsed()) {
-    v1::ListTrainingJobsRequest& request = flags.list.request;
-    if (!flags.status.empty()) {
-      request.set_status_equals(static_cast<v1::TrainingJobStatus::Value>(
-          EnumNumber(v1::TrainingJobStatus::Value_descriptor(), flags.status)));
-    }
-    if (!flags.created_after.empty()) {
-      *request.mutable_creation_time_after() = ParseTime(flags.created_after);
-    }
-    if (!flags.created_before.empty()) {
-      *request.mutable_creation_time_before() = ParseTime(flags.created_before);
-    }
-    if (!flags.modified_after.empty()) {
-      *request.mutable_last_modified_time_after() = ParseTime(flags.modified_after);
-    }
-    if (!flags.modified_before.empty()) {
-      *request.mutable_last_modified_time_before() = ParseTime(flags.modified_before);
-    }
-    if (max_results->count() > 0) request.set_max_results(flags.max_results);
-    return RunList(env, flags.list);
-  }
-  if (update->parsed()) {
-    if (interval->count() > 0) flags.update.interval_ms = flags.interval_ms;
-    return RunUpdate(env, flags.update);
-  }
-  if (stop->parsed()) return RunStop(env, flags.name);
-  if (delete_command->parsed()) return RunDelete(env, flags.name);
-  if (watch->parsed()) return RunWatch(env, flags.name);
-  // Unreachable: require_subcommand(1) makes parse() fail without one.
-  err << "error: no command given\n";
-  return kExitUsage;
+  return RunParsedCommand(commands, flags, env);
 }
 
 }  // namespace

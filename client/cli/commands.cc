@@ -91,6 +91,73 @@ void PrintWarnings(const CommandEnv& env,
   for (const std::string& warning : warnings) *env.err << "warning: " << warning << "\n";
 }
 
+// Prints a response that says nothing to people (stop, delete): empty in
+// SageMaker too; JSON still prints "{}" so that scripts piping every
+// command into a JSON parser keep working.
+auto PrintJsonOnly(const CommandEnv& env) {
+  return [&env](const google::protobuf::Message& response) {
+    if (env.format == OutputFormat::kJson) PrintJson(env, response);
+  };
+}
+
+// Whether stdout no longer takes output (its reader went away: `watch x |
+// head -1`); then cancels the stream `reader` reads and says so with
+// `stopped` ("stopped watching").
+template <typename Reader>
+bool OutputGone(const CommandEnv& env, grpc::ClientContext& context, Reader& reader,
+                const char* stopped) {
+  if (*env.out) return false;
+  context.TryCancel();
+  reader.Finish();
+  *env.err << "error: cannot write the output; " << stopped << "\n";
+  return true;
+}
+
+// A Stub method of a unary call, e.g. &Stub::DescribeTrainingJob.
+template <typename Request, typename Response>
+using UnaryMethod = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
+
+// One unary call of `method` with `request` (CallUnary); `print` writes
+// the response.
+template <typename Request, typename Response, typename Print>
+int CallMethod(const CommandEnv& env, UnaryMethod<Request, Response> method,
+               const Request& request, Print print) {
+  Response response;
+  return CallUnary(
+      env,
+      [&](Stub& stub, grpc::ClientContext* context) {
+        return (stub.*method)(context, request, &response);
+      },
+      [&] { print(response); });
+}
+
+// One unary call of `method` for the job `name` (describe, stop, delete).
+template <typename Request, typename Response, typename Print>
+int CallForJob(const CommandEnv& env, UnaryMethod<Request, Response> method,
+               const std::string& name, Print print) {
+  Request request;
+  request.set_training_job_name(name);
+  return CallMethod(env, method, request, print);
+}
+
+// Sends a request built from a file and flags (create, update), or with
+// --dry-run prints it instead. Prints the response; as text, its
+// TrainingJobArn on stdout and its Warnings on stderr.
+template <typename Request, typename Response>
+int SendBuiltRequest(const CommandEnv& env, const absl::StatusOr<Request>& request, bool dry_run,
+                     UnaryMethod<Request, Response> method) {
+  if (!request.ok()) return ReportLocalError(env, request.status());
+  if (dry_run) {
+    PrintJson(env, *request);
+    return kExitOk;
+  }
+  return CallMethod(env, method, *request, [&env](const Response& response) {
+    if (env.format == OutputFormat::kJson) return PrintJson(env, response);
+    *env.out << response.training_job_arn() << "\n";
+    PrintWarnings(env, response.warnings());
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<v1::CreateTrainingJobRequest> BuildCreateRequest(const CreateArgs& args,
@@ -137,38 +204,16 @@ absl::StatusOr<v1::UpdateTrainingJobRequest> BuildUpdateRequest(const UpdateArgs
 }
 
 int RunCreate(const CommandEnv& env, const CreateArgs& args) {
-  absl::StatusOr<v1::CreateTrainingJobRequest> request = BuildCreateRequest(args, *env.in);
-  if (!request.ok()) return ReportLocalError(env, request.status());
-  if (args.dry_run) {
-    PrintJson(env, *request);
-    return kExitOk;
-  }
-  v1::CreateTrainingJobResponse response;
-  return CallUnary(
-      env,
-      [&](Stub& stub, grpc::ClientContext* context) {
-        return stub.CreateTrainingJob(context, *request, &response);
-      },
-      [&] {
-        if (env.format == OutputFormat::kJson) return PrintJson(env, response);
-        *env.out << response.training_job_arn() << "\n";
-        PrintWarnings(env, response.warnings());
-      });
+  return SendBuiltRequest(env, BuildCreateRequest(args, *env.in), args.dry_run,
+                          &Stub::CreateTrainingJob);
 }
 
 int RunDescribe(const CommandEnv& env, const std::string& name) {
-  v1::DescribeTrainingJobRequest request;
-  request.set_training_job_name(name);
-  v1::DescribeTrainingJobResponse response;
-  return CallUnary(
-      env,
-      [&](Stub& stub, grpc::ClientContext* context) {
-        return stub.DescribeTrainingJob(context, request, &response);
-      },
-      [&] {
-        if (env.format == OutputFormat::kJson) return PrintJson(env, response);
-        *env.out << DescribeAsText(response);
-      });
+  return CallForJob(env, &Stub::DescribeTrainingJob, name,
+                    [&env](const v1::DescribeTrainingJobResponse& response) {
+                      if (env.format == OutputFormat::kJson) return PrintJson(env, response);
+                      *env.out << DescribeAsText(response);
+                    });
 }
 
 int RunList(const CommandEnv& env, const ListArgs& args) {
@@ -209,53 +254,16 @@ int RunList(const CommandEnv& env, const ListArgs& args) {
 }
 
 int RunUpdate(const CommandEnv& env, const UpdateArgs& args) {
-  absl::StatusOr<v1::UpdateTrainingJobRequest> request = BuildUpdateRequest(args, *env.in);
-  if (!request.ok()) return ReportLocalError(env, request.status());
-  if (args.dry_run) {
-    PrintJson(env, *request);
-    return kExitOk;
-  }
-  v1::UpdateTrainingJobResponse response;
-  return CallUnary(
-      env,
-      [&](Stub& stub, grpc::ClientContext* context) {
-        return stub.UpdateTrainingJob(context, *request, &response);
-      },
-      [&] {
-        if (env.format == OutputFormat::kJson) return PrintJson(env, response);
-        *env.out << response.training_job_arn() << "\n";
-        PrintWarnings(env, response.warnings());
-      });
+  return SendBuiltRequest(env, BuildUpdateRequest(args, *env.in), args.dry_run,
+                          &Stub::UpdateTrainingJob);
 }
 
 int RunStop(const CommandEnv& env, const std::string& name) {
-  v1::StopTrainingJobRequest request;
-  request.set_training_job_name(name);
-  v1::StopTrainingJobResponse response;
-  return CallUnary(
-      env,
-      [&](Stub& stub, grpc::ClientContext* context) {
-        return stub.StopTrainingJob(context, request, &response);
-      },
-      [&] {
-        // Empty in SageMaker too; JSON still prints "{}" so that scripts
-        // piping every command into a JSON parser keep working.
-        if (env.format == OutputFormat::kJson) PrintJson(env, response);
-      });
+  return CallForJob(env, &Stub::StopTrainingJob, name, PrintJsonOnly(env));
 }
 
 int RunDelete(const CommandEnv& env, const std::string& name) {
-  v1::DeleteTrainingJobRequest request;
-  request.set_training_job_name(name);
-  v1::DeleteTrainingJobResponse response;
-  return CallUnary(
-      env,
-      [&](Stub& stub, grpc::ClientContext* context) {
-        return stub.DeleteTrainingJob(context, request, &response);
-      },
-      [&] {
-        if (env.format == OutputFormat::kJson) PrintJson(env, response);
-      });
+  return CallForJob(env, &Stub::DeleteTrainingJob, name, PrintJsonOnly(env));
 }
 
 int RunReport(const CommandEnv& env, const ReportArgs& args) {
@@ -320,14 +328,8 @@ int RunWatch(const CommandEnv& env, const std::string& name) {
   while (reader->Read(&event)) {
     *env.out << (env.format == OutputFormat::kJson ? ToJsonLine(event) : WatchEventAsText(event))
              << std::flush;  // Whoever reads the pipe sees each event now.
-    if (!*env.out) {
-      // The reader went away (`watch x | head -1`): stop watching rather
-      // than stream into the void until the job ends.
-      context.TryCancel();
-      reader->Finish();
-      *env.err << "error: cannot write the output; stopped watching\n";
-      return kExitError;
-    }
+    // Stop watching rather than stream into the void until the job ends.
+    if (OutputGone(env, context, *reader, "stopped watching")) return kExitError;
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return ReportRpcError(env, status);
@@ -407,12 +409,7 @@ int RunTensor(const CommandEnv& env, const TensorArgs& args) {
     *env.out << std::flush;
     truncated |= batch.truncated();
     last_step_read = std::max(last_step_read, batch.last_step_read());
-    if (!*env.out) {
-      context.TryCancel();
-      reader->Finish();
-      *env.err << "error: cannot write the output; stopped reading\n";
-      return kExitError;
-    }
+    if (OutputGone(env, context, *reader, "stopped reading")) return kExitError;
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return ReportRpcError(env, status);

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/common/read_input.h"
 #include "google/protobuf/message.h"
 
 namespace debugplane::client {
@@ -27,10 +28,7 @@ namespace debugplane::client {
 // The name errors use for `path`: "<stdin>" for "-", else `path` itself.
 std::string InputDisplayName(absl::string_view path);
 
-// The whole content of the file at `path`, or of `stdin_stream` when `path`
-// is "-". NOT_FOUND if the file does not exist, INVALID_ARGUMENT if it
-// cannot be read (a directory, no permission, an I/O error).
-absl::StatusOr<std::string> ReadInput(absl::string_view path, std::istream& stdin_stream);
+// ReadInput: client/common/read_input.h.
 
 // Parses JSON that may contain `//` and `/* */` comments and returns it as
 // plain compact JSON. INVALID_ARGUMENT, with line and column, if it is not

@@ -20,12 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "client/cli/json_input.h"
+#include "base/unique_fd.h"
+#include "client/common/read_input.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_interceptor.h"
-#include "base/unique_fd.h"
 
 namespace debugplane::client {
 namespace {

@@ -3,6 +3,7 @@
 // agent), from real exit statuses.
 
 #include "client/agent/agent.h"
+#include "client/agent/training_process.h"
 
 #include <signal.h>
 #include <sys/wait.h>
