@@ -15,24 +15,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "base/message_text.h"
+#include "base/utc_time.h"
 #include "core/jobs/validation_text.h"
 #include "nlohmann/json.hpp"
-#include "base/message_text.h"
 
 namespace debugplane::rules_engine {
 namespace {
-
-// `time` in UTC with strftime's `format`. gmtime_r rather than absl's time
-// zones: absl loads zones lazily behind a lock that Debian's abseil hides
-// from TSan, and notifications are formatted on several threads.
-std::string FormatUtc(absl::Time time, const char* format) {
-  const time_t seconds = absl::ToTimeT(time);
-  struct tm utc;
-  gmtime_r(&seconds, &utc);
-  char buffer[64];
-  const size_t length = strftime(buffer, sizeof(buffer), format, &utc);
-  return std::string(buffer, length);
-}
 
 void InitCurlOnce() {
   static std::once_flag once;
@@ -284,13 +273,13 @@ class SmtpSink final : public NotificationSink {
     // doing it here too made it "..." at the reader.
     std::string body = absl::StrReplaceAll(notification.Body(), {{"\r", ""}});
     body = absl::StrReplaceAll(body, {{"\n", "\r\n"}});
-    return absl::StrCat("From: ", MailHeaderValue(options_.from),
-                        "\r\nTo: ", MailHeaderValue(notification.endpoint),
-                        "\r\nSubject: ", MailHeaderValue(notification.Subject()),
-                        "\r\nDate: ", FormatUtc(notification.time, "%a, %d %b %Y %H:%M:%S +0000"),
-                        "\r\nMessage-ID: <", MessageIdOf(notification.action_id),
-                        "@debugplane>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", body,
-                        "\r\n");
+    return absl::StrCat(
+        "From: ", MailHeaderValue(options_.from),
+        "\r\nTo: ", MailHeaderValue(notification.endpoint),
+        "\r\nSubject: ", MailHeaderValue(notification.Subject()),
+        "\r\nDate: ", base::FormatUtc(notification.time, "%a, %d %b %Y %H:%M:%S +0000"),
+        "\r\nMessage-ID: <", MessageIdOf(notification.action_id),
+        "@debugplane>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n", body, "\r\n");
   }
 
   const SmtpSinkOptions options_;
@@ -307,14 +296,13 @@ std::string UrlForDisplay(absl::string_view url) {
   if (const size_t at = authority.rfind('@'); at != absl::string_view::npos) {
     authority.remove_prefix(at + 1);
   }
-  return base::EscapeControlCharacters(
-      absl::StrCat(url.substr(0, scheme_end), "://", authority));
+  return base::EscapeControlCharacters(absl::StrCat(url.substr(0, scheme_end), "://", authority));
 }
 
 std::string Notification::Subject() const {
-  return absl::StrCat(
-      "debugplane: rule ", base::EscapeControlCharacters(rule_configuration_name),
-      " found issues in training job ", base::EscapeControlCharacters(training_job_name));
+  return absl::StrCat("debugplane: rule ", base::EscapeControlCharacters(rule_configuration_name),
+                      " found issues in training job ",
+                      base::EscapeControlCharacters(training_job_name));
 }
 
 std::string Notification::Body() const {
@@ -323,9 +311,9 @@ std::string Notification::Body() const {
                           status_details.empty() ? rule_evaluation_status : status_details,
                           /*keep_line_feeds=*/true),
                       "\n\nTraining job: ", base::EscapeControlCharacters(training_job_arn),
-                      "\nRule: ", base::EscapeControlCharacters(rule_configuration_name),
-                      " (", base::EscapeControlCharacters(rule_evaluation_status),
-                      ")\nAt: ", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
+                      "\nRule: ", base::EscapeControlCharacters(rule_configuration_name), " (",
+                      base::EscapeControlCharacters(rule_evaluation_status),
+                      ")\nAt: ", base::FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ"),
                       "\nAction: ", base::EscapeControlCharacters(action_id), "\n");
 }
 
@@ -341,7 +329,7 @@ std::string Notification::ToJson() const {
       {"StatusDetails", status_details},
       {"Subject", Subject()},
       {"Message", Body()},
-      {"Time", FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ")},
+      {"Time", base::FormatUtc(time, "%Y-%m-%dT%H:%M:%SZ")},
   };
   // Replace invalid UTF-8 rather than throw: details may quote tensor names.
   return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -145,11 +145,7 @@ void SamplePyramid::Read(const LevelChoice& choice, std::vector<SampleCell>* out
   }
 }
 
-size_t SamplePyramid::memory_bytes() const {
-  size_t bytes = sizeof(*this);
-  for (const auto& level : levels_) bytes += level.cells().size() * sizeof(SampleCell);
-  return bytes;
-}
+size_t SamplePyramid::memory_bytes() const { return sizeof(*this) + CellBytes(); }
 
 // --- BusyPyramid ---------------------------------------------------------
 
@@ -223,10 +219,6 @@ void BusyPyramid::Read(const LevelChoice& choice, std::vector<double>* out) cons
   }
 }
 
-size_t BusyPyramid::memory_bytes() const {
-  size_t bytes = sizeof(*this);
-  for (const auto& level : levels_) bytes += level.cells().size() * sizeof(float);
-  return bytes;
-}
+size_t BusyPyramid::memory_bytes() const { return sizeof(*this) + CellBytes(); }
 
 }  // namespace debugplane::rules_engine::insights

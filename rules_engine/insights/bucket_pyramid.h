@@ -25,6 +25,8 @@
 #include <limits>
 #include <vector>
 
+#include "rules_engine/report/value_aggregate.h"
+
 namespace debugplane::rules_engine::insights {
 
 inline constexpr double kBaseSeconds = 0.1;
@@ -42,36 +44,9 @@ inline double BucketSeconds(int level) {
   return kBaseSeconds * static_cast<double>(int64_t{1} << level);
 }
 
-// Aggregates of the samples of one bucket; count 0: none.
-struct SampleCell {
-  float min = 0;
-  float max = 0;
-  float sum = 0;
-  uint32_t count = 0;
-
-  void Add(double value) {
-    const float v = static_cast<float>(value);
-    if (count == 0) {
-      min = max = v;
-    } else {
-      min = std::min(min, v);
-      max = std::max(max, v);
-    }
-    sum += v;
-    ++count;
-  }
-  void Merge(const SampleCell& o) {
-    if (o.count == 0) return;
-    if (count == 0) {
-      *this = o;
-      return;
-    }
-    min = std::min(min, o.min);
-    max = std::max(max, o.max);
-    sum += o.sum;
-    count += o.count;
-  }
-};
+// Aggregates of the samples of one bucket (float: a series holds many);
+// count 0: none.
+using SampleCell = ValueAggregate<float, uint32_t>;
 
 // Which cells a query reads: level, first bucket index, how many of that
 // level's buckets and how many are merged into one output bucket.
@@ -143,13 +118,40 @@ class LevelWindow {
   int64_t complete_from_ = kNoEviction;
 };
 
+// What both pyramids keep: their levels (sliding windows of Cell), finest
+// first, each at most `capacity` cells, and the span of the times added.
+template <typename Cell>
+class PyramidLevels {
+ public:
+  int levels() const { return static_cast<int>(levels_.size()); }
+  int64_t complete_from(int level) const {
+    return level < levels() ? levels_[level].complete_from() : kNoEviction;
+  }
+  double first_time() const { return first_time_; }
+  double last_time() const { return last_time_; }
+
+ protected:
+  explicit PyramidLevels(int capacity) : capacity_(capacity) {}
+  // The bytes of the cells the levels hold.
+  size_t CellBytes() const {
+    size_t bytes = 0;
+    for (const auto& level : levels_) bytes += level.cells().size() * sizeof(Cell);
+    return bytes;
+  }
+
+  int capacity_;
+  std::vector<LevelWindow<Cell>> levels_;
+  double first_time_ = 0;
+  double last_time_ = 0;
+};
+
 // Samples (min, max, mean per bucket). Closed buckets are merged into the
 // level above when time moves past them, so an in-order sample costs O(1)
 // amortized; a late sample (older than the newest bucket) is added to each
 // level until it reaches that level's open bucket, O(levels).
-class SamplePyramid {
+class SamplePyramid : public PyramidLevels<SampleCell> {
  public:
-  explicit SamplePyramid(int capacity = kDefaultLevelCapacity) : capacity_(capacity) {}
+  explicit SamplePyramid(int capacity = kDefaultLevelCapacity) : PyramidLevels(capacity) {}
 
   // Adds one sample; non-finite values or times are ignored. A sample older
   // than every level holds is dropped (counted in dropped()).
@@ -160,12 +162,6 @@ class SamplePyramid {
   void Read(const LevelChoice& choice, std::vector<SampleCell>* out) const;
 
   bool empty() const { return samples_ == 0; }
-  int levels() const { return static_cast<int>(levels_.size()); }
-  int64_t complete_from(int level) const {
-    return level < levels() ? levels_[level].complete_from() : kNoEviction;
-  }
-  double first_time() const { return first_time_; }
-  double last_time() const { return last_time_; }
   int64_t samples() const { return samples_; }
   int64_t dropped() const { return dropped_; }
   size_t memory_bytes() const;
@@ -179,20 +175,16 @@ class SamplePyramid {
   SampleCell* CellAt(int level, int64_t index);
   void AddLevel();
 
-  int capacity_;
-  std::vector<LevelWindow<SampleCell>> levels_;
   int64_t open_ = 0;  // The newest base bucket index (the open chain: open_ >> l).
   int64_t samples_ = 0;
   int64_t dropped_ = 0;
-  double first_time_ = 0;
-  double last_time_ = 0;
 };
 
 // Busy time (seconds of a bucket during which something ran), added to
 // every level directly: an interval costs the buckets it spans per level.
-class BusyPyramid {
+class BusyPyramid : public PyramidLevels<float> {
  public:
-  explicit BusyPyramid(int capacity = kDefaultLevelCapacity) : capacity_(capacity) {}
+  explicit BusyPyramid(int capacity = kDefaultLevelCapacity) : PyramidLevels(capacity) {}
 
   // Adds the interval [start, end) (seconds); empty or non-finite ones are
   // ignored. Parts older than a level holds are left out of that level.
@@ -202,23 +194,13 @@ class BusyPyramid {
   void Read(const LevelChoice& choice, std::vector<double>* out) const;
 
   bool empty() const { return intervals_ == 0; }
-  int levels() const { return static_cast<int>(levels_.size()); }
-  int64_t complete_from(int level) const {
-    return level < levels() ? levels_[level].complete_from() : kNoEviction;
-  }
-  double first_time() const { return first_time_; }
-  double last_time() const { return last_time_; }
   size_t memory_bytes() const;
 
  private:
   void AddLevel();
   void AddToLevel(int level, double start, double end);
 
-  int capacity_;
-  std::vector<LevelWindow<float>> levels_;
   int64_t intervals_ = 0;
-  double first_time_ = 0;
-  double last_time_ = 0;
 };
 
 }  // namespace debugplane::rules_engine::insights

@@ -64,7 +64,78 @@ struct InsightsStore::Entry {
 
   // Polled in the background (guarded by the store's mu_).
   bool live = false;
+
+  // Why the job's profiler output cannot be read ("" when it can), opening
+  // the readers when its output path is new.
+  std::string OpenReaders(const core::DataRootStores& stores)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
+  // Reads what is new into `data`, with the readers' problems.
+  void ReadNew(const InsightsStoreOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
+  // The readers' problems (see JobView::read_errors), at most kMaxReadErrors.
+  std::vector<std::string> ReadErrors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
 };
+
+std::string InsightsStore::Entry::OpenReaders(const core::DataRootStores& stores) {
+  const std::shared_ptr<const core::JobRecord> job = Record();
+  const std::string path = job ? job->profiler_config().s3_output_path() : "";
+  if (job == nullptr || !job->has_profiler_config() || path.empty()) {
+    return "the job has no ProfilerConfig.S3OutputPath: no profiler output to read";
+  }
+  if (resolved_path == path && system != nullptr) return "";
+  absl::StatusOr<objectstore::StoreLocation> location = stores.Resolve(path);
+  if (!location.ok()) {
+    return absl::StrCat("ProfilerConfig.S3OutputPath cannot be read: ",
+                        location.status().message());
+  }
+  system = std::make_unique<SystemMetricsReader>(*location);
+  framework = std::make_unique<FrameworkTimelineReader>(*location);
+  plausible = PlausibleTimes();
+  resolved_path = path;
+  return "";
+}
+
+void InsightsStore::Entry::ReadNew(const InsightsStoreOptions& options) {
+  // Batches of system metrics, so that memory stays bounded while a long
+  // job is caught up and queries see the progress.
+  do {
+    std::vector<SystemMetricPoint> points = system->ReadNew(options.batch_bytes);
+    plausible.FilterMetrics(&points, options.clock->Now());
+    absl::MutexLock data_lock(&data_mu);
+    data.AddMetrics(points);
+  } while (system->more_pending());
+  std::vector<FrameworkEvent> events = framework->ReadNew();
+  plausible.FilterEvents(&events, options.clock->Now());
+  std::vector<std::string> errors = ReadErrors();
+  absl::MutexLock data_lock(&data_mu);
+  data.AddFrameworkEvents(events);
+  read_errors = std::move(errors);
+}
+
+std::vector<std::string> InsightsStore::Entry::ReadErrors() {
+  // A file over its read limit first: that series is incomplete, and the
+  // reader's own list may be full of earlier, lesser errors. Then the
+  // skipped implausible times, so that the readers' errors never crowd
+  // them out.
+  std::vector<std::string> errors;
+  for (const absl::Status* over : {&system->limit_error(), &framework->limit_error()}) {
+    if (!over->ok()) errors.emplace_back(over->message());
+  }
+  if (std::string skipped = plausible.Summary(); !skipped.empty()) {
+    errors.push_back(std::move(skipped));
+  }
+  const auto said = [&errors](const std::string& e) {
+    return std::any_of(errors.begin(), errors.end(),
+                       [&e](const std::string& s) { return absl::StartsWith(e, s); });
+  };
+  for (const std::string& e : system->errors()) {
+    if (!said(e)) errors.push_back(e);
+  }
+  for (const std::string& e : framework->errors()) {
+    if (!said(e)) errors.push_back(e);
+  }
+  if (errors.size() > kMaxReadErrors) errors.resize(kMaxReadErrors);
+  return errors;
+}
 
 InsightsStore::InsightsStore(core::TrainingJobManager* manager, InsightsStoreOptions options)
     : manager_(manager),
@@ -203,61 +274,8 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
   } else if (!entry.read_mu.TryLock()) {
     return;  // Another read of the job is under way; answer with its progress.
   }
-  const std::shared_ptr<const core::JobRecord> record = entry.Record();
-  std::string problem;
-  const std::string path = record ? record->profiler_config().s3_output_path() : "";
-  if (record == nullptr || !record->has_profiler_config() || path.empty()) {
-    problem = "the job has no ProfilerConfig.S3OutputPath: no profiler output to read";
-  } else if (entry.resolved_path != path || entry.system == nullptr) {
-    absl::StatusOr<objectstore::StoreLocation> location = stores_.Resolve(path);
-    if (!location.ok()) {
-      problem =
-          absl::StrCat("ProfilerConfig.S3OutputPath cannot be read: ", location.status().message());
-    } else {
-      entry.system = std::make_unique<SystemMetricsReader>(*location);
-      entry.framework = std::make_unique<FrameworkTimelineReader>(*location);
-      entry.plausible = PlausibleTimes();
-      entry.resolved_path = path;
-    }
-  }
-  if (problem.empty() && entry.system != nullptr) {
-    // Batches of system metrics, so that memory stays bounded while a long
-    // job is caught up and queries see the progress.
-    do {
-      std::vector<SystemMetricPoint> points = entry.system->ReadNew(options_.batch_bytes);
-      entry.plausible.FilterMetrics(&points, options_.clock->Now());
-      absl::MutexLock data_lock(&entry.data_mu);
-      entry.data.AddMetrics(points);
-    } while (entry.system->more_pending());
-    std::vector<FrameworkEvent> events = entry.framework->ReadNew();
-    entry.plausible.FilterEvents(&events, options_.clock->Now());
-    // A file over its read limit first: that series is incomplete, and the
-    // reader's own list may be full of earlier, lesser errors. Then the
-    // skipped implausible times, so that the readers' errors never crowd
-    // them out.
-    std::vector<std::string> errors;
-    for (const absl::Status* over :
-         {&entry.system->limit_error(), &entry.framework->limit_error()}) {
-      if (!over->ok()) errors.emplace_back(over->message());
-    }
-    if (std::string skipped = entry.plausible.Summary(); !skipped.empty()) {
-      errors.push_back(std::move(skipped));
-    }
-    const auto said = [&errors](const std::string& e) {
-      return std::any_of(errors.begin(), errors.end(),
-                         [&e](const std::string& s) { return absl::StartsWith(e, s); });
-    };
-    for (const std::string& e : entry.system->errors()) {
-      if (!said(e)) errors.push_back(e);
-    }
-    for (const std::string& e : entry.framework->errors()) {
-      if (!said(e)) errors.push_back(e);
-    }
-    if (errors.size() > kMaxReadErrors) errors.resize(kMaxReadErrors);
-    absl::MutexLock data_lock(&entry.data_mu);
-    entry.data.AddFrameworkEvents(events);
-    entry.read_errors = std::move(errors);
-  }
+  std::string problem = entry.OpenReaders(stores_);
+  if (problem.empty() && entry.system != nullptr) entry.ReadNew(options_);
   entry.last_read = options_.clock->Now();
   {
     absl::MutexLock data_lock(&entry.data_mu);

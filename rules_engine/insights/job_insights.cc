@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -41,18 +42,33 @@ bool NaturalLess(absl::string_view a, absl::string_view b) {
   return a.size() - i < b.size() - j;
 }
 
-Phase PhaseOf(FrameworkPhase phase) {
-  switch (phase) {
-    case FrameworkPhase::kForward:
-      return Phase::kForward;
-    case FrameworkPhase::kBackward:
-      return Phase::kBackward;
-    case FrameworkPhase::kData:
-      return Phase::kDataloader;
-    case FrameworkPhase::kNone:
-      break;
+// The dashboard's phase of a framework event's phase (others: kOther).
+constexpr std::pair<FrameworkPhase, Phase> kPhaseOfFrameworkPhase[] = {
+    {FrameworkPhase::kForward, Phase::kForward},
+    {FrameworkPhase::kBackward, Phase::kBackward},
+    {FrameworkPhase::kData, Phase::kDataloader},
+};
+
+// The dashboard's metric of each drawn dimension.
+constexpr std::pair<MetricDimension, Metric> kMetricOfDimension[] = {
+    {MetricDimension::kCpuUtilization, Metric::kCpu},
+    {MetricDimension::kGpuUtilization, Metric::kGpu},
+    {MetricDimension::kGpuMemoryUtilization, Metric::kGpuMemory},
+    {MetricDimension::kMemoryUsedPercent, Metric::kCpuMemory},
+    {MetricDimension::kIoWaitPercentage, Metric::kIoWait},
+};
+
+// The value `table` pairs with `key`, if any.
+template <typename Key, typename Value, size_t N>
+std::optional<Value> Lookup(const std::pair<Key, Value> (&table)[N], Key key) {
+  for (const auto& [known, value] : table) {
+    if (known == key) return value;
   }
-  return Phase::kOther;
+  return std::nullopt;
+}
+
+Phase PhaseOf(FrameworkPhase phase) {
+  return Lookup(kPhaseOfFrameworkPhase, phase).value_or(Phase::kOther);
 }
 
 constexpr double kMicros = 1e6;
@@ -74,20 +90,7 @@ std::optional<Metric> ParseMetric(absl::string_view name) {
 }
 
 std::optional<Metric> MetricOfDimension(absl::string_view dimension) {
-  switch (ParseMetricDimension(dimension)) {
-    case MetricDimension::kCpuUtilization:
-      return Metric::kCpu;
-    case MetricDimension::kGpuUtilization:
-      return Metric::kGpu;
-    case MetricDimension::kGpuMemoryUtilization:
-      return Metric::kGpuMemory;
-    case MetricDimension::kMemoryUsedPercent:
-      return Metric::kCpuMemory;
-    case MetricDimension::kIoWaitPercentage:
-      return Metric::kIoWait;
-    case MetricDimension::kOther:
-      break;
-  }
+  if (auto metric = Lookup(kMetricOfDimension, ParseMetricDimension(dimension))) return metric;
   if (!absl::StrContains(dimension, "Network")) return std::nullopt;
   for (const char* rx : {"Rx", "Receive", "Recv"}) {
     if (absl::StrContains(dimension, rx)) return Metric::kNetworkRx;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <limits>
 #include <map>
 #include <set>
@@ -20,14 +19,8 @@
 #include "rules_engine/rule/rule_parameters.h"
 
 namespace debugplane::rules_engine {
+namespace profiler_rules_internal {
 namespace {
-
-using profiler_rules_internal::CommonParameters;
-using profiler_rules_internal::Issues;
-using profiler_rules_internal::kMaxDetails;
-using profiler_rules_internal::MakeProfilerRule;
-using profiler_rules_internal::NoIssues;
-using profiler_rules_internal::ProfilerRuleBase;
 
 // A duration for people: "6.2 ms", "3.41 s", "21.5 min".
 std::string Duration(double us) {
@@ -35,20 +28,6 @@ std::string Duration(double us) {
   if (a < 1e6) return absl::StrFormat("%.1f ms", us / 1e3);
   if (a < 120e6) return absl::StrFormat("%.2f s", us / 1e6);
   return absl::StrFormat("%.1f min", us / 60e6);
-}
-
-// `us` since the epoch as UTC, to the millisecond: 2026-11-22T07:10:36.525Z.
-// gmtime_r rather than absl's time zones (see profiler_rules.cc).
-std::string Ts(int64_t us) {
-  int64_t seconds = us / 1000000;
-  int64_t millis = (us % 1000000) / 1000;
-  if (millis < 0) millis += 1000, --seconds;
-  const time_t t = static_cast<time_t>(seconds);
-  struct tm utc;
-  if (gmtime_r(&t, &utc) == nullptr) return absl::StrCat(us, " us");
-  char buffer[64];
-  const size_t length = strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%S", &utc);
-  return absl::StrFormat("%s.%03dZ", absl::string_view(buffer, length), millis);
 }
 
 // The framework rules' input hooks: events (and, for a rule that wants
@@ -311,9 +290,10 @@ class MaxInitializationTime : public FrameworkRule {
     const int64_t waited = absl::ToUnixMicros(now) - start_us_;
     if (waited <= threshold_us_) return RuleVerdict::Continue();
     return Issues(absl::StrCat("no step yet ", Duration(static_cast<double>(waited)),
-                               " after the training start ", Ts(start_us_), " (earliest ",
-                               start_source_, " timestamp), more than threshold ", Threshold(),
-                               " (wall clock ", Ts(absl::ToUnixMicros(now)), ")"));
+                               " after the training start ", FormatTimestampMicros(start_us_),
+                               " (earliest ", start_source_, " timestamp), more than threshold ",
+                               Threshold(), " (wall clock ",
+                               FormatTimestampMicros(absl::ToUnixMicros(now)), ")"));
   }
 
   RuleVerdict End() override {
@@ -323,15 +303,16 @@ class MaxInitializationTime : public FrameworkRule {
     return NoIssues(absl::StrCat("no step event (Step:ModeKeys.<mode>) among ", events_seen(),
                                  " framework events; they reach ",
                                  Duration(static_cast<double>(last_framework_us_ - start_us_)),
-                                 " past the training start ", Ts(start_us_), ", within threshold ",
-                                 Threshold()));
+                                 " past the training start ", FormatTimestampMicros(start_us_),
+                                 ", within threshold ", Threshold()));
   }
 
   std::string Progress() const override {
     if (has_step_) return Initialization();
     if (!has_start_) return "no data yet";
-    return absl::StrCat("waiting for the first step; training start ", Ts(start_us_), " (earliest ",
-                        start_source_, " timestamp), threshold ", Threshold());
+    return absl::StrCat("waiting for the first step; training start ",
+                        FormatTimestampMicros(start_us_), " (earliest ", start_source_,
+                        " timestamp), threshold ", Threshold());
   }
 
   // No FlaggedSteps(): the first step is not an anomaly of a step (the
@@ -352,20 +333,22 @@ class MaxInitializationTime : public FrameworkRule {
       return Issues(absl::StrCat(Initialization(), ", more than threshold ", Threshold()));
     }
     if (has_framework_ && last_framework_us_ - start_us_ > threshold_us_) {
-      return Issues(absl::StrCat(
-          "no step yet: framework events reach ",
-          Duration(static_cast<double>(last_framework_us_ - start_us_)),
-          " past the training start ", Ts(start_us_), " (earliest ", start_source_,
-          " timestamp) without a Step:ModeKeys event, more than threshold ", Threshold()));
+      return Issues(absl::StrCat("no step yet: framework events reach ",
+                                 Duration(static_cast<double>(last_framework_us_ - start_us_)),
+                                 " past the training start ", FormatTimestampMicros(start_us_),
+                                 " (earliest ", start_source_,
+                                 " timestamp) without a Step:ModeKeys event, more than threshold ",
+                                 Threshold()));
     }
     return RuleVerdict::Continue();
   }
 
   std::string Initialization() const {
-    return absl::StrCat(
-        "initialization took ", Duration(static_cast<double>(step_start_us_ - start_us_)),
-        ": training start ", Ts(start_us_), " (earliest ", start_source_,
-        " timestamp), first step ", step_name_, " step ", step_, " at ", Ts(step_start_us_));
+    return absl::StrCat("initialization took ",
+                        Duration(static_cast<double>(step_start_us_ - start_us_)),
+                        ": training start ", FormatTimestampMicros(start_us_), " (earliest ",
+                        start_source_, " timestamp), first step ", step_name_, " step ", step_,
+                        " at ", FormatTimestampMicros(step_start_us_));
   }
   std::string Threshold() const {
     return absl::StrCat(absl::StrFormat("%g", threshold_min_), " min");
@@ -575,6 +558,7 @@ class OverallFrameworkMetrics : public FrameworkRule {
 };
 
 }  // namespace
+}  // namespace profiler_rules_internal
 
 std::vector<std::string> FrameworkProfilerRuleNames() {
   return {"MaxInitializationTime", "OverallFrameworkMetrics", "StepOutlier"};
@@ -582,6 +566,10 @@ std::vector<std::string> FrameworkProfilerRuleNames() {
 
 absl::StatusOr<std::unique_ptr<ProfilerRule>> CreateFrameworkProfilerRule(
     const std::string& name, const RuleParameters& parameters) {
+  using profiler_rules_internal::MakeProfilerRule;
+  using profiler_rules_internal::MaxInitializationTime;
+  using profiler_rules_internal::OverallFrameworkMetrics;
+  using profiler_rules_internal::StepOutlier;
   if (name == "StepOutlier") return MakeProfilerRule<StepOutlier>(name, parameters);
   if (name == "MaxInitializationTime")
     return MakeProfilerRule<MaxInitializationTime>(name, parameters);

@@ -1,5 +1,12 @@
 #include "rules_engine/profiler_rules/profiler_rule_base.h"
 
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "base/utc_time.h"
+
 namespace debugplane::rules_engine::profiler_rules_internal {
 namespace {
 
@@ -27,6 +34,33 @@ RuleVerdict Issues(std::string details) { return RuleVerdict::Issues(Cut(std::mo
 RuleVerdict NoIssues(std::string details) { return RuleVerdict::NoIssues(Cut(std::move(details))); }
 
 void CommonParameters(RuleParameterReader& p) { p.Int("scan_interval_us", 60000000, 1); }
+
+double PercentParameter(RuleParameterReader& p, absl::string_view name, double default_value) {
+  return p.Float(name, default_value, 0, 100);
+}
+
+std::string FormatTimestamp(double seconds) {
+  if (!std::isfinite(seconds) || std::fabs(seconds) > 1e15) return absl::StrCat(seconds);
+  const int64_t tenths = std::llround(seconds * 10);
+  return base::FormatUtc(absl::FromUnixMillis(tenths * 100), "%Y-%m-%dT%H:%M:%E1SZ");
+}
+
+std::string FormatTimestampMicros(int64_t us) {
+  // The milliseconds of `us` truncated towards zero, then the second
+  // borrowed from when negative (as these texts always have).
+  int64_t seconds = us / 1000000;
+  int64_t millis = (us % 1000000) / 1000;
+  if (millis < 0) millis += 1000, --seconds;
+  return base::FormatUtc(absl::FromUnixSeconds(seconds) + absl::Milliseconds(millis),
+                         "%Y-%m-%dT%H:%M:%E3SZ");
+}
+
+std::string FormatPercent(double value) { return absl::StrFormat("%.1f%%", value); }
+
+void AppendPart(std::string* out, absl::string_view part) {
+  if (out->size() >= kMaxDetails) return;
+  absl::StrAppend(out, out->empty() ? "" : "; ", part);
+}
 
 RuleVerdict ProfilerRuleBase::OnEnd() {
   if (done_) return final_;

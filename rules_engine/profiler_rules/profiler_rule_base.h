@@ -1,8 +1,9 @@
 // The scaffolding every built-in profiler rule shares, the system-metric
-// rules (profiler_rules.cc) and the framework rules (framework_rules.cc)
-// alike: the parameters as the rule resolved them, the sticky terminal
+// rules (rules_*.cc, with system_rule.h) and the framework rules
+// (framework_rules.cc) alike: the parameters as the rule resolved them, the sticky terminal
 // verdict, the counts of the data fed, Finding(), and OnEnd()'s Error when
-// none of the rule's input was read. Internal to profiler_rules/: the
+// none of the rule's input was read, and the texts of their details.
+// Internal to profiler_rules/: the
 // public interface is ProfilerRule (profiler_rules.h).
 //
 // A family derives from ProfilerRuleBase, naming the input its verdicts
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "rules_engine/profiler_rules/profiler_rules.h"
 #include "rules_engine/rule/rule_parameters.h"
@@ -37,6 +39,22 @@ RuleVerdict NoIssues(std::string details);
 
 // Declares the parameters every profiler rule takes (scan_interval_us).
 void CommonParameters(RuleParameterReader& p);
+
+// A percentage parameter: `name` in [0, 100], `default_value` when absent.
+double PercentParameter(RuleParameterReader& p, absl::string_view name, double default_value);
+
+// The details' texts.
+// `seconds` since the epoch as UTC to the tenth (rounded):
+// "2026-11-21T22:35:00.0Z"; a non-finite or absurd value as the number.
+std::string FormatTimestamp(double seconds);
+// `us` since the epoch as UTC to the millisecond (truncated):
+// "2026-11-22T07:10:36.525Z".
+std::string FormatTimestampMicros(int64_t us);
+// A percentage to the tenth: "12.5%".
+std::string FormatPercent(double value);
+// Appends `part` to the "a; b; c" list `*out`, unless *out already holds
+// kMaxDetails bytes.
+void AppendPart(std::string* out, absl::string_view part);
 
 class ProfilerRuleBase : public ProfilerRule {
  public:

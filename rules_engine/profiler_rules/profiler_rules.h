@@ -11,7 +11,7 @@
 //   verdict = (*rule)->OnEnd();
 //
 // Where the docs are vague, the decisions are written next to each rule in
-// profiler_rules.cc. Common to all:
+// the rules_*.cc files (profiler_rules.cc lists them). Common to all:
 // - Verdicts depend only on the points and their order, never on how they
 //   are split into OnMetrics calls (checks happen at data-defined points:
 //   complete windows, every kCheckEvery evaluated samples, and OnEnd).

@@ -63,6 +63,7 @@
 #include "rules_engine/profiler/framework_event.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
 #include "rules_engine/profiler_rules/profiler_rules.h"
+#include "rules_engine/report/value_aggregate.h"
 
 namespace debugplane::rules_engine {
 
@@ -75,12 +76,7 @@ namespace profiler_report_internal {
 // buckets merge exactly (no resampling error) until everything fits.
 class Buckets {
  public:
-  struct Cell {
-    double sum = 0;
-    int64_t count = 0;
-    double min = 0;
-    double max = 0;
-  };
+  using Cell = ValueAggregate<double, int64_t>;
 
   Buckets(int num_buckets, double base_width);
   void Add(double x, double value);
@@ -113,19 +109,16 @@ class Buckets {
 class PercentHistogram {
  public:
   void Add(double value);
-  int64_t count() const { return count_; }
-  double mean() const { return count_ ? sum_ / count_ : 0; }
-  double min() const { return min_; }
-  double max() const { return max_; }
+  int64_t count() const { return values_.count; }
+  double mean() const { return values_.count ? values_.sum / values_.count : 0; }
+  double min() const { return values_.min; }
+  double max() const { return values_.max; }
   // Nearest-rank quantile of the quantized values (see the file comment).
   double Quantile(double q) const;
 
  private:
   std::vector<uint32_t> bins_;  // Allocated on the first Add.
-  int64_t count_ = 0;
-  double sum_ = 0;
-  double min_ = 0;
-  double max_ = 0;
+  ValueAggregate<double, int64_t> values_;
 };
 
 }  // namespace profiler_report_internal

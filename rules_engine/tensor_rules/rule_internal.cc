@@ -66,49 +66,6 @@ double Variance(const std::vector<double>& v) {
   return sum / static_cast<double>(v.size());
 }
 
-double Percentile(std::vector<double> v, double percent) {
-  if (v.empty()) return 0;
-  const double pos = percent / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  // Selection, not a full sort: the same two order statistics in O(n).
-  std::nth_element(v.begin(), v.begin() + lo, v.end());
-  const double low = v[lo];
-  const double high = hi == lo ? low : *std::min_element(v.begin() + lo + 1, v.end());
-  return low + (high - low) * (pos - static_cast<double>(lo));
-}
-
-std::pair<double, double> Percentiles(std::vector<double>* values, double low, double high) {
-  std::vector<double>& v = *values;
-  // With a NaN the order nth_element leaves is not an ordering, and -0 and 0
-  // are equal yet print differently: keep exactly what two separate
-  // selections give.
-  if (std::any_of(v.begin(), v.end(),
-                  [](double x) { return std::isnan(x) || (x == 0 && std::signbit(x)); })) {
-    return {Percentile(v, low), Percentile(v, high)};
-  }
-  if (v.empty()) return {0, 0};
-  // Percentile's interpolation between the order statistics lo and lo + 1,
-  // selected in v[from, end).
-  const auto select = [&v](double percent, size_t from, size_t* lo_out) {
-    const double pos = percent / 100.0 * static_cast<double>(v.size() - 1);
-    const size_t lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(lo + 1, v.size() - 1);
-    if (lo >= from) std::nth_element(v.begin() + from, v.begin() + lo, v.end());
-    const double below = v[lo];
-    const double above = hi == lo ? below : *std::min_element(v.begin() + lo + 1, v.end());
-    *lo_out = lo;
-    return below + (above - below) * (pos - static_cast<double>(lo));
-  };
-  // Once the lower statistic is in place, everything after it is >= it: the
-  // upper one is selected among those (the same values: order statistics do
-  // not depend on how they are found).
-  size_t low_lo = 0, high_lo = 0;
-  const double first = select(low, 0, &low_lo);
-  const double second = select(high, low_lo + 1, &high_lo);
-  return {first, second};
-}
-
 BatchView ViewAsBatch(const Tensor& t) {
   BatchView view;
   const int64_t n = static_cast<int64_t>(t.values.size());

@@ -226,11 +226,6 @@ bool AllFinite(const std::vector<double>& v);
 // has them (Tensor::facts), else by scanning.
 int64_t CountZeros(const Tensor& t);
 bool AllFinite(const Tensor& t);
-// numpy.percentile's default (linear interpolation); `v` is copied.
-double Percentile(std::vector<double> v, double percent);
-// Percentile(v, low) and Percentile(v, high), low <= high, with one
-// selection pass shared by both and no copy: `v` is reordered.
-std::pair<double, double> Percentiles(std::vector<double>* v, double low, double high);
 // The batch dimension and the per-sample size of a tensor: shape[0] and the
 // product of the other dimensions (a 1-D tensor is one sample of n units;
 // a scalar or shapeless tensor is one sample of its values).

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rules_engine/rule/percentile.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
 
 namespace debugplane::rules_engine::internal {
@@ -296,7 +297,7 @@ class PoorWeightInitialization : public EvaluatingRule {
     }
     any = true;
     ++evaluations_;
-    const auto [p5, p95] = Percentiles(&gradient_values, 5, 95);
+    const auto [p5, p95] = LinearInterpolatedPercentiles(&gradient_values, 5, 95);
     if (p95 - p5 >= distribution_range_) return absl::nullopt;
     return RuleVerdict::Issues(Clip(absl::StrCat(
         StepLabel(step), ": gradients' 95th - 5th percentile ", Num(p95 - p5), " (",

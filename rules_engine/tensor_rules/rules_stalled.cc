@@ -6,10 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/utc_time.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
 
 namespace debugplane::rules_engine::internal {
 namespace {
+
+// absl::RFC3339_sec in UTC: 2026-11-21T22:35:00+00:00.
+constexpr char kRfc3339Seconds[] = "%Y-%m-%dT%H:%M:%S+00:00";
 
 // How the scheduler drives it (see Rule::NextDeadline in rule.h): the rule's
 // clock starts when it is created (evaluation start stands in for training
@@ -60,10 +64,10 @@ class StalledTrainingRule : public Rule {
     done_ = true;
     const std::string since =
         last_step_ < 0 ? std::string("evaluation started") : absl::StrCat("step ", last_step_);
-    return RuleVerdict::Issues(Clip(absl::StrCat(
-        "no new step for ", absl::FormatDuration(now - last_progress_), " since ", since, " at ",
-        absl::FormatTime(absl::RFC3339_sec, last_progress_, absl::UTCTimeZone()), " >= threshold ",
-        absl::ToInt64Seconds(threshold_), "s")));
+    return RuleVerdict::Issues(
+        Clip(absl::StrCat("no new step for ", absl::FormatDuration(now - last_progress_), " since ",
+                          since, " at ", base::FormatUtc(last_progress_, kRfc3339Seconds),
+                          " >= threshold ", absl::ToInt64Seconds(threshold_), "s")));
   }
 
  private:

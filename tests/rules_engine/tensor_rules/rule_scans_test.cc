@@ -1,5 +1,6 @@
 // The shared statistics the rules' faster paths use give exactly what the
-// plain ones give: Percentiles against two Percentile calls, and the Tensor
+// plain ones give: LinearInterpolatedPercentiles against two
+// LinearInterpolatedPercentile calls on copies, and the Tensor
 // overloads of AllFinite and CountZeros with and without decoder facts.
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "rules_engine/rule/percentile.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
 
 namespace debugplane::rules_engine::internal {
@@ -48,9 +50,13 @@ TEST(RuleScansTest, PercentilesEqualTwoPercentileCalls) {
       if (kind == 3 && n > 0) v[n / 2] = std::numeric_limits<double>::quiet_NaN();
       for (const auto& p : pairs) {
         std::vector<double> scratch = v;
-        const auto [low, high] = Percentiles(&scratch, p[0], p[1]);
-        EXPECT_TRUE(Same(low, Percentile(v, p[0]))) << n << " kind " << kind << " p" << p[0];
-        EXPECT_TRUE(Same(high, Percentile(v, p[1]))) << n << " kind " << kind << " p" << p[1];
+        const auto [low, high] = LinearInterpolatedPercentiles(&scratch, p[0], p[1]);
+        std::vector<double> copy = v;
+        EXPECT_TRUE(Same(low, LinearInterpolatedPercentile(&copy, p[0])))
+            << n << " kind " << kind << " p" << p[0];
+        copy = v;
+        EXPECT_TRUE(Same(high, LinearInterpolatedPercentile(&copy, p[1])))
+            << n << " kind " << kind << " p" << p[1];
       }
     }
   }
