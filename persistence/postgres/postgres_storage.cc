@@ -185,7 +185,7 @@ absl::StatusOr<int> MigrateLocked(PostgresConnection& connection) {
     return version;
   }
   const int from_version = version;
-  for (const PostgresMigration& step : PostgresMigrations()) {
+  for (const SchemaMigration& step : PostgresMigrations()) {
     if (step.to_version <= version) continue;
     if (auto migrated = connection.Exec(
             step.sql, absl::StrCat("migrating to schema version ", step.to_version));

@@ -318,13 +318,13 @@ absl::Status SqliteStorage::Impl::MigrateLocked() {
 }
 
 absl::Status SqliteStorage::Impl::MigrateOneStepLocked(int from_version) {
-  const std::span<const SqliteMigration> steps = SqliteMigrations();
+  const std::span<const SchemaMigration> steps = SqliteMigrations();
   if (from_version < 0 || from_version >= static_cast<int>(steps.size()) ||
       steps[from_version].to_version != from_version + 1) {
     return absl::InternalError(absl::StrCat(
         "sqlite database '", path, "': no migration step from schema version ", from_version));
   }
-  const SqliteMigration& step = steps[from_version];
+  const SchemaMigration& step = steps[from_version];
   if (absl::Status s =
           Exec(step.sql, absl::StrCat("migrating to schema version ", step.to_version));
       !s.ok()) {
