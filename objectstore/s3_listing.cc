@@ -57,9 +57,9 @@ absl::StatusOr<ListObjectsV2Page> S3ObjectStore::ListPage(const ListOptions& opt
 absl::StatusOr<ListResult> S3ObjectStore::List(const ListOptions& options) const {
   if (absl::Status status = ValidatePrefix(options.prefix); !status.ok()) return status;
   if (!options.delimiter.empty() && options.delimiter != "/") {
-    return absl::InvalidArgumentError(absl::StrCat("list delimiter ",
-                                                   base::SingleQuoteForMessage(options.delimiter, 20),
-                                                   ": only '/' (or none) is supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("list delimiter ", base::SingleQuoteForMessage(options.delimiter, 20),
+                     ": only '/' (or none) is supported"));
   }
   ListResult result;
   const size_t wanted = std::max<size_t>(1, options.max_keys);
@@ -130,6 +130,5 @@ absl::Status S3ObjectStore::CheckListingProgress(const ListOptions& options,
   return absl::DataLossError(absl::StrCat("the listing of ", Describe(options.prefix), " at ",
                                           config_.endpoint, " ", wrong, "; it would never end"));
 }
-
 
 }  // namespace debugplane::objectstore

@@ -113,10 +113,10 @@ absl::Status S3ObjectStore::CompleteMultipart(absl::string_view key, const std::
   // S3 may answer 200 and report a failure in the body.
   const S3ErrorReply reply = ParseS3Error(completed.body);
   if (!reply.code.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": S3 at ", config_.endpoint, " did not complete the multipart upload (",
-        base::EscapeForMessage(reply.code, 60), ": ", base::EscapeForMessage(reply.message, 200),
-        ")"));
+    return absl::DataLossError(absl::StrCat(what, ": S3 at ", config_.endpoint,
+                                            " did not complete the multipart upload (",
+                                            base::EscapeForMessage(reply.code, 60), ": ",
+                                            base::EscapeForMessage(reply.message, 200), ")"));
   }
   return absl::OkStatus();
 }

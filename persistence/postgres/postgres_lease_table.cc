@@ -100,6 +100,9 @@ std::string MicrosOf(absl::Duration duration) {
 
 }  // namespace
 
+PostgresLeaseTable::PostgresLeaseTable(std::unique_ptr<PostgresConnectionPool> pool)
+    : pool_(std::move(pool)) {}
+
 absl::StatusOr<std::unique_ptr<PostgresLeaseTable>> PostgresLeaseTable::Open(
     const std::string& conninfo, absl::Duration io_timeout) {
   absl::StatusOr<std::unique_ptr<PostgresConnectionPool>> pool =

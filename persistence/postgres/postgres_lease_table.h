@@ -46,8 +46,7 @@ class PostgresLeaseTable final : public LeaseTable, public ActionOutbox {
   absl::Status Complete(const ActionClaim& claim) override;
 
  private:
-  explicit PostgresLeaseTable(std::unique_ptr<PostgresConnectionPool> pool)
-      : pool_(std::move(pool)) {}
+  explicit PostgresLeaseTable(std::unique_ptr<PostgresConnectionPool> pool);
   // Runs prepared statement `name` with `params` on a pooled connection
   // (once more on a new connection if a pooled one was found cut).
   absl::StatusOr<PgResult> Run(const char* name, std::span<const PgParam> params,

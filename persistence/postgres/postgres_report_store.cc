@@ -43,6 +43,9 @@ std::string Describing(const std::string& job_name, const std::string& rule) {
 
 }  // namespace
 
+PostgresReportStore::PostgresReportStore(std::unique_ptr<PostgresConnectionPool> pool)
+    : pool_(std::move(pool)) {}
+
 absl::StatusOr<std::unique_ptr<PostgresReportStore>> PostgresReportStore::Open(
     const std::string& conninfo, absl::Duration io_timeout) {
   absl::StatusOr<std::unique_ptr<PostgresConnectionPool>> pool =

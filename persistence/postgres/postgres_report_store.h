@@ -33,8 +33,7 @@ class PostgresReportStore final : public ReportStore {
   absl::Status DeleteJob(const std::string& job_name, int64_t generated_before_us) override;
 
  private:
-  explicit PostgresReportStore(std::unique_ptr<PostgresConnectionPool> pool)
-      : pool_(std::move(pool)) {}
+  explicit PostgresReportStore(std::unique_ptr<PostgresConnectionPool> pool);
   absl::Status PutOn(PostgresConnection& connection, const StoredReport& report,
                      const std::optional<CheckLease>& fence);
 

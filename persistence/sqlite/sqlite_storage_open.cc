@@ -73,7 +73,6 @@ namespace {
 using sqlite_storage_internal::Statement;
 using sqlite_storage_internal::StatementUse;
 
-
 // How long a statement waits for a lock held by another connection before it
 // fails with SQLITE_BUSY. Only another connection to the same file competes
 // (another process, or a second SqliteStorage): within one SqliteStorage the
@@ -125,10 +124,9 @@ absl::Status SyncPath(const std::string& path, bool directory) {
 SqliteStorage::Impl::~Impl() {
   absl::MutexLock lock(&mu);
   // Statements first: a connection with live statements does not close.
-  for (Statement* statement :
-       {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first, &scan_after,
-        &version_of, &read_job, &latest_sequence, &set_sequence, &add_change, &changes_after,
-        &prune_changes}) {
+  for (Statement* statement : {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first,
+                               &scan_after, &version_of, &read_job, &latest_sequence, &set_sequence,
+                               &add_change, &changes_after, &prune_changes}) {
     statement->reset();
   }
   if (db == nullptr) return;
