@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "metrics/family.h"
+
 namespace debugplane::metrics {
 namespace {
 
@@ -14,17 +16,14 @@ const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
 }  // namespace
 
 DatabaseMetrics::DatabaseMetrics(prometheus::Registry& registry)
-    : durations_(prometheus::BuildHistogram()
-                     .Name("debugplane_database_duration_seconds")
-                     .Help("Seconds the database took per operation: write (one atomic, durable "
-                           "batch of job changes) or read (a scan of the job rows)")
-                     .Register(registry)),
+    : durations_(
+          HistogramFamily(registry, "debugplane_database_duration_seconds",
+                          "Seconds the database took per operation: write (one atomic, durable "
+                          "batch of job changes) or read (a scan of the job rows)")),
       write_duration_(durations_.Add({{"operation", "write"}}, kDurationBuckets)),
       read_duration_(durations_.Add({{"operation", "read"}}, kDurationBuckets)),
-      errors_(prometheus::BuildCounter()
-                  .Name("debugplane_database_errors_total")
-                  .Help("Database operations that failed, by operation (write, read)")
-                  .Register(registry)),
+      errors_(CounterFamily(registry, "debugplane_database_errors_total",
+                            "Database operations that failed, by operation (write, read)")),
       write_errors_(errors_.Add({{"operation", "write"}})),
       read_errors_(errors_.Add({{"operation", "read"}})) {}
 

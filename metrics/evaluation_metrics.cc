@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "metrics/family.h"
+
 namespace debugplane::metrics {
 namespace {
 
@@ -17,29 +19,24 @@ const prometheus::Histogram::BucketBoundaries kLagBuckets = {0,  1,   2,   5,   
 
 EvaluationMetrics::EvaluationMetrics(prometheus::Registry& registry)
     : detection_latency_(
-          prometheus::BuildHistogram()
-              .Name("debugplane_detection_latency_seconds")
-              .Help("Seconds from a step's arrival (its files' modification time, or when the "
-                    "reader first saw it) to a debugging rule's IssuesFound for it being committed")
-              .Register(registry)
+          HistogramFamily(
+              registry, "debugplane_detection_latency_seconds",
+              "Seconds from a step's arrival (its files' modification time, or when the "
+              "reader first saw it) to a debugging rule's IssuesFound for it being committed")
               .Add({}, kLatencyBuckets)),
-      evaluation_lag_(prometheus::BuildHistogram()
-                          .Name("debugplane_evaluation_lag_steps")
-                          .Help("After each evaluation turn of a job: the newest step seen in its "
-                                "trial minus the last step its rules evaluated")
-                          .Register(registry)
-                          .Add({}, kLagBuckets)),
-      bytes_read_(prometheus::BuildCounter()
-                      .Name("debugplane_read_bytes_total")
-                      .Help("Bytes rule evaluation fetched from training output, by source "
-                            "(tensors: smdebug trials; profiler: system and framework metrics)")
-                      .Register(registry)),
+      evaluation_lag_(
+          HistogramFamily(registry, "debugplane_evaluation_lag_steps",
+                          "After each evaluation turn of a job: the newest step seen in its "
+                          "trial minus the last step its rules evaluated")
+              .Add({}, kLagBuckets)),
+      bytes_read_(
+          CounterFamily(registry, "debugplane_read_bytes_total",
+                        "Bytes rule evaluation fetched from training output, by source "
+                        "(tensors: smdebug trials; profiler: system and framework metrics)")),
       tensor_bytes_(bytes_read_.Add({{"source", "tensors"}})),
       profiler_bytes_(bytes_read_.Add({{"source", "profiler"}})),
-      steps_read_(prometheus::BuildCounter()
-                      .Name("debugplane_steps_read_total")
-                      .Help("Tensor steps read from trials and evaluated by debugging rules")
-                      .Register(registry)
+      steps_read_(CounterFamily(registry, "debugplane_steps_read_total",
+                                "Tensor steps read from trials and evaluated by debugging rules")
                       .Add({})) {}
 
 void EvaluationMetrics::ObserveDetectionLatency(absl::Duration latency) {

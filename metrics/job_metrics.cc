@@ -2,23 +2,18 @@
 
 #include <string>
 
+#include "metrics/family.h"
+
 namespace debugplane::metrics {
 
 JobMetrics::JobMetrics(prometheus::Registry& registry)
-    : jobs_(prometheus::BuildGauge()
-                .Name("debugplane_jobs")
-                .Help("Training jobs by TrainingJobStatus")
-                .Register(registry)),
-      rule_evaluations_(prometheus::BuildGauge()
-                            .Name("debugplane_rule_evaluations")
-                            .Help("Rule evaluations (debugging and profiler rules of every job) "
-                                  "by RuleEvaluationStatus")
-                            .Register(registry)),
-      watch_streams_(prometheus::BuildGauge()
-                         .Name("debugplane_watch_streams_open")
-                         .Help("Watch streams open: kind client (WatchTrainingJob) or agent "
-                               "(ConnectAgent)")
-                         .Register(registry)) {}
+    : jobs_(GaugeFamily(registry, "debugplane_jobs", "Training jobs by TrainingJobStatus")),
+      rule_evaluations_(GaugeFamily(registry, "debugplane_rule_evaluations",
+                                    "Rule evaluations (debugging and profiler rules of every job) "
+                                    "by RuleEvaluationStatus")),
+      watch_streams_(GaugeFamily(registry, "debugplane_watch_streams_open",
+                                 "Watch streams open: kind client (WatchTrainingJob) or agent "
+                                 "(ConnectAgent)")) {}
 
 void JobMetrics::SetJobs(absl::string_view status, int64_t count) {
   jobs_.Add({{"status", std::string(status)}}).Set(static_cast<double>(count));

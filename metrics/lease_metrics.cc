@@ -1,18 +1,17 @@
 #include "metrics/lease_metrics.h"
 
+#include "metrics/family.h"
+
 namespace debugplane::metrics {
 
 LeaseMetrics::LeaseMetrics(prometheus::Registry& registry)
-    : owned_(prometheus::BuildGauge()
-                 .Name("debugplane_leases_owned")
-                 .Help("Evaluation leases (jobs whose rules this server evaluates) owned now")
-                 .Register(registry)
+    : owned_(GaugeFamily(registry, "debugplane_leases_owned",
+                         "Evaluation leases (jobs whose rules this server evaluates) owned now")
                  .Add({})),
-      takeovers_(prometheus::BuildCounter()
-                     .Name("debugplane_lease_takeovers_total")
-                     .Help("Evaluation leases taken over from another replica after they expired")
-                     .Register(registry)
-                     .Add({})) {}
+      takeovers_(
+          CounterFamily(registry, "debugplane_lease_takeovers_total",
+                        "Evaluation leases taken over from another replica after they expired")
+              .Add({})) {}
 
 void LeaseMetrics::SetOwned(int64_t count) { owned_.Set(static_cast<double>(count)); }
 

@@ -2,17 +2,15 @@
 
 #include <string>
 
+#include "metrics/family.h"
+
 namespace debugplane::metrics {
 
 RequestMetrics::RequestMetrics(prometheus::Registry& registry)
-    : grpc_(prometheus::BuildCounter()
-                .Name("debugplane_grpc_requests_total")
-                .Help("gRPC calls served, by method and status code")
-                .Register(registry)),
-      http_(prometheus::BuildCounter()
-                .Name("debugplane_http_requests_total")
-                .Help("HTTP requests served, by route and status code")
-                .Register(registry)) {}
+    : grpc_(CounterFamily(registry, "debugplane_grpc_requests_total",
+                          "gRPC calls served, by method and status code")),
+      http_(CounterFamily(registry, "debugplane_http_requests_total",
+                          "HTTP requests served, by route and status code")) {}
 
 void RequestMetrics::CountGrpc(absl::string_view method, absl::string_view code) {
   grpc_.Add({{"method", std::string(method)}, {"code", std::string(code)}}).Increment();

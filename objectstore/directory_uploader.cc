@@ -347,6 +347,21 @@ const DirectoryUploader::FileId* DirectoryUploader::NextUpload() const {
   return next;
 }
 
+namespace {
+
+// The size of `data` up to and with its last line feed (0 if it has none).
+size_t CompleteLinesSize(const std::string& data) {
+  const size_t last_line_end = data.rfind('\n');
+  return last_line_end == std::string::npos ? 0 : last_line_end + 1;
+}
+
+}  // namespace
+
+int64_t DirectoryUploader::UploadedBytes(const FileId& id) {
+  absl::MutexLock lock(&mu_);
+  return files_[id].uploaded_bytes;
+}
+
 void DirectoryUploader::Upload(const FileId& id) {
   const bool appended = files_[id].appended;
   const FileVersion seen_before = files_[id].seen;
@@ -359,16 +374,9 @@ void DirectoryUploader::Upload(const FileId& id) {
   std::string& data = read.data;
   const FileVersion read_version = read.version;
   const bool vanished = read.vanished;
-  if (status.ok() && appended) {
-    // Complete lines only: a reader never meets half a sample.
-    const size_t last_line_end = data.rfind('\n');
-    data.resize(last_line_end == std::string::npos ? 0 : last_line_end + 1);
-  }
-  int64_t previous_bytes = -1;
-  {
-    absl::MutexLock lock(&mu_);
-    previous_bytes = files_[id].uploaded_bytes;
-  }
+  // Complete lines only: a reader never meets half a sample.
+  if (status.ok() && appended) data.resize(CompleteLinesSize(data));
+  const int64_t previous_bytes = UploadedBytes(id);
   // A growing file without a new complete line (or without any yet) has
   // nothing new for a reader.
   const bool unchanged =
@@ -393,20 +401,10 @@ void DirectoryUploader::Upload(const FileId& id) {
     return;
   }
   if (!status.ok()) {
-    if (last_error_.ok()) {
-      Log(absl::StrCat("uploads paused: ", status.message(), "; files wait on disk"));
-    }
-    last_error_ = status;
-    ++failed_attempts_;
-    ++consecutive_failures_;
-    absl::Duration wait = options_.initial_retry;
-    for (int i = 1; i < consecutive_failures_ && wait < options_.max_retry; ++i) wait *= 2;
-    retry_at_ = now + std::min(wait, options_.max_retry);
+    PauseAfterFailure(status, now);
     return;
   }
-  if (!last_error_.ok()) Log(absl::StrCat("uploads resumed: ", key, " is up"));
-  last_error_ = absl::OkStatus();
-  consecutive_failures_ = 0;
+  ResumeAfterSuccess(key);
   if (!unchanged) {
     ++uploaded_files_;
     uploaded_bytes_ += static_cast<int64_t>(data.size());
@@ -419,6 +417,24 @@ void DirectoryUploader::Upload(const FileId& id) {
   // Closed again (or found so by Finish's scan) while it went up: the new
   // version too.
   if (!(state.seen == seen_before) && !(state.seen == read_version)) Enqueue(state);
+}
+
+void DirectoryUploader::PauseAfterFailure(const absl::Status& status, absl::Time now) {
+  if (last_error_.ok()) {
+    Log(absl::StrCat("uploads paused: ", status.message(), "; files wait on disk"));
+  }
+  last_error_ = status;
+  ++failed_attempts_;
+  ++consecutive_failures_;
+  absl::Duration wait = options_.initial_retry;
+  for (int i = 1; i < consecutive_failures_ && wait < options_.max_retry; ++i) wait *= 2;
+  retry_at_ = now + std::min(wait, options_.max_retry);
+}
+
+void DirectoryUploader::ResumeAfterSuccess(const std::string& key) {
+  if (!last_error_.ok()) Log(absl::StrCat("uploads resumed: ", key, " is up"));
+  last_error_ = absl::OkStatus();
+  consecutive_failures_ = 0;
 }
 
 DirectoryUploader::UploadRead DirectoryUploader::ReadForUpload(const FileId& id) const {

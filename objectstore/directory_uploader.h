@@ -202,6 +202,14 @@ class DirectoryUploader {
   const FileId* NextUpload() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Uploads `id` (mu_ not held while the request runs).
   void Upload(const FileId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bytes of `id` uploaded last (-1: none yet).
+  int64_t UploadedBytes(const FileId& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a failed Put: logs the first failure of a run, counts it, and
+  // waits (doubling from initial_retry up to max_retry) before the next try.
+  void PauseAfterFailure(const absl::Status& status, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a successful Put of `key`: logs the end of a run of failures.
+  void ResumeAfterSuccess(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What reading `id` for its upload gave.
   struct UploadRead {
     absl::Status status;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -363,108 +364,158 @@ absl::StatusOr<ListResult> LocalObjectStore::List(const ListOptions& options) co
   return result;
 }
 
-absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_key,
-                                             const ListOptions& options, bool recursive,
-                                             ListResult* out) const {
+// One listing's depth-first walk, in key order, of the directory tree
+// below an open directory (ListDirectory): a stack of directories being
+// read, each with its sorted entries.
+class LocalObjectStore::Lister {
+ public:
+  Lister(const LocalObjectStore& store, int dir_fd, const ListOptions& options, bool recursive,
+         ListResult* out)
+      : store_(store), dir_fd_(dir_fd), options_(options), recursive_(recursive), out_(out) {}
+
+  // Lists the directory `dir_key` (dir_fd) into `out`, up to max_keys.
+  absl::Status Run(const std::string& dir_key) {
+    // The part of the prefix after the directory: a start of names.
+    const std::string name_prefix =
+        options_.prefix.substr(dir_key.empty() ? 0 : dir_key.size() + 1);
+    if (absl::Status first = Push(base::UniqueFd(), dir_key, name_prefix); !first.ok()) {
+      return first;
+    }
+    while (!stack_.empty() && !page_full_) {
+      Frame& frame = stack_.back();
+      if (frame.next == frame.entries.size()) {
+        stack_.pop_back();
+        continue;
+      }
+      const DirEntry& entry = frame.entries[frame.next++];
+      const int fd = frame.fd.valid() ? frame.fd.get() : dir_fd_;
+      const std::string key =
+          frame.key.empty() ? entry.sort_key : absl::StrCat(frame.key, "/", entry.sort_key);
+      absl::Status visited =
+          entry.directory ? VisitDirectory(fd, entry, key) : VisitFile(fd, entry, key);
+      if (!visited.ok()) return visited;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
   struct Frame {
-    base::UniqueFd fd;                    // Invalid for the first: dir_fd.
+    base::UniqueFd fd;              // Invalid for the first: dir_fd.
     std::string key;                // "" or "a/b": the directory's key.
     std::vector<DirEntry> entries;  // Sorted.
     size_t next = 0;
   };
-  const std::string& start_after = options.start_after;
-  // The part of the prefix after the directory: a start of names.
-  const std::string name_prefix = options.prefix.substr(dir_key.empty() ? 0 : dir_key.size() + 1);
-  size_t emitted = 0;
-  std::string last_emitted;  // Keys are emitted in key order.
-  // Whether another key fits in the page; if not, marks the result
-  // truncated (more keys follow) and says where the next page starts.
-  const auto room = [&]() {
-    if (emitted < options.max_keys) return true;
-    out->truncated = true;
-    out->next_start_after = last_emitted;
-    return false;
-  };
 
-  std::vector<Frame> stack;
-  const auto push = [&](base::UniqueFd fd, std::string key, absl::string_view names) -> absl::Status {
+  // Reads the entries of directory `key` (open as `fd`; invalid: dir_fd)
+  // whose names start with `names` onto the stack. A link in the range
+  // listed fails the listing: it is named, not silently left out.
+  absl::Status Push(base::UniqueFd fd, std::string key, absl::string_view names) {
     Frame frame;
     frame.fd = std::move(fd);
     frame.key = std::move(key);
-    const int read_fd = frame.fd.valid() ? frame.fd.get() : dir_fd;
+    const int read_fd = frame.fd.valid() ? frame.fd.get() : dir_fd_;
     std::vector<std::string> links;
     absl::Status read = ReadEntries(
-        read_fd, [this, &frame] { return Describe(frame.key); }, names, &frame.entries, &links);
+        read_fd, [this, &frame] { return store_.Describe(frame.key); }, names, &frame.entries,
+        &links);
     if (!read.ok()) return read;
     const std::string key_slash = frame.key.empty() ? "" : absl::StrCat(frame.key, "/");
-    // A link in the range listed fails the listing: it is named, not
-    // silently left out.
     std::sort(links.begin(), links.end());
     for (const std::string& link : links) {
       const std::string link_key = key_slash + link;
-      if (absl::StrCat(link_key, "/") > start_after) {
-        return absl::PermissionDeniedError(LinkRefused(Describe(link_key)));
+      if (absl::StrCat(link_key, "/") > options_.start_after) {
+        return absl::PermissionDeniedError(LinkRefused(store_.Describe(link_key)));
       }
     }
     std::sort(frame.entries.begin(), frame.entries.end(),
               [](const DirEntry& a, const DirEntry& b) { return a.sort_key < b.sort_key; });
-    stack.push_back(std::move(frame));
+    stack_.push_back(std::move(frame));
     return absl::OkStatus();
-  };
-  if (absl::Status first = push(base::UniqueFd(), dir_key, name_prefix); !first.ok()) return first;
+  }
 
-  while (!stack.empty()) {
-    Frame& frame = stack.back();
-    if (frame.next == frame.entries.size()) {
-      stack.pop_back();
-      continue;
+  // A directory entry (`key` ends in '/'): a common prefix when not
+  // recursive, else its entries pushed (unless all sort before start_after).
+  absl::Status VisitDirectory(int fd, const DirEntry& entry, const std::string& key) {
+    if (!recursive_) {
+      if (key > options_.start_after && Room()) Emit(key, /*object=*/std::nullopt);
+      return absl::OkStatus();
     }
-    const DirEntry& entry = frame.entries[frame.next++];
-    const int fd = frame.fd.valid() ? frame.fd.get() : dir_fd;
-    const std::string key =
-        frame.key.empty() ? entry.sort_key : absl::StrCat(frame.key, "/", entry.sort_key);
-    if (entry.directory) {
-      if (!recursive) {
-        if (key <= start_after) continue;
-        if (!room()) return absl::OkStatus();
-        out->common_prefixes.push_back(key);
-        last_emitted = key;
-        ++emitted;
-        continue;
-      }
-      // Below it, every key starts with `key`: skip the subtree if all of it
-      // sorts before start_after.
-      if (key <= start_after && !absl::StartsWith(start_after, key)) continue;
-      if (stack.size() > static_cast<size_t>(kMaxListDepth)) {
-        return absl::FailedPreconditionError(absl::StrCat("cannot list ", Describe(key),
-                                                          ": nested more than ", kMaxListDepth,
-                                                          " directories deep"));
-      }
-      base::UniqueFd sub(
-          ::openat(fd, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      const int open_errno = errno;
-      const std::string sub_key = key.substr(0, key.size() - 1);
-      if (!sub.valid()) {
-        if (open_errno == ENOENT) continue;  // Removed since it was listed.
-        return OpenError(open_errno, sub_key);
-      }
-      if (absl::Status pushed = push(std::move(sub), sub_key, ""); !pushed.ok()) return pushed;
-      continue;
+    // Below it, every key starts with `key`: skip the subtree if all of it
+    // sorts before start_after.
+    if (key <= options_.start_after && !absl::StartsWith(options_.start_after, key)) {
+      return absl::OkStatus();
     }
-    if (key <= start_after) continue;
+    if (stack_.size() > static_cast<size_t>(kMaxListDepth)) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot list ", store_.Describe(key),
+                                                        ": nested more than ", kMaxListDepth,
+                                                        " directories deep"));
+    }
+    base::UniqueFd sub(
+        ::openat(fd, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    const int open_errno = errno;
+    const std::string sub_key = key.substr(0, key.size() - 1);
+    if (!sub.valid()) {
+      if (open_errno == ENOENT) return absl::OkStatus();  // Removed since it was listed.
+      return store_.OpenError(open_errno, sub_key);
+    }
+    return Push(std::move(sub), sub_key, "");
+  }
+
+  // A file entry: an object if it is still a regular file.
+  absl::Status VisitFile(int fd, const DirEntry& entry, const std::string& key) {
+    if (key <= options_.start_after) return absl::OkStatus();
     struct stat st;
     if (::fstatat(fd, entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;  // Removed since it was listed.
-      return ErrnoError("stat", key);
+      if (errno == ENOENT) return absl::OkStatus();  // Removed since it was listed.
+      return store_.ErrnoError("stat", key);
     }
-    if (S_ISLNK(st.st_mode)) return absl::PermissionDeniedError(LinkRefused(Describe(key)));
-    if (!S_ISREG(st.st_mode)) continue;  // Replaced by a directory or FIFO meanwhile.
-    if (!room()) return absl::OkStatus();
-    out->objects.push_back(ObjectEntry{key, static_cast<uint64_t>(st.st_size), ModifiedTime(st)});
-    last_emitted = key;
-    ++emitted;
+    if (S_ISLNK(st.st_mode)) {
+      return absl::PermissionDeniedError(LinkRefused(store_.Describe(key)));
+    }
+    if (!S_ISREG(st.st_mode)) return absl::OkStatus();  // Replaced by a directory or FIFO.
+    if (Room()) {
+      Emit(key, ObjectEntry{key, static_cast<uint64_t>(st.st_size), ModifiedTime(st)});
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+
+  // Whether another key fits in the page; if not, marks the result
+  // truncated (more keys follow), says where the next page starts, and
+  // ends the walk.
+  bool Room() {
+    if (emitted_ < options_.max_keys) return true;
+    out_->truncated = true;
+    out_->next_start_after = last_emitted_;
+    page_full_ = true;
+    return false;
+  }
+
+  // Adds `key` to the page: `object`, or a common prefix if none.
+  void Emit(const std::string& key, std::optional<ObjectEntry> object) {
+    if (object.has_value()) {
+      out_->objects.push_back(*std::move(object));
+    } else {
+      out_->common_prefixes.push_back(key);
+    }
+    last_emitted_ = key;
+    ++emitted_;
+  }
+
+  const LocalObjectStore& store_;
+  const int dir_fd_;
+  const ListOptions& options_;
+  const bool recursive_;
+  ListResult* const out_;
+  std::vector<Frame> stack_;
+  size_t emitted_ = 0;
+  std::string last_emitted_;  // Keys are emitted in key order.
+  bool page_full_ = false;
+};
+
+absl::Status LocalObjectStore::ListDirectory(int dir_fd, const std::string& dir_key,
+                                             const ListOptions& options, bool recursive,
+                                             ListResult* out) const {
+  return Lister(*this, dir_fd, options, recursive, out).Run(dir_key);
 }
 
 absl::StatusOr<StoreLocation> OpenLocalPath(const std::string& path,

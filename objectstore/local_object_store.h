@@ -90,6 +90,8 @@ class LocalObjectStore final : public ObjectStore {
   absl::Status OpenError(int err, absl::string_view key) const;
   // The error for errno (read first) from `what` ("read") on `key`.
   absl::Status ErrnoError(absl::string_view what, absl::string_view key) const;
+  // The walk of one listing (local_object_store.cc).
+  class Lister;
   // Lists the directory `dir` (a key, "" for the root; opened) into `out`
   // (see List).
   absl::Status ListDirectory(int dir_fd, const std::string& dir_key, const ListOptions& options,

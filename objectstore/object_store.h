@@ -1,6 +1,7 @@
 // ObjectStore: where training output is read from, as objects under keys.
-// One interface for a local data root (local_object_store.h) and, next, an
-// S3-compatible bucket; readers and rules never touch the file system.
+// One interface for a local data root (local_object_store.h) and an
+// S3-compatible bucket (s3_object_store.h); readers and rules never touch
+// the file system.
 //
 // Keys are '/'-separated names relative to the store's root, as S3 keys are:
 // "job/tensors/index/000000000/000000000005_worker_0.json". A key has no

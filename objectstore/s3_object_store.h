@@ -58,22 +58,16 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "objectstore/aws_config.h"
 #include "objectstore/object_store.h"
+#include "objectstore/s3_transport.h"
 #include "objectstore/s3_xml.h"
 
 namespace debugplane::objectstore {
-
-// The URI encoding of SigV4 (and S3): bytes other than A-Z a-z 0-9 - _ . ~
-// as %XX (upper-case hex); '/' kept when `keep_slash` (key paths).
-std::string S3UriEncode(absl::string_view text, bool keep_slash);
 
 class S3ObjectStore final : public ObjectStore {
  public:
@@ -124,30 +118,13 @@ class S3ObjectStore final : public ObjectStore {
   const std::string& bucket() const { return bucket_; }
   const S3Config& config() const { return config_; }
 
-  // Internal: one HTTP exchange and its outcome (s3_object_store.cc).
-  struct Request;
-  struct Response;
-
  private:
   explicit S3ObjectStore(Options options);
 
-  // The URL of `key` ("" for the bucket) with `query` (already canonical).
-  std::string Url(absl::string_view key, absl::string_view query) const;
-  // Sends `request` with retries as the file comment says; the last
-  // response (or network failure) once it is final.
-  Response Send(const Request& request) const;
-  // One try of `request` on a pooled handle.
-  Response SendOnce(const Request& request) const;
-  // The wait before try `attempt` + 1 (attempt >= 1).
-  absl::Duration Backoff(int attempt) const;
-  // OK if the truncated listing `page`, asked for with `token`, leads on to
-  // a next page; DATA_LOSS naming the listing and the endpoint otherwise.
-  absl::Status CheckListingProgress(const ListOptions& options, const ListObjectsV2Page& page,
-                                    const std::string& token, int empty_pages_in_a_row) const;
   // The status for a response that is not a success, for `what` (the
   // object or listing, as Describe names it).
-  absl::Status ErrorStatus(const Response& response, const std::string& what,
-                           const Request& request) const;
+  absl::Status ErrorStatus(const S3Response& response, const std::string& what,
+                           const S3Request& request) const;
   // The status of a 401/403 reply: which key id was refused and why
   // (`detail`: S3's code and message).
   absl::Status DeniedStatus(const S3ErrorReply& reply, const std::string& detail,
@@ -155,39 +132,44 @@ class S3ObjectStore final : public ObjectStore {
   // A HEAD of the bucket: whether a 404 on a key means the bucket is gone.
   bool BucketMissing() const;
 
-  // A curl easy handle and the connection it keeps open.
-  class CurlHandle;
-  // An idle pooled handle, or a new one (nullptr if curl cannot make one).
-  std::unique_ptr<CurlHandle> AcquireHandle() const;
-  // Back into the pool for reuse (dropped when the pool is full).
-  void ReleaseHandle(std::unique_ptr<CurlHandle> handle) const;
-
-  // One PUT of the whole object.
-  absl::Status PutSingle(absl::string_view key, absl::string_view data) const;
-  // A multipart upload of `data` in parts of `part_bytes`.
-  absl::Status PutMultipart(absl::string_view key, absl::string_view data,
-                            uint64_t part_bytes) const;
-  // Best effort: drops the parts of an upload that will not complete.
-  void AbortMultipart(absl::string_view key, const std::string& upload_id) const;
-
+  // Listing (s3_listing.cc).
+  // OK if the truncated listing `page`, asked for with `token`, leads on to
+  // a next page; DATA_LOSS naming the listing and the endpoint otherwise.
+  absl::Status CheckListingProgress(const ListOptions& options, const ListObjectsV2Page& page,
+                                    const std::string& token, int empty_pages_in_a_row) const;
   // One ListObjectsV2 request: options.start_after on the first page
   // (`continuation_token` empty), the token on later ones.
   absl::StatusOr<ListObjectsV2Page> ListPage(const ListOptions& options,
                                              const std::string& continuation_token,
                                              size_t max_keys) const;
 
+  // Uploads (s3_upload.cc).
+  // One PUT of the whole object.
+  absl::Status PutSingle(absl::string_view key, absl::string_view data) const;
+  // A multipart upload of `data` in parts of `part_bytes`: started, the
+  // parts uploaded, completed; aborted when a step after the start fails.
+  absl::Status PutMultipart(absl::string_view key, absl::string_view data,
+                            uint64_t part_bytes) const;
+  // CreateMultipartUpload: the new upload's id.
+  absl::StatusOr<std::string> StartMultipart(absl::string_view key) const;
+  // UploadPart for each `part_bytes` of `data`: the parts' ETags in order.
+  absl::StatusOr<std::vector<std::string>> UploadParts(absl::string_view key,
+                                                       const std::string& upload_id,
+                                                       absl::string_view data,
+                                                       uint64_t part_bytes) const;
+  // CompleteMultipartUpload of the parts with `part_etags`; OK also when a
+  // retried completion finds the first try took effect (the object has
+  // `object_bytes`).
+  absl::Status CompleteMultipart(absl::string_view key, const std::string& upload_id,
+                                 const std::vector<std::string>& part_etags,
+                                 uint64_t object_bytes) const;
+  // Best effort: drops the parts of an upload that will not complete.
+  void AbortMultipart(absl::string_view key, const std::string& upload_id) const;
+
   const S3Config config_;
   const std::string bucket_;
-  // Whether requests name the bucket in the path (else in the host name).
-  const bool path_style_;
-  const std::function<void(absl::Duration)> sleep_for_;
   const uint64_t multipart_part_bytes_;
-  // "aws:amz:<region>:s3", for CURLOPT_AWS_SIGV4.
-  const std::string sigv4_provider_;
-
-  mutable absl::Mutex mu_;
-  mutable std::vector<std::unique_ptr<CurlHandle>> idle_handles_ ABSL_GUARDED_BY(mu_);
-  mutable absl::BitGen random_ ABSL_GUARDED_BY(mu_);
+  const S3Transport transport_;
 };
 
 // Makes the store of a bucket: what DataRootStores (core/jobs/output_path.h)

@@ -96,6 +96,30 @@ absl::Status DecodeNames(ListObjectsV2Page* page) {
   return absl::OkStatus();
 }
 
+// `text` with & < > " as XML entities, for an element's text.
+std::string XmlEscape(absl::string_view text) {
+  std::string escaped;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      default:
+        escaped.push_back(c);
+    }
+  }
+  return escaped;
+}
+
 }  // namespace
 
 absl::StatusOr<ListObjectsV2Page> ParseListObjectsV2(absl::string_view xml) {
@@ -148,6 +172,28 @@ S3ErrorReply ParseS3Error(absl::string_view xml) {
   if (const char* code = ChildText(root, "Code")) reply.code = code;
   if (const char* message = ChildText(root, "Message")) reply.message = message;
   return reply;
+}
+
+std::optional<std::string> ParseUploadId(absl::string_view xml) {
+  tinyxml2::XMLDocument document;
+  if (document.Parse(xml.data(), xml.size()) != tinyxml2::XML_SUCCESS) return std::nullopt;
+  const tinyxml2::XMLElement* top = document.RootElement();
+  if (top == nullptr || std::string_view(top->Name()) != "InitiateMultipartUploadResult") {
+    return std::nullopt;
+  }
+  const char* upload_id = ChildText(top, "UploadId");
+  if (upload_id == nullptr) return std::nullopt;
+  return std::string(upload_id);
+}
+
+std::string CompleteMultipartUploadXml(const std::vector<std::string>& part_etags) {
+  std::string completion = "<CompleteMultipartUpload>";
+  for (size_t i = 0; i < part_etags.size(); ++i) {
+    absl::StrAppend(&completion, "<Part><PartNumber>", i + 1, "</PartNumber><ETag>",
+                    XmlEscape(part_etags[i]), "</ETag></Part>");
+  }
+  absl::StrAppend(&completion, "</CompleteMultipartUpload>");
+  return completion;
 }
 
 }  // namespace debugplane::objectstore

@@ -6,6 +6,7 @@
 #ifndef DEBUGPLANE_OBJECTSTORE_S3_XML_H_
 #define DEBUGPLANE_OBJECTSTORE_S3_XML_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ struct S3ErrorReply {
 // The code and message of an error reply; both empty when `xml` is not one
 // (empty, HTML from a proxy, a HEAD reply). Never fails.
 S3ErrorReply ParseS3Error(absl::string_view xml);
+
+// The UploadId of an InitiateMultipartUploadResult document (the answer to
+// CreateMultipartUpload); nullopt if `xml` is not one or has no UploadId.
+std::optional<std::string> ParseUploadId(absl::string_view xml);
+
+// The CompleteMultipartUpload document naming parts 1, 2, ... with
+// `part_etags` (as UploadPart answered them, in part order).
+std::string CompleteMultipartUploadXml(const std::vector<std::string>& part_etags);
 
 }  // namespace debugplane::objectstore
 

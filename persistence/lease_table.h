@@ -38,7 +38,7 @@ struct LeaseRow {
 // Thread-safe implementations. Every error names the database and what was
 // being done; UNAVAILABLE when the database cannot be reached (a caller
 // keeps what it holds only as long as its own clock allows, see
-// rules_engine/scheduling/lease_keeper.h).
+// core/replication/lease_keeper.h).
 class LeaseTable {
  public:
   virtual ~LeaseTable() = default;

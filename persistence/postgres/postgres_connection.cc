@@ -185,6 +185,33 @@ int64_t PgInt64(const PGresult* result, int row, int column) {
   return static_cast<int64_t>(be64toh(big_endian));
 }
 
+namespace {
+
+// The status of a connection attempt `conn` that failed, naming the server,
+// the database and the user, and what to check.
+absl::Status ConnectError(const PostgresTarget& target, PGconn* conn) {
+  const std::string reason = target.Redact(OneLine(PQerrorMessage(conn)));
+  const absl::StatusCode code = ConnectErrorCode(reason);
+  switch (code) {
+    case absl::StatusCode::kPermissionDenied:
+      return absl::Status(
+          code, absl::StrCat("PostgreSQL at ", target.address, " refused user '", target.user,
+                             "' for database '", target.database,
+                             "' (check the user name and password in --database): ", reason));
+    case absl::StatusCode::kNotFound:
+      return absl::Status(
+          code, absl::StrCat("PostgreSQL at ", target.address, " has no database '",
+                             target.database, "' (create it, e.g. `createdb ", target.database,
+                             "`, or name another in --database): ", reason));
+    default:
+      return absl::Status(
+          code, absl::StrCat("cannot connect to PostgreSQL at ", target.address, " (database '",
+                             target.database, "', user '", target.user, "'): ", reason));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
     const PostgresTarget& target, const PostgresConnectOptions& options) {
   const int64_t timeout_seconds =
@@ -212,26 +239,9 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
   PGconn* conn = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("PostgreSQL: out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
-    const std::string reason = target.Redact(OneLine(PQerrorMessage(conn)));
+    absl::Status refused = ConnectError(target, conn);
     PQfinish(conn);
-    const absl::StatusCode code = ConnectErrorCode(reason);
-    std::string message;
-    switch (code) {
-      case absl::StatusCode::kPermissionDenied:
-        message = absl::StrCat("PostgreSQL at ", target.address, " refused user '", target.user,
-                               "' for database '", target.database,
-                               "' (check the user name and password in --database): ", reason);
-        break;
-      case absl::StatusCode::kNotFound:
-        message = absl::StrCat("PostgreSQL at ", target.address, " has no database '",
-                               target.database, "' (create it, e.g. `createdb ", target.database,
-                               "`, or name another in --database): ", reason);
-        break;
-      default:
-        message = absl::StrCat("cannot connect to PostgreSQL at ", target.address, " (database '",
-                               target.database, "', user '", target.user, "'): ", reason);
-    }
-    return absl::Status(code, message);
+    return refused;
   }
   PQsetNoticeProcessor(conn, LogNotice, nullptr);
   auto connection = std::unique_ptr<PostgresConnection>(new PostgresConnection(target, conn));
@@ -396,6 +406,22 @@ absl::Status PrepareAll(PostgresConnection& connection, std::span<const PgStatem
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PostgresConnectionPool>> OpenPostgresPool(
+    const std::string& conninfo, absl::Duration io_timeout, int size,
+    PostgresConnectionPool::SetUp set_up) {
+  absl::StatusOr<PostgresTarget> target = ParsePostgresTarget(conninfo);
+  if (!target.ok()) return target.status();
+  auto pool = std::make_unique<PostgresConnectionPool>(
+      *std::move(target),
+      PostgresConnectOptions{.connect_timeout = absl::Seconds(2), .io_timeout = io_timeout}, size,
+      std::move(set_up));
+  {
+    auto lease = pool->Acquire();
+    if (!lease.ok()) return lease.status();
+  }
+  return pool;
 }
 
 }  // namespace debugplane::persistence

@@ -222,6 +222,17 @@ class PostgresConnectionPool {
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // Idle, leased, or being opened.
 };
 
+// A pool of `size` connections of its own to the database of `conninfo`
+// (already migrated by PostgresStorage::Open), for a table beside the jobs
+// (leases, reports): connecting takes at most 2 s and each call at most
+// `io_timeout` when the server stops answering; `set_up` runs on each new
+// connection. One connection is made and set up now, so that a problem
+// shows at start. Errors as ParsePostgresTarget's and Acquire's; none
+// contains the password.
+absl::StatusOr<std::unique_ptr<PostgresConnectionPool>> OpenPostgresPool(
+    const std::string& conninfo, absl::Duration io_timeout, int size,
+    PostgresConnectionPool::SetUp set_up);
+
 }  // namespace debugplane::persistence
 
 #endif  // DEBUGPLANE_PERSISTENCE_POSTGRES_POSTGRES_CONNECTION_H_

@@ -100,30 +100,22 @@ std::string MicrosOf(absl::Duration duration) {
 
 }  // namespace
 
-PostgresLeaseTable::PostgresLeaseTable(PostgresTarget target, absl::Duration io_timeout)
-    : pool_(std::move(target),
-            PostgresConnectOptions{.connect_timeout = absl::Seconds(2), .io_timeout = io_timeout},
-            2, PrepareStatements) {}
+PostgresLeaseTable::PostgresLeaseTable(std::unique_ptr<PostgresConnectionPool> pool)
+    : pool_(std::move(pool)) {}
 
 absl::StatusOr<std::unique_ptr<PostgresLeaseTable>> PostgresLeaseTable::Open(
     const std::string& conninfo, absl::Duration io_timeout) {
-  absl::StatusOr<PostgresTarget> target = ParsePostgresTarget(conninfo);
-  if (!target.ok()) return target.status();
-  auto table =
-      std::unique_ptr<PostgresLeaseTable>(new PostgresLeaseTable(*std::move(target), io_timeout));
-  {
-    // Prepares the statements now: a problem shows at start.
-    auto lease = table->pool_.Acquire();
-    if (!lease.ok()) return lease.status();
-  }
-  return table;
+  absl::StatusOr<std::unique_ptr<PostgresConnectionPool>> pool =
+      OpenPostgresPool(conninfo, io_timeout, /*size=*/2, PrepareStatements);
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<PostgresLeaseTable>(new PostgresLeaseTable(*std::move(pool)));
 }
 
 absl::StatusOr<PgResult> PostgresLeaseTable::Run(const char* name, std::span<const PgParam> params,
                                                  absl::string_view doing) {
   // Every statement here is one autocommitted statement: on a connection
   // cut since its last use it never ran, so it goes once more.
-  return pool_.ExecPreparedOnce(name, params, doing);
+  return pool_->ExecPreparedOnce(name, params, doing);
 }
 
 absl::Status PostgresLeaseTable::Heartbeat(const std::string& replica, absl::Duration ttl) {

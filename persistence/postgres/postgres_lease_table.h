@@ -46,13 +46,13 @@ class PostgresLeaseTable final : public LeaseTable, public ActionOutbox {
   absl::Status Complete(const ActionClaim& claim) override;
 
  private:
-  PostgresLeaseTable(PostgresTarget target, absl::Duration io_timeout);
+  explicit PostgresLeaseTable(std::unique_ptr<PostgresConnectionPool> pool);
   // Runs prepared statement `name` with `params` on a pooled connection
   // (once more on a new connection if a pooled one was found cut).
   absl::StatusOr<PgResult> Run(const char* name, std::span<const PgParam> params,
                                absl::string_view doing);
 
-  PostgresConnectionPool pool_;
+  const std::unique_ptr<PostgresConnectionPool> pool_;
 };
 
 }  // namespace debugplane::persistence

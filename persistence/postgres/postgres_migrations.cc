@@ -3,7 +3,7 @@
 namespace debugplane::persistence {
 namespace {
 
-constexpr PostgresMigration kMigrations[] = {
+constexpr SchemaMigration kMigrations[] = {
     // v1: the job table, as SQLite's v1. Names compare and sort by bytes
     // (COLLATE "C"), as in SQLite, whatever the database's locale: listing
     // order and ForEachJob's paging do not depend on the server.
@@ -95,6 +95,6 @@ constexpr PostgresMigration kMigrations[] = {
 
 }  // namespace
 
-std::span<const PostgresMigration> PostgresMigrations() { return kMigrations; }
+std::span<const SchemaMigration> PostgresMigrations() { return kMigrations; }
 
 }  // namespace debugplane::persistence

@@ -43,28 +43,20 @@ std::string Describing(const std::string& job_name, const std::string& rule) {
 
 }  // namespace
 
-PostgresReportStore::PostgresReportStore(PostgresTarget target, absl::Duration io_timeout)
-    : pool_(std::move(target),
-            PostgresConnectOptions{.connect_timeout = absl::Seconds(2), .io_timeout = io_timeout},
-            2, PrepareStatements) {}
+PostgresReportStore::PostgresReportStore(std::unique_ptr<PostgresConnectionPool> pool)
+    : pool_(std::move(pool)) {}
 
 absl::StatusOr<std::unique_ptr<PostgresReportStore>> PostgresReportStore::Open(
     const std::string& conninfo, absl::Duration io_timeout) {
-  absl::StatusOr<PostgresTarget> target = ParsePostgresTarget(conninfo);
-  if (!target.ok()) return target.status();
-  auto store =
-      std::unique_ptr<PostgresReportStore>(new PostgresReportStore(*std::move(target), io_timeout));
-  {
-    // Prepares the statements now: a problem shows at start.
-    auto lease = store->pool_.Acquire();
-    if (!lease.ok()) return lease.status();
-  }
-  return store;
+  absl::StatusOr<std::unique_ptr<PostgresConnectionPool>> pool =
+      OpenPostgresPool(conninfo, io_timeout, /*size=*/2, PrepareStatements);
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<PostgresReportStore>(new PostgresReportStore(*std::move(pool)));
 }
 
 absl::Status PostgresReportStore::Put(const StoredReport& report,
                                       const std::optional<CheckLease>& fence) {
-  auto lease = pool_.Acquire();
+  auto lease = pool_->Acquire();
   if (!lease.ok()) return lease.status();
   absl::Status put = PutOn(**lease, report, fence);
   if (!put.ok() && !(**lease).broken()) {
@@ -110,7 +102,7 @@ absl::StatusOr<std::optional<StoredReport>> PostgresReportStore::Read(
   const PgParam params[] = {Bytes(job_name), Bytes(rule_configuration_name)};
   const std::string doing = absl::StrCat("reading ", Describing(job_name, rule_configuration_name));
   // A read changes nothing: on a connection cut since its last use, once more.
-  absl::StatusOr<PgResult> result = pool_.ExecPreparedOnce(kRead, params, doing);
+  absl::StatusOr<PgResult> result = pool_->ExecPreparedOnce(kRead, params, doing);
   if (!result.ok()) return result.status();
   const PGresult* rows = result->get();
   if (PQntuples(rows) == 0) return std::nullopt;
@@ -127,8 +119,8 @@ absl::Status PostgresReportStore::DeleteJob(const std::string& job_name,
   const std::string before = PgInt8(generated_before_us);
   const PgParam params[] = {Bytes(job_name), {before.data(), 8}};
   return pool_
-      .ExecPreparedOnce(kDeleteJob, params,
-                        absl::StrCat("deleting the reports of job '", job_name, "'"))
+      ->ExecPreparedOnce(kDeleteJob, params,
+                         absl::StrCat("deleting the reports of job '", job_name, "'"))
       .status();
 }
 

@@ -33,11 +33,11 @@ class PostgresReportStore final : public ReportStore {
   absl::Status DeleteJob(const std::string& job_name, int64_t generated_before_us) override;
 
  private:
-  PostgresReportStore(PostgresTarget target, absl::Duration io_timeout);
+  explicit PostgresReportStore(std::unique_ptr<PostgresConnectionPool> pool);
   absl::Status PutOn(PostgresConnection& connection, const StoredReport& report,
                      const std::optional<CheckLease>& fence);
 
-  PostgresConnectionPool pool_;
+  const std::unique_ptr<PostgresConnectionPool> pool_;
 };
 
 }  // namespace debugplane::persistence

@@ -185,7 +185,7 @@ absl::StatusOr<int> MigrateLocked(PostgresConnection& connection) {
     return version;
   }
   const int from_version = version;
-  for (const PostgresMigration& step : PostgresMigrations()) {
+  for (const SchemaMigration& step : PostgresMigrations()) {
     if (step.to_version <= version) continue;
     if (auto migrated = connection.Exec(
             step.sql, absl::StrCat("migrating to schema version ", step.to_version));
@@ -290,11 +290,64 @@ absl::Status CheckLeaseOn(PostgresConnection& connection, const CheckLease& fenc
   return CheckFence(fence, found);
 }
 
+// The end of the message of a write that failed before it committed.
+constexpr absl::string_view kNothingApplied = "; no write of the batch was applied";
+
+// What a put or delete of a batch was sent as: the statement's result
+// (one row, the change's sequence and version, when it changed a row), and
+// the job and version it expected.
+struct SentChange {
+  absl::StatusOr<PgResult> result;
+  const std::string* name = nullptr;
+  std::optional<int64_t> expected;
+};
+
+SentChange SendPut(PostgresConnection& connection, const PutJob& put) {
+  const JobRow& row = put.row;
+  SentChange sent;
+  sent.name = &row.name;
+  sent.expected = put.expected_version;
+  const std::string created = PgInt8(row.creation_time_us);
+  const std::string modified = PgInt8(row.last_modified_us);
+  const std::string version = PgInt8(sent.expected.value_or(0));
+  const PgParam params[] = {{row.name.data(), static_cast<int>(row.name.size())},
+                            {created.data(), 8},
+                            {modified.data(), 8},
+                            {row.status.data(), static_cast<int>(row.status.size())},
+                            {row.record.data(), static_cast<int>(row.record.size())},
+                            {version.data(), 8}};
+  const char* statement = !sent.expected.has_value()  ? kPutAny
+                          : *sent.expected == kAbsent ? kPutNew
+                                                      : kPutIf;
+  sent.result = connection.ExecPrepared(
+      statement, std::span<const PgParam>(params, statement == kPutIf ? 6 : 5),
+      absl::StrCat("writing job '", row.name, "'"));
+  return sent;
+}
+
+SentChange SendDelete(PostgresConnection& connection, const DeleteJob& remove) {
+  SentChange sent;
+  sent.name = &remove.name;
+  sent.expected = remove.expected_version;
+  const bool conditional = sent.expected.has_value();
+  const std::string version = PgInt8(sent.expected.value_or(0));
+  const PgParam params[] = {{remove.name.data(), static_cast<int>(remove.name.size())},
+                            {version.data(), 8}};
+  sent.result = connection.ExecPrepared(conditional ? kDeleteIf : kDeleteAny,
+                                        std::span<const PgParam>(params, conditional ? 2 : 1),
+                                        absl::StrCat("deleting job '", remove.name, "'"));
+  return sent;
+}
+
+// " (operation 2 of 5); no write of the batch was applied".
+std::string NothingAppliedAt(size_t index, size_t count) {
+  return absl::StrCat(" (operation ", index + 1, " of ", count, ")", kNothingApplied);
+}
+
 }  // namespace
 
 absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const WriteBatch& batch,
                                       bool* began, WriteResult& result) {
-  constexpr absl::string_view kNothingApplied = "; no write of the batch was applied";
   // The transaction id, to learn the outcome if the connection is lost in
   // COMMIT; and the change sequence counter's row lock, which orders this
   // transaction's sequence numbers (and commit) after every transaction
@@ -311,9 +364,6 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
   *began = true;
   bool changed_any = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    absl::StatusOr<PgResult> applied;
-    const std::string* name = nullptr;
-    std::optional<int64_t> expected;
     if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
       // After the change sequence counter (locked at BEGIN): every writer
       // takes the counter first, then lease rows, so they cannot deadlock.
@@ -321,64 +371,40 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
         RollBack(connection);
         return FencedJob(checked).has_value()
                    ? checked
-                   : WithContext(checked, absl::StrCat(" (operation ", i + 1, " of ", batch.size(),
-                                                       ")", kNothingApplied));
+                   : WithContext(checked, NothingAppliedAt(i, batch.size()));
       }
       result.sequences.push_back(0);  // A check changes nothing.
       result.versions.push_back(0);
       continue;
     }
-    if (const auto* put = std::get_if<PutJob>(&batch.ops()[i])) {
-      const JobRow& row = put->row;
-      name = &row.name;
-      expected = put->expected_version;
-      const std::string created = PgInt8(row.creation_time_us);
-      const std::string modified = PgInt8(row.last_modified_us);
-      const std::string version = PgInt8(expected.value_or(0));
-      const PgParam params[] = {{row.name.data(), static_cast<int>(row.name.size())},
-                                {created.data(), 8},
-                                {modified.data(), 8},
-                                {row.status.data(), static_cast<int>(row.status.size())},
-                                {row.record.data(), static_cast<int>(row.record.size())},
-                                {version.data(), 8}};
-      const char* statement = !expected.has_value()  ? kPutAny
-                              : *expected == kAbsent ? kPutNew
-                                                     : kPutIf;
-      applied = connection.ExecPrepared(
-          statement, std::span<const PgParam>(params, statement == kPutIf ? 6 : 5),
-          absl::StrCat("writing job '", row.name, "'"));
-    } else {
-      const DeleteJob& remove = std::get<DeleteJob>(batch.ops()[i]);
-      name = &remove.name;
-      expected = remove.expected_version;
-      const std::string version = PgInt8(expected.value_or(0));
-      const PgParam params[] = {{name->data(), static_cast<int>(name->size())},
-                                {version.data(), 8}};
-      applied =
-          connection.ExecPrepared(expected.has_value() ? kDeleteIf : kDeleteAny,
-                                  std::span<const PgParam>(params, expected.has_value() ? 2 : 1),
-                                  absl::StrCat("deleting job '", *name, "'"));
-    }
-    if (!applied.ok()) {
+    const auto* put = std::get_if<PutJob>(&batch.ops()[i]);
+    const SentChange sent = put != nullptr
+                                ? SendPut(connection, *put)
+                                : SendDelete(connection, std::get<DeleteJob>(batch.ops()[i]));
+    if (!sent.result.ok()) {
       RollBack(connection);
-      return WithContext(applied.status(), absl::StrCat(" (operation ", i + 1, " of ", batch.size(),
-                                                        ")", kNothingApplied));
+      return WithContext(sent.result.status(), NothingAppliedAt(i, batch.size()));
     }
-    if (PQntuples(applied->get()) == 1) {
-      result.sequences.push_back(PgInt64(applied->get(), 0, 0));
-      result.versions.push_back(PgInt64(applied->get(), 0, 1));
+    if (PQntuples(sent.result->get()) == 1) {
+      result.sequences.push_back(PgInt64(sent.result->get(), 0, 0));
+      result.versions.push_back(PgInt64(sent.result->get(), 0, 1));
       changed_any = true;
       continue;
     }
-    if (!expected.has_value()) {  // A delete of a missing row: no change.
+    if (!sent.expected.has_value()) {  // A delete of a missing row: no change.
       result.sequences.push_back(0);
       result.versions.push_back(kAbsent);
       continue;
     }
-    absl::Status conflict = VersionConflict(connection, *name, *expected);
+    absl::Status conflict = VersionConflict(connection, *sent.name, *sent.expected);
     RollBack(connection);
     return conflict;
   }
+  return CommitOn(connection, changed_any, txid, batch);
+}
+
+absl::Status PostgresStorage::CommitOn(PostgresConnection& connection, bool changed_any,
+                                       const std::string& txid, const WriteBatch& batch) {
   // Listeners (SubscribeToChanges) hear of it once it commits.
   auto committed = connection.Exec(
       changed_any ? "NOTIFY " DP_POSTGRES_CHANGE_CHANNEL "; COMMIT" : "COMMIT", "committing");

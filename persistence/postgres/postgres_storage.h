@@ -108,6 +108,10 @@ class PostgresStorage final : public Storage {
   // had started (so whether a failure may have touched the database).
   absl::Status WriteOn(PostgresConnection& connection, const WriteBatch& batch, bool* began,
                        WriteResult& result);
+  // Commits the transaction WriteOn began (with a NOTIFY if `changed_any`);
+  // a connection lost in COMMIT is resolved by `txid` (ResolveCommit).
+  absl::Status CommitOn(PostgresConnection& connection, bool changed_any, const std::string& txid,
+                        const WriteBatch& batch);
   // The ABORTED status of a write that expected `expected` of job `name`,
   // naming the version the row has (read on `connection`, in the
   // transaction).

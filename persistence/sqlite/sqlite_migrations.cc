@@ -3,7 +3,7 @@
 namespace debugplane::persistence {
 namespace {
 
-constexpr SqliteMigration kMigrations[] = {
+constexpr SchemaMigration kMigrations[] = {
     // v1: the job table. The record is opaque to storage; the other columns
     // exist so that lookups by name, listing by creation time (with the name
     // as the tie-break of a stable page order) and filtering by status can use
@@ -85,6 +85,6 @@ constexpr SqliteMigration kMigrations[] = {
 
 }  // namespace
 
-std::span<const SqliteMigration> SqliteMigrations() { return kMigrations; }
+std::span<const SchemaMigration> SqliteMigrations() { return kMigrations; }
 
 }  // namespace debugplane::persistence
