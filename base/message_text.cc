@@ -5,6 +5,28 @@
 #include "base/utf8.h"
 
 namespace debugplane::base {
+namespace {
+
+// The characters that EscapeForMessage writes as a backslash and a letter
+// (or as themselves after a backslash).
+struct ShortEscapeEntry {
+  char c;
+  absl::string_view escape;
+};
+constexpr ShortEscapeEntry kShortEscapes[] = {
+    {'\n', "\\n"}, {'\r', "\\r"}, {'\t', "\\t"},
+    {'\\', "\\\\"}, {'"', "\\\""}, {'\'', "\\'"},
+};
+
+// The short escape of `c`, or empty if it has none.
+absl::string_view ShortEscape(unsigned char c) {
+  for (const ShortEscapeEntry& entry : kShortEscapes) {
+    if (static_cast<unsigned char>(entry.c) == c) return entry.escape;
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string EscapeForMessage(absl::string_view text, size_t max_chars) {
   std::string out;
@@ -28,31 +50,12 @@ std::string EscapeForMessage(absl::string_view text, size_t max_chars) {
       continue;
     }
     ++i;
-    switch (c) {
-      case '\n':
-        out.append("\\n");
-        break;
-      case '\r':
-        out.append("\\r");
-        break;
-      case '\t':
-        out.append("\\t");
-        break;
-      case '\\':
-        out.append("\\\\");
-        break;
-      case '"':
-        out.append("\\\"");
-        break;
-      case '\'':
-        out.append("\\'");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+    if (const absl::string_view escape = ShortEscape(c); !escape.empty()) {
+      out.append(escape.data(), escape.size());
+    } else if (c < 0x20 || c == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else {
+      out.push_back(static_cast<char>(c));
     }
   }
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_brackets.h"
 #include "core/jobs/validation_text.h"
 
 namespace debugplane::core {
@@ -10,35 +11,15 @@ namespace debugplane::core {
 int JsonNestingDepth(absl::string_view text) {
   int depth = 0;
   int deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // The escaped character cannot end the string.
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
+  base::ForEachJsonBracket(text, [&](char bracket) {
+    if (bracket == '[' || bracket == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else {
+      // Unbalanced closers make the text invalid JSON; never go negative so
+      // that later openers are still counted.
+      depth = std::max(0, depth - 1);
     }
-    switch (c) {
-      case '"':
-        in_string = true;
-        break;
-      case '[':
-      case '{':
-        deepest = std::max(deepest, ++depth);
-        break;
-      case ']':
-      case '}':
-        // Unbalanced closers make the text invalid JSON; never go negative
-        // so that later openers are still counted.
-        depth = std::max(0, depth - 1);
-        break;
-      default:
-        break;
-    }
-  }
+  });
   return deepest;
 }
 

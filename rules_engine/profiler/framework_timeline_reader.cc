@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/json_brackets.h"
 #include "base/message_text.h"
 #include "rules_engine/profiler/reader_summary.h"
 #include "rules_engine/smdebug/json_scanner.h"
@@ -354,23 +355,8 @@ bool Apply(const RawEvent& e, ParseState& st, std::vector<FrameworkEvent>& out,
 // finished).
 int BraceDelta(absl::string_view s) {
   int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  const bool in_string = base::ForEachJsonBracket(
+      s, [&depth](char bracket) { depth += bracket == '{' || bracket == '[' ? 1 : -1; });
   return depth + (in_string ? 1 : 0);
 }
 

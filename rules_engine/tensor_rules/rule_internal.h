@@ -285,6 +285,9 @@ class SelectingRule : public EvaluatingRule {
   std::vector<std::string> RequiredCollections() const override { return selector_.collections; }
 
  protected:
+  // WhyUnusedSelection(info), for a rule that evaluates every selected
+  // tensor with values; a rule that skips some says why in its own.
+  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
   // What checking one tensor found: nullopt when the tensor was not
   // evaluated (skipped), "" when it was and is fine, else the issue, as it
   // reads after "<step label>: <tensor label> ".

@@ -82,8 +82,6 @@ class ExplodingTensor : public SelectingRule {
     });
   }
 
-  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
-
  private:
   bool only_nan_;
 };

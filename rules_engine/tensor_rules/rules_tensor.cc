@@ -63,9 +63,6 @@ class TensorVariance : public SelectingRule {
     });
   }
 
-  // Every selected tensor with values is evaluated.
-  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
-
  private:
   absl::optional<double> max_, min_;
 };
@@ -155,9 +152,6 @@ class AllZero : public SelectingRule {
       return "";
     });
   }
-
-  // Every selected tensor with values is evaluated.
-  std::string MissingData(const TrialInfo& info) const override { return WhyUnusedSelection(info); }
 
  private:
   double threshold_;
