@@ -15,7 +15,7 @@
 #include "client/agent/write_confinement.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::client {
 namespace {

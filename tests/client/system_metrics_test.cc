@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace debugplane::client {

@@ -17,7 +17,7 @@
 #include "client/agent/training_reports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::client {
 namespace {

@@ -8,7 +8,7 @@
 #include "core/jobs/output_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::core {
 namespace {

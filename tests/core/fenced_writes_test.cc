@@ -15,7 +15,7 @@
 #include "persistence/lease_fence.h"
 #include "persistence/sqlite/sqlite_lease_table.h"
 #include "persistence/sqlite/sqlite_storage.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::core {

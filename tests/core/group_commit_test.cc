@@ -21,7 +21,7 @@
 #include "core/manager/training_job_manager.h"
 #include "gtest/gtest.h"
 #include "persistence/sqlite/sqlite_storage.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::core {
 namespace {

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "metrics/registry.h"
 #include "objectstore/local_object_store.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::objectstore {
 namespace {

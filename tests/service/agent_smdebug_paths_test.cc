@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/client/lower_case_temp_dir.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"

@@ -25,7 +25,7 @@
 #include "debugplane/v1/training_job.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/dashboard/dashboard_client.h"
 #include "tests/service/server_process.h"

@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "persistence/sqlite/sqlite_storage.h"
 #include "service/server.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::service {
 namespace {

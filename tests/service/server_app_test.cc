@@ -18,7 +18,7 @@
 #include "service/server_flags.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/auth/auth_test_util.h"
 
 namespace debugplane::service {

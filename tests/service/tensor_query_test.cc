@@ -19,7 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/objectstore/s3_test_server.h"
 #include "tests/service/run_command.h"
 #include "tests/service/server_process.h"

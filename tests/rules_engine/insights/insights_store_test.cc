@@ -14,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
 #include "tests/support/wait_until.h"
 

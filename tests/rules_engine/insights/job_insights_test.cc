@@ -15,7 +15,7 @@
 #include "objectstore/local_object_store.h"
 #include "rules_engine/profiler/framework_timeline_reader.h"
 #include "rules_engine/profiler/system_metrics_reader.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine::insights {
 namespace {

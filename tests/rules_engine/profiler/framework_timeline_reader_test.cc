@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "objectstore/local_object_store.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/rules_engine/local_store.h"
 
 namespace debugplane::rules_engine {

@@ -17,7 +17,7 @@
 #include "objectstore/local_object_store.h"
 #include "rules_engine/query/tensor_series.h"
 #include "rules_engine/smdebug/trial_reader.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {

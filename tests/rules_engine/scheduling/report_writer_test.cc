@@ -13,7 +13,7 @@
 #include "persistence/sqlite/sqlite_lease_table.h"
 #include "persistence/sqlite/sqlite_report_store.h"
 #include "persistence/sqlite/sqlite_storage.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::rules_engine {
 namespace {

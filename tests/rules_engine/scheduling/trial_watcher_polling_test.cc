@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
 #include "rules_engine/scheduling/trial_watcher.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {

@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine {

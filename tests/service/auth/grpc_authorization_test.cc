@@ -19,7 +19,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/auth/auth_test_util.h"
 #include "tests/service/server_process.h"
 #include "tests/support/wait_until.h"

@@ -15,7 +15,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "service/server_app.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/auth/auth_test_util.h"
 #include "tests/service/server_process.h"

@@ -21,7 +21,7 @@
 #include "service/auth/signature_replay_cache.h"
 #include "service/server_app.h"
 #include "service/server_flags.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/auth/auth_test_util.h"
 
 namespace debugplane::service::auth {

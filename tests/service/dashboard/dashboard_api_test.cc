@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "re2/re2.h"
 #include "service/server_app.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/dashboard/dashboard_client.h"

@@ -20,7 +20,7 @@
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/credential_store.h"
 #include "service/http/sagemaker_json.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::service::http {

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "service/server_app.h"
 #include "service/server_flags.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::service {
 namespace {

@@ -15,7 +15,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "service/server_app.h"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/auth/auth_test_util.h"
 #include "tests/service/metrics/metrics_http.h"

@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/core/scoped_temp_dir.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/auth/auth_test_util.h"
 #include "tests/service/metrics/metrics_http.h"
 #include "tests/service/server_process.h"

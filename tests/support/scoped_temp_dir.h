@@ -1,8 +1,8 @@
 // ScopedTempDir: a fresh empty directory for one test, removed afterwards.
 // Header-only and free of project dependencies, so every test area can use it.
 
-#ifndef DEBUGPLANE_TESTS_CORE_SCOPED_TEMP_DIR_H_
-#define DEBUGPLANE_TESTS_CORE_SCOPED_TEMP_DIR_H_
+#ifndef DEBUGPLANE_TESTS_SUPPORT_SCOPED_TEMP_DIR_H_
+#define DEBUGPLANE_TESTS_SUPPORT_SCOPED_TEMP_DIR_H_
 
 #include <stdlib.h>
 
@@ -33,4 +33,4 @@ class ScopedTempDir {
 
 }  // namespace debugplane::testing
 
-#endif  // DEBUGPLANE_TESTS_CORE_SCOPED_TEMP_DIR_H_
+#endif  // DEBUGPLANE_TESTS_SUPPORT_SCOPED_TEMP_DIR_H_
