@@ -215,26 +215,35 @@ absl::StatusOr<PendingCommit> TrainingJobManager::ComputeLocked(
 
 void TrainingJobManager::Mutate(const std::string& job_name, const Mutation& mutation,
                                 DoneCallback done, std::optional<persistence::CheckLease> fence) {
-  absl::Status refused;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) {
-      refused = ShuttingDown();
-    } else {
-      absl::StatusOr<PendingCommit> commit =
-          ComputeLocked(job_name, std::make_shared<const Mutation>(mutation), /*attempts=*/1);
-      if (!commit.ok()) {
-        refused = commit.status();
-      } else {
-        commit->done = std::move(done);
-        commit->fence = std::move(fence);
-        // Under mu_: queued in the order the changes were computed.
-        committer_->Enqueue(*std::move(commit));
-        return;
-      }
-    }
+  absl::Status refused = TryMutate(job_name, mutation, done, fence);
+  if (refused.ok()) return;
+  if (!absl::IsNotFound(refused) || !following_) {
+    std::move(done)(std::move(refused));
+    return;
   }
-  std::move(done)(std::move(refused));
+  // Replicas: a job created through another replica a moment ago (an agent
+  // reporting on it through this one) is known here once the change feed is
+  // read; only then is it truly not found.
+  AwaitCaughtUp([this, job_name, mutation, done = std::move(done),
+                 fence = std::move(fence)](absl::Status caught_up) mutable {
+    if (caught_up.ok()) caught_up = TryMutate(job_name, mutation, done, fence);
+    if (!caught_up.ok()) std::move(done)(std::move(caught_up));
+  });
+}
+
+absl::Status TrainingJobManager::TryMutate(const std::string& job_name, const Mutation& mutation,
+                                           DoneCallback& done,
+                                           const std::optional<persistence::CheckLease>& fence) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return ShuttingDown();
+  absl::StatusOr<PendingCommit> commit =
+      ComputeLocked(job_name, std::make_shared<const Mutation>(mutation), /*attempts=*/1);
+  if (!commit.ok()) return commit.status();
+  commit->done = std::move(done);
+  commit->fence = fence;
+  // Under mu_: queued in the order the changes were computed.
+  committer_->Enqueue(*std::move(commit));
+  return absl::OkStatus();
 }
 
 void TrainingJobManager::PublishWritten(std::vector<PendingCommit>& group, absl::Time now) {

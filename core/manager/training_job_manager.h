@@ -359,8 +359,16 @@ class TrainingJobManager final : public TrainingJobHandler {
   absl::Status Load();
   // Starts the threads and pools once the jobs are loaded (Create).
   void StartThreads();
+  // Computes the change (`mutation` on the job's latest state) and queues it
+  // for the committer; `done` gets the commit's outcome, or the refusal.
+  // A replica that does not know the job yet reads the change feed and tries
+  // once more before answering NOT_FOUND.
   void Mutate(const std::string& job_name, const Mutation& mutation, DoneCallback done,
               std::optional<persistence::CheckLease> fence = std::nullopt);
+  // Mutate's one try: OK once the change is queued (`done` moved into it);
+  // else the refusal, with `done` left to the caller.
+  absl::Status TryMutate(const std::string& job_name, const Mutation& mutation,
+                         DoneCallback& done, const std::optional<persistence::CheckLease>& fence);
   // Runs `mutation` on the job's latest state and, if it succeeds, makes
   // the change the latest (returned to be queued); else the error.
   absl::StatusOr<PendingCommit> ComputeLocked(const std::string& job_name,

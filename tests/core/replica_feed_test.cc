@@ -244,6 +244,32 @@ TEST_F(ReplicaFeedTest, AConflictRunsTheMutationAgainOnTheNewerState) {
   EXPECT_EQ(b->GetJob("job")->training_job_status(), v1::TrainingJobStatus::Stopping);
 }
 
+// An agent reporting through replica B on a job created through replica A a
+// moment ago (B's feed not read since, its poll an hour away): B reads the
+// feed before answering NOT_FOUND, so the report lands.
+TEST_F(ReplicaFeedTest, AChangeOfAJobThisReplicaHasNotReadYetReadsTheFeedFirst) {
+  auto a = OpenReplica("a", absl::Hours(1));
+  auto b = OpenReplica("b", absl::Hours(1));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(
+      (CallSync<v1::CreateTrainingJobResponse>(*a, &H::CreateTrainingJob, JobRequest("job"))).ok());
+  ASSERT_EQ(b->GetJob("job"), nullptr);
+
+  ReportStarted(*b, "job");
+  ASSERT_NE(b->GetJob("job"), nullptr);
+  ASSERT_TRUE(a->CatchUpNow(absl::Seconds(10)).ok());
+  EXPECT_EQ(a->GetJob("job")->secondary_status(), b->GetJob("job")->secondary_status());
+
+  // A job no replica created is still NOT_FOUND, after the read.
+  v1::ReportTrainingStatusRequest unknown = Named<v1::ReportTrainingStatusRequest>("no-such-job");
+  unknown.set_event(v1::ReportTrainingStatusRequest::EVENT_STARTED);
+  v1::ReportTrainingStatusResponse response;
+  EXPECT_TRUE(absl::IsNotFound(Call([&](DoneCallback done) {
+    b->ReportTrainingStatus(unknown, &response, std::move(done));
+  })));
+}
+
 TEST_F(ReplicaFeedTest, ConflictsBeyondTheLimitFailTheCallWithAbortedNamingTheJob) {
   persistence::FaultInjectingStorage* faults = nullptr;
   auto a = OpenReplica("a", absl::Hours(1), &faults);
