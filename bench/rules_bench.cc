@@ -30,6 +30,7 @@
 #include "rules_engine/rule/rule.h"
 #include "rules_engine/smdebug/tfrecord.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/rule_verdict_names.h"
 
 namespace fs = std::filesystem;
 using namespace debugplane::rules_engine;
@@ -88,19 +89,7 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-const char* KindName(RuleVerdict::Kind kind) {
-  switch (kind) {
-    case RuleVerdict::Kind::kContinue:
-      return "Continue";
-    case RuleVerdict::Kind::kIssuesFound:
-      return "IssuesFound";
-    case RuleVerdict::Kind::kNoIssuesFound:
-      return "NoIssuesFound";
-    case RuleVerdict::Kind::kError:
-      return "Error";
-  }
-  return "?";
-}
+using debugplane::rules_engine::testing::KindName;
 
 // Evaluates every rule over the trial from scratch; returns the steps read.
 // With `dump`, prints each rule's conclusion (the first one, as the

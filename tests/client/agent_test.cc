@@ -11,24 +11,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/wait_status.h"
 
 namespace debugplane::client {
 namespace {
 
 using ::testing::HasSubstr;
 
-// The waitpid status of a child that exits with `code`, or is ended by
-// `signal` if it is not 0.
-int WaitStatusOf(int code, int signal = 0) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (signal != 0) raise(signal);
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
+using ::debugplane::client::testing::WaitStatusOf;
 
 TEST(AgentTest, AStoppedCommandsExitSaysHowAndWhen) {
   EXPECT_EQ(DescribeStoppedExit(WaitStatusOf(0), false, absl::Milliseconds(420), absl::Seconds(10)),

@@ -17,6 +17,7 @@
 #include "client/agent/training_reports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/wait_status.h"
 #include "tests/support/scoped_temp_dir.h"
 
 namespace debugplane::client {
@@ -84,17 +85,7 @@ TEST(TrainingProcessTest, TheCommandGetsItsConfigurationButNotTheAgentsKey) {
   EXPECT_THAT(result, Not(Contains("SMDEBUG_CONFIG_FILE_PATH=/elsewhere")));
 }
 
-// A waitpid status: exit `code`, or ended by `signal` if it is not 0.
-int WaitStatusOf(int code, int signal = 0) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (signal != 0) raise(signal);
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
+using ::debugplane::client::testing::WaitStatusOf;
 
 TEST(DescribeTrainingEndTest, EachCauseGetsItsEventAndExitCode) {
   const absl::Time start = absl::FromUnixSeconds(1700000000);
