@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "core/jobs/field_violations.h"
+#include "core/jobs/job_hosts.h"
 #include "core/jobs/job_record.h"
 
 namespace debugplane::core {
@@ -10,6 +13,23 @@ namespace {
 bool StopOrdered(const JobRecord& job) {
   return job.training_job_status() == v1::TrainingJobStatus::Stopping ||
          job.training_job_status() == v1::TrainingJobStatus::Stopped;
+}
+
+// The most characters of a host name and of an agent's identity.
+constexpr size_t kMaxHostNameChars = 128;
+constexpr size_t kMaxAgentChars = 300;
+
+absl::Status ValidateConnect(const v1::ConnectAgentRequest& request) {
+  if (request.host().size() > kMaxHostNameChars) {
+    return InvalidField("Host", absl::StrCat("has ", request.host().size(),
+                                             " characters; a host name has at most ",
+                                             kMaxHostNameChars));
+  }
+  if (request.agent().size() > kMaxAgentChars) {
+    return InvalidField("Agent", absl::StrCat("has ", request.agent().size(),
+                                              " characters; at most ", kMaxAgentChars));
+  }
+  return absl::OkStatus();
 }
 
 // Turns the committed records of a watch into directives, sending one only
@@ -70,7 +90,12 @@ v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job) {
   *directive.mutable_profiler_config() = job.profiler_config();
   directive.set_profiling_status(job.profiling_status());
   directive.set_training_job_status(job.training_job_status());
-  if (StopOrdered(job)) {
+  if (OtherHostsMustStop(job)) {
+    // A multi-host job failed: its other hosts end, as SageMaker ends a
+    // failed job's instances.
+    directive.set_stop(true);
+    directive.set_stop_reason(absl::StrCat("the training job failed: ", job.failure_reason()));
+  } else if (StopOrdered(job)) {
     directive.set_stop(true);
     for (auto it = job.secondary_status_transitions().rbegin();
          it != job.secondary_status_transitions().rend(); ++it) {
@@ -85,9 +110,11 @@ v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job) {
 
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingAgentManager::ConnectAgent(
     const v1::ConnectAgentRequest& request, AgentDirectiveSink* sink) {
+  if (absl::Status valid = ValidateConnect(request); !valid.ok()) return valid;
   auto watcher = std::make_unique<DirectiveWatcher>(sink);
-  absl::StatusOr<std::unique_ptr<WatchRegistration>> registration =
-      jobs_->WatchAsAgent(request.training_job_name(), watcher.get());
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> registration = jobs_->WatchAsAgent(
+      request.training_job_name(), HostAgent{.host = request.host(), .agent = request.agent()},
+      watcher.get());
   if (!registration.ok()) return registration.status();
   return std::make_unique<AgentRegistration>(std::move(watcher), *std::move(registration));
 }

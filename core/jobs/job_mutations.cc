@@ -1,9 +1,11 @@
 #include "core/jobs/job_mutations.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/jobs/field_violations.h"
+#include "core/jobs/job_hosts.h"
 #include "core/jobs/rule_actions.h"
 #include "core/jobs/validation.h"
 #include "core/jobs/validation_text.h"
@@ -146,10 +148,29 @@ bool ApplyEndReport(const JobRecord& latest, const v1::ReportTrainingStatusReque
   return EndTraining(next, succeeded, request.failure_reason(), now);
 }
 
+absl::StatusOr<bool> ApplyJobReportEvent(const JobRecord& latest,
+                                         const v1::ReportTrainingStatusRequest& request,
+                                         absl::Time now, JobRecord& next);
+
 // Applies the report's event to `next`; whether it changed.
 absl::StatusOr<bool> ApplyReportEvent(const JobRecord& latest,
                                       const v1::ReportTrainingStatusRequest& request,
                                       absl::Time now, JobRecord& next) {
+  if (request.event() != Event::EVENT_CONFIG_APPLIED) {
+    // A multi-host job follows all its hosts (core/jobs/job_hosts.h).
+    if (ExpectedHostCount(latest) > 1) return ApplyHostReport(latest, request, now, next);
+    const bool in_progress = latest.training_job_status() == v1::TrainingJobStatus::InProgress;
+    absl::StatusOr<bool> changed = ApplyJobReportEvent(latest, request, now, next);
+    if (!changed.ok()) return changed;
+    return RecordSingleHostReport(request, in_progress, now, next) || *changed;
+  }
+  return ApplyJobReportEvent(latest, request, now, next);
+}
+
+// The report's event on a job of one host.
+absl::StatusOr<bool> ApplyJobReportEvent(const JobRecord& latest,
+                                         const v1::ReportTrainingStatusRequest& request,
+                                         absl::Time now, JobRecord& next) {
   switch (request.event()) {
     case Event::EVENT_STARTED:
       // Refused while Stopping (no change; the response says so).
@@ -166,6 +187,13 @@ absl::StatusOr<bool> ApplyReportEvent(const JobRecord& latest,
 }
 
 }  // namespace
+
+std::optional<absl::Time> EarliestDeadline(std::optional<absl::Time> a,
+                                           std::optional<absl::Time> b) {
+  if (!a.has_value()) return b;
+  if (!b.has_value()) return a;
+  return std::min(*a, *b);
+}
 
 absl::Status JobNotFoundError(absl::string_view job_name) {
   return absl::NotFoundError(absl::StrCat("training job '", job_name, "' does not exist"));
@@ -220,7 +248,8 @@ absl::StatusOr<JobMutation> DeleteJob(const JobRecord* latest, absl::string_view
 }
 
 DeadlineOutcome ApplyDeadline(const JobRecord* latest, const AgentPresence& presence,
-                              const StopWaitLimits& stop_wait, absl::Time now) {
+                              const StopWaitLimits& stop_wait, const HostWaitLimits& host_wait,
+                              absl::Time now) {
   if (latest == nullptr) return DeadlineOutcome{.mutation = JobMutation::Unchanged()};
   auto next = std::make_shared<JobRecord>(*latest);
   if (latest->training_job_status() == v1::TrainingJobStatus::Stopping) {
@@ -234,7 +263,12 @@ DeadlineOutcome ApplyDeadline(const JobRecord* latest, const AgentPresence& pres
   if (deadline.has_value() && *deadline <= now && BeginMaxRuntimeStop(*next, now)) {
     return DeadlineOutcome{.mutation = Changed(std::move(next))};
   }
-  return DeadlineOutcome{.mutation = JobMutation::Unchanged(), .next_deadline = deadline};
+  if (FailForMissingHosts(*next, host_wait, now)) {
+    return DeadlineOutcome{.mutation = Changed(std::move(next))};
+  }
+  return DeadlineOutcome{.mutation = JobMutation::Unchanged(),
+                         .next_deadline = EarliestDeadline(deadline,
+                                                           HostWaitDeadline(*latest, host_wait))};
 }
 
 absl::StatusOr<JobMutation> SetRuleEvaluation(const JobRecord* latest, absl::string_view job_name,
@@ -304,6 +338,10 @@ absl::Status ValidateTrainingReport(const v1::ReportTrainingStatusRequest& reque
   }
   if (request.event() == Event::EVENT_FAILED && request.failure_reason().empty()) {
     return InvalidField("FailureReason", "is required with EVENT_FAILED");
+  }
+  if (request.host().size() > 128) {
+    return InvalidField("Host", absl::StrCat("has ", request.host().size(),
+                                             " characters; a host name has at most 128"));
   }
   if (request.event() == Event::EVENT_CONFIG_APPLIED && request.applied_config_version() < 1) {
     return InvalidField("AppliedConfigVersion",

@@ -78,8 +78,15 @@ struct DeadlineOutcome {
   JobMutation mutation;
   std::optional<absl::Time> next_deadline;
 };
+// A multi-host job whose host wait ended (HostWaitDeadline) fails naming
+// the hosts (core/jobs/job_hosts.h).
 DeadlineOutcome ApplyDeadline(const JobRecord* latest, const AgentPresence& presence,
-                              const StopWaitLimits& stop_wait, absl::Time now);
+                              const StopWaitLimits& stop_wait, const HostWaitLimits& host_wait,
+                              absl::Time now);
+
+// The earlier of two optional deadlines.
+std::optional<absl::Time> EarliestDeadline(std::optional<absl::Time> a,
+                                           std::optional<absl::Time> b);
 
 // SetRuleEvaluationStatus: NOT_FOUND for a missing job or rule,
 // FAILED_PRECONDITION if the rule already ended with another status;

@@ -106,6 +106,15 @@ struct StopWaitLimits {
   absl::Duration for_agent = absl::Minutes(5);
 };
 
+// The bounds of a multi-host job's wait for its hosts (core/jobs/job_hosts.h;
+// server flags).
+struct HostWaitLimits {
+  // From the job's creation until every expected host has connected once.
+  absl::Duration connect = absl::Minutes(10);
+  // From a host's lost connection (its command not ended) until it is back.
+  absl::Duration reconnect = absl::Minutes(5);
+};
+
 // The agents connected to a job, as the job manager tracks them.
 struct AgentPresence {
   int connected = 0;

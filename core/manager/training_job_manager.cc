@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<TrainingJobManager>> TrainingJobManager::Create(
     if (absl::Status caught_up = manager->CatchUp(); !caught_up.ok()) return caught_up;
   }
   manager->StartThreads();
+  manager->ReleaseHostsOfPreviousRun();
   // Resume what a previous run left unfinished: stops wait again for their
   // agents, runtimes are bounded again, from the durable records.
   absl::MutexLock lock(&manager->mu_);
@@ -436,7 +437,7 @@ void TrainingJobManager::ArmDeadlineLocked(const std::string& job_name, const Jo
   if (job != nullptr && job->training_job_status() == v1::TrainingJobStatus::Stopping) {
     deadline = PlanStopCompletion(*job, PresenceLocked(entry), options_.stop_wait).at;
   } else if (job != nullptr) {
-    deadline = MaxRuntimeDeadline(*job);
+    deadline = EarliestDeadline(MaxRuntimeDeadline(*job), HostWaitDeadline(*job, options_.host_wait));
   }
   if (deadline.has_value()) {
     deadlines_->Set(job_name, *deadline);
@@ -461,7 +462,7 @@ void TrainingJobManager::OnDeadline(const std::string& job_name) {
           presence.connected += remote.connected;
           presence.absent_since = std::max(presence.absent_since, remote.absent_since);
         }
-        DeadlineOutcome outcome = ApplyDeadline(latest, presence, options_.stop_wait, Now());
+        DeadlineOutcome outcome = ApplyDeadline(latest, presence, options_.stop_wait, options_.host_wait, Now());
         // Not due yet: wait again (the commit of a change re-arms it too).
         if (outcome.next_deadline.has_value()) deadlines_->Set(job_name, *outcome.next_deadline);
         return std::move(outcome.mutation);
@@ -484,7 +485,7 @@ std::optional<absl::Time> TrainingJobManager::PendingDeadline(const std::string&
 // --- Watches --------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterWatch(
-    const std::string& job_name, JobWatcher* watcher, bool agent) {
+    const std::string& job_name, JobWatcher* watcher, const std::optional<HostAgent>& agent) {
   if (absl::Status valid = ValidateTrainingJobName(job_name); !valid.ok()) return valid;
   if (following_) {
     // Read-your-writes for the initial state (a job just created through
@@ -499,10 +500,17 @@ absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::RegisterW
   absl::StatusOr<std::shared_ptr<JobWatch>> watch;
   {
     absl::MutexLock lock(&mu_);
-    watch = AddWatchLocked(job_name, watcher, agent);
+    // The host's name is taken (or refused) in the order of the calls.
+    absl::Status connected =
+        agent.has_value() ? ConnectHostLocked(job_name, *agent) : absl::OkStatus();
+    if (!connected.ok()) return connected;
+    watch = AddWatchLocked(job_name, watcher, agent.has_value());
+    if (watch.ok() && agent.has_value()) {
+      jobs_.at(job_name).agent_hosts.emplace(watch->get(), *agent);
+    }
   }
   if (!watch.ok()) return watch.status();
-  if (agent && following_) WakeFollower();
+  if (agent.has_value() && following_) WakeFollower();
   watch_hub_->DeliverInitialState(*watch);
   return watch_hub_->MakeRegistration(*std::move(watch));
 }
@@ -530,13 +538,85 @@ absl::StatusOr<std::shared_ptr<JobWatch>> TrainingJobManager::AddWatchLocked(
   return watch;
 }
 
+absl::Status TrainingJobManager::ConnectHostLocked(const std::string& job_name,
+                                                   const HostAgent& agent) {
+  mu_.AssertHeld();
+  if (shutting_down_) return ShuttingDown();
+  auto it = jobs_.find(job_name);
+  if (it == jobs_.end() || it->second.latest == nullptr) return JobNotFoundError(job_name);
+  if (IsSettled(*it->second.latest)) return absl::OkStatus();  // Nothing runs any more.
+  const std::string name = job_name;
+  absl::StatusOr<PendingCommit> commit = ComputeLocked(
+      job_name,
+      std::make_shared<const Mutation>([this, name, agent](const JobRecord* latest) {
+        return ConnectHost(latest, name, agent, Now());
+      }),
+      /*attempts=*/1);
+  if (!commit.ok()) return commit.status();
+  commit->done = [name, host = HostNameOf(agent)](const absl::Status& status) {
+    if (!status.ok()) {
+      spdlog::warn("the connection of host '{}' of training job '{}' was not recorded: {}", host,
+                   name, status.ToString());
+    }
+  };
+  committer_->Enqueue(*std::move(commit));
+  return absl::OkStatus();
+}
+
+void TrainingJobManager::DisconnectHostOf(const std::string& job_name, HostAgent agent) {
+  Mutate(
+      job_name,
+      [this, agent](const JobRecord* latest) -> absl::StatusOr<Change> {
+        return DisconnectHost(latest, agent, Now());
+      },
+      [job_name, host = HostNameOf(agent)](const absl::Status& status) {
+        if (!status.ok() && !absl::IsUnavailable(status)) {
+          spdlog::warn("the lost connection of host '{}' of training job '{}' was not recorded: {}",
+                       host, job_name, status.ToString());
+        }
+      });
+}
+
+void TrainingJobManager::ReleaseHostsOfPreviousRun() {
+  std::vector<std::string> names;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, entry] : jobs_) {
+      if (entry.committed == nullptr || IsSettled(*entry.committed)) continue;
+      for (const v1::TrainingHost& host : entry.committed->training_hosts()) {
+        // Alone on its storage, every connection the records show is gone;
+        // among replicas, only this one's.
+        if (host.connected() && (!following_ || host.replica() == options_.replica_id)) {
+          names.push_back(name);
+          break;
+        }
+      }
+    }
+  }
+  for (const std::string& name : names) {
+    Mutate(
+        name,
+        [this](const JobRecord* latest) -> absl::StatusOr<Change> {
+          return DisconnectReplicaHosts(
+              latest, following_ ? std::optional<std::string>(options_.replica_id) : std::nullopt,
+              started_at_);
+        },
+        [](const absl::Status&) {});
+  }
+}
+
 void TrainingJobManager::Unwatch(const std::shared_ptr<JobWatch>& watch) {
   bool agent_left = false;
+  std::optional<HostAgent> host;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(watch->job_name);
     if (it != jobs_.end()) {
       JobEntry& entry = it->second;
+      if (auto held = entry.agent_hosts.find(watch.get()); held != entry.agent_hosts.end()) {
+        host = std::move(held->second);
+        entry.agent_hosts.erase(held);
+      }
       auto& watches = entry.watches;
       watches.erase(std::remove(watches.begin(), watches.end(), watch), watches.end());
       auto agent = std::find(entry.agents.begin(), entry.agents.end(), watch.get());
@@ -551,6 +631,7 @@ void TrainingJobManager::Unwatch(const std::shared_ptr<JobWatch>& watch) {
   }
   if (agent_left && following_) WakeFollower();
   WatchHub::Detach(*watch);
+  if (host.has_value()) DisconnectHostOf(watch->job_name, *std::move(host));
 }
 
 }  // namespace debugplane::core

@@ -230,8 +230,14 @@ class TrainingJobManager final : public TrainingJobHandler {
 
   // As WatchTrainingJob, for the ConnectAgent stream of an agent: while the
   // registration lives an agent is connected to the job, which is what a
-  // stop of the job waits for (see StopWaitLimits).
+  // stop of the job waits for (see StopWaitLimits), and holds its host's
+  // name (`agent`: core/jobs/job_hosts.h; its replica is this server's).
+  // The host's connection is recorded in the job (TrainingHosts), and its
+  // loss when the registration is destroyed. ALREADY_EXISTS naming the
+  // holder when another agent holds the name, FAILED_PRECONDITION when a
+  // multi-host job has all its hosts (ConnectHost).
   absl::StatusOr<std::unique_ptr<WatchRegistration>> WatchAsAgent(const std::string& job_name,
+                                                                  HostAgent agent,
                                                                   JobWatcher* watcher);
 
   // The job's pending deadline (MaxRuntimeInSeconds while InProgress, the
@@ -345,6 +351,8 @@ class TrainingJobManager final : public TrainingJobHandler {
     // when the last one went away (InfinitePast: none since the start).
     std::vector<const JobWatch*> agents;
     absl::Time agents_absent_since = absl::InfinitePast();
+    // The host each agent watch holds (ConnectHost), to release it.
+    std::map<const JobWatch*, HostAgent> agent_hosts;
   };
   using JobMap = std::map<std::string, JobEntry>;
   // One page of ListTrainingJobs, collected from the committed jobs.
@@ -467,8 +475,18 @@ class TrainingJobManager final : public TrainingJobHandler {
   void RollBackLocked(const std::string& job_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IndexLocked(const std::string& name, const JobRecord* before, const JobRecord* after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::unique_ptr<WatchRegistration>> RegisterWatch(const std::string& job_name,
-                                                                   JobWatcher* watcher, bool agent);
+  // `agent`: the host an agent's watch holds (nullopt for other watches).
+  absl::StatusOr<std::unique_ptr<WatchRegistration>> RegisterWatch(
+      const std::string& job_name, JobWatcher* watcher, const std::optional<HostAgent>& agent);
+  // Queues the connection of an agent's host (ConnectHost) unless the job
+  // is settled; its refusal otherwise.
+  absl::Status ConnectHostLocked(const std::string& job_name, const HostAgent& agent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records (Mutate) that the host of an agent's watch lost its agent.
+  void DisconnectHostOf(const std::string& job_name, HostAgent agent);
+  // At start-up: the hosts the records show connected through this replica
+  // lost their streams with the previous run.
+  void ReleaseHostsOfPreviousRun();
   // The job's committed state in a new watch, and the watch in the job's
   // lists (unless it is settled). NOT_FOUND for an unknown job.
   absl::StatusOr<std::shared_ptr<JobWatch>> AddWatchLocked(const std::string& job_name,

@@ -386,12 +386,13 @@ void TrainingJobManager::DeleteTrainingJob(const v1::DeleteTrainingJobRequest& r
 
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchTrainingJob(
     const v1::WatchTrainingJobRequest& request, JobWatcher* watcher) {
-  return RegisterWatch(request.training_job_name(), watcher, /*agent=*/false);
+  return RegisterWatch(request.training_job_name(), watcher, /*agent=*/std::nullopt);
 }
 
 absl::StatusOr<std::unique_ptr<WatchRegistration>> TrainingJobManager::WatchAsAgent(
-    const std::string& job_name, JobWatcher* watcher) {
-  return RegisterWatch(job_name, watcher, /*agent=*/true);
+    const std::string& job_name, HostAgent agent, JobWatcher* watcher) {
+  agent.replica = options_.replica_id;
+  return RegisterWatch(job_name, watcher, agent);
 }
 
 // --- The rules engine's and the agents' calls ---------------------------------------

@@ -10,6 +10,7 @@
 
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "core/jobs/job_hosts.h"
 #include "core/jobs/job_record.h"
 #include "core/jobs/validation.h"
 
@@ -41,6 +42,9 @@ struct TrainingJobManagerOptions {
   // How long a Stopping job waits for the training process to be reported
   // gone (see StopWaitLimits).
   StopWaitLimits stop_wait;
+  // How long a multi-host job waits for its hosts to connect, and for a
+  // lost one to come back, before it fails naming them.
+  HostWaitLimits host_wait;
 
   // Replicas (see the top of core/manager/training_job_manager.h). Off:
   // this manager is the only writer of its storage (SQLite's case); reads

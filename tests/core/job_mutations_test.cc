@@ -101,10 +101,12 @@ TEST(JobMutationsTest, DeleteOnlyEndedJobs) {
 TEST(JobMutationsTest, DeadlineEnforcesMaxRuntimeOnlyOnceDue) {
   JobRecord job = Running();
   job.mutable_stopping_condition()->set_max_runtime_in_seconds(60);
-  DeadlineOutcome early = ApplyDeadline(&job, AgentPresence{}, StopWaitLimits{}, kT0);
+  DeadlineOutcome early =
+      ApplyDeadline(&job, AgentPresence{}, StopWaitLimits{}, HostWaitLimits{}, kT0);
   EXPECT_FALSE(early.mutation.changed);
   ASSERT_TRUE(early.next_deadline.has_value());
-  DeadlineOutcome due = ApplyDeadline(&job, AgentPresence{}, StopWaitLimits{}, *early.next_deadline);
+  DeadlineOutcome due = ApplyDeadline(&job, AgentPresence{}, StopWaitLimits{}, HostWaitLimits{},
+                                      *early.next_deadline);
   ASSERT_TRUE(due.mutation.changed);
   EXPECT_EQ(due.mutation.next->training_job_status(), v1::TrainingJobStatus::Stopping);
 }
