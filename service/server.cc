@@ -104,6 +104,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // gRPC sets SO_REUSEPORT by default: a second server on the same port
   // would then silently take a share of the connections. Binding must fail.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options.keepalive > absl::ZeroDuration()) {
+    const int keepalive_ms = static_cast<int>(absl::ToInt64Milliseconds(options.keepalive));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_ms);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_ms);
+    // An agent's stream carries nothing for minutes: ping it all the same.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

@@ -37,6 +37,11 @@ struct GrpcServerOptions {
   int max_receive_message_bytes = 4 * 1024 * 1024;
   // How far a WatchTrainingJob client may fall behind (service/stream_writer.h).
   StreamLimits watch_limits;
+  // The server pings each connection idle this long, and drops it when a
+  // ping is not answered within as long again: a host cut off from the
+  // network (no FIN, no RST) ends its agent's stream, so a multi-host job's
+  // wait for the host (HostWaitLimits::reconnect) starts. Zero: no pings.
+  absl::Duration keepalive = absl::Seconds(20);
   // Where every call is counted by method and code; null: nowhere. Must
   // outlive the server.
   metrics::RequestMetrics* request_metrics = nullptr;

@@ -194,6 +194,20 @@ void AddStopFlags(CLI::App& app, ServerConfig& config, SecondsFlags& seconds) {
               "process gone, before it is Stopped without that report (more than the agents' "
               "--stop-grace)",
               1.0, 7 * 86400.0);
+  seconds.Add(app, "--keepalive", &config.grpc.keepalive,
+              "Seconds a connection may idle before the server pings it; one whose ping is not "
+              "answered within as long again is dropped (a host cut off from the network ends "
+              "its agent's stream). 0: no pings",
+              0.0, 86400.0);
+  seconds.Add(app, "--host-connect-wait", &config.manager.host_wait.connect,
+              "Seconds from its creation a job of ResourceConfig.InstanceCount > 1 waits for "
+              "all its hosts' agents to connect, before it fails naming the missing ones",
+              1.0, 7 * 86400.0);
+  seconds.Add(app, "--host-reconnect-wait", &config.manager.host_wait.reconnect,
+              "Seconds a job of ResourceConfig.InstanceCount > 1 waits for a host whose agent's "
+              "connection was lost (its command not ended) to reconnect, before it fails "
+              "naming the host",
+              1.0, 7 * 86400.0);
 }
 
 void AddS3Flags(CLI::App& app, S3Flags& s3) {

@@ -6,7 +6,7 @@
 // and follow new data until the person zooms.
 
 import {api, jobPath} from './api.js';
-import {el, replace, card, errorBox, problemBox} from './dom.js';
+import {el, replace, card, badge, errorBox, problemBox} from './dom.js';
 import {timeChart, stepBars, TimeGroup, PALETTE} from './charts.js';
 import {heatmap} from './heatmap.js';
 import {throttle} from './throttle.js';
@@ -59,6 +59,37 @@ class SeriesChart {
   }
 }
 
+// A timestamp of the SageMaker JSON (epoch seconds), as a time of day.
+const lostAt = (time) => (typeof time === 'number' ? new Date(time * 1000).toLocaleTimeString() : String(time));
+
+/** The rows of the training hosts table (DescribeTrainingJob's TrainingHosts). */
+export function hostRows(job) {
+  return ((job && job.TrainingHosts) || []).map((h) => ({
+    name: h.HostName,
+    status: h.Status || 'Waiting',
+    connected: Boolean(h.Connected),
+    connection: h.Connected ? 'connected' : (h.DisconnectTime ? `lost at ${lostAt(h.DisconnectTime)}` : 'not connected'),
+    step: h.CurrentStep === undefined ? '' : String(h.CurrentStep),
+    how: h.EndMessage || '',
+  }));
+}
+
+function renderHosts(slot, context) {
+  const job = context.job;
+  const rows = hostRows(job);
+  const expected = Math.max(1, (job && job.ResourceConfig && job.ResourceConfig.InstanceCount) || 1);
+  if (!rows.length) {
+    replace(slot, el('p', {class: 'muted'}, job ? 'No agent has connected yet.' : 'Loading…'));
+    return;
+  }
+  replace(slot, el('p', {class: 'hint'}, `${rows.length} of ${expected} expected host${expected > 1 ? 's' : ''}`),
+      el('table', {class: 'hosts', id: 'training-hosts'},
+          el('thead', {}, el('tr', {}, ...['Host', 'Status', 'Agent', 'Step', 'How it ended'].map((h) => el('th', {}, h)))),
+          el('tbody', {}, ...rows.map((r) => el('tr', {'data-host': r.name, 'data-connected': String(r.connected)},
+              el('td', {}, r.name), el('td', {}, badge(r.status)), el('td', {}, r.connection),
+              el('td', {}, r.step), el('td', {}, r.how))))));
+}
+
 export function mountNodes(container, context) {
   const group = new TimeGroup(`nodes-${context.name}`);
   const nodeSelect = el('select', {id: 'node-select', 'aria-label': 'Node'});
@@ -73,7 +104,10 @@ export function mountNodes(container, context) {
   const stepsEmpty = el('p', {class: 'muted empty-chart'}, 'No steps profiled yet.');
   const resetButton = el('button', {type: 'button', class: 'secondary', id: 'reset-zoom',
     onclick: () => group.setFollow(true)}, 'Show all');
+  const hosts = el('div', {id: 'hosts-card'});
+  renderHosts(hosts, context);
   container.append(
+      card('Training hosts', hosts),
       el('div', {class: 'toolbar sub'}, el('label', {for: 'node-select'}, 'Node'), nodeSelect,
           el('div', {class: 'spacer'}),
           el('span', {class: 'hint'}, 'Drag: zoom · Shift+drag: pan · Ctrl+wheel: zoom · double-click: all'),
@@ -182,7 +216,7 @@ export function mountNodes(container, context) {
   }
   nodeSelect.addEventListener('change', renderSystem);
   const reload = throttle(load, 2000);
-  const offs = [context.on('data', reload)];
+  const offs = [context.on('data', reload), context.on('describe', () => renderHosts(hosts, context))];
   // Data events come from the rules engine's reads; once a job's rules have
   // concluded its system metrics still grow: poll while the job runs.
   const poll = setInterval(() => {

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <system_error>
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/agent/agent_signals.h"
 #include "client/agent/clock_wait.h"
+#include "client/agent/host_identity.h"
 #include "client/agent/job_output_uploads.h"
 #include "client/agent/server_connection.h"
 #include "client/agent/system_metrics.h"
@@ -63,8 +65,9 @@ class Agent final : public ConnectionListener {
         log_(log),
         clock_(*options_.clock),
         confinement_(std::move(confinement)),
-        connection_(options_.connection, options_.job, std::move(channel), clock_, log_,
-                    options_.security_failures_at_start),
+        connection_(options_.connection, options_.job,
+                    HostIdentity{.host = options_.node_id, .agent = AgentIdentity()},
+                    std::move(channel), clock_, log_, options_.security_failures_at_start),
         training_(clock_, options_.stop_grace, log_) {}
 
   int Run() {
@@ -479,7 +482,16 @@ int RunAgent(const AgentOptions& options, std::ostream& log) {
     log << "debugplane-agent: " << confinement.status().message() << "\n";
     return 2;
   }
-  Agent agent(options, log, *std::move(channel), *std::move(confinement));
+  AgentOptions resolved = options;
+  absl::StatusOr<std::string> host = ResolveHostName(
+      options.node_id, [](const char* name) -> const char* { return std::getenv(name); },
+      MachineName());
+  if (!host.ok()) {
+    log << "debugplane-agent: " << host.status().message() << "\n";
+    return 2;
+  }
+  resolved.node_id = *host;
+  Agent agent(resolved, log, *std::move(channel), *std::move(confinement));
   return agent.Run();
 }
 

@@ -112,7 +112,10 @@ struct AgentOptions {
   std::string config_dir;
   // More directories the job's output paths may point into (--allow-write).
   std::vector<std::string> allow_write;
-  std::string node_id = "algo-1";
+  // The training host's name in the job and the NodeId of its system
+  // metrics (--node-id); empty: from the launcher's environment or the
+  // machine (ResolveHostName in client/agent/host_identity.h).
+  std::string node_id;
   absl::Duration stop_grace = absl::Seconds(10);
   // How often the tensor output is checked for a new step to report.
   absl::Duration progress_interval = absl::Seconds(1);

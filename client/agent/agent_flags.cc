@@ -84,8 +84,10 @@ int ParseAgentCommandLine(int argc, const char* const* argv, AgentOptions& optio
   run_command->add_option("--job", options.job, "The training job (created beforehand)")
       ->required();
   AddPlacementFlags(run_command, options);
-  run_command->add_option("--node-id", options.node_id, "NodeId of the system metrics")
-      ->capture_default_str();
+  run_command->add_option("--node-id", options.node_id,
+                          "This training host's name in the job (unique per job; the NodeId of "
+                          "its system metrics). Default: SM_CURRENT_HOST, else algo-<N+1> from "
+                          "GROUP_RANK or NODE_RANK, else the machine's name");
   SecondsFlags seconds{.stop_grace = absl::ToDoubleSeconds(options.stop_grace),
                        .upload_wait = absl::ToDoubleSeconds(options.upload_wait)};
   AddDurationFlags(run_command, seconds);

@@ -29,19 +29,20 @@ bool ServerAway(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
-v1::ConnectAgentRequest ConnectRequest(const std::string& job) {
+v1::ConnectAgentRequest ConnectRequest(const std::string& job, const HostIdentity& identity) {
   v1::ConnectAgentRequest request;
   request.set_training_job_name(job);
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  request.set_host(host);
+  request.set_host(identity.host);
+  request.set_agent(identity.agent);
   return request;
 }
 
-v1::ReportTrainingStatusRequest ReportRequest(const std::string& job, const StatusReport& report) {
+v1::ReportTrainingStatusRequest ReportRequest(const std::string& job, const HostIdentity& identity,
+                                              const StatusReport& report) {
   using Event = v1::ReportTrainingStatusRequest;
   v1::ReportTrainingStatusRequest request;
   request.set_training_job_name(job);
+  request.set_host(identity.host);
   request.set_event(report.event);
   if (report.step.has_value()) request.set_current_step(*report.step);
   if (report.event == Event::EVENT_CONFIG_APPLIED) {
@@ -75,10 +76,12 @@ struct ServerConnection::Reconnection {
 };
 
 ServerConnection::ServerConnection(ConnectionOptions options, std::string job,
-                                   std::shared_ptr<grpc::Channel> channel, base::Clock& clock,
-                                   std::ostream& log, int security_failures_at_start)
+                                   HostIdentity identity, std::shared_ptr<grpc::Channel> channel,
+                                   base::Clock& clock, std::ostream& log,
+                                   int security_failures_at_start)
     : options_(std::move(options)),
       job_(std::move(job)),
+      identity_(std::move(identity)),
       stub_(v1::TrainingAgentService::NewStub(std::move(channel))),
       clock_(clock),
       log_(log),
@@ -102,7 +105,7 @@ void ServerConnection::Stop() {
 
 absl::StatusOr<v1::TrainingJobStatus::Value> ServerConnection::Report(const StatusReport& report,
                                                                       absl::Duration patience) {
-  const v1::ReportTrainingStatusRequest request = ReportRequest(job_, report);
+  const v1::ReportTrainingStatusRequest request = ReportRequest(job_, identity_, report);
   const absl::Time deadline = clock_.Now() + patience;
   absl::Duration backoff = kFirstReportBackoff;
   std::unique_ptr<Stub> retry_stub;  // See FreshStub.
@@ -125,7 +128,7 @@ absl::StatusOr<v1::TrainingJobStatus::Value> ServerConnection::Report(const Stat
 }
 
 void ServerConnection::StreamLoop(ConnectionListener& listener) {
-  const v1::ConnectAgentRequest request = ConnectRequest(job_);
+  const v1::ConnectAgentRequest request = ConnectRequest(job_, identity_);
   Reconnection reconnection;
   while (true) {
     auto context = std::make_shared<grpc::ClientContext>();
@@ -184,6 +187,18 @@ ServerConnection::StreamEnd ServerConnection::ReadDirectives(
 bool ServerConnection::HandleFailure(const grpc::Status& status,
                                      const std::optional<std::string>& security,
                                      ConnectionListener& listener, Reconnection& reconnection) {
+  if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+    // The host name is held by another agent: a real twin (the agent gives
+    // up after --connect-timeout, saying who holds it), or this host's
+    // previous agent, whose lost connection the server has not seen yet.
+    if (!reconnection.lost) {
+      log_ << "debugplane-agent: job '" << job_ << "': " << status.error_message()
+           << "; trying again until the name is released\n";
+      reconnection.lost = true;
+    }
+    listener.OnStreamFailure({.error = status.error_message()});
+    return true;
+  }
   if (!ServerAway(status.error_code()) && status.error_code() != grpc::StatusCode::CANCELLED) {
     StreamFailure failure{
         .error = absl::StrCat(status.error_message(), " (code ", status.error_code(), ")"),

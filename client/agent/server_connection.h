@@ -42,6 +42,13 @@ struct StatusReport {
   std::optional<objectstore::DirectoryUploader::Backlog> upload_backlog;
 };
 
+// The agent's training host in the job (client/agent/host_identity.h):
+// sent with the stream and every report.
+struct HostIdentity {
+  std::string host;   // The host name (ConnectAgentRequest.Host).
+  std::string agent;  // "<machine>:<pid>" (ConnectAgentRequest.Agent).
+};
+
 // Why a ConnectAgent stream ended without the job's end.
 struct StreamFailure {
   std::string error;  // As a person reads it.
@@ -73,7 +80,7 @@ class ServerConnection {
   // `clock` and `log` must outlive this object. `security_failures_at_start`:
   // how many connection failures in a row caused by the connection's
   // security settings end the stream before a configuration arrived.
-  ServerConnection(ConnectionOptions options, std::string job,
+  ServerConnection(ConnectionOptions options, std::string job, HostIdentity identity,
                    std::shared_ptr<grpc::Channel> channel, base::Clock& clock, std::ostream& log,
                    int security_failures_at_start);
   // Stops the stream (see Stop).
@@ -126,6 +133,7 @@ class ServerConnection {
 
   const ConnectionOptions options_;
   const std::string job_;
+  const HostIdentity identity_;
   std::unique_ptr<v1::TrainingAgentService::Stub> stub_;
   base::Clock& clock_;
   std::ostream& log_;

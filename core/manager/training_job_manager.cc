@@ -616,6 +616,14 @@ void TrainingJobManager::Unwatch(const std::shared_ptr<JobWatch>& watch) {
       if (auto held = entry.agent_hosts.find(watch.get()); held != entry.agent_hosts.end()) {
         host = std::move(held->second);
         entry.agent_hosts.erase(held);
+        // The same agent reconnected before its old stream ended here: the
+        // host stays connected.
+        const bool still_held = std::any_of(
+            entry.agent_hosts.begin(), entry.agent_hosts.end(), [&](const auto& other) {
+              return other.second.agent == host->agent &&
+                     HostNameOf(other.second) == HostNameOf(*host);
+            });
+        if (still_held) host.reset();
       }
       auto& watches = entry.watches;
       watches.erase(std::remove(watches.begin(), watches.end(), watch), watches.end());

@@ -91,7 +91,12 @@ std::optional<Metric> ParseMetric(absl::string_view name) {
 
 std::optional<Metric> MetricOfDimension(absl::string_view dimension) {
   if (auto metric = Lookup(kMetricOfDimension, ParseMetricDimension(dimension))) return metric;
-  if (!absl::StrContains(dimension, "Network")) return std::nullopt;
+  // The agent's network series (client/agent/system_metrics.h: Type
+  // network, ReceiveBytesPerSecond / TransmitBytesPerSecond) name no
+  // "Network": a byte rate that receives or transmits is one.
+  if (!absl::StrContains(dimension, "Network") && !absl::EndsWith(dimension, "BytesPerSecond")) {
+    return std::nullopt;
+  }
   for (const char* rx : {"Rx", "Receive", "Recv"}) {
     if (absl::StrContains(dimension, rx)) return Metric::kNetworkRx;
   }

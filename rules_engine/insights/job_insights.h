@@ -54,8 +54,9 @@ inline constexpr int kMetricCount = 7;
 absl::string_view MetricName(Metric metric);
 std::optional<Metric> ParseMetric(absl::string_view name);
 // The metric of an smdebug dimension ("CPUUtilization", ...; network
-// dimensions are those naming Network with Rx/Receive or Tx/Transmit, which
-// smdebug itself does not write); nullopt for others.
+// dimensions, which smdebug itself does not write, are those naming Network
+// or ending in BytesPerSecond, with Rx/Receive or Tx/Transmit: the agent's
+// ReceiveBytesPerSecond and TransmitBytesPerSecond); nullopt for others.
 std::optional<Metric> MetricOfDimension(absl::string_view dimension);
 // Whether a metric's samples are per device (cpu0, gpu3) or per node only.
 bool IsPerDevice(Metric metric);

@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <cmath>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "rules_engine/profiler_rules/system_rule.h"
 #include "rules_engine/rule/percentile.h"
 #include "rules_engine/rule/rule_parameters.h"
@@ -25,7 +28,10 @@ namespace {
 // dimension (all cores / GPUs of a dimension together), p50/p95/p99 and max
 // (Finding() gives the same so far). Percentiles come from a 0.1-point
 // histogram over [0, 100] (values outside are clamped), so memory stays
-// constant however long the run.
+// constant however long the run. Rates (dimensions ending in PerSecond: the
+// agent's network ReceiveBytesPerSecond / TransmitBytesPerSecond) are not
+// percentages: their histogram has bins growing by 3 % from 1 up to ~7e12,
+// and they are given in their own unit (B/s, kB/s, MB/s, GB/s).
 class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
  public:
   friend class SystemRule<OverallSystemUsage>;
@@ -34,19 +40,29 @@ class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
 
  protected:
   static constexpr int kBins = 1001;
+  static constexpr double kRateGrowth = 1.03;
   struct Histogram {
     std::array<int64_t, kBins> bins{};
     int64_t n = 0;
     double max = -1e300;
+    bool rate = false;  // A PerSecond dimension (see above), set by Find.
   };
-  bool OnPoint(const SystemMetricPoint& pt) {
-    Histogram& h = Find(pt);
+  static size_t RateBin(double value) {
+    if (!(value >= 1.0)) return 0;
+    const double bin = 1.0 + std::floor(std::log(value) / std::log(kRateGrowth));
+    return static_cast<size_t>(std::min(bin, static_cast<double>(kBins - 1)));
+  }
+  static size_t PercentBin(double value) {
     // std::lround(x) for x in [0, 1000], without the libm call: x - whole
     // is exact (Sterbenz), so this rounds half away from zero as lround.
-    const double x = std::clamp(pt.value, 0.0, 100.0) * 10;
+    const double x = std::clamp(value, 0.0, 100.0) * 10;
     size_t bin = static_cast<size_t>(x);
     if (x - static_cast<double>(bin) >= 0.5) ++bin;
-    ++h.bins[bin];
+    return bin;
+  }
+  bool OnPoint(const SystemMetricPoint& pt) {
+    Histogram& h = Find(pt);
+    ++h.bins[h.rate ? RateBin(pt.value) : PercentBin(pt.value)];
     ++h.n;
     h.max = std::max(h.max, pt.value);
     return false;
@@ -61,7 +77,11 @@ class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
   // kept by MetricDimension (checked against the dimension text).
   Histogram& Find(const SystemMetricPoint& pt) {
     const SeriesKey key(pt.node_id, pt.dimension);
-    auto make = [&] { return &usage_[key]; };
+    auto make = [&] {
+      Histogram* made = &usage_[key];
+      made->rate = absl::EndsWith(pt.dimension.view(), "PerSecond");
+      return made;
+    };
     if (pt.dim == MetricDimension::kOther) return *state_cache_.Get(key, make);
     if (pt.node_id != cached_node_) {
       cached_node_ = pt.node_id;
@@ -87,9 +107,12 @@ class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
       } else {
         absl::StrAppend(&details, ",");
       }
-      absl::StrAppend(&details, " ", key.second.view(), " p50 ", FormatPercent(Quantile(h, 50)),
-                      " p95 ", FormatPercent(Quantile(h, 95)), " p99 ",
-                      FormatPercent(Quantile(h, 99)), " max ", FormatPercent(h.max));
+      const auto format = [&h](double value) {
+        return h.rate ? FormatRate(value) : FormatPercent(value);
+      };
+      absl::StrAppend(&details, " ", key.second.view(), " p50 ", format(Quantile(h, 50)),
+                      " p95 ", format(Quantile(h, 95)), " p99 ", format(Quantile(h, 99)),
+                      " max ", format(h.max));
     }
     return details;
   }
@@ -99,9 +122,21 @@ class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
     int64_t acc = 0;
     for (int i = 0; i < kBins; ++i) {
       acc += h.bins[i];
-      if (acc >= rank) return i / 10.0;
+      if (acc < rank) continue;
+      // A rate bin's lower bound (within 3 % of the values in it).
+      if (h.rate) return i == 0 ? 0.0 : std::pow(kRateGrowth, i - 1);
+      return i / 10.0;
     }
-    return 100;
+    return h.rate ? h.max : 100;
+  }
+  // "512 B/s", "1.5 kB/s", "12.3 MB/s", "1.2 GB/s" (decimal units).
+  static std::string FormatRate(double bytes_per_second) {
+    static constexpr const char* kUnits[] = {"B/s", "kB/s", "MB/s", "GB/s", "TB/s"};
+    double value = std::max(0.0, bytes_per_second);
+    size_t unit = 0;
+    while (value >= 1000.0 && unit + 1 < std::size(kUnits)) value /= 1000.0, ++unit;
+    return unit == 0 ? absl::StrFormat("%.0f %s", value, kUnits[unit])
+                     : absl::StrFormat("%.1f %s", value, kUnits[unit]);
   }
   std::map<SeriesKey, Histogram> usage_;
   SeriesStateCache<SeriesKey, Histogram> state_cache_;

@@ -14,8 +14,8 @@
 // authorized for its operation and job, then handed to the handler; the
 // reply is the response's SageMaker JSON, or an AWS error
 // (service/http/aws_errors.h). debugplane's own members (Warnings,
-// ConfigVersion, RuleActions, ConfigurationUpdates, LastEvaluatedStep) appear
-// as extra members, which SageMaker clients ignore.
+// ConfigVersion, RuleActions, ConfigurationUpdates, LastEvaluatedStep,
+// TrainingHosts) appear as extra members, which SageMaker clients ignore.
 
 #ifndef DEBUGPLANE_SERVICE_HTTP_SAGEMAKER_PROTOCOL_H_
 #define DEBUGPLANE_SERVICE_HTTP_SAGEMAKER_PROTOCOL_H_
