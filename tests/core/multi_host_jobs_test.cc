@@ -278,6 +278,19 @@ TEST_F(MultiHostJobsTest, ATakenHostNameIsRefusedNamingItsHolder) {
   EXPECT_THAT(anonymous.status().message(), HasSubstr("Host"));
 }
 
+TEST_F(MultiHostJobsTest, AnAgentBackBeforeItsOldStreamEndedStaysConnected) {
+  Create(JobRequest("twice", 2));
+  ConnectHosts("twice", 1);
+  RecordingAgent again;
+  auto second = ConnectAs("twice", "algo-1", "machine-1:100", &again);
+  ASSERT_TRUE(second.ok()) << second.status();
+  hosts_[0]->registration.reset();  // The old stream ends only now.
+  Settle();
+  const JobRecord job = Describe("twice");
+  ASSERT_EQ(job.training_hosts_size(), 1);
+  EXPECT_TRUE(job.training_hosts(0).connected());
+}
+
 TEST_F(MultiHostJobsTest, AHostThatNeverConnectsFailsTheJobNamingIt) {
   Create(JobRequest("missing", 3));
   ConnectHosts("missing", 2);
