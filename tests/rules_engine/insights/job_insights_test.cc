@@ -404,5 +404,14 @@ TEST(JobInsightsTest, TimesNoClockCanReachAreLeftOut) {
   EXPECT_EQ(s.end, 1795300060);
 }
 
+// The agent's network series (Type network) are network series in bytes/s.
+TEST(JobInsightsTest, TheAgentsNetworkDimensionsAreNetworkSeries) {
+  EXPECT_EQ(MetricOfDimension("ReceiveBytesPerSecond"), Metric::kNetworkRx);
+  EXPECT_EQ(MetricOfDimension("TransmitBytesPerSecond"), Metric::kNetworkTx);
+  EXPECT_EQ(MetricOfDimension("NetworkRxBytes"), Metric::kNetworkRx);
+  EXPECT_EQ(MetricOfDimension("DiskReadBytesPerSecond"), std::nullopt);
+  EXPECT_FALSE(IsPercent(Metric::kNetworkRx));
+}
+
 }  // namespace
 }  // namespace debugplane::rules_engine::insights

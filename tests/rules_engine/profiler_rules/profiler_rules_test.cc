@@ -160,6 +160,31 @@ TEST(ProfilerRulesFixtureTest, OverallSystemUsageSummarizesPercentiles) {
   EXPECT_THAT(v.details, HasSubstr("MemoryUsedPercent p50 "));
 }
 
+// The agent's network byte rates are summarized in bytes/s, not percent.
+TEST(ProfilerRulesFixtureTest, OverallSystemUsageGivesNetworkRatesInTheirUnit) {
+  std::vector<SystemMetricPoint> points;
+  for (int i = 0; i < 100; ++i) {
+    for (const char* dimension : {"ReceiveBytesPerSecond", "TransmitBytesPerSecond"}) {
+      SystemMetricPoint p;
+      p.type = "network";
+      p.name = "net";
+      p.dimension = dimension;
+      p.node_id = "algo-2";
+      p.value = dimension[0] == 'R' ? 2500000.0 : 800.0;
+      p.timestamp = 1795300000.0 + i;
+      points.push_back(p);
+    }
+  }
+  std::unique_ptr<ProfilerRule> rule = MustCreate("OverallSystemUsage");
+  RuleVerdict v = RunRule(*rule, points);
+  ASSERT_EQ(v.kind, Kind::kNoIssuesFound);
+  EXPECT_THAT(v.details, HasSubstr("algo-2: ReceiveBytesPerSecond p50 2."));
+  EXPECT_THAT(v.details, HasSubstr("max 2.5 MB/s"));
+  EXPECT_THAT(v.details, HasSubstr("TransmitBytesPerSecond p50 7"));
+  EXPECT_THAT(v.details, HasSubstr("max 800 B/s"));
+  EXPECT_THAT(v.details, ::testing::Not(HasSubstr("%")));
+}
+
 // numpy.percentile's default, written out here (not the rule's code).
 double NumpyPercentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
