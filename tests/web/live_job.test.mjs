@@ -79,6 +79,12 @@ describe('dashboard on a live job', () => {
 
   test('a drag on a Nodes chart zooms the charts and stops following live data', async () => {
     await page.click('nav.tabs a:has-text("Nodes")');
+    // The agent's host, connected and running (DescribeTrainingJob's TrainingHosts).
+    const host = page.locator('#training-hosts tr[data-host][data-connected="true"]');
+    await waitFor(async () => (await host.count()) === 1 && /Running/.test(await host.textContent()),
+        'the training host, connected and Running, in the hosts table', 30000);
+    // The agent's network series (ReceiveBytesPerSecond, TransmitBytesPerSecond) in bytes/s.
+    await page.locator('#chart-network').waitFor({timeout: 30000});
     const cpu = page.locator('#chart-cpu');
     await waitFor(async () => {
       const [min, max] = await Promise.all([cpu.getAttribute('data-x-min'), cpu.getAttribute('data-x-max')]);
