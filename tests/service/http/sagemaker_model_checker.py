@@ -16,7 +16,8 @@ import json
 DEBUGPLANE_EXTRAS = {
     "CreateTrainingJobResponse": {"Warnings"},
     "UpdateTrainingJobResponse": {"Warnings"},
-    "DescribeTrainingJobResponse": {"ConfigVersion", "RuleActions", "ConfigurationUpdates"},
+    "DescribeTrainingJobResponse": {"ConfigVersion", "RuleActions", "ConfigurationUpdates",
+                                    "TrainingHosts"},
     "DebugRuleEvaluationStatus": {"LastEvaluatedStep"},
 }
 
