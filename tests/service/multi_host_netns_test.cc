@@ -22,6 +22,7 @@
 #include <array>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel_posix.h"
 #include "gtest/gtest.h"
+#include "objectstore/s3_object_store.h"
 #include "tests/objectstore/s3_test_server.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/aws_environment.h"
@@ -213,6 +215,38 @@ class MultiHostNetnsTest : public ::testing::Test {
     ASSERT_TRUE(ran.ok()) << ran;
   }
 
+  // The nodes whose system metrics are in the store under `prefix`
+  // (".../system/incremental/<hour>/<minute>.<node>.json"), listed from the
+  // store's namespace.
+  static std::set<std::string> NodesInStore(const std::string& prefix) {
+    std::set<std::string> nodes;
+    objectstore::S3Config config = cluster_->s3->Config();
+    config.endpoint = absl::StrCat("http://127.0.0.1:", cluster_->s3->port());
+    absl::Status ran = cluster_->store_ns->Run([&] {
+      auto store = objectstore::S3ObjectStore::Create({.config = config, .bucket = kBucket});
+      ASSERT_TRUE(store.ok()) << store.status();
+      objectstore::ListOptions options;
+      options.prefix = prefix;
+      for (bool more = true; more;) {
+        absl::StatusOr<objectstore::ListResult> listed = (*store)->List(options);
+        ASSERT_TRUE(listed.ok()) << listed.status();
+        for (const objectstore::ObjectEntry& object : listed->objects) {
+          const std::string& key = object.key;
+          if (key.find("/system/incremental/") == std::string::npos) continue;
+          const size_t end = key.rfind(".json");
+          const size_t dot = key.rfind('.', end - 1);
+          if (end != std::string::npos && dot != std::string::npos) {
+            nodes.insert(key.substr(dot + 1, end - dot - 1));
+          }
+        }
+        more = listed->truncated;
+        options.start_after = listed->next_start_after;
+      }
+    });
+    EXPECT_TRUE(ran.ok()) << ran;
+    return nodes;
+  }
+
   static v1::DescribeTrainingJobResponse Describe(const std::string& job) {
     return DescribeJob(*Server(*cluster_), job);
   }
@@ -280,6 +314,9 @@ TEST_F(MultiHostNetnsTest, TheJobWaitsForTheLastHostWhoseNanIsFound) {
   EXPECT_EQ(rule.rule_evaluation_status(), v1::RuleEvaluationStatus::IssuesFound)
       << rule.status_details();
   EXPECT_THAT(rule.status_details(), HasSubstr("step 25"));
+  // Every host's system metrics went up under its own node name.
+  EXPECT_EQ(NodesInStore(absl::StrCat(job, "/")),
+            (std::set<std::string>{"algo-1", "algo-2", "algo-3"}));
 }
 
 TEST_F(MultiHostNetnsTest, AFailedHostFailsTheJobAndTheOthersAreStopped) {
