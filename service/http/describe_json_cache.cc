@@ -23,21 +23,35 @@ absl::StatusOr<std::shared_ptr<const std::string>> DescribeJsonCache::Json(
         absl::StrCat("the committed record of training job '", job_name, "' does not parse"));
   }
   auto json = std::make_shared<const std::string>(ToSageMakerJson(record));
+  Entry entry{.encoded = std::move(encoded), .json = json};
+  const size_t entry_bytes = BytesOf(entry);
   absl::MutexLock lock(&mu_);
   ++printed_;
-  auto found = entries_.find(job_name);
-  if (found == entries_.end()) {
-    if (entries_.size() >= capacity_) entries_.clear();
-    entries_.emplace(std::string(job_name), Entry{.encoded = std::move(encoded), .json = json});
-  } else {
-    found->second = Entry{.encoded = std::move(encoded), .json = json};
+  if (auto found = entries_.find(job_name); found != entries_.end()) {
+    bytes_ -= BytesOf(found->second);
+    entries_.erase(found);
   }
+  if (entry_bytes > capacity_bytes_) return json;  // Served, not kept.
+  if (entries_.size() >= capacity_ || bytes_ + entry_bytes > capacity_bytes_) {
+    entries_.clear();
+    bytes_ = 0;
+  }
+  entries_.emplace(std::string(job_name), std::move(entry));
+  bytes_ += entry_bytes;
   return json;
 }
 
 void DescribeJsonCache::Forget(absl::string_view job_name) {
   absl::MutexLock lock(&mu_);
-  entries_.erase(job_name);
+  if (auto found = entries_.find(job_name); found != entries_.end()) {
+    bytes_ -= BytesOf(found->second);
+    entries_.erase(found);
+  }
+}
+
+size_t DescribeJsonCache::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
 }
 
 size_t DescribeJsonCache::size() const {

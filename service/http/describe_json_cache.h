@@ -26,11 +26,14 @@
 
 namespace debugplane::service::http {
 
-// Thread-safe. Holds at most `capacity` jobs' JSON (a few kB each); when
-// full it starts over empty.
+// Thread-safe. Holds at most `capacity` jobs and `capacity_bytes` of JSON
+// and encoded records together (an entry may hold a version its job has
+// since left behind, until that job's next Describe); when either would be
+// exceeded it starts over empty.
 class DescribeJsonCache {
  public:
-  explicit DescribeJsonCache(size_t capacity = 16384) : capacity_(capacity) {}
+  explicit DescribeJsonCache(size_t capacity = 16384, size_t capacity_bytes = 64 << 20)
+      : capacity_(capacity), capacity_bytes_(capacity_bytes) {}
 
   DescribeJsonCache(const DescribeJsonCache&) = delete;
   DescribeJsonCache& operator=(const DescribeJsonCache&) = delete;
@@ -47,6 +50,8 @@ class DescribeJsonCache {
   void Forget(absl::string_view job_name);
 
   size_t size() const;
+  // Bytes held (JSON and encoded records), as counted against capacity_bytes.
+  size_t bytes() const;
   // Records printed (misses) so far, for tests.
   int64_t printed() const;
 
@@ -56,9 +61,15 @@ class DescribeJsonCache {
     std::shared_ptr<const std::string> json;
   };
 
+  static size_t BytesOf(const Entry& entry) {
+    return entry.encoded->size() + entry.json->size();
+  }
+
   const size_t capacity_;
+  const size_t capacity_bytes_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t printed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

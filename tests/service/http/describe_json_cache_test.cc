@@ -64,6 +64,37 @@ TEST(DescribeJsonCacheTest, ForgetsOnRequestAndStaysWithinItsCapacity) {
   EXPECT_EQ(cache.printed(), printed + 1);
 }
 
+TEST(DescribeJsonCacheTest, StaysWithinItsBytesAndServesWhatItCannotKeep) {
+  auto a = Version("job-a", v1::TrainingJobStatus::InProgress);
+  DescribeJsonCache probe;
+  ASSERT_TRUE(probe.Json("job-a", a).ok());
+  const size_t one = probe.bytes();
+  ASSERT_GT(one, a->size());  // The encoded record and its JSON.
+
+  DescribeJsonCache cache(/*capacity=*/100, /*capacity_bytes=*/one * 2 + one / 2);
+  ASSERT_TRUE(cache.Json("job-a", a).ok());
+  ASSERT_TRUE(cache.Json("job-b", Version("job-b", v1::TrainingJobStatus::InProgress)).ok());
+  EXPECT_EQ(cache.size(), 2u);
+  ASSERT_TRUE(cache.Json("job-c", Version("job-c", v1::TrainingJobStatus::InProgress)).ok());
+  EXPECT_LE(cache.bytes(), one * 2 + one / 2);
+  EXPECT_LE(cache.size(), 2u);
+  // A new version replaces the old one's bytes rather than adding to them.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(cache.Json("job-c", Version("job-c", v1::TrainingJobStatus::Stopped)).ok());
+  }
+  EXPECT_LE(cache.bytes(), one * 2 + one / 2);
+  cache.Forget("job-c");
+  cache.Forget("job-a");
+  cache.Forget("job-b");
+  EXPECT_EQ(cache.bytes(), 0u);
+
+  DescribeJsonCache tiny(/*capacity=*/100, /*capacity_bytes=*/1);
+  auto served = tiny.Json("job-a", a);
+  ASSERT_TRUE(served.ok());
+  EXPECT_EQ(Json::parse(**served)["TrainingJobName"], "job-a");
+  EXPECT_EQ(tiny.size(), 0u);
+}
+
 TEST(DescribeJsonCacheTest, BytesThatDoNotParseAreAnInternalError) {
   DescribeJsonCache cache;
   auto broken = cache.Json("a", std::make_shared<const std::string>("\xff\xff\xff"));
