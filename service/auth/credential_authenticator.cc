@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/auth/signature_replay_cache.h"
+#include "service/auth/signing_key_cache.h"
 #include "service/auth/sigv4.h"
 
 namespace debugplane::service::auth {
@@ -34,6 +35,13 @@ bool SecretsEqual(absl::string_view a, absl::string_view b) {
   const std::string digest_a = Sha256Hex(a);
   const std::string digest_b = Sha256Hex(b);
   return CRYPTO_memcmp(digest_a.data(), digest_b.data(), digest_a.size()) == 0;
+}
+
+// Constant-time equality of two signatures (hex digests). Their length is
+// public (a parsed signature is always 64 hex digits), so only the content
+// is compared in constant time, without hashing both first.
+bool SignaturesEqual(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 Principal PrincipalOf(const Credential& credential) {
@@ -179,10 +187,13 @@ class CredentialAuthenticator final : public Authenticator {
     absl::StatusOr<std::string> canonical =
         CanonicalRequest(request, parsed->signed_headers, payload_hash);
     if (!canonical.ok()) return canonical.status();
-    const std::string expected = SigV4Signature(
-        found->second.secret_access_key, parsed->date, parsed->region, parsed->service,
+    // The key comes from the server's secret for this access key (cached
+    // per day, region and service); the request's claims only select it.
+    const std::string expected = SigV4SignatureWithKey(
+        signing_keys_.SigningKey(found->first, found->second.secret_access_key, parsed->date,
+                                 parsed->region, parsed->service),
         StringToSign(FormatAmzDate(*signed_at), parsed->Scope(), *canonical));
-    if (!SecretsEqual(expected, parsed->signature)) {
+    if (!SignaturesEqual(expected, parsed->signature)) {
       return InvalidSignature(
           "The request signature we calculated does not match the signature you provided. "
           "Check your AWS Secret Access Key and signing method.");
@@ -275,6 +286,8 @@ class CredentialAuthenticator final : public Authenticator {
   // Authenticator interface is const, and recording a use is no change of
   // what the authenticator accepts).
   mutable SignatureReplayCache replays_;
+  // Derived signing keys (mutable for the same reason: a cache).
+  mutable SigningKeyCache signing_keys_;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 #include "service/auth/sigv4.h"
 
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <algorithm>
 #include <optional>
@@ -26,12 +27,54 @@ absl::Status Incomplete(absl::string_view message) {
   return status;
 }
 
+// SHA-256 fetched from OpenSSL's provider once: EVP_sha256() and HMAC()
+// look the algorithm up again on every call (OpenSSL 3), which cost a
+// server more than the hashing of a small request itself.
+EVP_MD* Sha256() {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  return md;
+}
+
+// An HMAC-SHA256 context per thread, its digest set once; each MAC only
+// re-keys it (EVP_MAC_init with a key and no parameters).
+class HmacContext {
+ public:
+  HmacContext() {
+    static EVP_MAC* const hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    context_ = EVP_MAC_CTX_new(hmac);
+    char digest[] = "SHA256";
+    const OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
+    EVP_MAC_CTX_set_params(context_, params);
+  }
+  ~HmacContext() { EVP_MAC_CTX_free(context_); }
+  HmacContext(const HmacContext&) = delete;
+  HmacContext& operator=(const HmacContext&) = delete;
+
+  std::string Mac(absl::string_view key, absl::string_view data) {
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    size_t length = 0;
+    // An empty key is a valid HMAC key; OpenSSL wants a non-null pointer.
+    static const unsigned char kNoKey = 0;
+    const unsigned char* key_bytes =
+        key.empty() ? &kNoKey : reinterpret_cast<const unsigned char*>(key.data());
+    if (EVP_MAC_init(context_, key_bytes, key.size(), nullptr) != 1 ||
+        EVP_MAC_update(context_, reinterpret_cast<const unsigned char*>(data.data()),
+                       data.size()) != 1 ||
+        EVP_MAC_final(context_, mac, &length, sizeof(mac)) != 1) {
+      // Only if OpenSSL itself is broken; an empty MAC matches no signature.
+      return "";
+    }
+    return std::string(reinterpret_cast<const char*>(mac), length);
+  }
+
+ private:
+  EVP_MAC_CTX* context_ = nullptr;
+};
+
 std::string Hmac(absl::string_view key, absl::string_view data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &length);
-  return std::string(reinterpret_cast<const char*>(mac), length);
+  thread_local HmacContext context;
+  return context.Mac(key, data);
 }
 
 // Trims and collapses runs of blanks into one space, as AWS does to values.
@@ -144,7 +187,7 @@ absl::StatusOr<SigV4Authorization> ParseSigV4Authorization(absl::string_view hea
 std::string Sha256Hex(absl::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  EVP_Digest(data.data(), data.size(), digest, &length, Sha256(), nullptr);
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
@@ -208,11 +251,21 @@ std::string StringToSign(absl::string_view amz_date, absl::string_view scope,
 std::string SigV4Signature(absl::string_view secret_access_key, absl::string_view date,
                            absl::string_view region, absl::string_view service,
                            absl::string_view string_to_sign) {
+  return SigV4SignatureWithKey(SigV4SigningKey(secret_access_key, date, region, service),
+                               string_to_sign);
+}
+
+std::string SigV4SigningKey(absl::string_view secret_access_key, absl::string_view date,
+                            absl::string_view region, absl::string_view service) {
   std::string key = Hmac(absl::StrCat("AWS4", secret_access_key), date);
   key = Hmac(key, region);
   key = Hmac(key, service);
-  key = Hmac(key, "aws4_request");
-  return absl::BytesToHexString(Hmac(key, string_to_sign));
+  return Hmac(key, "aws4_request");
+}
+
+std::string SigV4SignatureWithKey(absl::string_view signing_key,
+                                  absl::string_view string_to_sign) {
+  return absl::BytesToHexString(Hmac(signing_key, string_to_sign));
 }
 
 }  // namespace debugplane::service::auth

@@ -70,6 +70,17 @@ std::string SigV4Signature(absl::string_view secret_access_key, absl::string_vie
                            absl::string_view region, absl::string_view service,
                            absl::string_view string_to_sign);
 
+// The signing key SigV4Signature derives (four HMACs): a pure function of
+// its arguments, valid for every request of that day, region and service,
+// so a verifier may keep it (SigningKeyCache). Raw bytes, a secret.
+std::string SigV4SigningKey(absl::string_view secret_access_key, absl::string_view date,
+                            absl::string_view region, absl::string_view service);
+
+// hex(HMAC(signing_key, string_to_sign)): SigV4Signature with the key
+// already derived.
+std::string SigV4SignatureWithKey(absl::string_view signing_key,
+                                  absl::string_view string_to_sign);
+
 }  // namespace debugplane::service::auth
 
 #endif  // DEBUGPLANE_SERVICE_AUTH_SIGV4_H_

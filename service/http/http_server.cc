@@ -52,6 +52,21 @@ MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* 
   return MHD_YES;
 }
 
+// A libmicrohttpd response over `response`'s body without copying it: the
+// bytes move to the heap (or, for a shared body, a reference is taken) and
+// libmicrohttpd frees them once it has sent them.
+MHD_Response* NewMhdResponse(HttpResponse& response) {
+  auto* owner = response.shared_body != nullptr
+                    ? new std::shared_ptr<const std::string>(std::move(response.shared_body))
+                    : new std::shared_ptr<const std::string>(
+                          std::make_shared<const std::string>(std::move(response.body)));
+  MHD_Response* reply = MHD_create_response_from_buffer_with_free_callback_cls(
+      (*owner)->size(), const_cast<char*>((*owner)->data()),
+      [](void* cls) { delete static_cast<std::shared_ptr<const std::string>*>(cls); }, owner);
+  if (reply == nullptr) delete owner;
+  return reply;
+}
+
 void LogFromMhd(void*, const char* format, va_list args) {
   char line[512];
   vsnprintf(line, sizeof(line), format, args);
@@ -95,7 +110,7 @@ class HttpServer::Impl {
   void Dispatch(MHD_Connection* connection, const std::shared_ptr<Exchange>& exchange);
   const HttpRoute* Route(const HttpRequest& request, bool* path_known) const;
   MHD_Result Queue(MHD_Connection* connection, const HttpRequest& request,
-                   const HttpResponse& response);
+                   HttpResponse response);
   MHD_Result QueueStream(MHD_Connection* connection, const HttpRequest& request,
                          const StreamStart& start, const std::shared_ptr<StreamState>& stream);
 
@@ -260,7 +275,7 @@ MHD_Result HttpServer::Impl::OnAccess(void* cls, MHD_Connection* connection, con
   }
   HttpResponse response = *std::move(exchange->response);
   exchange->response.reset();
-  return self->Queue(connection, exchange->request, response);
+  return self->Queue(connection, exchange->request, std::move(response));
 }
 
 std::optional<HttpResponse> HttpServer::Impl::Admit(MHD_Connection* connection,
@@ -350,12 +365,12 @@ void HttpServer::Impl::Dispatch(MHD_Connection* connection,
   exchange->request.peer = PeerOf(connection);
   auto responder = std::make_unique<ExchangeResponder>(
       exchange, streams_, options_.max_stream_queue_bytes, options_.auth_failures);
-  // The handler gets a copy of the request so that the exchange (read by
-  // this thread when it queues the reply) is never shared mutably; the body
-  // moves, so that it is held once.
-  HttpRequest request = exchange->request;
-  request.body = std::move(exchange->request.body);
-  std::string().swap(exchange->request.body);
+  // The handler gets the request, moved rather than copied (headers and
+  // body are its bulk); the exchange keeps its own method (non-empty: the
+  // request has started) and request id, which this thread reads when it
+  // queues the reply, so nothing is shared mutably.
+  HttpRequest request = std::move(exchange->request);
+  exchange->request = HttpRequest{.method = request.method, .request_id = request.request_id};
   exchange->route->handler(std::move(request), std::move(responder));
   // Handlers authenticate and parse before they return; what they keep
   // beyond is their own (and authenticated).
@@ -374,9 +389,8 @@ const HttpRoute* HttpServer::Impl::Route(const HttpRequest& request, bool* path_
 }
 
 MHD_Result HttpServer::Impl::Queue(MHD_Connection* connection, const HttpRequest& request,
-                                   const HttpResponse& response) {
-  MHD_Response* reply = MHD_create_response_from_buffer(
-      response.body.size(), const_cast<char*>(response.body.data()), MHD_RESPMEM_MUST_COPY);
+                                   HttpResponse response) {
+  MHD_Response* reply = NewMhdResponse(response);
   if (reply == nullptr) return MHD_NO;
   for (const auto& [name, value] : response.headers) {
     MHD_add_response_header(reply, name.c_str(), value.c_str());

@@ -63,11 +63,20 @@ struct HttpResponse {
   int status = 200;
   HttpHeaders headers;  // Content-Type among them; x-amzn-RequestId is added.
   std::string body;
+  // When set, the body sent instead of `body`: bytes shared with a cache
+  // (immutable), handed to libmicrohttpd without a copy and kept alive
+  // until it has sent them.
+  std::shared_ptr<const std::string> shared_body;
   // The request presented a credential that was refused (a wrong key or
   // secret, a bad signature; see MarkCredentialRefused in
   // client_rate_limiter.h): charged to the client's address in
   // HttpServerOptions::auth_failures. Not sent.
   bool failed_authentication = false;
+
+  // The body sent: *shared_body if set, else body.
+  absl::string_view BodyBytes() const {
+    return shared_body != nullptr ? absl::string_view(*shared_body) : absl::string_view(body);
+  }
 };
 
 // The body of a streamed reply (see HttpResponder::StartStream), sent as it

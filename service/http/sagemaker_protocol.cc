@@ -101,21 +101,31 @@ HttpRoute SageMakerProtocol::Route() {
                    .max_body_bytes = kMaxSageMakerRequestBytes};
 }
 
-absl::StatusOr<auth::Principal> SageMakerProtocol::Authenticate(const HttpRequest& request) const {
+absl::StatusOr<auth::Principal> SageMakerProtocol::Authenticate(HttpRequest& request) const {
   if (authenticator_ == nullptr) {
     return auth::Principal{.role = auth::Role::kAdmin, .access_key_id = "anonymous"};
   }
-  auth::SignedHttpRequest signed_request{.method = request.method,
-                                         .path = request.path,
-                                         .query = request.query,
-                                         .headers = request.headers,
-                                         .body = request.body};
-  return authenticator_->AuthenticateSigV4(signed_request, options_.clock->Now());
+  // Moved in and back rather than copied: headers and body are most of a
+  // request's bytes.
+  auth::SignedHttpRequest signed_request{.method = std::move(request.method),
+                                         .path = std::move(request.path),
+                                         .query = std::move(request.query),
+                                         .headers = std::move(request.headers),
+                                         .body = std::move(request.body)};
+  absl::StatusOr<auth::Principal> principal =
+      authenticator_->AuthenticateSigV4(signed_request, options_.clock->Now());
+  request.method = std::move(signed_request.method);
+  request.path = std::move(signed_request.path);
+  request.query = std::move(signed_request.query);
+  request.headers = std::move(signed_request.headers);
+  request.body = std::move(signed_request.body);
+  return principal;
 }
 
 void SageMakerProtocol::Handle(HttpRequest request, std::unique_ptr<HttpResponder> responder) {
-  const absl::string_view target = request.Header("X-Amz-Target");
-  const std::optional<auth::Action> operation = ParseAmzTarget(target);
+  const std::optional<auth::Action> operation = ParseAmzTarget(request.Header("X-Amz-Target"));
+  // Read after Authenticate, which moves the headers out and back.
+  const std::string target(request.Header("X-Amz-Target"));
   if (!operation.has_value()) {
     RespondError(*responder, request, target, "UnknownOperationException",
                  target.empty()
@@ -136,6 +146,10 @@ void SageMakerProtocol::Handle(HttpRequest request, std::unique_ptr<HttpResponde
     RespondError(*responder, request, target, refused);
     return;
   }
+  if (*operation == auth::Action::kDescribeTrainingJob) {
+    ServeDescribe(request, *principal, std::move(responder));
+    return;
+  }
   using H = core::TrainingJobHandler;
   using Serving = void (SageMakerProtocol::*)(const HttpRequest&, const auth::Principal&,
                                               auth::Action, std::unique_ptr<HttpResponder>);
@@ -149,10 +163,75 @@ void SageMakerProtocol::Handle(HttpRequest request, std::unique_ptr<HttpResponde
       {auth::Action::kStopTrainingJob, &SageMakerProtocol::ServeOperation<&H::StopTrainingJob>},
       {auth::Action::kDeleteTrainingJob, &SageMakerProtocol::ServeOperation<&H::DeleteTrainingJob>},
   };
-  for (const auto& [action, serve] : kServing) {
+  for (const auto& [action, serve] : kServing) {  // Describe is served above.
     if (action == *operation)
       return (this->*serve)(request, *principal, action, std::move(responder));
   }
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> SageMakerProtocol::DescribedJson(
+    const v1::DescribeTrainingJobRequest& request, const absl::Status& caught_up) {
+  if (!caught_up.ok()) return caught_up;
+  absl::StatusOr<std::shared_ptr<const std::string>> encoded =
+      jobs_->DescribeTrainingJobEncoded(request);
+  if (!encoded.ok()) {
+    if (absl::IsNotFound(encoded.status())) describe_json_.Forget(request.training_job_name());
+    return encoded.status();
+  }
+  return describe_json_.Json(request.training_job_name(), *std::move(encoded));
+}
+
+template <typename Request>
+bool SageMakerProtocol::Admit(const HttpRequest& http, const auth::Principal& principal,
+                              auth::Action action, Request* request, HttpResponder& responder) {
+  const absl::string_view target = http.Header("X-Amz-Target");
+  if (absl::Status parsed = ParseSageMakerJson(http.body, request); !parsed.ok()) {
+    RespondError(responder, http, target, parsed);
+    return false;
+  }
+  if (absl::Status allowed = auth::Authorize(principal, action, JobNameOf(*request));
+      !allowed.ok()) {
+    if (!auth::AwsErrorCode(allowed).has_value()) {
+      auth::SetAwsErrorCode(allowed, "AccessDeniedException");
+    }
+    RespondError(responder, http, target, allowed);
+    return false;
+  }
+  if (in_flight_->fetch_add(1) >= options_.max_operations_in_flight) {
+    in_flight_->fetch_sub(1);
+    RespondError(responder, http, target, "ThrottlingException",
+                 absl::StrCat("more than ", options_.max_operations_in_flight,
+                              " operations are in flight; retry with backoff"));
+    return false;
+  }
+  return true;
+}
+
+void SageMakerProtocol::ServeDescribe(const HttpRequest& http, const auth::Principal& principal,
+                                      std::unique_ptr<HttpResponder> responder) {
+  const absl::string_view target = http.Header("X-Amz-Target");
+  auto request = std::make_shared<v1::DescribeTrainingJobRequest>();
+  if (!Admit(http, principal, auth::Action::kDescribeTrainingJob, request.get(), *responder)) {
+    return;
+  }
+  // As gRPC's Describe: read-your-writes first (at once with one server),
+  // then the committed record's bytes, printed once per version.
+  jobs_->AwaitConsistentRead([this, request = std::move(request),
+                              responder = std::move(responder), in_flight = in_flight_,
+                              request_id = http.request_id, peer = http.peer,
+                              target = std::string(target)](absl::Status status) mutable {
+    in_flight->fetch_sub(1);
+    absl::StatusOr<std::shared_ptr<const std::string>> json = DescribedJson(*request, status);
+    if (!json.ok()) {
+      AwsError error = ToAwsError(json.status());
+      spdlog::debug("http {} {} {}: {} {}", peer, target, request_id, error.code, error.message);
+      responder->Respond(AwsErrorResponse(error));
+      return;
+    }
+    HttpResponse reply = JsonReply("");
+    reply.shared_body = *std::move(json);
+    responder->Respond(std::move(reply));
+  });
 }
 
 template <typename Request, typename Response>
@@ -163,25 +242,7 @@ void SageMakerProtocol::Serve(const HttpRequest& http, const auth::Principal& pr
                               std::unique_ptr<HttpResponder> responder) {
   const absl::string_view target = http.Header("X-Amz-Target");
   auto call = std::make_shared<Call<Request, Response>>();
-  if (absl::Status parsed = ParseSageMakerJson(http.body, &call->request); !parsed.ok()) {
-    RespondError(*responder, http, target, parsed);
-    return;
-  }
-  if (absl::Status allowed = auth::Authorize(principal, action, JobNameOf(call->request));
-      !allowed.ok()) {
-    if (!auth::AwsErrorCode(allowed).has_value()) {
-      auth::SetAwsErrorCode(allowed, "AccessDeniedException");
-    }
-    RespondError(*responder, http, target, allowed);
-    return;
-  }
-  if (in_flight_->fetch_add(1) >= options_.max_operations_in_flight) {
-    in_flight_->fetch_sub(1);
-    RespondError(*responder, http, target, "ThrottlingException",
-                 absl::StrCat("more than ", options_.max_operations_in_flight,
-                              " operations are in flight; retry with backoff"));
-    return;
-  }
+  if (!Admit(http, principal, action, &call->request, *responder)) return;
   Request& request = call->request;
   Response* response = &call->response;
   (jobs_->*operation)(request, response,

@@ -29,6 +29,7 @@
 #include "base/clock.h"
 #include "core/manager/training_job_handler.h"
 #include "service/auth/auth.h"
+#include "service/http/describe_json_cache.h"
 #include "service/http/http_server.h"
 
 namespace debugplane::service::http {
@@ -71,7 +72,21 @@ class SageMakerProtocol {
   void Handle(HttpRequest request, std::unique_ptr<HttpResponder> responder);
 
  private:
-  absl::StatusOr<auth::Principal> Authenticate(const HttpRequest& request) const;
+  // Takes the request's parts for the verifier and gives them back.
+  absl::StatusOr<auth::Principal> Authenticate(HttpRequest& request) const;
+  // Parses `http`'s body into `request`, authorizes `action` on it and takes
+  // an in-flight slot; otherwise answers the error and returns false.
+  template <typename Request>
+  bool Admit(const HttpRequest& http, const auth::Principal& principal, auth::Action action,
+             Request* request, HttpResponder& responder);
+  // The JSON of the job `request` names, once `caught_up` (the read-your-
+  // writes wait) is OK; its error otherwise.
+  absl::StatusOr<std::shared_ptr<const std::string>> DescribedJson(
+      const v1::DescribeTrainingJobRequest& request, const absl::Status& caught_up);
+  // DescribeTrainingJob from the committed record's bytes and their cached
+  // JSON (describe_json_cache.h); same answers and errors as Serve.
+  void ServeDescribe(const HttpRequest& http, const auth::Principal& principal,
+                     std::unique_ptr<HttpResponder> responder);
   template <typename Request, typename Response>
   void Serve(const HttpRequest& http, const auth::Principal& principal, auth::Action action,
              void (core::TrainingJobHandler::*operation)(const Request&, Response*,
@@ -88,6 +103,7 @@ class SageMakerProtocol {
   core::TrainingJobHandler* const jobs_;
   const auth::Authenticator* const authenticator_;
   const SageMakerProtocolOptions options_;
+  DescribeJsonCache describe_json_;
   // Shared with the calls in flight, which release their slot when done.
   std::shared_ptr<std::atomic<int>> in_flight_ = std::make_shared<std::atomic<int>>(0);
 };

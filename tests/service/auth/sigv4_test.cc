@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/signature_replay_cache.h"
+#include "service/auth/signing_key_cache.h"
 #include "service/server_app.h"
 #include "service/server_flags.h"
 #include "tests/support/scoped_temp_dir.h"
@@ -29,6 +30,7 @@ namespace {
 
 using ::debugplane::testing::ScopedTempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kExampleKey[] = "AKIDEXAMPLE";
@@ -313,14 +315,16 @@ class SelfSignedTest : public ::testing::Test {
   static constexpr char kSecret[] = "Op3rator/Secret+Key=0123456789abcdefghij";
 
   void SetUp() override {
-    authenticator_ = NewAuthenticator(Store(absl::StrCat("operator ", kKey, " ", kSecret)), {});
+    store_ = Store(absl::StrCat("operator ", kKey, " ", kSecret));
+    authenticator_ = NewAuthenticator(store_, {});
   }
 
   // A SageMaker request for `target` at `at`, signed over `signed_headers`
   // (lower-case, sorted).
   static SignedHttpRequest Signed(const std::string& target,
                                   const std::vector<std::string>& signed_headers, absl::Time at,
-                                  const std::string& body = R"({"TrainingJobName":"job-a"})") {
+                                  const std::string& body = R"({"TrainingJobName":"job-a"})",
+                                  const std::string& secret = kSecret) {
     const std::string amz_date = absl::FormatTime("%Y%m%dT%H%M%SZ", at, absl::UTCTimeZone());
     SignedHttpRequest request;
     request.method = "POST";
@@ -336,7 +340,7 @@ class SelfSignedTest : public ::testing::Test {
     const std::string scope =
         absl::StrCat(amz_date.substr(0, 8), "/us-east-1/sagemaker/aws4_request");
     const std::string signature =
-        SigV4Signature(kSecret, amz_date.substr(0, 8), "us-east-1", "sagemaker",
+        SigV4Signature(secret, amz_date.substr(0, 8), "us-east-1", "sagemaker",
                        StringToSign(amz_date, scope, *canonical));
     request.headers.emplace_back(
         "Authorization", absl::StrCat("AWS4-HMAC-SHA256 Credential=", kKey, "/", scope,
@@ -349,6 +353,7 @@ class SelfSignedTest : public ::testing::Test {
     return authenticator_->AuthenticateSigV4(request, now).status();
   }
 
+  std::shared_ptr<CredentialStore> store_;
   std::unique_ptr<Authenticator> authenticator_;
 };
 
@@ -414,6 +419,67 @@ TEST_F(SelfSignedTest, AStateChangingSignatureIsAcceptedOnceAReadRepeats) {
   tampered.body = R"({"TrainingJobName":"other"})";
   EXPECT_FALSE(Verify(tampered, signed_at).ok());
   EXPECT_TRUE(Verify(deleted, signed_at).ok());
+}
+
+// The verifier keeps derived signing keys (SigningKeyCache): a key cached
+// from the right secret must not make a wrong secret's signature pass, and a
+// reloaded secret must take effect at the next request.
+TEST_F(SelfSignedTest, CachedSigningKeysLetNoWrongOrReplacedSecretThrough) {
+  const absl::Time now = absl::FromUnixSeconds(1750000000);
+  const std::vector<std::string> all = {"content-type", "host", "x-amz-date", "x-amz-target"};
+  const std::string body = R"({"TrainingJobName":"job-a"})";
+  const SignedHttpRequest right = Signed("DescribeTrainingJob", all, now, body);
+  ASSERT_TRUE(Verify(right, now).ok()) << Verify(right, now);
+  ASSERT_TRUE(Verify(right, now).ok());  // From the cache this time.
+
+  // The same request signed with a wrong secret, after the right one's key
+  // was cached (and again, in case the first refusal cached anything).
+  const SignedHttpRequest wrong =
+      Signed("DescribeTrainingJob", all, now, body, "not-the-secret/0123456789abcdefghij");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const absl::Status refused = Verify(wrong, now);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_EQ(AwsErrorCode(refused), "InvalidSignatureException") << refused;
+    EXPECT_THAT(std::string(refused.message()), Not(HasSubstr(kSecret)));
+  }
+  // The secret rotated (credentials reloaded): the old secret's signature,
+  // whose key is cached, is refused; the new secret's is accepted.
+  const std::string rotated = "R0tated/Secret+Key=abcdefghij0123456789";
+  absl::StatusOr<CredentialSet> set =
+      ParseCredentials(absl::StrCat("operator ", kKey, " ", rotated), "test");
+  ASSERT_TRUE(set.ok()) << set.status();
+  store_->Replace(*std::move(set));
+  EXPECT_EQ(AwsErrorCode(Verify(right, now)), "InvalidSignatureException");
+  EXPECT_TRUE(Verify(Signed("DescribeTrainingJob", all, now, body, rotated), now).ok());
+  // Another day is another key, derived from the secret in force.
+  const absl::Time tomorrow = now + absl::Hours(24);
+  EXPECT_TRUE(Verify(Signed("DescribeTrainingJob", all, tomorrow, body, rotated), tomorrow).ok());
+  EXPECT_FALSE(Verify(Signed("DescribeTrainingJob", all, tomorrow, body), tomorrow).ok());
+}
+
+TEST(SigningKeyCacheTest, DerivesOncePerScopeAndSecretAndGivesTheDerivedKey) {
+  SigningKeyCache cache(/*capacity=*/3);
+  const std::string key = SigV4SigningKey("secret-1", "20250615", "us-east-1", "sagemaker");
+  EXPECT_EQ(cache.SigningKey("AKID1", "secret-1", "20250615", "us-east-1", "sagemaker"), key);
+  EXPECT_EQ(cache.SigningKey("AKID1", "secret-1", "20250615", "us-east-1", "sagemaker"), key);
+  EXPECT_EQ(cache.derivations(), 1);
+  // Any part of the scope, or the secret, changed: derived anew.
+  EXPECT_EQ(cache.SigningKey("AKID1", "secret-2", "20250615", "us-east-1", "sagemaker"),
+            SigV4SigningKey("secret-2", "20250615", "us-east-1", "sagemaker"));
+  EXPECT_EQ(cache.SigningKey("AKID1", "secret-2", "20250616", "us-east-1", "sagemaker"),
+            SigV4SigningKey("secret-2", "20250616", "us-east-1", "sagemaker"));
+  EXPECT_EQ(cache.SigningKey("AKID1", "secret-2", "20250616", "eu-west-1", "sagemaker"),
+            SigV4SigningKey("secret-2", "20250616", "eu-west-1", "sagemaker"));
+  EXPECT_EQ(cache.derivations(), 4);
+  EXPECT_LE(cache.size(), 3u);
+  // Back to the first secret: not the second's cached key.
+  EXPECT_EQ(cache.SigningKey("AKID1", "secret-1", "20250615", "us-east-1", "sagemaker"), key);
+  EXPECT_EQ(cache.derivations(), 5);
+  // The key is the one AWS's test suite derives (get-vanilla's secret and scope).
+  EXPECT_EQ(SigV4SignatureWithKey(SigV4SigningKey(kExampleSecret, "20150830", "us-east-1",
+                                                  "service"),
+                                  "x"),
+            SigV4Signature(kExampleSecret, "20150830", "us-east-1", "service", "x"));
 }
 
 TEST(SignatureReplayCacheTest, ForgetsExpiredSignaturesAndStaysWithinItsCapacity) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -91,7 +92,7 @@ class SageMakerProtocolTest : public ::testing::Test {
     EXPECT_TRUE(captured->mu.AwaitWithTimeout(absl::Condition(&answered), absl::Seconds(10)));
     if (!captured->response.has_value()) return {};
     Reply reply{.status = captured->response->status,
-                .body = Json::parse(captured->response->body, nullptr, false)};
+                .body = Json::parse(captured->response->BodyBytes(), nullptr, false)};
     for (const auto& [name, value] : captured->response->headers) {
       if (name == "Content-Type") reply.content_type = value;
     }
@@ -134,6 +135,52 @@ TEST_F(SageMakerProtocolTest, CreateDescribeListStopDelete) {
   Reply stopped = Call("SageMaker.StopTrainingJob", R"({"TrainingJobName": "proto-job"})");
   EXPECT_EQ(stopped.status, 200);
   EXPECT_EQ(stopped.body, Json::object());
+}
+
+// HTTP Describe prints each committed version of a record once
+// (DescribeJsonCache): after every change it must answer the new state,
+// exactly as printing the handler's own Describe does, and NOT_FOUND once
+// the job is gone.
+TEST_F(SageMakerProtocolTest, DescribeAnswersEachCommittedVersionAsPrintedFromTheHandler) {
+  const auto direct_json = [this](const std::string& name) -> absl::StatusOr<Json> {
+    v1::DescribeTrainingJobRequest request;
+    request.set_training_job_name(name);
+    auto described = testing::CallSync<v1::DescribeTrainingJobResponse>(
+        *manager_, &core::TrainingJobHandler::DescribeTrainingJob, request);
+    if (!described.ok()) return described.status();
+    return Json::parse(ToSageMakerJson(*described));
+  };
+  const std::string describe = R"({"TrainingJobName": "cached-job"})";
+  ASSERT_EQ(Call("SageMaker.CreateTrainingJob", TemplateJson("cached-job")).status, 200);
+  Reply first = Call("SageMaker.DescribeTrainingJob", describe);
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.content_type, "application/x-amz-json-1.1");
+  EXPECT_EQ(first.body, *direct_json("cached-job"));
+  EXPECT_EQ(Call("SageMaker.DescribeTrainingJob", describe).body, first.body);
+
+  // A change (a new version): the next Describe shows it.
+  Reply stopped = Call("SageMaker.StopTrainingJob", describe);
+  ASSERT_EQ(stopped.status, 200) << stopped.body;
+  Reply after_stop = Call("SageMaker.DescribeTrainingJob", describe);
+  ASSERT_EQ(after_stop.status, 200);
+  EXPECT_NE(after_stop.body["TrainingJobStatus"], first.body["TrainingJobStatus"]);
+  EXPECT_EQ(after_stop.body, *direct_json("cached-job"));
+
+  // Gone: NOT_FOUND, not the last version printed; a new job of the same
+  // name is described as itself.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    Reply reply = Call("SageMaker.DeleteTrainingJob", describe);
+    if (reply.status == 200) break;
+    absl::SleepFor(absl::Milliseconds(50));  // Stopping -> Stopped first.
+  }
+  Reply missing = Call("SageMaker.DescribeTrainingJob", describe);
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_EQ(missing.body["__type"], "ResourceNotFound");
+  ASSERT_EQ(Call("SageMaker.CreateTrainingJob", TemplateJson("cached-job")).status, 200);
+  Reply recreated = Call("SageMaker.DescribeTrainingJob", describe);
+  ASSERT_EQ(recreated.status, 200);
+  EXPECT_EQ(recreated.body["TrainingJobStatus"], "InProgress");
+  EXPECT_EQ(recreated.body, *direct_json("cached-job"));
 }
 
 TEST_F(SageMakerProtocolTest, ErrorsCarryTheCoreMessageUnderSageMakersCode) {
