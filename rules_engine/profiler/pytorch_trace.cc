@@ -106,7 +106,8 @@ bool KindOf(const ScannedTraceEvent& e, TraceKind* kind) {
     *kind = TraceKind::kData;
   } else if (absl::StartsWith(n, "autograd::engine::evaluate_function")) {
     *kind = TraceKind::kBackward;
-  } else if (absl::StartsWith(n, "Optimizer.step#") || absl::StartsWith(n, "Optimizer.zero_grad#")) {
+  } else if (absl::StartsWith(n, "Optimizer.step#") ||
+             absl::StartsWith(n, "Optimizer.zero_grad#")) {
     *kind = TraceKind::kOptimizer;
   } else {
     *kind = TraceKind::kOperator;
@@ -207,8 +208,8 @@ void PyTorchTraceParser::ParseElement(absl::string_view text) {
     malformed("complete event without a string \"name\" or numbers \"ts\" and \"dur\"");
     return;
   }
-  if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || std::fabs(e.ts) > kMaxExact ||
-      e.dur < 0 || e.dur > kMaxExact) {
+  if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || std::fabs(e.ts) > kMaxExact || e.dur < 0 ||
+      e.dur > kMaxExact) {
     malformed("\"ts\" or \"dur\" is out of range (or \"dur\" negative)");
     return;
   }

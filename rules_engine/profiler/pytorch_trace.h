@@ -51,7 +51,9 @@
 // and kernels are no longer kept (counted in operators_dropped and said in
 // the errors), steps, data loading, backward and optimizer events still are
 // up to twice the budget; then nothing more is kept. The default budget is
-// 1.4M records, 64 MiB: a trace of ~350 MB.
+// 1.4M records (64 MiB of them; a trace of ~350 MB). The vector's growth and
+// the mapped events come on top: a 237 MB synthetic trace (1.65M events)
+// peaked at 155 MiB RSS (bench/pytorch_trace_bench.cc).
 //
 // Errors never abort: malformed events are counted ("file: event N: what",
 // the first kMaxTraceErrors kept); text that is not a trace (not JSON at the
@@ -97,8 +99,8 @@ enum class TraceKind : uint8_t { kStep, kData, kBackward, kOptimizer, kOperator,
 struct TraceRecord {
   double ts = 0, dur = 0;  // Microseconds, as in the file.
   int64_t pid = 0, tid = 0;
-  int64_t step = -1;       // kStep: N of ProfilerStep#N.
-  uint32_t name = 0;       // Index into the parser's names.
+  int64_t step = -1;  // kStep: N of ProfilerStep#N.
+  uint32_t name = 0;  // Index into the parser's names.
   TraceKind kind = TraceKind::kOperator;
   bool pid_is_text = false;
 };
@@ -107,7 +109,7 @@ struct PyTorchTraceFile {
   std::vector<FrameworkEvent> events;  // Sorted by start.
   int64_t steps = 0;
   int64_t malformed_events = 0;
-  int64_t operators_dropped = 0;  // Past kTraceRecordBudget.
+  int64_t operators_dropped = 0;    // Past kTraceRecordBudget.
   std::vector<std::string> errors;  // At most kMaxTraceErrors.
   bool complete = false;            // The whole top-level value was read.
   bool has_base_time = false;       // baseTimeNanoseconds (else the name's time).
@@ -153,8 +155,8 @@ class PyTorchTraceParser {
   bool expect_key_ = true;
   std::string key_;
   bool reading_key_ = false;
-  int events_depth_ = -1;     // Depth of the traceEvents elements; -1 outside.
-  bool capturing_ = false;    // Inside an element (or the base time's value).
+  int events_depth_ = -1;   // Depth of the traceEvents elements; -1 outside.
+  bool capturing_ = false;  // Inside an element (or the base time's value).
   bool capturing_base_ = false;
   bool element_too_long_ = false;
   std::string element_;

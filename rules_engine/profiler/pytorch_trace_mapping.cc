@@ -185,8 +185,8 @@ class TraceMapper {
     }
   }
 
-  void Emit(const TraceRecord& r, std::string name, std::string category, int64_t step,
-            double ts, double dur) {
+  void Emit(const TraceRecord& r, std::string name, std::string category, int64_t step, double ts,
+            double dur) {
     FrameworkEvent e;
     e.name = std::move(name);
     e.category = std::move(category);
@@ -224,10 +224,9 @@ PyTorchTraceFile PyTorchTraceParser::Finish(const TraceFileInfo& info) {
     mapper.IndexSteps();
     const std::vector<uint32_t> order = mapper.Order();
     mapper.MapKernels(order, mapper.MapCpu(order));
-    std::stable_sort(out.events.begin(), out.events.end(),
-                     [](const FrameworkEvent& a, const FrameworkEvent& b) {
-                       return a.start_us < b.start_us;
-                     });
+    std::stable_sort(
+        out.events.begin(), out.events.end(),
+        [](const FrameworkEvent& a, const FrameworkEvent& b) { return a.start_us < b.start_us; });
   }
   out.errors = std::move(errors_);
   records_.clear();

@@ -40,8 +40,8 @@ class Gunzip {
       z_.avail_out = static_cast<uInt>(buffer.size());
       const int rc = inflate(&z_, Z_NO_FLUSH);
       if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
-        *error = absl::StrCat("not a valid gzip stream (zlib: ", z_.msg != nullptr ? z_.msg : "?",
-                              ")");
+        *error =
+            absl::StrCat("not a valid gzip stream (zlib: ", z_.msg != nullptr ? z_.msg : "?", ")");
         return false;
       }
       const size_t produced = buffer.size() - z_.avail_out;
@@ -86,8 +86,8 @@ void PyTorchTraceReader::ListRoot(const objectstore::StoreLocation& root,
   if (!listed.ok()) {
     // A root that does not exist yet holds no trace yet.
     if (!absl::IsNotFound(listed.status())) {
-      AddError(absl::StrCat("cannot list ", root.Describe(), " for PyTorch traces: ",
-                            listed.status().message()));
+      AddError(absl::StrCat("cannot list ", root.Describe(),
+                            " for PyTorch traces: ", listed.status().message()));
     }
     return;
   }
@@ -151,7 +151,8 @@ bool PyTorchTraceReader::ReadFile(const objectstore::StoreLocation& root,
     if (chunk_.empty()) break;
     offset += chunk_.size();
     if (gzipped) {
-      gunzip.Feed(chunk_, inflated_, [&](absl::string_view b) { return parser.Feed(b); }, &error);
+      gunzip.Feed(
+          chunk_, inflated_, [&](absl::string_view b) { return parser.Feed(b); }, &error);
     } else {
       parser.Feed(chunk_);
     }
@@ -181,9 +182,10 @@ bool PyTorchTraceReader::ReadFile(const objectstore::StoreLocation& root,
 
 std::string PyTorchTraceReader::Summary() const {
   if (files_.empty() && errors_.empty()) return "";
-  std::string s = absl::StrCat(files_read_, files_read_ == 1 ? " PyTorch trace, " : " PyTorch traces, ",
-                               events_read_, events_read_ == 1 ? " event, " : " events, ",
-                               steps_read_, steps_read_ == 1 ? " step" : " steps");
+  std::string s =
+      absl::StrCat(files_read_, files_read_ == 1 ? " PyTorch trace, " : " PyTorch traces, ",
+                   events_read_, events_read_ == 1 ? " event, " : " events, ", steps_read_,
+                   steps_read_ == 1 ? " step" : " steps");
   if (static_cast<int64_t>(files_.size()) > files_read_) {
     absl::StrAppend(&s, " (", static_cast<int64_t>(files_.size()) - files_read_,
                     " not complete yet)");

@@ -64,7 +64,8 @@ inline void WriteSyntheticTrace(const SyntheticTraceOptions& o,
     out(e);
   };
   if (o.kineto) {
-    out(absl::StrCat("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0, \"name\": "
+    out(
+        absl::StrCat("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0, \"name\": "
                      "\"NVIDIA H200\"}],\n  \"baseTimeNanoseconds\": ",
                      o.base_time_ns, ",\n  \"traceEvents\": [\n"));
     out(absl::StrCat("{\"name\": \"process_name\", \"ph\": \"M\", \"ts\": 0, \"pid\": ", o.pid,

@@ -80,7 +80,8 @@ TEST(PyTorchTraceReaderTest, FindsTracesAnywhereAsTheyAppearGzipToo) {
   }
   EXPECT_EQ(workers, (std::set<std::pair<std::string, int64_t>>{{"algo-2", 4242}, {"algo-1", 11}}));
   EXPECT_TRUE(reader.errors().empty()) << reader.errors()[0];
-  EXPECT_EQ(reader.Summary(), absl::StrCat("2 PyTorch traces, ", events.size(), " events, 3 steps"));
+  EXPECT_EQ(reader.Summary(),
+            absl::StrCat("2 PyTorch traces, ", events.size(), " events, 3 steps"));
   // Read once.
   EXPECT_TRUE(reader.ReadNew().empty());
   EXPECT_EQ(reader.read_tally().objects, 2);

@@ -66,8 +66,7 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> IndependentSteps(const std::s
     if (e.value("cat", "") != "user_annotation") continue;
     const std::string name = e.value("name", "");
     if (!absl::StartsWith(name, "ProfilerStep#")) continue;
-    steps.emplace_back(std::stoll(name.substr(13)),
-                       base_us + std::llround(e["ts"].get<double>()),
+    steps.emplace_back(std::stoll(name.substr(13)), base_us + std::llround(e["ts"].get<double>()),
                        std::llround(e["dur"].get<double>()));
   }
   std::sort(steps.begin(), steps.end());
@@ -213,8 +212,8 @@ TEST(PyTorchTraceTest, HostileValuesAreCountedNeverFatal) {
       "{\"ph\": \"X\", \"name\": \"\xff\xfe\", \"ts\": 1, \"dur\": 5}",
       "[1, 2, 3]",
       "17",
-      "{\"ph\": \"X\", \"name\": \"a\", \"ts\": 1, \"dur\": 5, \"args\": " +
-          std::string(600, '[') + std::string(600, ']') + "}",
+      "{\"ph\": \"X\", \"name\": \"a\", \"ts\": 1, \"dur\": 5, \"args\": " + std::string(600, '[') +
+          std::string(600, ']') + "}",
       "{\"ph\": \"X\", \"name\": \"" + std::string(kTraceEventTextLimit + 10, 'a') +
           "\", \"ts\": 1, \"dur\": 5}",
   };
@@ -231,8 +230,8 @@ TEST(PyTorchTraceTest, HostileValuesAreCountedNeverFatal) {
 }
 
 TEST(PyTorchTraceTest, TextThatIsNoTraceFailsNamingTheFile) {
-  for (const std::string text : {"17", "\"x\"", "{\"traceEvents\": []} junk", "{]",
-                                 "{\"a\" 1, 2: 3}"}) {
+  for (const std::string text :
+       {"17", "\"x\"", "{\"traceEvents\": []} junk", "{]", "{\"a\" 1, 2: 3}"}) {
     PyTorchTraceParser p("bad.pt.trace.json");
     p.Feed(text);
     PyTorchTraceFile f = p.Finish(TraceFileInfo());
@@ -263,7 +262,8 @@ TEST(PyTorchTraceTest, FileNames) {
   EXPECT_TRUE(IsPyTorchTraceName("vm_1.2.pt.trace.json"));
   EXPECT_TRUE(IsPyTorchTraceName("vm_1.2.pt.trace.json.gz"));
   EXPECT_FALSE(IsPyTorchTraceName("vm_1.2.pt.trace.json.tmp"));
-  const TraceFileInfo ns = TraceFileInfoFromName("a/algo-1_77.1795819707712812939.pt.trace.json.gz");
+  const TraceFileInfo ns =
+      TraceFileInfoFromName("a/algo-1_77.1795819707712812939.pt.trace.json.gz");
   EXPECT_EQ(ns.file_pid, 77);
   EXPECT_EQ(ns.file_time_us, 1795819707712812);
   const TraceFileInfo none = TraceFileInfoFromName("trace.pt.trace.json");
