@@ -47,6 +47,7 @@ seed_pattern() {
     index_json_fuzzer) echo 'tests/data/smdebug/*/index/*/*.json tests/data/smdebug/*/collections/*/*.json' ;;
     system_metrics_fuzzer) echo 'tests/data/profiler/system/*/system/incremental/*/*.json' ;;
     framework_timeline_fuzzer) echo 'tests/data/profiler/framework/*/framework/pevents/*/*.json' ;;
+    pytorch_trace_fuzzer) echo 'tests/data/frameworks/trace-fuzz-seeds/* tests/data/frameworks/*/*.pt.trace.json' ;;
     json_scanner_fuzzer) echo 'tests/data/smdebug/*/index/*/*.json tests/data/smdebug/*/collections/*/*.json tests/data/profiler/system/*/system/incremental/*/*.json' ;;
     s3_list_fuzzer) echo 'tests/data/s3/*.xml' ;;
     sagemaker_json_fuzzer) echo 'tests/data/sagemaker/fuzz-seeds/*' ;;
@@ -64,7 +65,7 @@ seed_pattern() {
 max_len() {
   case "$1" in
     tfrecord_fuzzer | event_fuzzer | index_json_fuzzer) echo 65536 ;;
-    framework_timeline_fuzzer | lying_store_fuzzer) echo 8192 ;;
+    framework_timeline_fuzzer | lying_store_fuzzer | pytorch_trace_fuzzer) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }

@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-dev openssl
   chromium fonts-dejavu-core nodejs
   python3 python3-venv python3-grpcio python3-protobuf python3-botocore
+  zlib1g-dev python3-torch
   postgresql
   prometheus-cpp-dev prometheus
 )

@@ -19,6 +19,7 @@
 #include "client/agent/clock_wait.h"
 #include "client/agent/host_identity.h"
 #include "client/agent/job_output_uploads.h"
+#include "client/agent/profiler_module.h"
 #include "client/agent/server_connection.h"
 #include "client/agent/system_metrics.h"
 #include "client/agent/training_config_writer.h"
@@ -216,9 +217,12 @@ class Agent final : public ConnectionListener {
     std::vector<std::string> environment;
     {
       absl::MutexLock lock(&mu_);
-      environment =
-          TrainingEnvironment(environ, config_writer_->paths().hook_config_path,
-                              config_writer_->paths().profiler_config_path, options_.job);
+      const TrainingPaths& paths = config_writer_->paths();
+      environment = TrainingEnvironment(environ, paths.hook_config_path,
+                                        paths.profiler_config_path, options_.job);
+      AddProfilerModuleEnvironment(
+          environment, std::filesystem::path(paths.profiler_config_path).parent_path().string(),
+          ProfilerTraceDir(paths.profiler_dir, options_.node_id), options_.node_id);
     }
     if (absl::Status started = training_.Start(options_.command, environment); !started.ok()) {
       return started;
@@ -400,6 +404,13 @@ class Agent final : public ConnectionListener {
     if (!paths.ok()) return paths.status();
     metrics_writer_ = std::make_unique<SystemMetricsWriter>(paths->profiler_dir, options_.node_id);
     config_writer_ = std::make_unique<TrainingConfigWriter>(*paths);
+    // debugplane_profiler beside the config files (on the command's
+    // PYTHONPATH); without it only PyTorch jobs that use it lose profiling.
+    const std::string module_dir =
+        std::filesystem::path(paths->profiler_config_path).parent_path().string();
+    if (absl::Status written = WriteProfilerModule(module_dir); !written.ok()) {
+      log_ << "debugplane-agent: cannot write debugplane_profiler.py: " << written << "\n";
+    }
     absl::StatusOr<std::unique_ptr<objectstore::DirectoryUploader>> uploader =
         StartJobOutputUploads(directive, *paths, log_);
     if (!uploader.ok()) return uploader.status();

@@ -58,20 +58,29 @@ namespace {
 struct RunTimeLimitation {
   absl::string_view parameter;
   absl::string_view what_happens;
+  // What a PyTorch 2 job profiling with debugplane_profiler (the agent's
+  // module, client/agent/debugplane_profiler.py) gets of it mid-run.
+  absl::string_view pytorch2;
 };
 
 constexpr RunTimeLimitation kRunTimeLimitations[] = {
     {"PythonProfilingConfig",
      "smdebug 0.x-1.0 with PyTorch 1.9 or later crashes the training process when Python "
-     "profiling is set or changed while it runs"},
+     "profiling is set or changed while it runs",
+     "a torch.profiler trace of the window with Python stacks (with_stack); no cProfile or "
+     "pyinstrument output (ProfilerName, cProfileTimer are not served)"},
     {"DataloaderProfilingConfig",
      "smdebug 0.x-1.0 with PyTorch 1.9 or later crashes the training process when data loader "
      "profiling is set or changed while it runs, and AWS TensorFlow cannot change data loader "
-     "profiling while a job runs"},
+     "profiling while a job runs",
+     "a torch.profiler trace of the window, with the data loader's enumerate(DataLoader) spans "
+     "(MetricsRegex is not served)"},
     {"DetailedProfilingConfig",
      "smdebug 0.x-1.0 with PyTorch 1.9 or later ignores detailed profiling set or changed while "
      "the training runs (no framework profile is written), and TensorFlow 2.11 and later has no "
-     "detailed profiling at all"},
+     "detailed profiling at all",
+     "a torch.profiler trace of the window (StartStep/NumSteps or "
+     "StartTimeInSecSinceEpoch/DurationInSeconds)"},
 };
 
 }  // namespace
@@ -95,7 +104,10 @@ std::vector<std::string> UpdateTrainingJobWarnings(const v1::UpdateTrainingJobRe
           EntryField("ProfilerConfig.ProfilingParameters", key), ": ", limitation.what_happens,
           "; set ", limitation.parameter,
           " in the ProfilerConfig of CreateTrainingJob instead (for this job: stop it and start "
-          "the training again as a new job with it)"));
+          "the training again as a new job with it). PyTorch 2 jobs that profile with "
+          "debugplane_profiler (debugplane_profiler.profile(), prof.step()) get it at their "
+          "next step(): ",
+          limitation.pytorch2));
     }
   }
   return warnings;

@@ -88,7 +88,15 @@ std::string InsightsStore::Entry::OpenReaders(const core::DataRootStores& stores
                         location.status().message());
   }
   system = std::make_unique<SystemMetricsReader>(*location);
-  framework = std::make_unique<FrameworkTimelineReader>(*location);
+  // PyTorch traces also where TensorBoard output goes (when readable).
+  std::vector<objectstore::StoreLocation> trace_roots;
+  const std::string& tensorboard = job->tensor_board_output_config().s3_output_path();
+  if (!tensorboard.empty() && tensorboard != path) {
+    if (absl::StatusOr<objectstore::StoreLocation> tb = stores.Resolve(tensorboard); tb.ok()) {
+      trace_roots.push_back(*std::move(tb));
+    }
+  }
+  framework = std::make_unique<FrameworkTimelineReader>(*location, std::move(trace_roots));
   plausible = PlausibleTimes();
   resolved_path = path;
   return "";

@@ -585,8 +585,19 @@ FrameworkTimelineFileResult ReadFrameworkTimelineFile(const objectstore::ObjectS
   return ParseFrameworkTimeline(*data, store.Describe(key));
 }
 
-FrameworkTimelineReader::FrameworkTimelineReader(objectstore::StoreLocation profiler_dir)
-    : pevents_(profiler_dir.Below("framework/pevents")), pevents_dir_(pevents_.Describe()) {}
+namespace {
+std::vector<objectstore::StoreLocation> TraceRoots(objectstore::StoreLocation profiler_dir,
+                                                   std::vector<objectstore::StoreLocation> more) {
+  more.insert(more.begin(), std::move(profiler_dir));
+  return more;
+}
+}  // namespace
+
+FrameworkTimelineReader::FrameworkTimelineReader(
+    objectstore::StoreLocation profiler_dir, std::vector<objectstore::StoreLocation> more_trace_roots)
+    : pevents_(profiler_dir.Below("framework/pevents")),
+      pevents_dir_(pevents_.Describe()),
+      traces_(TraceRoots(profiler_dir, std::move(more_trace_roots))) {}
 
 void FrameworkTimelineReader::AddError(std::string message) {
   if (errors_.size() < kMaxErrors) errors_.push_back(std::move(message));
@@ -604,15 +615,22 @@ std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
       pevents_, "framework/pevents",
       [](absl::string_view name) { return absl::EndsWith(name, "timeline.json"); },
       [this](std::string error) { AddError(std::move(error)); });
-  if (!files.has_value()) return out;
-  for (const HourFile& file : *files) {
-    auto [it, inserted] = files_.try_emplace(file.relative);
-    if (inserted) it->second.parse.node_id = TimelineFileNodeId(file.name);
-    ReadFile(file, it->second, out);
+  if (files.has_value()) {
+    for (const HourFile& file : *files) {
+      auto [it, inserted] = files_.try_emplace(file.relative);
+      if (inserted) it->second.parse.node_id = TimelineFileNodeId(file.name);
+      ReadFile(file, it->second, out);
+    }
+    events_read_ += static_cast<int64_t>(out.size());
+    for (const FrameworkEvent& e : out) {
+      if (absl::StartsWith(e.name, "Step:ModeKeys.")) ++step_events_read_;
+    }
   }
-  events_read_ += static_cast<int64_t>(out.size());
-  for (const FrameworkEvent& e : out) {
-    if (absl::StartsWith(e.name, "Step:ModeKeys.")) ++step_events_read_;
+  std::vector<FrameworkEvent> traced = traces_.ReadNew();
+  out.insert(out.end(), std::make_move_iterator(traced.begin()),
+             std::make_move_iterator(traced.end()));
+  for (; trace_errors_taken_ < traces_.errors().size(); ++trace_errors_taken_) {
+    AddError(traces_.errors()[trace_errors_taken_]);
   }
   return out;
 }
@@ -673,16 +691,20 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
 }
 
 std::string FrameworkTimelineReader::Summary() const {
+  const std::string traces = traces_.Summary();
   if (!listing_.directory_exists()) {
+    if (!traces.empty()) return traces;
     return absl::StrCat("no framework timeline yet: ", pevents_dir_, " does not exist");
   }
   if (!listing_.error().empty()) {
-    return absl::StrCat("framework timelines cannot be read: ", listing_.error());
+    return absl::StrCat("framework timelines cannot be read: ", listing_.error(),
+                        traces.empty() ? "" : "; ", traces);
   }
   std::string s = absl::StrCat(files_.size(), files_.size() == 1 ? " file, " : " files, ",
                                events_read_, events_read_ == 1 ? " event, " : " events, ",
                                step_events_read_, step_events_read_ == 1 ? " step" : " steps");
   AppendSkippedAndFirstError(s, malformed_events_, "event", errors_);
+  if (!traces.empty()) absl::StrAppend(&s, "; ", traces);
   return s;
 }
 

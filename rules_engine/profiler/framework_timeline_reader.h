@@ -47,6 +47,7 @@
 #include "objectstore/read_tally.h"
 #include "rules_engine/profiler/framework_event.h"
 #include "rules_engine/profiler/hour_directories.h"
+#include "rules_engine/profiler/pytorch_trace_reader.h"
 
 namespace debugplane::rules_engine {
 
@@ -106,8 +107,13 @@ class FrameworkTimelineReader {
   // How many "file:line: what" messages are kept.
   static constexpr int kMaxErrors = 5;
 
-  // `profiler_dir` holds framework/pevents/<hour>/... . Does no I/O.
-  explicit FrameworkTimelineReader(objectstore::StoreLocation profiler_dir);
+  // `profiler_dir` holds framework/pevents/<hour>/... . PyTorch profiler
+  // traces are read too (pytorch_trace_reader.h), from anywhere under
+  // `profiler_dir` and `more_trace_roots` (TensorBoardOutputConfig's
+  // S3OutputPath), after the timelines' events in each ReadNew(). Does no
+  // I/O.
+  explicit FrameworkTimelineReader(objectstore::StoreLocation profiler_dir,
+                                   std::vector<objectstore::StoreLocation> more_trace_roots = {});
 
   // The complete events appended since the last call (see the file
   // comment). Never fails: unreadable files and malformed elements are
@@ -115,9 +121,16 @@ class FrameworkTimelineReader {
   std::vector<FrameworkEvent> ReadNew();
 
   // What was fetched from the store over all calls (a half-written last
-  // line is fetched again with the rest of it).
-  const objectstore::ReadTally& read_tally() const { return read_; }
-  // Totals over all calls.
+  // line is fetched again with the rest of it), PyTorch traces included.
+  objectstore::ReadTally read_tally() const {
+    objectstore::ReadTally tally = read_;
+    tally += traces_.read_tally();
+    return tally;
+  }
+  // The PyTorch traces' reader (its counts).
+  const PyTorchTraceReader& traces() const { return traces_; }
+  // Totals over all calls (of the smdebug timelines; traces() has the
+  // traces').
   int64_t events_read() const { return events_read_; }
   // Of events_read(), the step boundaries ("Step:ModeKeys.<MODE>").
   int64_t step_events_read() const { return step_events_read_; }
@@ -131,7 +144,7 @@ class FrameworkTimelineReader {
   int64_t earliest_start_us() const { return earliest_start_us_; }
   // The first kMaxErrors problems,
   // "framework/pevents/<hour>/<file>:<line>: what" (also files and listings
-  // the store refused, with its error).
+  // the store refused, with its error, and the PyTorch traces' problems).
   const std::vector<std::string>& errors() const { return errors_; }
   // OK, or RESOURCE_EXHAUSTED for the first file found over a limit
   // (kFrameworkTimelineLineLimit), naming it and the limit: that file is
@@ -144,7 +157,8 @@ class FrameworkTimelineReader {
   const std::string& directory() const { return pevents_dir_; }
   // One line for status details, e.g. "4 files, 5760 events, 640 steps",
   // "no framework timeline yet: <dir> does not exist" or "framework
-  // timelines cannot be read: <the store's error>".
+  // timelines cannot be read: <the store's error>"; with PyTorch traces,
+  // their summary (after "; " when there are timelines too).
   std::string Summary() const;
 
  private:
@@ -170,6 +184,8 @@ class FrameworkTimelineReader {
   absl::Status limit_error_;  // See limit_error().
   objectstore::ReadTally read_;
   std::string buffer_;  // File bytes, reused across files and calls.
+  PyTorchTraceReader traces_;
+  size_t trace_errors_taken_ = 0;  // Of traces_.errors(), copied into errors_.
 };
 
 }  // namespace debugplane::rules_engine

@@ -530,6 +530,14 @@ class OverallFrameworkMetrics : public FrameworkRule {
     absl::StrAppend(&s, "; forward ", Duration(static_cast<double>(forward_us_)), ", backward ",
                     Duration(static_cast<double>(backward_us_)), ", data loading ",
                     Duration(static_cast<double>(data_us_)));
+    // A phase with most of the three phases' time is what to look at first.
+    const int64_t phases = forward_us_ + backward_us_ + data_us_;
+    if (phases > 0 && 2 * data_us_ > phases) {
+      absl::StrAppend(&s, " (data loading is ",
+                      absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(data_us_) /
+                                                    static_cast<double>(phases)),
+                      " of them: the data loader is the bottleneck)");
+    }
     std::vector<std::pair<std::string, Total>> by_time;
     for (const auto& [name, c] : categories_) by_time.emplace_back(name, c.total);
     std::stable_sort(by_time.begin(), by_time.end(), [](const auto& a, const auto& b) {

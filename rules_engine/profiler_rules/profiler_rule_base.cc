@@ -18,7 +18,9 @@ const char* NothingReadError(ProfilerRuleBase::Input input) {
              "missing or empty)";
     case ProfilerRuleBase::Input::kFrameworkEvents:
       return "no framework events were read (the profiler's framework/pevents directory is "
-             "missing or holds no complete event: is framework profiling enabled?)";
+             "missing or holds no complete event, and no PyTorch profiler trace "
+             "(*.pt.trace.json) was found: is framework profiling enabled? PyTorch 2 jobs "
+             "profile with debugplane_profiler or torch.profiler)";
   }
   return "";
 }

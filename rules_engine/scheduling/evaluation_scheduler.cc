@@ -326,6 +326,14 @@ void EvaluationScheduler::OpenProfilerData(JobEvaluation& evaluation, const JobR
   } else {
     evaluation.profiler = *std::move(location);
   }
+  // PyTorch profiler traces are also looked for where TensorBoard output
+  // goes (tensorboard_trace_handler's users put them there); a path the
+  // server cannot read only means no traces from there.
+  const std::string& tensorboard = job.tensor_board_output_config().s3_output_path();
+  if (!tensorboard.empty() && tensorboard != job.profiler_config().s3_output_path()) {
+    absl::StatusOr<objectstore::StoreLocation> traces = stores_.Resolve(tensorboard);
+    if (traces.ok()) evaluation.more_trace_roots = {*std::move(traces)};
+  }
 }
 
 void EvaluationScheduler::StartFinishingLocked(const std::shared_ptr<JobEvaluation>& evaluation) {

@@ -455,7 +455,8 @@ JobEvaluator::ProfilerBatch JobEvaluator::ReadProfilerData(JobEvaluation& evalua
   }
   if (want_framework) {
     if (evaluation.framework_reader == nullptr) {
-      evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(*evaluation.profiler);
+      evaluation.framework_reader = std::make_unique<FrameworkTimelineReader>(
+          *evaluation.profiler, evaluation.more_trace_roots);
     }
     batch.events = evaluation.framework_reader->ReadNew();
     evaluation.plausible_times.FilterEvents(&batch.events, options_.clock->Now());

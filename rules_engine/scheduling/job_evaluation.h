@@ -92,6 +92,9 @@ struct JobEvaluation {
   std::string profiler_problem;
   std::unique_ptr<SystemMetricsReader> system_reader;
   std::unique_ptr<FrameworkTimelineReader> framework_reader;
+  // TensorBoardOutputConfig.S3OutputPath where readable: the framework
+  // reader's second place for PyTorch traces.
+  std::vector<objectstore::StoreLocation> more_trace_roots;
   // What the readers give passes through it: samples with implausible times
   // never reach a rule or the report, and the statuses count them.
   PlausibleTimes plausible_times;

@@ -1062,7 +1062,9 @@ TEST(UpdateTrainingJobWarningsTest, PythonProfilingMidRunNamesTheCrashAndTheReme
               AllOf(HasSubstr("ProfilerConfig.ProfilingParameters.PythonProfilingConfig: "),
                     HasSubstr("smdebug 0.x-1.0 with PyTorch 1.9 or later crashes the training"),
                     HasSubstr("set PythonProfilingConfig in the ProfilerConfig of "
-                              "CreateTrainingJob instead")));
+                              "CreateTrainingJob instead"),
+                    HasSubstr("PyTorch 2 jobs that profile with debugplane_profiler"),
+                    HasSubstr("with Python stacks (with_stack); no cProfile")));
 }
 
 TEST(UpdateTrainingJobWarningsTest, EachFrameworkProfilingConfigSaysWhatHappens) {

@@ -349,5 +349,65 @@ TEST_F(ProfilerRulesTest, ReportErrorsNameTheCause) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+
+// PyTorch profiler traces (tests/data/frameworks, the README's expectations):
+// the H200 run's trace, found under TensorBoardOutputConfig.S3OutputPath
+// beside the run's system metrics, takes the framework rules out of Error
+// and the report shows its four ~150 ms steps; the data-loader-bound trace
+// makes data loading the dominant phase and the report names the data
+// loader as the bottleneck.
+TEST_F(ProfilerRulesTest, PyTorchTracesAreTheFrameworkTimeline) {
+  auto stub = server_.Stub();
+  const fs::path h200 = kFixtures / "frameworks" / "pytorch-h200-phases";
+  v1::CreateTrainingJobRequest request = ProfiledJob("h200-trace", h200 / "profiler");
+  request.mutable_tensor_board_output_config()->set_s3_output_path("file://" +
+                                                                   (h200 / "trace").string());
+  v1::CreateTrainingJobRequest loader = ProfiledJob(
+      "dataloader-trace", kFixtures / "frameworks" / "pytorch-dataloader-trace");
+  for (v1::CreateTrainingJobRequest* r : {&request, &loader}) {
+    for (const char* rule : {"StepOutlier", "OverallFrameworkMetrics", "MaxInitializationTime",
+                             "ProfilerReport"}) {
+      AddProfilerRule(*r, rule, rule);
+    }
+    v1::CreateTrainingJobResponse created;
+    ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), *r, &created).ok());
+    EndTraining(server_, r->training_job_name());
+  }
+
+  Statuses statuses = WatchProfilerRules(*stub, "h200-trace", AllTerminal(4));
+  for (const auto& [name, status] : statuses) {
+    EXPECT_NE(status.rule_evaluation_status(), v1::RuleEvaluationStatus::Error)
+        << name << ": " << status.status_details();
+  }
+  EXPECT_THAT(statuses["OverallFrameworkMetrics"].status_details(), HasSubstr("4 steps (TRAIN 4"));
+  absl::StatusOr<v1::GetProfilerReportResponse> json;
+  WaitUntil(
+      [&] {
+        json = FetchReport(server_, "h200-trace", /*json=*/true);
+        return json.ok() && nlohmann::json::parse(json->content())["final"] == true;
+      },
+      absl::Seconds(20));
+  ASSERT_TRUE(json.ok()) << json.status();
+  const nlohmann::json report = nlohmann::json::parse(json->content());
+  EXPECT_EQ(report["steps"]["count"], 4) << report["steps"].dump();
+  EXPECT_THAT(report["data_summary"].get<std::string>(), HasSubstr("1 PyTorch trace, "));
+  const double median_ms = report["steps"]["p50_ms"].get<double>();
+  EXPECT_GT(median_ms, 120);
+  EXPECT_LT(median_ms, 180);
+
+  statuses = WatchProfilerRules(*stub, "dataloader-trace", AllTerminal(4));
+  const std::string overall = statuses["OverallFrameworkMetrics"].status_details();
+  EXPECT_THAT(overall, HasSubstr("6 steps"));
+  EXPECT_THAT(overall, HasSubstr("the data loader is the bottleneck"));
+  WaitUntil(
+      [&] {
+        json = FetchReport(server_, "dataloader-trace", /*json=*/true);
+        return json.ok() && nlohmann::json::parse(json->content())["final"] == true;
+      },
+      absl::Seconds(20));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(json->content(), HasSubstr("the data loader is the bottleneck"));
+}
+
 }  // namespace
 }  // namespace debugplane

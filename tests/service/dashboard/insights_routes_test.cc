@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -343,6 +344,36 @@ TEST_F(InsightsRoutesTest, TensorsAndOneTensorPerMode) {
   r = Get("tensor", "name=no_such_tensor");
   EXPECT_EQ(r.status, 404) << r.raw;
   EXPECT_THAT(r.body["error"].get<std::string>(), HasSubstr("no_such_tensor"));
+}
+
+// A PyTorch profiler trace is the framework view (tests/data/frameworks:
+// the data-loader-bound run): the Nodes view's phases have data loading
+// busiest and its six steps; the Overview's top operation is the loader.
+TEST_F(InsightsRoutesTest, PyTorchTraceFillsTheFrameworkViewAndTopOperations) {
+  fs::copy(fs::path(DP_TEST_DATA_DIR) / "frameworks/pytorch-dataloader-trace",
+           dir_.path() / "loader", fs::copy_options::recursive);
+  CreateJob("loader", dir_.path() / "loader");
+  Reply r = Get("framework", "width=50", "loader");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::map<std::string, double> busy;
+  for (const json& p : r.body["phases"]) {
+    for (const json& b : p["busy"]) {
+      if (b.is_number()) busy[p["phase"].get<std::string>()] += b.get<double>();
+    }
+  }
+  EXPECT_GT(busy["dataloader"], 0) << r.raw;
+  for (const char* phase : {"forward", "backward", "other"}) {
+    EXPECT_LT(busy[phase], busy["dataloader"] / 5) << phase << " " << r.raw;
+  }
+  ASSERT_EQ(r.body["steps"].size(), 6u) << r.raw;
+  EXPECT_NEAR(r.body["steps"][0]["seconds"].get<double>(), 0.072, 0.02);
+
+  r = Get("overview", "", "loader");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_FALSE(r.body["operations"].empty()) << r.raw;
+  EXPECT_EQ(r.body["operations"][0]["name"],
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  EXPECT_EQ(r.body["operations"][0]["phase"], "dataloader");
 }
 
 }  // namespace
