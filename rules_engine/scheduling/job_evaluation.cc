@@ -187,6 +187,8 @@ void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int stat
   }
   RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step,
                TrialReadProgress(evaluation), std::move(on_durable));
+  // A rule's report is final once it concluded, whatever the status.
+  WriteRuleReport(evaluation, rule_index, /*final=*/true);
 }
 
 void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index, RuleVerdict verdict,
@@ -237,7 +239,9 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
     ReportToActiveRules(evaluation, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
     return {};
   }
-  switch (ReadAndEvaluateSteps(evaluation)) {
+  const StepReading reading = ReadAndEvaluateSteps(evaluation);
+  if (reading != StepReading::kStop) WriteDueRuleReports(evaluation);
+  switch (reading) {
     case StepReading::kStop:
       return {};
     case StepReading::kMoreData:
@@ -332,6 +336,7 @@ bool JobEvaluator::FeedSteps(JobEvaluation& evaluation, const std::vector<Step>&
       auto& run = evaluation.rules[i];
       if (run.done) continue;
       run.last_step = step.global_step;
+      run.report_schedule.stale = true;
       ReportVerdict(evaluation, i, run.rule->OnStep(step, info), arrived);
     }
   }
