@@ -190,8 +190,11 @@ void ProfilerReportHandler::ServeCaughtUp(const v1::GetProfilerReportRequest& re
   response->set_format(json ? v1::ProfilerReportFormat::JSON : v1::ProfilerReportFormat::HTML);
   response->set_path((json ? files.json : files.html).string());
   response->set_rule_evaluation_status(status);
-  // No later version follows once training is over and the rule concluded.
-  response->set_final(IsTerminal(job->training_job_status()) && IsTerminal(status));
+  // No later version follows once training is over and the rule concluded;
+  // a CreateXgboostReport report is final as soon as its rule concluded
+  // (ProfilerReport's is written once more with the job's final status).
+  const bool xgboost = found->stem == "xgboost_report";
+  response->set_final((xgboost || IsTerminal(job->training_job_status())) && IsTerminal(status));
 
   absl::MutexLock lock(&mu_);
   if (stopping_) {

@@ -185,10 +185,11 @@ void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int stat
       metrics->ObserveDetectionLatency(clock->Now() - data_arrived);
     };
   }
+  // A rule's report is final once it concluded, whatever the status; it is
+  // written first, so that whoever sees the terminal status finds it.
+  WriteRuleReport(evaluation, rule_index, /*final=*/true);
   RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step,
                TrialReadProgress(evaluation), std::move(on_durable));
-  // A rule's report is final once it concluded, whatever the status.
-  WriteRuleReport(evaluation, rule_index, /*final=*/true);
 }
 
 void JobEvaluator::ReportVerdict(JobEvaluation& evaluation, size_t rule_index, RuleVerdict verdict,

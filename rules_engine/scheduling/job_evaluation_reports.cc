@@ -31,6 +31,11 @@ void JobEvaluator::WriteRuleReport(JobEvaluation& evaluation, size_t rule_index,
 }
 
 void JobEvaluator::WriteDueRuleReports(JobEvaluation& evaluation) const {
+  // Training ended: the final report follows the read that completes the
+  // trial. A live one now would only replace a final one that an evaluation
+  // of the same job wrote a moment ago (the scheduler evaluates a job again
+  // when a commit shows a rule still InProgress before its verdict is).
+  if (evaluation.reader != nullptr && evaluation.reader->summary().training_ended) return;
   for (size_t i = 0; i < evaluation.rules.size(); ++i) {
     const JobEvaluation::RuleRun& run = evaluation.rules[i];
     if (run.done || !reports_->Due(run.report_schedule)) continue;
