@@ -31,6 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           !v.tensor.shape.empty()) {
         abort();
       }
+      // STRING tensors: as many strings as elements, within the byte limit.
+      int64_t string_bytes = 0;
+      for (const auto& s : v.tensor.strings) string_bytes += static_cast<int64_t>(s.size());
+      if (string_bytes > debugplane::rules_engine::kMaxDecodedStringBytes) abort();
+      if (!v.tensor.strings.empty() && static_cast<int64_t>(v.tensor.strings.size()) != n) {
+        abort();
+      }
     }
   }
   return 0;

@@ -23,6 +23,7 @@
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/listen_exposure.h"
 #include "service/dashboard/insights_routes.h"
+#include "service/dashboard/report_routes.h"
 #include "service/http/client_rate_limiter.h"
 #include "service/http/request_counting.h"
 #include "service/server_leases.h"
@@ -491,8 +492,13 @@ void ServerApp::LogServing() const {
 }
 
 std::vector<dashboard::JobResource> ServerApp::InsightsJobResources() {
-  if (insights_ == nullptr) return {};
-  return dashboard::InsightsResources({insights_.get(), tensors_.get()});
+  std::vector<dashboard::JobResource> resources;
+  if (insights_ != nullptr) {
+    resources = dashboard::InsightsResources({insights_.get(), tensors_.get()});
+  }
+  // The reports (ProfilerReport's, CreateXgboostReport's) as pages.
+  if (reports_ != nullptr) resources.push_back(dashboard::ReportResource(reports_.get()));
+  return resources;
 }
 
 absl::Status ServerApp::StartHttp() {
@@ -511,7 +517,7 @@ absl::Status ServerApp::StartHttp() {
   dashboard_ = std::make_unique<dashboard::Dashboard>(
       manager_.get(), authenticator_.get(), credentials_, dashboard_events_,
       // .resources: the /api/jobs/NAME/<resource> tables of other areas
-      // (overview, system, framework, tensors, tensor) join here.
+      // (overview, system, framework, tensors, tensor, report) join here.
       dashboard::DashboardOptions{.tls = !config_.grpc.tls_cert_file.empty(),
                                   .resources = InsightsJobResources(),
                                   .sessions = {.clock = manager_->options().clock}});

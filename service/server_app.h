@@ -136,7 +136,8 @@ class ServerApp {
   // --- Dashboard data (issue 13, insights) ---
   // The dashboard's /api/jobs/NAME/{overview, system, framework, tensors,
   // tensor} resources (service/dashboard/insights_routes.h), over the
-  // InsightsStore made with the HTTP listener; empty without --http-listen.
+  // InsightsStore made with the HTTP listener (none without --http-listen),
+  // and report (report_routes.h: the rules' reports as pages).
   // For DashboardRoutes(...) where the listener's routes are built.
   std::vector<dashboard::JobResource> InsightsJobResources();
 

@@ -40,7 +40,7 @@ export function mountOverview(container, context) {
       renderSummary(summaryBox, summary);
       renderUtilization(utilizationBox, overview.utilization || []);
       renderOperations(operationsBox, overview.operations || []);
-      renderInsights(insightsBox, overview.insights || [], open);
+      renderInsights(insightsBox, overview.insights || [], open, context.name);
     } catch (error) {
       replace(errors, errorBox(error));
       if (summaryBox.querySelector('.loading')) replace(summaryBox, el('p', {class: 'muted'}, 'No summary: the overview did not load.'));
@@ -166,7 +166,13 @@ function renderOperations(box, operations) {
 
 const STATUS_ORDER = {IssuesFound: 0, Error: 1, InProgress: 2, Stopping: 3, NoIssuesFound: 4, Stopped: 5};
 
-function renderInsights(box, insights, open) {
+// The page (html) or summary (json) of a rule's report, in a tab of its own.
+function reportLink(jobName, rule, format) {
+  return `${jobPath(jobName, 'report')}?rule=${encodeURIComponent(rule)}&format=${format}`;
+}
+
+function renderInsights(box, insights, open, jobName) {
+  const reportPath = (rule, format) => reportLink(jobName, rule, format);
   if (!insights.length) {
     replace(box, el('p', {class: 'muted'}, 'This job has no rules.'));
     return;
@@ -191,7 +197,12 @@ function renderInsights(box, insights, open) {
                 .filter(([, v]) => v !== null && v !== undefined)
                 .map(([k, v]) => [el('dt', {}, k), el('dd', {}, typeof v === 'number' ? formatNumber(v) : String(v))])) :
           el('p', {class: 'muted'}, insight.status === 'InProgress' ? 'Nothing yet; still evaluating.' : 'No issue.'),
-        insight.suggestion && [el('h4', {}, 'Suggestion'), el('p', {}, insight.suggestion)]));
+        insight.suggestion && [el('h4', {}, 'Suggestion'), el('p', {}, insight.suggestion)],
+        insight.report && [el('h4', {}, 'Report'), el('p', {class: 'report-links'},
+            el('a', {href: reportPath(insight.rule, 'html'), target: '_blank', rel: 'noopener',
+              class: 'report-link'}, 'Open the report'), ' · ',
+            el('a', {href: reportPath(insight.rule, 'json'), target: '_blank', rel: 'noopener'}, 'JSON')),
+        ]));
     details.addEventListener('toggle', () => (details.open ? open.add(insight.rule) : open.delete(insight.rule)));
     return details;
   })));

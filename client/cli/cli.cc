@@ -332,15 +332,18 @@ void AddLifecycleCommands(CLI::App& app, Flags& flags, Commands& commands) {
 
 CLI::App* AddReportCommand(CLI::App& app, Flags& flags) {
   CLI::App* report = app.add_subcommand(
-      "report", "Fetch the profiling report of a job's ProfilerReport rule (GetProfilerReport)");
+      "report",
+      "Fetch the report of a job's ProfilerReport rule, or of its CreateXgboostReport debugging "
+      "rule (the XGBoost training report) (GetProfilerReport)");
   report->footer(
       "The report is regenerated while the job runs and a last time when training ends\n"
       "(\"Final\": true). Without -o, prints where the server keeps it.\n"
-      "Exit 4 if there is no such job or no report yet, 6 if the job has no ProfilerReport\n"
-      "rule (or several: name one with --rule).");
+      "Exit 4 if there is no such job or no report yet, 6 if the job has no report rule\n"
+      "(or several: name one with --rule, e.g. --rule CreateXgboostReport).");
   AddNameArgument(report, &flags.report.name);
   report->add_option("--rule", flags.report.rule,
-                     "The ProfilerReport rule's RuleConfigurationName (if the job has several)");
+                     "The report rule's RuleConfigurationName (ProfilerReport or "
+                     "CreateXgboostReport; if the job has several)");
   report->add_flag("--json", flags.report.json, "The JSON summary instead of the HTML page");
   report->add_option("-o,--output-file", flags.report.output_file,
                      "Write the report to this file ('-' for standard output)");

@@ -1,6 +1,7 @@
 #include "core/handlers/profiler_report_files.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace debugplane::core {
@@ -24,10 +25,11 @@ std::string EncodeComponent(absl::string_view name) {
 
 ProfilerReportFiles ProfilerReportFilesFor(const std::filesystem::path& report_dir,
                                            absl::string_view training_job_name,
-                                           absl::string_view rule_configuration_name) {
+                                           absl::string_view rule_configuration_name,
+                                           absl::string_view stem) {
   const std::filesystem::path dir =
       report_dir / EncodeComponent(training_job_name) / EncodeComponent(rule_configuration_name);
-  return {dir / "profiler-report.html", dir / "profiler-report.json"};
+  return {dir / absl::StrCat(stem, ".html"), dir / absl::StrCat(stem, ".json")};
 }
 
 }  // namespace debugplane::core

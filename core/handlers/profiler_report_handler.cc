@@ -21,53 +21,90 @@ namespace debugplane::core {
 namespace {
 
 constexpr char kProfilerReportRule[] = "ProfilerReport";
+constexpr char kXgboostReportRule[] = "CreateXgboostReport";
 
-bool IsProfilerReport(const v1::ProfilerRuleConfiguration& config) {
+template <typename Config>
+bool Invokes(const Config& config, absl::string_view rule) {
   const auto it = config.rule_parameters().find("rule_to_invoke");
-  return it != config.rule_parameters().end() && it->second == kProfilerReportRule;
+  return it != config.rule_parameters().end() && it->second == rule;
 }
 
-// The index of the ProfilerRuleConfigurations entry `request` names (or the
-// job's only ProfilerReport), or the error to return.
-absl::StatusOr<int> FindReportRule(const JobRecord& job,
-                                   const v1::GetProfilerReportRequest& request) {
+// A rule of the job that writes a report: a ProfilerRuleConfigurations
+// ProfilerReport or a DebugRuleConfigurations CreateXgboostReport.
+struct ReportRule {
+  std::string name;
+  RuleStatus status = v1::RuleEvaluationStatus::RULE_EVALUATION_STATUS_UNSPECIFIED;
+  std::string stem;  // Its files' stem (profiler_report_files.h).
+};
+
+// Every rule of `job` that writes a report, named `only` if not empty;
+// `found_other` is set when a rule of that name exists but writes none.
+std::vector<ReportRule> ReportRules(const JobRecord& job, const std::string& only,
+                                    bool* found_other) {
+  std::vector<ReportRule> out;
+  for (int i = 0; i < job.profiler_rule_configurations_size(); ++i) {
+    const auto& config = job.profiler_rule_configurations(i);
+    if (!only.empty() && config.rule_configuration_name() != only) continue;
+    if (!Invokes(config, kProfilerReportRule)) {
+      *found_other = true;
+      continue;
+    }
+    out.push_back({config.rule_configuration_name(),
+                   i < job.profiler_rule_evaluation_statuses_size()
+                       ? job.profiler_rule_evaluation_statuses(i).rule_evaluation_status()
+                       : v1::RuleEvaluationStatus::RULE_EVALUATION_STATUS_UNSPECIFIED,
+                   "profiler-report"});
+  }
+  for (int i = 0; i < job.debug_rule_configurations_size(); ++i) {
+    const auto& config = job.debug_rule_configurations(i);
+    if (!only.empty() && config.rule_configuration_name() != only) continue;
+    if (!Invokes(config, kXgboostReportRule)) {
+      *found_other = true;
+      continue;
+    }
+    out.push_back({config.rule_configuration_name(),
+                   i < job.debug_rule_evaluation_statuses_size()
+                       ? job.debug_rule_evaluation_statuses(i).rule_evaluation_status()
+                       : v1::RuleEvaluationStatus::RULE_EVALUATION_STATUS_UNSPECIFIED,
+                   "xgboost_report"});
+  }
+  return out;
+}
+
+// The rule `request` names (or the job's only report rule), or the error
+// to return.
+absl::StatusOr<ReportRule> FindReportRule(const JobRecord& job,
+                                          const v1::GetProfilerReportRequest& request) {
   const std::string& job_name = job.training_job_name();
-  if (!request.rule_configuration_name().empty()) {
-    for (int i = 0; i < job.profiler_rule_configurations_size(); ++i) {
-      const auto& config = job.profiler_rule_configurations(i);
-      if (config.rule_configuration_name() != request.rule_configuration_name()) continue;
-      if (!IsProfilerReport(config)) {
-        return InvalidField(
-            "RuleConfigurationName",
-            absl::StrCat("rule '", config.rule_configuration_name(), "' of training job '",
-                         job_name,
-                         "' is not a ProfilerReport rule; only ProfilerReport writes a "
-                         "report"));
-      }
-      return i;
+  const std::string& named = request.rule_configuration_name();
+  bool found_other = false;
+  std::vector<ReportRule> reports = ReportRules(job, named, &found_other);
+  if (!named.empty()) {
+    if (!reports.empty()) return reports.front();
+    if (found_other) {
+      return InvalidField(
+          "RuleConfigurationName",
+          absl::StrCat("rule '", named, "' of training job '", job_name,
+                       "' is not a ProfilerReport rule; only ProfilerReport (and the debugging "
+                       "rule CreateXgboostReport) writes a report"));
     }
     return absl::NotFoundError(absl::StrCat("training job '", job_name,
-                                            "' has no profiler rule named '",
-                                            request.rule_configuration_name(), "'"));
-  }
-  std::vector<int> reports;
-  std::vector<std::string> names;
-  for (int i = 0; i < job.profiler_rule_configurations_size(); ++i) {
-    if (IsProfilerReport(job.profiler_rule_configurations(i))) {
-      reports.push_back(i);
-      names.push_back(job.profiler_rule_configurations(i).rule_configuration_name());
-    }
+                                            "' has no profiler rule named '", named,
+                                            "' (nor a CreateXgboostReport debugging rule)"));
   }
   if (reports.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "training job '", job_name,
         "' has no ProfilerReport rule, so no report; add a ProfilerRuleConfigurations entry with "
         "RuleParameters {\"rule_to_invoke\": \"ProfilerReport\"} (UpdateTrainingJob can add it "
-        "while the job runs)"));
+        "while the job runs), or a DebugRuleConfigurations entry with {\"rule_to_invoke\": "
+        "\"CreateXgboostReport\"} for the XGBoost training report"));
   }
   if (reports.size() > 1) {
+    std::vector<std::string> names;
+    for (const ReportRule& r : reports) names.push_back(r.name);
     return absl::FailedPreconditionError(
-        absl::StrCat("training job '", job_name, "' has several ProfilerReport rules (",
+        absl::StrCat("training job '", job_name, "' has several report rules (",
                      absl::StrJoin(names, ", "), "); name one in RuleConfigurationName"));
   }
   return reports.front();
@@ -138,26 +175,26 @@ void ProfilerReportHandler::ServeCaughtUp(const v1::GetProfilerReportRequest& re
         absl::StrCat("training job '", request.training_job_name(), "' does not exist")));
     return;
   }
-  absl::StatusOr<int> index = FindReportRule(*job, request);
-  if (!index.ok()) {
-    std::move(done)(index.status());
+  absl::StatusOr<ReportRule> found = FindReportRule(*job, request);
+  if (!found.ok()) {
+    std::move(done)(found.status());
     return;
   }
-  const std::string& rule = job->profiler_rule_configurations(*index).rule_configuration_name();
-  const RuleStatus status =
-      *index < job->profiler_rule_evaluation_statuses_size()
-          ? job->profiler_rule_evaluation_statuses(*index).rule_evaluation_status()
-          : v1::RuleEvaluationStatus::RULE_EVALUATION_STATUS_UNSPECIFIED;
+  const std::string& rule = found->name;
+  const RuleStatus status = found->status;
   const bool json = request.format() == v1::ProfilerReportFormat::JSON;
   const ProfilerReportFiles files =
-      ProfilerReportFilesFor(report_dir_, job->training_job_name(), rule);
+      ProfilerReportFilesFor(report_dir_, job->training_job_name(), rule, found->stem);
   response->set_training_job_name(job->training_job_name());
   response->set_rule_configuration_name(rule);
   response->set_format(json ? v1::ProfilerReportFormat::JSON : v1::ProfilerReportFormat::HTML);
   response->set_path((json ? files.json : files.html).string());
   response->set_rule_evaluation_status(status);
-  // No later version follows once training is over and the rule concluded.
-  response->set_final(IsTerminal(job->training_job_status()) && IsTerminal(status));
+  // No later version follows once training is over and the rule concluded;
+  // a CreateXgboostReport report is final as soon as its rule concluded
+  // (ProfilerReport's is written once more with the job's final status).
+  const bool xgboost = found->stem == "xgboost_report";
+  response->set_final((xgboost || IsTerminal(job->training_job_status())) && IsTerminal(status));
 
   absl::MutexLock lock(&mu_);
   if (stopping_) {

@@ -63,9 +63,10 @@ constexpr std::array<BuiltinRuleInfo, 32> kBuiltinRules = {{
      "collection) and move or spread that work."},
     // Debugging rules (debugger-built-in-rules.md, "Debugger Rule").
     {"CreateXgboostReport", RuleKind::kDebug,
-     "Collects XGBoost training tensors (metrics, feature importance, trees) and writes a training "
-     "report.",
-     "Read the report for loss curves, feature importance and tree statistics."},
+     "Collects XGBoost training tensors (metrics, predictions, labels, feature importance, SHAP "
+     "values, hyperparameters) and writes the XGBoost training report.",
+     "Read the report: loss curves with overfitting hints, feature importance, and the confusion "
+     "matrix and ROC curve (classification) or the residuals (regression)."},
     {"DeadRelu", RuleKind::kDebug,
      "Detects ReLU layers where too many activations are zero (dead units) for several steps in a "
      "row.",

@@ -11,6 +11,7 @@
 #include "core/jobs/rule_catalog.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
+#include "rules_engine/xgboost_report/xgboost_report_rule.h"
 
 namespace debugplane::rules_engine {
 
@@ -38,6 +39,7 @@ const std::map<std::string, internal::RuleMaker>& Makers() {
       {"FeatureImportanceOverweight", internal::MakeFeatureImportanceOverweight},
       {"TreeDepth", internal::MakeTreeDepth},
       {"StalledTrainingRule", internal::MakeStalledTrainingRule},
+      {"CreateXgboostReport", MakeCreateXgboostReport},
   };
   return *makers;
 }
@@ -54,9 +56,9 @@ RuleContext ValidationContext() {
 }
 
 // Why `rule_name`, which has no tensor-rule implementation here, cannot be
-// created: the catalog's profiler rules are evaluated elsewhere, its
-// debugging rules without an implementation (CreateXgboostReport) are not
-// evaluated by this engine, and other names are not built-in rules.
+// created: the catalog's profiler rules are evaluated elsewhere, a
+// debugging rule without an implementation would not be evaluated by this
+// engine, and other names are not built-in rules.
 absl::Status NotATensorRule(const std::string& rule_name) {
   const core::BuiltinRuleInfo* info = core::FindBuiltinRule(rule_name);
   if (info == nullptr) {

@@ -26,8 +26,8 @@ namespace debugplane::rules_engine {
 // Returns INVALID_ARGUMENT naming the parameter and what is allowed for a bad
 // value or an unknown parameter, NOT_FOUND for a name that is not in
 // core::BuiltinRules(), UNIMPLEMENTED for a catalog rule that is not a tensor
-// rule (a profiler rule) or that has no implementation here (the debugging
-// rule CreateXgboostReport).
+// rule (a profiler rule) or that has no implementation here. The debugging
+// rule CreateXgboostReport is made here too (rules_engine/xgboost_report/).
 absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,
                                                         const RuleParameters& parameters);
 absl::StatusOr<std::unique_ptr<Rule>> CreateBuiltinRule(const std::string& rule_name,

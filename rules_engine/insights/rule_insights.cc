@@ -72,6 +72,7 @@ RuleInsight InsightOf(const Configuration& config, const Status* status, absl::s
     r.checks = absl::StrCat("A custom rule, evaluated by '", config.rule_evaluator_image(), "'.");
   } else if (const core::BuiltinRuleInfo* info = core::FindBuiltinRule(rule_to_invoke)) {
     r.checks = std::string(info->checks);
+    r.report = rule_to_invoke == "ProfilerReport" || rule_to_invoke == "CreateXgboostReport";
     r.suggestion = std::string(info->suggestion);
   } else {
     r.checks = absl::StrCat("Built-in rule '", rule_to_invoke, "' is not in the catalog.");

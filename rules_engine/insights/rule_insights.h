@@ -41,6 +41,9 @@ struct RuleInsight {
   // the given ones (the rule is then in Error and says why).
   std::map<std::string, std::string> parameters;
   std::optional<RuleFinding> found;  // For IssuesFound and Error only.
+  // The rule writes a report (built-in ProfilerReport, CreateXgboostReport),
+  // served by GetProfilerReport and the dashboard's /api/jobs/NAME/report.
+  bool report = false;
 };
 
 // Every rule of `job`, debug rules first, in configuration order. A custom

@@ -43,6 +43,20 @@ struct RuleVerdict {
   static RuleVerdict Error(std::string details) { return {Kind::kError, std::move(details)}; }
 };
 
+// What a rule that writes a report (CreateXgboostReport) renders it for.
+struct RuleReportContext {
+  std::string training_job_name;
+  std::string rule_configuration_name;
+  absl::Time generated_at;
+  bool final = false;  // Training ended and the rule concluded: no later version.
+};
+
+// A rendered report: the self-contained page and its JSON summary.
+struct RuleReport {
+  std::string html;
+  std::string json;
+};
+
 // A rule instance for one trial. Not thread-safe; deterministic: the same
 // steps give the same verdicts (evaluation resumes after a restart by
 // replaying steps).
@@ -71,6 +85,15 @@ class Rule {
   // time return nullopt and ignore ticks (the defaults).
   virtual absl::optional<absl::Time> NextDeadline() const { return absl::nullopt; }
   virtual RuleVerdict OnTick(absl::Time now) { return RuleVerdict::Continue(); }
+
+  // Rules that write a report (CreateXgboostReport) name its files' stem:
+  // "<stem>.html" and "<stem>.json" (SageMaker's "xgboost_report"); the
+  // scheduler then renders it as steps arrive (throttled) and once more
+  // when the rule concludes. "" (the default): no report.
+  virtual std::string ReportFileStem() const { return ""; }
+  // The report of everything evaluated so far. Only called on rules with a
+  // ReportFileStem().
+  virtual RuleReport RenderReport(const RuleReportContext& context) const { return {}; }
 };
 
 // Reads tensor `tensor` at global step `global_step` of the trial named by

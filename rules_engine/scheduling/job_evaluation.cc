@@ -185,6 +185,9 @@ void JobEvaluator::Report(JobEvaluation& evaluation, size_t rule_index, int stat
       metrics->ObserveDetectionLatency(clock->Now() - data_arrived);
     };
   }
+  // A rule's report is final once it concluded, whatever the status; it is
+  // written first, so that whoever sees the terminal status finds it.
+  WriteRuleReport(evaluation, rule_index, /*final=*/true);
   RecordStatus(evaluation.job_name, run.configuration_name, status, std::move(details), last_step,
                TrialReadProgress(evaluation), std::move(on_durable));
 }
@@ -237,7 +240,9 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
     ReportToActiveRules(evaluation, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
     return {};
   }
-  switch (ReadAndEvaluateSteps(evaluation)) {
+  const StepReading reading = ReadAndEvaluateSteps(evaluation);
+  if (reading != StepReading::kStop) WriteDueRuleReports(evaluation);
+  switch (reading) {
     case StepReading::kStop:
       return {};
     case StepReading::kMoreData:
@@ -332,6 +337,7 @@ bool JobEvaluator::FeedSteps(JobEvaluation& evaluation, const std::vector<Step>&
       auto& run = evaluation.rules[i];
       if (run.done) continue;
       run.last_step = step.global_step;
+      run.report_schedule.stale = true;
       ReportVerdict(evaluation, i, run.rule->OnStep(step, info), arrived);
     }
   }

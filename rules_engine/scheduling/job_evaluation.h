@@ -63,6 +63,9 @@ struct JobEvaluation {
     bool done = false;
     int64_t last_step = -1;      // The last global step the rule evaluated.
     int64_t recorded_step = -1;  // The last one recorded durably (or asked to be).
+    // Rules that write a report (Rule::ReportFileStem, CreateXgboostReport):
+    // when it was written; stale once a step was fed since.
+    ReportSchedule report_schedule = {};
   };
 
   // One ProfilerRuleConfiguration: its one rule, or every rule for
@@ -261,6 +264,11 @@ class JobEvaluator {
                      absl::Time data_arrived = absl::InfinitePast()) const;
   void Report(JobEvaluation& evaluation, size_t rule_index, int status, std::string details,
               absl::Time data_arrived = absl::InfinitePast()) const;
+  // Debugging rules that write a report (job_evaluation_reports.cc): the
+  // report of rule `rule_index` (final: it concluded), and the live reports
+  // that are due (stale, and report_interval since the last).
+  void WriteRuleReport(JobEvaluation& evaluation, size_t rule_index, bool final) const;
+  void WriteDueRuleReports(JobEvaluation& evaluation) const;
   // Makes every profiler rule again and the readers read from the start.
   void ReplayProfilerRules(JobEvaluation& evaluation) const;
   void WriteReport(JobEvaluation& evaluation, size_t run_index, const core::JobRecord& job,

@@ -42,13 +42,41 @@ absl::Status ReportWriter::Write(const std::string& job, const std::string& rule
       .final = final,
       .json = RenderProfilerReportJson(*content.data, content.findings, content.context),
       .html = RenderProfilerReportHtml(*content.data, content.findings, content.context)};
+  return Store(std::move(report), FilesFor(job, rule), fence);
+}
+
+absl::Status ReportWriter::WriteRendered(
+    const std::string& job, const std::string& rule, const std::string& stem,
+    const std::function<RuleReport(const RuleReportContext&)>& render, bool final,
+    const std::optional<persistence::CheckLease>& fence, ReportSchedule& schedule) const {
+  const absl::Time now = options_.clock->Now();
+  if (final) {
+    schedule.final_written = true;
+  } else {
+    schedule.written = now;
+    schedule.stale = false;
+  }
+  RuleReport rendered = render(RuleReportContext{
+      .training_job_name = job, .rule_configuration_name = rule, .generated_at = now, .final = final});
+  persistence::StoredReport report{.job_name = job,
+                                   .rule_configuration_name = rule,
+                                   .generated_at_us = absl::ToUnixMicros(now),
+                                   .final = final,
+                                   .json = std::move(rendered.json),
+                                   .html = std::move(rendered.html)};
+  return Store(std::move(report), core::ProfilerReportFilesFor(options_.report_dir, job, rule, stem),
+               fence);
+}
+
+absl::Status ReportWriter::Store(persistence::StoredReport report,
+                                 const core::ProfilerReportFiles& files,
+                                 const std::optional<persistence::CheckLease>& fence) const {
   if (options_.store != nullptr) {
     // The database first: it is what every replica serves.
     absl::Status stored = options_.store->Put(report, fence);
     if (persistence::FencedJob(stored).has_value()) return absl::OkStatus();  // Not ours now.
     if (!stored.ok()) return stored;
   }
-  const core::ProfilerReportFiles files = FilesFor(job, rule);
   // The JSON first: a reader that sees the new page finds its summary too.
   absl::Status written = base::WriteFileAtomically(files.json, report.json);
   if (!written.ok()) return written;

@@ -1,6 +1,8 @@
 // ReportWriter: writes the reports of ProfilerReport rules
 // (<report_dir>/<job>/<rule>/profiler-report.{html,json}, see
-// core/handlers/profiler_report_files.h) and decides when a report is due.
+// core/handlers/profiler_report_files.h) and of debugging rules that render
+// their own (CreateXgboostReport: xgboost_report.{html,json}), and decides
+// when a report is due.
 //
 // A report is regenerated at most once per report_interval while data keeps
 // coming, at once the first time, and always when training ended (the final
@@ -20,6 +22,7 @@
 #define DEBUGPLANE_RULES_ENGINE_SCHEDULING_REPORT_WRITER_H_
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +34,7 @@
 #include "debugplane/v1/training_job.pb.h"
 #include "persistence/report_store.h"
 #include "rules_engine/report/profiler_report.h"
+#include "rules_engine/rule/rule.h"
 
 namespace debugplane::rules_engine {
 
@@ -94,7 +98,20 @@ class ReportWriter {
                      const std::optional<persistence::CheckLease>& fence,
                      ReportSchedule& schedule) const;
 
+  // The same for a report rendered already (a debugging rule's, see
+  // Rule::RenderReport), into <stem>.{html,json}: `render` is called with
+  // the context's generated_at set to the clock's now and final set.
+  absl::Status WriteRendered(const std::string& job, const std::string& rule,
+                             const std::string& stem,
+                             const std::function<RuleReport(const RuleReportContext&)>& render,
+                             bool final, const std::optional<persistence::CheckLease>& fence,
+                             ReportSchedule& schedule) const;
+
  private:
+  // Stores `report` (fenced), then writes its files.
+  absl::Status Store(persistence::StoredReport report, const core::ProfilerReportFiles& files,
+                     const std::optional<persistence::CheckLease>& fence) const;
+
   const ReportWriterOptions options_;
 };
 

@@ -45,6 +45,10 @@ struct Tensor {
   // The elements in C order, converted to double (bool -> 0/1; half and
   // bfloat16 widened). Empty for a tensor saved without values.
   std::vector<double> values;
+  // The elements of a STRING tensor (dtype 7), in C order (e.g. the XGBoost
+  // hook's "hyperparameters/objective": {"binary:logistic"}); empty for
+  // other dtypes and for a string tensor saved without values.
+  std::vector<std::string> strings;
 
   using ValueFacts = TensorValueFacts;
   // Facts about `values` (TensorValueFacts). Set by the decoder (for the dtypes whose conversion

@@ -159,6 +159,32 @@ absl::Status FromRepeated(const Repeated& vals, int64_t n, absl::string_view nam
   return absl::OkStatus();
 }
 
+// string_val into `out`, padded to `n` with the last string as the typed
+// fields are; bounded by kMaxDecodedStringBytes (padding counted).
+absl::Status DecodeStrings(const google::protobuf::RepeatedPtrField<std::string>& vals,
+                           int64_t n, absl::string_view name, std::vector<std::string>* out) {
+  const int64_t have = vals.size();
+  if (have == 0) return absl::OkStatus();  // Saved without values.
+  if (have > n) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": ", have,
+                                                   " string_val values for a shape of ", n,
+                                                   " elements"));
+  }
+  int64_t bytes = 0;
+  for (const std::string& v : vals) bytes += static_cast<int64_t>(v.size());
+  const int64_t padding = n - have;
+  const int64_t last = static_cast<int64_t>(vals.Get(have - 1).size());
+  if (bytes > kMaxDecodedStringBytes || n > kMaxBroadcastElements ||
+      (last > 0 && padding > (kMaxDecodedStringBytes - bytes) / last)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", ShownName(name), ": ", n, " strings of ", bytes,
+                     " bytes (padded) exceed the limit of ", kMaxDecodedStringBytes, " bytes"));
+  }
+  out->assign(vals.begin(), vals.end());
+  out->resize(n, vals.Get(have - 1));
+  return absl::OkStatus();
+}
+
 template <typename T>
 void DecodeContentAs(absl::string_view c, Tensor* tensor) {
   FromContent<T>(c, &tensor->values);
@@ -301,6 +327,12 @@ namespace {
 // `repeated` (may be null: no typed values) supplies the fallback fields.
 absl::Status DecodeTensorParts(int dtype, absl::string_view content, const TensorProto* repeated,
                                absl::string_view name, Tensor* out) {
+  // smdebug's XGBoost hook saves string hyperparameters ("objective") as
+  // string_val without a dtype: strings they are.
+  if (dtype == smdebug::DT_INVALID && repeated != nullptr && repeated->string_val_size() > 0 &&
+      content.empty()) {
+    dtype = smdebug::DT_STRING;
+  }
   const ContentCodec* codec = CodecFor(dtype);
   if (codec == nullptr) {
     return absl::InvalidArgumentError(
@@ -308,6 +340,7 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
   }
   out->dtype = dtype;
   out->values.clear();
+  out->strings.clear();
   out->facts.reset();
   // Element count, rejecting what cannot be a real shape before anything
   // is allocated from it.
@@ -324,7 +357,10 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
     n *= size;
   }
   const int element_size = codec->element_size;
-  if (element_size == 0) return absl::OkStatus();  // STRING/COMPLEX: no values.
+  if (dtype == smdebug::DT_STRING && repeated != nullptr) {
+    return DecodeStrings(repeated->string_val(), n, name, &out->strings);
+  }
+  if (element_size == 0) return absl::OkStatus();  // COMPLEX: no values.
 
   if (!content.empty() || n == 0) {
     const uint64_t expected = static_cast<uint64_t>(n) * static_cast<uint64_t>(element_size);
@@ -673,6 +709,7 @@ absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
     out->dtype = chosen->tensor.dtype;
     out->shape = std::move(chosen->tensor.shape);
     out->values = std::move(chosen->tensor.values);
+    out->strings = std::move(chosen->tensor.strings);
     out->facts = chosen->tensor.facts;
     return absl::OkStatus();
   }
@@ -688,6 +725,7 @@ absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
     out->dtype = smdebug::DT_FLOAT;
     out->shape.clear();
     out->values.assign(1, static_cast<double>(value.simple_value));
+    out->strings.clear();
     out->facts.reset();
     return absl::OkStatus();
   }

@@ -28,6 +28,11 @@ inline constexpr int64_t kMaxBroadcastElements = int64_t{1} << 24;
 // the trial reader reads (kEventRecordLimit).
 inline constexpr int64_t kMaxDecodedElements = int64_t{1} << 25;
 
+// STRING tensors (string_val) are kept as strings: at most this many bytes
+// in all, padding included (hyperparameters and labels are a few bytes; a
+// record that would expand past this is corrupt or hostile).
+inline constexpr int64_t kMaxDecodedStringBytes = int64_t{1} << 24;
+
 // Decodes `proto` into `out` (dtype, shape, values; name and worker are
 // left alone). `name` is used in error messages only.
 //  - tensor_content: the raw little-endian C-order array, for FLOAT, DOUBLE,
@@ -39,8 +44,13 @@ inline constexpr int64_t kMaxDecodedElements = int64_t{1} << 25;
 //    are padded with the last one (a single value broadcasts); more is an
 //    error. Neither content nor values: a tensor saved without values
 //    (values empty).
-//  - STRING, COMPLEX64, COMPLEX128: kept with dtype and shape, no values
-//    (no rule computes on them).
+//  - STRING: string_val into `strings` (values stays empty), padded with
+//    the last one like the typed fields; more strings than elements, or more
+//    than kMaxDecodedStringBytes in all, is an error. A tensor without a
+//    dtype (DT_INVALID) that has string_val and no tensor_content is a
+//    STRING: smdebug's XGBoost hook saves its string hyperparameters so.
+//  - COMPLEX64, COMPLEX128: kept with dtype and shape, no values (no rule
+//    computes on them).
 // INVALID_ARGUMENT naming the tensor for an unknown dtype (and its number),
 // a negative or overflowing dimension, a size that does not match, or more
 // than kMaxDecodedElements elements of tensor_content.

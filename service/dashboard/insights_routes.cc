@@ -114,7 +114,8 @@ json InsightsJson(const JobView& view) {
                    {"checks", r.checks},
                    {"parameters", r.parameters},
                    {"found", std::move(found)},
-                   {"suggestion", r.suggestion}});
+                   {"suggestion", r.suggestion},
+                   {"report", r.report}});
   }
   return out;
 }

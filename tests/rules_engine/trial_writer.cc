@@ -79,8 +79,9 @@ std::string TrialWriter::EncodeTensorEvent(int64_t global_step, Mode mode, int64
   smdebug::Summary::Value* value = event.mutable_summary()->add_value();
   value->set_tag(tensor.name);
   smdebug::TensorProto* proto = value->mutable_tensor();
-  proto->set_dtype(smdebug::DT_FLOAT);
+  proto->set_dtype(tensor.strings.empty() ? smdebug::DT_FLOAT : smdebug::DT_STRING);
   for (int64_t d : tensor.shape) proto->mutable_tensor_shape()->add_dim()->set_size(d);
+  for (const std::string& s : tensor.strings) proto->add_string_val(s);
   std::string content(tensor.values.size() * sizeof(float), '\0');
   for (size_t i = 0; i < tensor.values.size(); ++i) {
     const float f = static_cast<float>(tensor.values[i]);

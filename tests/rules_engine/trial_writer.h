@@ -25,6 +25,9 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;  // {} for a scalar.
   std::vector<double> values;  // C order; must have the shape's element count.
+  // Non-empty: a STRING tensor (string_val) of these, `values` unused (the
+  // XGBoost hook's "hyperparameters/objective").
+  std::vector<std::string> strings = {};
 };
 
 class TrialWriter {
@@ -52,7 +55,7 @@ class TrialWriter {
   std::string IndexFile(int64_t global_step) const;
   const std::string& dir() const { return dir_; }
 
-  // The Event payload (not framed) holding one FLOAT tensor, with smdebug's
+  // The Event payload (not framed) holding one FLOAT (or STRING) tensor, with smdebug's
   // mode/mode_step plugin metadata.
   static std::string EncodeTensorEvent(int64_t global_step, Mode mode, int64_t mode_step,
                                        const TensorSpec& tensor);

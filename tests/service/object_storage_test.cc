@@ -203,6 +203,22 @@ TEST_F(ObjectStorageTest, UploadedFixtureTrialsReachTheVerdictsTheyReachOnDisk) 
   }
 }
 
+TEST_F(ObjectStorageTest, XgboostReportOfAnUploadedTrial) {
+  Upload(*s3_, kBucket, "xgboost/multiclass", kFixtures / "xgboost" / "multiclass");
+  auto stub = server_->Stub();
+  v1::CreateTrainingJobResponse created;
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(),
+                                      TensorJob("s3-xgboost",
+                                                absl::StrCat("s3://", kBucket, "/xgboost/multiclass"),
+                                                {"CreateXgboostReport"}),
+                                      &created)
+                  .ok());
+  auto statuses = WaitForRules(*stub, "s3-xgboost");
+  EXPECT_EQ(statuses["CreateXgboostReport"].first, v1::RuleEvaluationStatus::NoIssuesFound)
+      << statuses["CreateXgboostReport"].second;
+  EXPECT_THAT(statuses["CreateXgboostReport"].second, HasSubstr("multiclass classification"));
+}
+
 TEST_F(ObjectStorageTest, ProfilerRulesReadUploadedSystemMetrics) {
   Upload(*s3_, kBucket, "profiler/cpu", kFixtures / "profiler" / "system" / "cpu_bottleneck");
   v1::CreateTrainingJobRequest request;

@@ -54,17 +54,20 @@ TEST(BuiltinRulesCatalogTest, EveryCatalogRuleIsKnownToTheEngine) {
 
 // Where the two catalogs disagreed (the engine listed CreateXgboostReport
 // with the profiler rules and report generators), core's word holds: it is
-// a debugging rule, configured in DebugRuleConfigurations, which this engine
-// does not evaluate.
+// a debugging rule, configured in DebugRuleConfigurations, where this engine
+// evaluates it (it writes the XGBoost training report).
 TEST(BuiltinRulesCatalogTest, CreateXgboostReportIsADebuggingRule) {
   const core::BuiltinRuleInfo* info = core::FindBuiltinRule("CreateXgboostReport");
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->kind, core::RuleKind::kDebug);
   EXPECT_FALSE(IsProfilerRuleName("CreateXgboostReport"));
-  const absl::Status created = CreateBuiltinRule("CreateXgboostReport", {}).status();
-  EXPECT_EQ(created.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(created.message(), HasSubstr("built-in debugging rule 'CreateXgboostReport'"));
-  EXPECT_EQ(ValidateBuiltinRuleParameters("CreateXgboostReport", {}), created);
+  absl::StatusOr<std::unique_ptr<Rule>> created = CreateBuiltinRule("CreateXgboostReport", {});
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)->ReportFileStem(), "xgboost_report");
+  EXPECT_TRUE(ValidateBuiltinRuleParameters("CreateXgboostReport", {}).ok());
+  const absl::Status unknown = CreateBuiltinRule("CreateXgboostReport", {{"depth", "3"}}).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.message(), HasSubstr("depth"));
 
   // In the wrong list, validation says where it belongs.
   core::ValidationOptions options;

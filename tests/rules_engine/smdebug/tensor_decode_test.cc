@@ -173,7 +173,76 @@ TEST(TensorDecodeTest, UnknownDtypeNamesDtypeAndTensor) {
   EXPECT_EQ(DecodeTensorProto(p, "t", &t).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(TensorDecodeTest, StringAndComplexHaveNoValues) {
+TEST(TensorDecodeTest, StringValuesAreKeptAsStrings) {
+  smdebug::TensorProto p = Proto(smdebug::DT_STRING, {2});
+  p.add_string_val("logloss");
+  p.add_string_val("auc");
+  Tensor t;
+  ASSERT_TRUE(DecodeTensorProto(p, "hyperparameters/eval_metric", &t).ok());
+  EXPECT_THAT(t.strings, ElementsAre("logloss", "auc"));
+  EXPECT_TRUE(t.values.empty());
+  EXPECT_EQ(t.dtype, smdebug::DT_STRING);
+}
+
+// As smdebug's XGBoost hook writes "hyperparameters/objective": no dtype.
+TEST(TensorDecodeTest, StringValWithoutDtypeIsAString) {
+  smdebug::TensorProto p;
+  p.mutable_tensor_shape()->add_dim()->set_size(1);
+  p.add_string_val("binary:logistic");
+  Tensor t;
+  ASSERT_TRUE(DecodeTensorProto(p, "hyperparameters/objective", &t).ok());
+  EXPECT_EQ(t.dtype, smdebug::DT_STRING);
+  EXPECT_THAT(t.strings, ElementsAre("binary:logistic"));
+  // Without string_val, no dtype is still an error.
+  smdebug::TensorProto empty;
+  EXPECT_EQ(DecodeTensorProto(empty, "t", &t).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorDecodeTest, OneStringBroadcastsLikeTypedValues) {
+  smdebug::TensorProto p = Proto(smdebug::DT_STRING, {3});
+  p.add_string_val("x");
+  Tensor t;
+  ASSERT_TRUE(DecodeTensorProto(p, "t", &t).ok());
+  EXPECT_THAT(t.strings, ElementsAre("x", "x", "x"));
+}
+
+TEST(TensorDecodeTest, MoreStringsThanElementsIsAnError) {
+  smdebug::TensorProto p = Proto(smdebug::DT_STRING, {1});
+  p.add_string_val("a");
+  p.add_string_val("b");
+  Tensor t;
+  const absl::Status s = DecodeTensorProto(p, "hyperparameters/objective", &t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("2 string_val values for a shape of 1"));
+  EXPECT_THAT(s.message(), HasSubstr("hyperparameters/objective"));
+}
+
+TEST(TensorDecodeTest, StringsBeyondTheByteLimitAreRefused) {
+  // 1 KiB broadcast to 2^20 elements would be 1 GiB of strings.
+  smdebug::TensorProto p = Proto(smdebug::DT_STRING, {int64_t{1} << 20});
+  p.add_string_val(std::string(1024, 'a'));
+  Tensor t;
+  const absl::Status s = DecodeTensorProto(p, "t", &t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("exceed the limit"));
+  EXPECT_TRUE(t.strings.empty());
+}
+
+TEST(TensorDecodeTest, StringTensorEventDecodesThroughTheEventPath) {
+  smdebug::Event e;
+  auto* v = e.mutable_summary()->add_value();
+  v->set_tag("hyperparameters/objective");
+  *v->mutable_tensor() = Proto(smdebug::DT_STRING, {1});
+  v->mutable_tensor()->add_string_val("multi:softprob");
+  Tensor t;
+  ValueMetadata metadata;
+  ASSERT_TRUE(DecodeEventTensor(e.SerializeAsString(), "hyperparameters/objective",
+                                [] { return std::string("x"); }, &t, &metadata)
+                  .ok());
+  EXPECT_THAT(t.strings, ElementsAre("multi:softprob"));
+}
+
+TEST(TensorDecodeTest, StringWithoutValuesAndComplexHaveNoValues) {
   for (auto dtype : {smdebug::DT_STRING, smdebug::DT_COMPLEX64, smdebug::DT_COMPLEX128}) {
     smdebug::TensorProto p = Proto(dtype, {2}, "whatever");
     Tensor t;

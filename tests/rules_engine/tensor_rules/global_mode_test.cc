@@ -288,6 +288,18 @@ const std::vector<GlobalModeCase>& Cases() {
        },
        kIssues,
        "step 0 (GLOBAL step 0): trees/Node largest node id 6 gives tree depth 2"},
+      {"CreateXgboostReport",
+       {},
+       [](TrialWriter& w, Mode m) {
+         Steps(w, m, 2, [](int) {
+           return std::vector<TensorSpec>{{"train-logloss", {}, {0.5}},
+                                          {"predictions", {2}, {0.2, 0.8}},
+                                          {"labels", {2}, {0, 1}},
+                                          {"feature_importance/weight/f0", {}, {1}}};
+         });
+       },
+       Kind::kNoIssuesFound,
+       "report written: binary classification, 2 saved rounds"},
       {"StalledTrainingRule",
        {},
        [](TrialWriter& w, Mode m) { Steps(w, m, 3, [](int) { return One(kLoss, {0.5}); }); },
