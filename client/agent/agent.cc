@@ -213,9 +213,10 @@ class Agent final : public ConnectionListener {
     std::vector<std::string> environment;
     {
       absl::MutexLock lock(&mu_);
-      environment =
-          TrainingEnvironment(environ, config_writer_->paths().hook_config_path,
-                              config_writer_->paths().profiler_config_path, options_.job);
+      const TrainingPaths& paths = config_writer_->paths();
+      environment = TrainingEnvironment(environ, paths.hook_config_path,
+                                        paths.profiler_config_path, options_.job,
+                                        paths.tensorboard_dir);
     }
     if (absl::Status started = training_.Start(options_.command, environment); !started.ok()) {
       return started;
