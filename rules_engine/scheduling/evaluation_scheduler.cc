@@ -10,11 +10,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/jobs/output_path.h"
 #include "core/jobs/rule_catalog.h"
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/scheduling/rule_verdicts.h"
+#include "rules_engine/tensorboard/merged_trial.h"
+#include "rules_engine/tensorboard/tensorboard_reader.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::rules_engine {
@@ -42,6 +45,21 @@ absl::StatusOr<objectstore::StoreLocation> ResolveForReading(const core::DataRoo
   }
   return absl::Status(location.status().code(),
                       absl::StrCat(field, " cannot be read: ", location.status().message()));
+}
+
+// The TensorBoard reader's options from the job: the include_regex of its
+// DebugHookConfig's collections (comma-separated patterns, as smdebug reads
+// them) override the tag naming per collection.
+tensorboard::TensorBoardOptions TensorBoardOptionsOf(const JobRecord& job) {
+  tensorboard::TensorBoardOptions options;
+  for (const auto& collection : job.debug_hook_config().collection_configurations()) {
+    const auto it = collection.collection_parameters().find("include_regex");
+    if (it == collection.collection_parameters().end()) continue;
+    for (absl::string_view pattern : absl::StrSplit(it->second, ',', absl::SkipEmpty())) {
+      options.include_regex[collection.collection_name()].emplace_back(pattern);
+    }
+  }
+  return options;
 }
 
 // Lowers the calling thread's CPU priority to `nice` (Linux: a thread's nice
@@ -300,10 +318,40 @@ std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
 }
 
 void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& job) {
-  if (!job.has_debug_hook_config()) {
+  const bool has_tensorboard = job.has_tensor_board_output_config() &&
+                               !job.tensor_board_output_config().s3_output_path().empty();
+  if (!job.has_debug_hook_config() && !has_tensorboard) {
     evaluation.trial_problem =
-        "the job has no DebugHookConfig, so the training script saves no tensors; add one with "
-        "S3OutputPath and the collections the rule needs";
+        "the job has no DebugHookConfig and no TensorBoardOutputConfig, so no tensors are read; "
+        "add a TensorBoardOutputConfig whose S3OutputPath the training script's SummaryWriter "
+        "writes to, or a DebugHookConfig with S3OutputPath and the collections the rule needs";
+    return;
+  }
+  std::optional<objectstore::StoreLocation> tensorboard;
+  if (has_tensorboard) {
+    absl::StatusOr<objectstore::StoreLocation> resolved = ResolveForReading(
+        stores_, job.tensor_board_output_config().s3_output_path(),
+        "TensorBoardOutputConfig.S3OutputPath",
+        "write TensorBoard logs to a local path (or file:// URI) under the server's --data-root");
+    if (!resolved.ok()) {
+      evaluation.trial_problem = std::string(resolved.status().message());
+      return;
+    }
+    tensorboard = *std::move(resolved);
+  }
+  // A DebugHookConfig naming the TensorBoard location (or none) only gives
+  // the collections' include_regex.
+  const bool hook_is_tensorboard =
+      tensorboard.has_value() &&
+      (!job.has_debug_hook_config() ||
+       job.debug_hook_config().s3_output_path().empty() ||
+       job.debug_hook_config().s3_output_path() ==
+           job.tensor_board_output_config().s3_output_path());
+  if (hook_is_tensorboard) {
+    evaluation.tensorboard = tensorboard;
+    evaluation.tensorboard_only = true;
+    evaluation.reader = std::make_unique<tensorboard::TensorBoardReader>(
+        *std::move(tensorboard), TensorBoardOptionsOf(job));
     return;
   }
   absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
@@ -315,6 +363,12 @@ void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& 
   }
   evaluation.trial = *location;
   evaluation.reader = std::make_unique<TrialReader>(*std::move(location));
+  if (tensorboard.has_value()) {
+    evaluation.tensorboard = tensorboard;
+    evaluation.reader = std::make_unique<tensorboard::MergedTrial>(
+        std::move(evaluation.reader), std::make_unique<tensorboard::TensorBoardReader>(
+                                          *std::move(tensorboard), TensorBoardOptionsOf(job)));
+  }
 }
 
 void EvaluationScheduler::OpenProfilerData(JobEvaluation& evaluation, const JobRecord& job) {
@@ -610,6 +664,7 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
 bool EvaluationScheduler::UpdateWatchesLocked(const JobEvaluation& evaluation) {
   WatchedOutputs outputs;
   if (evaluation.DebugRulesActive()) outputs.trial = evaluation.trial;
+  if (evaluation.DebugRulesActive()) outputs.tensorboard = evaluation.tensorboard;
   if (evaluation.ProfilerRunsActive()) outputs.profiler = evaluation.profiler;
   return watcher_->Update(evaluation.job_name, outputs);
 }
