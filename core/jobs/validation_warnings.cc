@@ -19,20 +19,6 @@ using validation_internal::EntryField;
 
 namespace {
 
-// The built-in debug rules whose statistics TensorBoard's scalars and
-// histograms give (issue 24); the others read whole tensors (activations,
-// inputs, labels and predictions, XGBoost's trees) that no TensorBoard
-// summary carries.
-bool TensorBoardCarries(absl::string_view rule) {
-  for (absl::string_view carried :
-       {"ExplodingTensor", "VanishingGradient", "AllZero", "UnchangedTensor", "TensorVariance",
-        "LossNotDecreasing", "Overfit", "Overtraining", "StalledTrainingRule",
-        "SimilarAcrossRuns"}) {
-    if (rule == carried) return true;
-  }
-  return false;
-}
-
 absl::string_view WithoutTrailingSlashes(absl::string_view path) {
   while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
   return path;
@@ -72,15 +58,16 @@ void AddCollectionWarnings(const v1::CreateTrainingJobRequest& request, int i,
   }
 }
 
+// The rule catalog says why (TensorBoardGap), e.g. "it reads the labels
+// and predictions tensors".
 std::string TensorBoardCannotCarry(const v1::DebugRuleConfiguration& rule, int i,
-                                   const std::string& invoke) {
+                                   const std::string& invoke, absl::string_view gap) {
   return absl::StrCat(
       "DebugRuleConfigurations[", i, "] (", rule.rule_configuration_name(), ", ", invoke,
-      ") reads whole tensors (activations, inputs, labels, predictions or trees) that "
-      "TensorBoard logs cannot carry: they hold only scalars and histograms, and the job has "
-      "TensorBoardOutputConfig without an smdebug DebugHookConfig, so the rule will end in "
-      "Error; save its tensors with smdebug (a DebugHookConfig whose S3OutputPath is not the "
-      "TensorBoard location) or remove the rule");
+      ") cannot be evaluated on TensorBoard logs, which hold scalars and histograms only: ", gap,
+      "; the job has TensorBoardOutputConfig without an smdebug DebugHookConfig, so the rule "
+      "will end in Error; save its tensors with smdebug (a DebugHookConfig whose S3OutputPath is "
+      "not the TensorBoard location) or remove the rule");
 }
 
 }  // namespace
@@ -106,9 +93,10 @@ std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRe
     if (invoke == rule.rule_parameters().end()) continue;
     // TensorBoard logs name their collections by their tags, not by
     // CollectionConfigurations: nothing to warn of for a rule they carry.
-    if (tensorboard && TensorBoardCarries(invoke->second)) continue;
+    const absl::string_view gap = TensorBoardGap(invoke->second);
+    if (tensorboard && gap.empty()) continue;
     if (!smdebug) {
-      warnings.push_back(TensorBoardCannotCarry(rule, i, invoke->second));
+      warnings.push_back(TensorBoardCannotCarry(rule, i, invoke->second, gap));
       continue;
     }
     AddCollectionWarnings(request, i, invoke->second, options, warnings);

@@ -10,12 +10,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "core/jobs/output_path.h"
 #include "core/jobs/rule_catalog.h"
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/scheduling/rule_verdicts.h"
+#include "rules_engine/tensorboard/hook_collections.h"
 #include "rules_engine/tensorboard/merged_trial.h"
 #include "rules_engine/tensorboard/tensorboard_reader.h"
 #include "spdlog/spdlog.h"
@@ -45,21 +45,6 @@ absl::StatusOr<objectstore::StoreLocation> ResolveForReading(const core::DataRoo
   }
   return absl::Status(location.status().code(),
                       absl::StrCat(field, " cannot be read: ", location.status().message()));
-}
-
-// The TensorBoard reader's options from the job: the include_regex of its
-// DebugHookConfig's collections (comma-separated patterns, as smdebug reads
-// them) override the tag naming per collection.
-tensorboard::TensorBoardOptions TensorBoardOptionsOf(const JobRecord& job) {
-  tensorboard::TensorBoardOptions options;
-  for (const auto& collection : job.debug_hook_config().collection_configurations()) {
-    const auto it = collection.collection_parameters().find("include_regex");
-    if (it == collection.collection_parameters().end()) continue;
-    for (absl::string_view pattern : absl::StrSplit(it->second, ',', absl::SkipEmpty())) {
-      options.include_regex[collection.collection_name()].emplace_back(pattern);
-    }
-  }
-  return options;
 }
 
 // Lowers the calling thread's CPU priority to `nice` (Linux: a thread's nice
@@ -351,7 +336,7 @@ void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& 
     evaluation.tensorboard = tensorboard;
     evaluation.tensorboard_only = true;
     evaluation.reader = std::make_unique<tensorboard::TensorBoardReader>(
-        *std::move(tensorboard), TensorBoardOptionsOf(job));
+        *std::move(tensorboard), tensorboard::TensorBoardOptionsOf(job.debug_hook_config()));
     return;
   }
   absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
@@ -367,7 +352,7 @@ void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& 
     evaluation.tensorboard = tensorboard;
     evaluation.reader = std::make_unique<tensorboard::MergedTrial>(
         std::move(evaluation.reader), std::make_unique<tensorboard::TensorBoardReader>(
-                                          *std::move(tensorboard), TensorBoardOptionsOf(job)));
+                                          *std::move(tensorboard), tensorboard::TensorBoardOptionsOf(job.debug_hook_config())));
   }
 }
 

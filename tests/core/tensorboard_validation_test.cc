@@ -87,7 +87,7 @@ TEST(TensorBoardValidationTest, EachRuleTensorBoardCannotCarryGetsAWarningNaming
       CreateTrainingJobWarnings(request, WithRuleCollections());
   ASSERT_THAT(warnings, SizeIs(4));
   EXPECT_THAT(warnings[0], AllOf(HasSubstr("DebugRuleConfigurations[1] (DeadRelu, DeadRelu)"),
-                                 HasSubstr("TensorBoard logs cannot carry"),
+                                 HasSubstr("cannot be evaluated on TensorBoard logs"),
                                  HasSubstr("will end in Error"), HasSubstr("DebugHookConfig")));
   EXPECT_THAT(warnings[1], HasSubstr("DebugRuleConfigurations[3] (ClassImbalance"));
   EXPECT_THAT(warnings[2], HasSubstr("DebugRuleConfigurations[4] (Confusion"));
@@ -107,7 +107,7 @@ TEST(TensorBoardValidationTest, AHookConfigForCollectionsOnlyIsAcceptedAndIsNoSm
   const std::vector<std::string> warnings =
       CreateTrainingJobWarnings(request, WithRuleCollections());
   ASSERT_THAT(warnings, SizeIs(1));
-  EXPECT_THAT(warnings[0], HasSubstr("(DeadRelu, DeadRelu) reads whole tensors"));
+  EXPECT_THAT(warnings[0], HasSubstr("(DeadRelu, DeadRelu) cannot be evaluated on TensorBoard logs"));
 }
 
 // With an smdebug trial beside the TensorBoard logs, a rule TensorBoard
