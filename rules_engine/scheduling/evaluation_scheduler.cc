@@ -78,11 +78,16 @@ absl::StatusOr<objectstore::StoreLocation> EvaluationScheduler::ResolveOtherTria
   // confined to the data roots like any output path.
   std::string location = other_trial;
   if (auto job = manager_->GetJob(other_trial); job != nullptr) {
-    if (!job->has_debug_hook_config()) {
-      return absl::FailedPreconditionError(absl::StrCat("other_trials: training job '", other_trial,
-                                                        "' has no DebugHookConfig, so no tensors"));
+    // Its smdebug trial, else its TensorBoard logs.
+    if (job->has_debug_hook_config()) {
+      location = job->debug_hook_config().s3_output_path();
+    } else if (job->has_tensor_board_output_config()) {
+      location = job->tensor_board_output_config().s3_output_path();
+    } else {
+      return absl::FailedPreconditionError(
+          absl::StrCat("other_trials: training job '", other_trial,
+                       "' has neither DebugHookConfig nor TensorBoardOutputConfig, so no tensors"));
     }
-    location = job->debug_hook_config().s3_output_path();
   }
   absl::StatusOr<objectstore::StoreLocation> resolved = stores_.Resolve(location);
   if (absl::IsUnimplemented(resolved.status())) {
@@ -351,8 +356,9 @@ void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& 
   if (tensorboard.has_value()) {
     evaluation.tensorboard = tensorboard;
     evaluation.reader = std::make_unique<tensorboard::MergedTrial>(
-        std::move(evaluation.reader), std::make_unique<tensorboard::TensorBoardReader>(
-                                          *std::move(tensorboard), tensorboard::TensorBoardOptionsOf(job.debug_hook_config())));
+        std::move(evaluation.reader),
+        std::make_unique<tensorboard::TensorBoardReader>(
+            *std::move(tensorboard), tensorboard::TensorBoardOptionsOf(job.debug_hook_config())));
   }
 }
 

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -63,8 +65,9 @@ struct TensorBoardReader::State {
     int64_t newest_step = kNoStep;
   };
   struct Pending {
-    // (tag, worker) -> the tensor (its mode from the tag).
-    std::map<std::pair<std::string, std::string>, Tensor> values;
+    // The tensors (name = tag) with the mode of their tag, in the order
+    // read: of two with the same tag and worker the later one counts.
+    std::vector<std::pair<Mode, Tensor>> values;
     bool has_training = false, has_train = false, has_eval = false;
     absl::Time written = absl::InfinitePast();
   };
@@ -77,7 +80,7 @@ struct TensorBoardReader::State {
   std::map<std::string, Worker> workers;
   std::map<std::string, std::string> first_host;  // Directory -> its first host.
   std::map<int64_t, Pending> pending;
-  std::set<std::string> tags;
+  absl::flat_hash_map<std::string, Mode> tags;  // Each tag seen, with its mode.
   std::set<std::string> names_seen;
   int64_t last_returned = kNoStep;
   bool ended_by_job = false;
@@ -86,22 +89,24 @@ struct TensorBoardReader::State {
   bool resume = false;
   std::string buffer;  // Reused from piece to piece; freed after each call.
 
-  // Puts a new tag in its collections (before any rule is asked about it).
-  absl::Status RegisterTag(const std::string& tag) {
-    if (tags.count(tag)) return absl::OkStatus();
+  // The mode of `tag`; a new tag is put in its collections first (before
+  // any rule is asked about it).
+  absl::StatusOr<Mode> RegisterTag(const std::string& tag) {
+    if (auto it = tags.find(tag); it != tags.end()) return it->second;
     if (tags.size() >= kMaxTags) {
       return absl::ResourceExhaustedError(absl::StrCat("the TensorBoard logs have more than ",
                                                        kMaxTags, " distinct tags; at most ",
                                                        kMaxTags, " are read"));
     }
-    tags.insert(tag);
+    const Mode mode = ModeOfTag(tag);
+    tags.emplace(tag, mode);
     const std::string collection = CollectionOfTag(tag);
     for (const std::string& c : {collection, std::string("default")}) {
       if (c.empty() || options.include_regex.count(c)) continue;
       info.collections[c].tensor_names.push_back(tag);
     }
     if (names_seen.size() < kMaxTensorNamesSeen) names_seen.insert(tag);
-    return absl::OkStatus();
+    return mode;
   }
 
   bool Live(const std::string& name, const Worker& w) const {
@@ -233,14 +238,13 @@ absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload
   for (Tensor& t : event->values) {
     ++st.tb.values;
     if (t.histogram) ++st.tb.histograms;
-    if (absl::Status s = st.RegisterTag(t.name); !s.ok()) return s;
-    const Mode mode = ModeOfTag(t.name);
-    (mode == Mode::kEval ? step.has_eval : step.has_training) = true;
-    step.has_train |= mode == Mode::kTrain;
+    absl::StatusOr<Mode> mode = st.RegisterTag(t.name);
+    if (!mode.ok()) return mode.status();
+    (*mode == Mode::kEval ? step.has_eval : step.has_training) = true;
+    step.has_train |= *mode == Mode::kTrain;
     if (!wanted(t.name, st.info)) continue;
     t.worker = file.worker;
-    std::pair<std::string, std::string> key{t.name, file.worker};
-    step.values.insert_or_assign(std::move(key), std::move(t));
+    step.values.emplace_back(*mode, std::move(t));
   }
   return absl::OkStatus();
 }
@@ -314,8 +318,19 @@ bool TensorBoardReader::ReturnReady(std::vector<Step>& out, const ReadBudget& bu
     }
     training.mode = pending.has_train ? Mode::kTrain : Mode::kGlobal;
     eval.mode = Mode::kEval;
-    for (auto& [key, tensor] : pending.values) {
-      (ModeOfTag(key.first) == Mode::kEval ? eval : training).tensors.push_back(std::move(tensor));
+    // By (name, worker), the later of two equal ones (a restart's value).
+    std::stable_sort(pending.values.begin(), pending.values.end(),
+                     [](const auto& a, const auto& b) {
+                       return std::tie(a.second.name, a.second.worker) <
+                              std::tie(b.second.name, b.second.worker);
+                     });
+    for (size_t i = 0; i < pending.values.size(); ++i) {
+      auto& [mode, tensor] = pending.values[i];
+      if (i + 1 < pending.values.size() && pending.values[i + 1].second.name == tensor.name &&
+          pending.values[i + 1].second.worker == tensor.worker) {
+        continue;
+      }
+      (mode == Mode::kEval ? eval : training).tensors.push_back(std::move(tensor));
     }
     if (pending.has_training) out.push_back(std::move(training));
     if (pending.has_eval) out.push_back(std::move(eval));
@@ -343,9 +358,13 @@ absl::StatusOr<std::vector<Step>> TensorBoardReader::ReadNewSteps(const TensorFi
     st.listed_ended = ended;
   }
   Units spent{budget, 0};
+  // Reading stops early once more steps are pending than the call may
+  // return (the rest is read by the next calls): memory stays bounded.
+  bool enough = false;
   for (auto& [key, file] : st.files) {
     while (file.offset < file.listed_size) {
-      if (spent.Spent()) {
+      enough = st.pending.size() > budget.max_steps;
+      if (enough || spent.Spent()) {
         st.resume = true;
         break;
       }
@@ -365,10 +384,11 @@ absl::StatusOr<std::vector<Step>> TensorBoardReader::ReadNewSteps(const TensorFi
   for (const auto& [name, w] : st.workers) st.info.workers.push_back(name);
   st.info.num_workers = std::max<int>(1, static_cast<int>(st.workers.size()));
   size_t units = spent.done;
-  if (!st.resume) {
-    // Steps are returned only once every file was read as far as it goes:
-    // a step's values may sit in several files.
-    st.resume = !ReturnReady(out, budget, units, ended);
+  if (!st.resume || enough) {
+    // A step's values may sit in several files: steps are returned after a
+    // pass over every file, or once enough are pending (a value of a file
+    // not read yet at a step returned is then late, and counted).
+    st.resume = !ReturnReady(out, budget, units, ended) || st.resume;
   }
   st.summary.training_ended = ended;
   st.finished = ended && !st.resume && st.pending.empty();

@@ -48,11 +48,12 @@ namespace debugplane::rules_engine::tensorboard {
 // Bounds on hostile data (see trial_reader.h for the smdebug ones):
 //   one event record  128 MiB (kEventRecordLimit: a record whose length
 //                      field says more is RESOURCE_EXHAUSTED, never read)
-//   one read           64 MiB of a file (kMaxEventFileReadBytes) per unit of
-//                      work: a large file is read in pieces
+//   one read           4 MiB of a file per unit of work (or one whole record,
+//                      up to the record limit): a large file is read in pieces,
+//                      and no further than the steps a call may return need
 //   event files        kMaxEventFiles under the location
 inline constexpr size_t kMaxEventFiles = 4096;
-inline constexpr uint64_t kReadChunkBytes = kMaxEventFileReadBytes;
+inline constexpr uint64_t kReadChunkBytes = 4 << 20;
 
 // The file name TensorBoard writers give event files.
 inline constexpr absl::string_view kEventFilePrefix = "events.out.tfevents.";

@@ -290,6 +290,21 @@ TEST_F(TensorBoardSyntheticTest, WorkersOfSeveralHostsAndRunDirectoriesStayApart
   EXPECT_THAT(reader.info().workers, ElementsAre("runs/a", "runs/a@host-b", "runs/b"));
 }
 
+TEST_F(TensorBoardSyntheticTest, RunThatEndedBeforeAnotherStartedDoesNotHoldItBack) {
+  // Hugging Face restarts into a new runs/<date>_<host>/: the old run's
+  // last event is older than the new run's first, so it is no longer live.
+  TbEventWriter old_run(File("runs/a/events.out.tfevents.1.host.1.0"), 1000);
+  for (int step = 0; step <= 5; ++step) old_run.Scalar(step, "train/loss", 1);
+  TbEventWriter new_run(File("runs/b/events.out.tfevents.2.host.1.0"), 5000);
+  for (int step = 0; step <= 10; ++step) new_run.Scalar(step, "train/loss", 2);
+  TensorBoardReader reader(Local(dir()));
+  absl::StatusOr<std::vector<Step>> steps = Read(reader);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->size(), 10u);  // Steps 0-9; step 10 waits for a later one.
+  EXPECT_EQ(steps->back().global_step, 9);
+  EXPECT_EQ((*steps)[0].tensors.size(), 2u);  // Both runs' values at step 0, as two workers.
+}
+
 TEST_F(TensorBoardSyntheticTest, BoundedCallsReadALargeBacklogInOrder) {
   TbEventWriter w(File("events.out.tfevents.1.host.1.0"));
   for (int step = 0; step < 2000; ++step) w.Scalar(step, "train/loss", static_cast<float>(step));

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules_engine/catalog/builtin_rules.h"
+#include "rules_engine/tensor_rules/other_trial_lookup.h"
 #include "rules_engine/tensorboard/tensorboard_reader.h"
 #include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/tb_event_writer.h"
@@ -174,6 +175,41 @@ TEST_F(TensorBoardHistogramRulesTest, ScalarLossesPairTrainAndEvalForOverfit) {
   const RuleVerdict v = Evaluate(dir(), "Overfit");
   ASSERT_EQ(v.kind, Kind::kIssuesFound) << v.details;
   EXPECT_THAT(v.details, HasSubstr("EVAL"));
+}
+
+TEST_F(TensorBoardHistogramRulesTest, SimilarAcrossRunsComparesWithAnotherRunsLogs) {
+  // This run and a reference run (its own TensorBoard logs) part at step 3.
+  ::debugplane::testing::ScopedTempDir reference;
+  TbEventWriter other((reference.path() / "events.out.tfevents.1.host.1.0").string());
+  for (int step = 1; step <= 4; ++step) {
+    writer_.Scalar(step, "train/loss", 1.0f / step);
+    other.Scalar(step, "train/loss", step < 3 ? 1.0f / step : 5.0f);
+  }
+  OtherTrialCache cache;
+  const objectstore::StoreLocation location = Local(reference.path().string());
+  absl::StatusOr<Tensor> read = cache.Read(location, 2, "train/loss");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->values, std::vector<double>{0.5});
+  RuleContext context;
+  context.other_trial = cache.AsLookup(
+      [&](const std::string&) -> absl::StatusOr<objectstore::StoreLocation> { return location; });
+  absl::StatusOr<std::unique_ptr<Rule>> rule =
+      CreateBuiltinRule("SimilarAcrossRuns", {{"other_trials", "reference"}}, context);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  TensorBoardReader reader(Local(dir()));
+  reader.SetTrainingEnded();
+  absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(
+      [&](const std::string& t, const TrialInfo& info) { return (*rule)->Wants(t, info); },
+      ReadBudget{});
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  RuleVerdict v;
+  for (const Step& step : *steps) {
+    v = (*rule)->OnStep(step, reader.info());
+    if (v.kind != Kind::kContinue) break;
+  }
+  ASSERT_EQ(v.kind, Kind::kIssuesFound) << v.details;
+  EXPECT_THAT(v.details, HasSubstr("step 3"));
+  EXPECT_THAT(v.details, HasSubstr("train/loss"));
 }
 
 }  // namespace
