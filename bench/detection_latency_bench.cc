@@ -4,6 +4,7 @@
 //   detection_latency_bench [--samples 200] [--concurrency 1,4] [--healthy-steps 3]
 //                           [--step-interval-ms 10] [--rule-workers 2]
 //                           [--timeout-ms 10000] [--server PATH] [--gdb-on-timeout]
+//                           [--tensorboard]
 //
 // It runs the real debugplane-server binary as a child process (loopback,
 // port 0, its own data directory and --data-root), as production runs it:
@@ -17,6 +18,13 @@
 // first and the index file last (as smdebug does): the step is complete on
 // disk when the index rename returns, which is when the clock starts. It
 // stops when the watch stream delivers the rule's IssuesFound.
+//
+// With --tensorboard the job gives TensorBoardOutputConfig instead of a
+// DebugHookConfig, and each step is one simple_value record ("train/loss")
+// appended to one event file, as torch's SummaryWriter writes it. A
+// TensorBoard step is complete once a later step is written (its values may
+// come in several records), so the NaN step is followed by one more healthy
+// step, and the clock starts when that append returns.
 //
 // With --concurrency N, N jobs run samples at the same time, so their
 // evaluations share the server's rule-worker pool and committer.
@@ -102,11 +110,33 @@ absl::Status WriteAtomically(const fs::path& path, const std::string& data) {
 // on-disk format of docs/smdebug-format.md.
 class Trial {
  public:
-  explicit Trial(fs::path dir) : dir_(std::move(dir)) {}
+  explicit Trial(fs::path dir, bool tensorboard = false)
+      : dir_(std::move(dir)), tensorboard_(tensorboard) {}
+
+  // TensorBoard: appends one simple_value record of `loss` at `step`.
+  absl::Status AppendTensorBoardStep(int64_t step, float loss) {
+    std::error_code error;
+    fs::create_directories(dir_, error);
+    smdebug::Event event;
+    event.set_wall_time(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+    event.set_step(step);
+    smdebug::Summary::Value* value = event.mutable_summary()->add_value();
+    value->set_tag("train/loss");
+    value->set_simple_value(loss);
+    const std::string record = rules_engine::EncodeTfRecord(event.SerializeAsString());
+    const std::string path = (dir_ / "events.out.tfevents.1700000000.bench.1.0").string();
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path));
+    const bool whole =
+        write(fd, record.data(), record.size()) == static_cast<ssize_t>(record.size());
+    close(fd);
+    return whole ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot append to ", path));
+  }
 
   // Writes step `step` (TRAIN mode): event file, then index file. The
   // collections file comes with the first step, as the hook writes it.
   absl::Status WriteStep(int64_t step, float loss) {
+    if (tensorboard_) return AppendTensorBoardStep(step, loss);
     std::error_code error;
     if (!collections_written_) {
       fs::create_directories(dir_ / "collections/000000000", error);
@@ -155,6 +185,7 @@ class Trial {
 
  private:
   fs::path dir_;
+  bool tensorboard_ = false;
   bool collections_written_ = false;
 };
 
@@ -236,6 +267,7 @@ struct Settings {
   int healthy_steps = 3;
   absl::Duration step_interval = absl::Milliseconds(10);
   absl::Duration timeout = absl::Seconds(10);
+  bool tensorboard = false;  // TensorBoardOutputConfig and appended event records.
 };
 
 struct SampleResult {
@@ -246,12 +278,17 @@ struct SampleResult {
   double describe_us = 0;
 };
 
-v1::CreateTrainingJobRequest JobRequest(const std::string& name, const fs::path& trial) {
+v1::CreateTrainingJobRequest JobRequest(const std::string& name, const fs::path& trial,
+                                        bool tensorboard) {
   v1::CreateTrainingJobRequest request;
   request.set_training_job_name(name);
   request.set_role_arn("arn:aws:iam::111122223333:role/service-role/Bench");
   request.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
-  request.mutable_debug_hook_config()->set_s3_output_path("file://" + trial.string());
+  if (tensorboard) {
+    request.mutable_tensor_board_output_config()->set_s3_output_path("file://" + trial.string());
+  } else {
+    request.mutable_debug_hook_config()->set_s3_output_path("file://" + trial.string());
+  }
   auto* rule = request.add_debug_rule_configurations();
   rule->set_rule_configuration_name("ExplodingTensor");
   rule->set_rule_evaluator_image(
@@ -273,8 +310,9 @@ SampleResult RunSample(v1::TrainingJobService::Stub& stub, const Settings& setti
   // training starts, as an orchestrator does.
   v1::CreateTrainingJobResponse created;
   Clock::time_point start = Clock::now();
-  grpc::Status status = stub.CreateTrainingJob(ContextWithin(settings.timeout).get(),
-                                               JobRequest(name, trial_dir), &created);
+  grpc::Status status =
+      stub.CreateTrainingJob(ContextWithin(settings.timeout).get(),
+                             JobRequest(name, trial_dir, settings.tensorboard), &created);
   result.create_us = MicrosSince(start, Clock::now());
   if (!status.ok()) return fail("create", status.error_message());
 
@@ -294,7 +332,7 @@ SampleResult RunSample(v1::TrainingJobService::Stub& stub, const Settings& setti
     return fail("watch initial state", ended.error_message());
   }
 
-  Trial trial(trial_dir);
+  Trial trial(trial_dir, settings.tensorboard);
   for (int step = 0; step < settings.healthy_steps; ++step) {
     if (absl::Status s = trial.WriteStep(step, 0.7f - 0.01f * step); !s.ok()) {
       end_stream();
@@ -314,8 +352,10 @@ SampleResult RunSample(v1::TrainingJobService::Stub& stub, const Settings& setti
     return fail("describe", status.error_message());
   }
 
-  const absl::Status written =
+  absl::Status written =
       trial.WriteStep(settings.healthy_steps, std::numeric_limits<float>::quiet_NaN());
+  if (written.ok() && settings.tensorboard)
+    written = trial.WriteStep(settings.healthy_steps + 1, 0.5f);
   const Clock::time_point complete = Clock::now();
   if (!written.ok()) {
     end_stream();
@@ -399,6 +439,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--gdb-on-timeout", gdb_on_timeout,
                "On a timed-out sample, dump the server's threads with gdb");
   app.add_flag("--keep", keep, "Keep the data directory");
+  bool tensorboard = false;
+  app.add_flag("--tensorboard", tensorboard,
+               "TensorBoardOutputConfig and appended event records instead of an smdebug trial");
   CLI11_PARSE(app, argc, argv);
 
   if (data_dir.empty()) {
@@ -417,6 +460,7 @@ int Main(int argc, char** argv) {
   settings.healthy_steps = healthy_steps;
   settings.step_interval = absl::Milliseconds(step_interval_ms);
   settings.timeout = absl::Milliseconds(timeout_ms);
+  settings.tensorboard = tensorboard;
 
   ServerChild server;
   const fs::path log_file = fs::path(data_dir) / "server.log";

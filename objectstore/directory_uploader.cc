@@ -35,6 +35,11 @@ absl::string_view BaseName(absl::string_view relative) {
   return slash == absl::string_view::npos ? relative : relative.substr(slash + 1);
 }
 
+// A TensorBoard event file: "events.out.tfevents.<time>.<host>...".
+bool IsEventFile(absl::string_view relative) {
+  return absl::StrContains(BaseName(relative), ".tfevents.");
+}
+
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : absl::StrCat(dir, "/", name);
 }
@@ -148,6 +153,14 @@ absl::Status DirectoryUploader::WatchTree(size_t source, const std::string& rela
   return absl::OkStatus();
 }
 
+bool DirectoryUploader::IsAppended(const FileId& id) const {
+  const Source& source = options_.sources[id.source];
+  for (const std::string& prefix : source.appended_prefixes) {
+    if (absl::StartsWith(id.relative, prefix)) return true;
+  }
+  return source.appended_event_files && IsEventFile(id.relative);
+}
+
 void DirectoryUploader::NoteFile(const FileId& id, const FileVersion& version, bool closed) {
   if (IsTemporaryName(BaseName(id.relative))) return;
   auto [it, added] = files_.try_emplace(id);
@@ -158,9 +171,8 @@ void DirectoryUploader::NoteFile(const FileId& id, const FileVersion& version, b
     } else if (absl::StartsWith(id.relative, "index/")) {
       state.file_class = FileClass::kIndex;
     }
-    for (const std::string& prefix : options_.sources[id.source].appended_prefixes) {
-      if (absl::StartsWith(id.relative, prefix)) state.appended = true;
-    }
+    state.appended = IsAppended(id);
+    state.appended_records = state.appended && IsEventFile(id.relative);
   }
   state.seen = version;
   if (state.appended) {
@@ -247,14 +259,9 @@ void DirectoryUploader::HandleEvents(const char* buffer, ssize_t length) {
     absl::MutexLock lock(&mu_);
     if (closed) {
       NoteFile(id, version, true);
-    } else if (files_.count(id) == 0) {
+    } else if (files_.count(id) == 0 && IsAppended(id)) {
       // Created: only growing files are tracked before they are closed.
-      for (const std::string& prefix : options_.sources[id.source].appended_prefixes) {
-        if (absl::StartsWith(id.relative, prefix)) {
-          NoteFile(id, version, false);
-          break;
-        }
-      }
+      NoteFile(id, version, false);
     }
   }
 }
@@ -355,6 +362,23 @@ size_t CompleteLinesSize(const std::string& data) {
   return last_line_end == std::string::npos ? 0 : last_line_end + 1;
 }
 
+// The size of `data` up to the end of its last complete TFRecord record
+// (length, its CRC, the data, its CRC): a torn last record stays behind.
+// CRCs are the reader's to check.
+size_t CompleteRecordsSize(const std::string& data) {
+  constexpr size_t kHeader = 12, kFooter = 4;
+  size_t end = 0;
+  while (data.size() - end >= kHeader) {
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<uint8_t>(data[end + i]);
+    if (length > data.size() - end - kHeader || data.size() - end - kHeader - length < kFooter) {
+      break;
+    }
+    end += kHeader + length + kFooter;
+  }
+  return end;
+}
+
 }  // namespace
 
 int64_t DirectoryUploader::UploadedBytes(const FileId& id) {
@@ -364,6 +388,7 @@ int64_t DirectoryUploader::UploadedBytes(const FileId& id) {
 
 void DirectoryUploader::Upload(const FileId& id) {
   const bool appended = files_[id].appended;
+  const bool records = files_[id].appended_records;
   const FileVersion seen_before = files_[id].seen;
   const Source& source = options_.sources[id.source];
   const std::string path = LocalPath(id);
@@ -375,7 +400,9 @@ void DirectoryUploader::Upload(const FileId& id) {
   const FileVersion read_version = read.version;
   const bool vanished = read.vanished;
   // Complete lines only: a reader never meets half a sample.
-  if (status.ok() && appended) data.resize(CompleteLinesSize(data));
+  if (status.ok() && appended) {
+    data.resize(records ? CompleteRecordsSize(data) : CompleteLinesSize(data));
+  }
   const int64_t previous_bytes = UploadedBytes(id);
   // A growing file without a new complete line (or without any yet) has
   // nothing new for a reader.

@@ -27,7 +27,9 @@
 // - Files under Source::appended_prefixes (system metrics, which are
 //   appended to all hour long) are uploaded up to their last '\n' (never a
 //   half-written line), again every Options::append_interval while they
-//   grow, and once more when closed or at Finish.
+//   grow, and once more when closed or at Finish. TensorBoard event files
+//   (names with ".tfevents.") of a Source with appended_event_files go the
+//   same way up to their last complete TFRecord record (never a torn one).
 // - A complete file is uploaded once; it goes up again only when it is
 //   written again (another close with a new size or time), whole: a reader
 //   sees the old or the new object, never a mix.
@@ -83,6 +85,9 @@ class DirectoryUploader {
     std::string key_prefix;
     // Relative path prefixes ("system/") of files their writer appends to.
     std::vector<std::string> appended_prefixes;
+    // Whether TensorBoard event files (".tfevents." in the name), which
+    // their writer appends TFRecord records to, are uploaded while they grow.
+    bool appended_event_files = false;
   };
 
   // Options::max_file_bytes by default: 1 GiB (profiler traces and event
@@ -167,6 +172,7 @@ class DirectoryUploader {
   struct FileState {
     FileClass file_class = FileClass::kData;
     bool appended = false;
+    bool appended_records = false;  // appended TFRecord records, not lines
     // Queued for upload, in order of `sequence`.
     bool pending = false;
     uint64_t sequence = 0;
@@ -191,6 +197,8 @@ class DirectoryUploader {
   void NoteFile(const FileId& id, const FileVersion& version, bool closed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(FileState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `id`'s writer appends to it (appended_prefixes, event files).
+  bool IsAppended(const FileId& id) const;
   // Every file under the sources as complete (Finish).
   void ScanAllAsComplete();
 

@@ -44,6 +44,7 @@ cmake --build "$build_dir" -j "$jobs" --target "${fuzzers[@]}"
 seed_pattern() {
   case "$1" in
     tfrecord_fuzzer) echo 'tests/data/smdebug/*/events/*/*.tfevents' ;;
+    tensorboard_event_fuzzer) echo 'tests/data/frameworks/*/tb/events.out.tfevents.* tests/data/frameworks/*/tb/*/events.out.tfevents.*' ;;
     index_json_fuzzer) echo 'tests/data/smdebug/*/index/*/*.json tests/data/smdebug/*/collections/*/*.json' ;;
     system_metrics_fuzzer) echo 'tests/data/profiler/system/*/system/incremental/*/*.json' ;;
     framework_timeline_fuzzer) echo 'tests/data/profiler/framework/*/framework/pevents/*/*.json' ;;
@@ -64,7 +65,7 @@ seed_pattern() {
 # more room than libFuzzer's default of 4096).
 max_len() {
   case "$1" in
-    tfrecord_fuzzer | event_fuzzer | index_json_fuzzer) echo 65536 ;;
+    tfrecord_fuzzer | event_fuzzer | index_json_fuzzer | tensorboard_event_fuzzer) echo 65536 ;;
     framework_timeline_fuzzer | lying_store_fuzzer | pytorch_trace_fuzzer) echo 8192 ;;
     *) echo 4096 ;;
   esac

@@ -1,6 +1,8 @@
 // The Model tab: the job's tensors by collection; the one picked is shown
 // over steps, TRAIN and EVAL side by side (a scalar as a line, any other
-// tensor as its mean, norm, min and max).
+// tensor or a TensorBoard histogram as its mean, norm, min and max). A
+// TensorBoard tag is shown with the tags of the same series in the other
+// modes (train/loss with eval/loss, train_loss with val_loss).
 
 import {api, jobPath} from './api.js';
 import {el, replace, card, errorBox} from './dom.js';
@@ -36,20 +38,35 @@ export function mountModel(container, context) {
     return (tensors && tensors.tensors || []).find((t) => t.name === name);
   }
 
+  // The picked tensor and the TensorBoard tags of its series in the other
+  // modes ("series" in the listing), the picked one first.
+  function shownTensors() {
+    const meta = info(picked);
+    if (!meta || !meta.series) return [picked];
+    const partners = (tensors.tensors || []).filter((t) => t.series === meta.series && t.name !== picked);
+    return [picked, ...partners.map((t) => t.name)];
+  }
+
   async function showTensor() {
     if (!picked) return;
     try {
-      const reply = await api.get(jobPath(context.name, 'tensor') +
-          `?name=${encodeURIComponent(picked)}&mode=ALL&maxPoints=1000`);
+      const names = shownTensors();
+      const replies = await Promise.all(names.map((name) => api.get(jobPath(context.name, 'tensor') +
+          `?name=${encodeURIComponent(name)}&mode=ALL&maxPoints=1000`)));
       charts.forEach((c) => c.destroy());
-      const series = (reply.series || []).filter((s) => s.mode === 'TRAIN' || s.mode === 'EVAL' || s.mode === 'GLOBAL');
-      series.sort((a, b) => ['TRAIN', 'EVAL', 'GLOBAL'].indexOf(a.mode) - ['TRAIN', 'EVAL', 'GLOBAL'].indexOf(b.mode));
+      const order = ['TRAIN', 'EVAL', 'GLOBAL'];
+      const series = replies.flatMap((reply, i) => (reply.series || [])
+          .filter((s) => order.includes(s.mode)).map((s) => ({...s, tensor: names[i]})));
+      series.sort((a, b) => order.indexOf(a.mode) - order.indexOf(b.mode));
       const meta = info(picked);
-      charts = series.map((s) => timeChart({title: s.mode, time: false, id: `tensor-${s.mode}`, height: 260,
-        series: s.scalar ? [{label: picked, stroke: PALETTE[0]}] :
-          ['mean', 'norm', 'min', 'max'].map((k, i) => ({label: k, stroke: PALETTE[i]}))}));
+      charts = series.map((s, i) => timeChart({title: names.length > 1 ? `${s.mode} · ${s.tensor}` : s.mode,
+        time: false, id: series.findIndex((o) => o.mode === s.mode) === i ? `tensor-${s.mode}` : `tensor-${s.mode}-${i}`, height: 260,
+        series: s.scalar ? [{label: s.tensor, stroke: PALETTE[0]}] :
+          ['mean', 'norm', 'min', 'max'].map((k, j) => ({label: k, stroke: PALETTE[j]}))}));
       replace(view, card(picked,
-          meta && el('p', {class: 'muted'}, `shape [${(meta.shape || []).join(', ')}] · collections ${(meta.collections || []).join(', ')}`),
+          meta && el('p', {class: 'muted'}, meta.histogram ?
+            `histogram · collections ${(meta.collections || []).join(', ')}` :
+            `shape [${(meta.shape || []).join(', ')}] · collections ${(meta.collections || []).join(', ')}`),
           series.length ? el('div', {class: 'columns'}, charts.map((c) => c.root)) :
             el('p', {class: 'muted'}, 'No values saved for this tensor yet.')));
       charts.forEach((chart, i) => {

@@ -219,7 +219,8 @@ class Agent final : public ConnectionListener {
       absl::MutexLock lock(&mu_);
       const TrainingPaths& paths = config_writer_->paths();
       environment = TrainingEnvironment(environ, paths.hook_config_path,
-                                        paths.profiler_config_path, options_.job);
+                                        paths.profiler_config_path, options_.job,
+                                        paths.tensorboard_dir);
       AddProfilerModuleEnvironment(
           environment, std::filesystem::path(paths.profiler_config_path).parent_path().string(),
           ProfilerTraceDir(paths.profiler_dir, options_.node_id), options_.node_id);

@@ -47,12 +47,19 @@
 // which server and what to change; once the command runs it logs the cause
 // and keeps reconnecting, like for a server that went away.
 //
-// Object storage (client/agent/output_uploads.h): when DebugHookConfig or
-// ProfilerConfig S3OutputPath is s3://, the training writes into a local
-// directory (--tensor-dir / --profiler-dir, DebugHookConfig.LocalPath /
-// ProfilerConfig.ProfilingParameters.LocalPath, else the state directory)
-// and the agent uploads each file to the prefix as it is complete, system
-// metrics included (objectstore/directory_uploader.h). A missing bucket,
+// TensorBoard logs: for a job with TensorBoardOutputConfig the training
+// command gets DP_TENSORBOARD_DIR and TENSORBOARD_LOGGING_DIR, the directory
+// its TensorBoard writer should write into (the local S3OutputPath, else
+// LocalPath, else <state directory>/tensorboard).
+//
+// Object storage (client/agent/output_uploads.h): when DebugHookConfig,
+// ProfilerConfig or TensorBoardOutputConfig S3OutputPath is s3://, the
+// training writes into a local directory (--tensor-dir / --profiler-dir,
+// DebugHookConfig.LocalPath / ProfilerConfig.ProfilingParameters.LocalPath /
+// TensorBoardOutputConfig.LocalPath, else the state directory) and the
+// agent uploads each file to the prefix as it is complete, system metrics
+// and TensorBoard event files (up to their last complete record) while
+// they grow (objectstore/directory_uploader.h). A missing bucket,
 // refused or half-given credentials end the agent with exit code 2 before
 // the command starts; a host with no AWS credentials at all uploads nothing
 // (logged); a store that is down is waited for. After the command
@@ -64,7 +71,8 @@
 // every --allow-write DIR, plus its own state directory
 // ($TMPDIR/debugplane-agent/<job>, for what no flag or job path places). A
 // job output path outside them (DebugHookConfig.S3OutputPath or LocalPath,
-// ProfilerConfig.S3OutputPath, symbolic links resolved) is refused before
+// ProfilerConfig.S3OutputPath, TensorBoardOutputConfig.S3OutputPath or
+// LocalPath, symbolic links resolved) is refused before
 // the command starts, naming the field, the path and the flag that allows
 // it; nothing is created for such a job.
 //

@@ -27,6 +27,12 @@ std::vector<OutputUpload> S3Outputs(const v1::ConnectAgentResponse& directive,
     uploads.push_back(
         {"ProfilerConfig.S3OutputPath", profiler_uri, paths.profiler_dir, {"system/"}});
   }
+  const std::string& tensorboard_uri = directive.tensor_board_output_config().s3_output_path();
+  if (absl::StartsWith(tensorboard_uri, "s3://") && !paths.tensorboard_dir.empty()) {
+    // TensorBoard writers append to their event files all run long.
+    uploads.push_back({"TensorBoardOutputConfig.S3OutputPath", tensorboard_uri,
+                       paths.tensorboard_dir, {}, /*appended_event_files=*/true});
+  }
   return uploads;
 }
 

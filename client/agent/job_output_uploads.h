@@ -17,8 +17,9 @@
 
 namespace debugplane::client {
 
-// For a job whose tensor or profiler output (DebugHookConfig or
-// ProfilerConfig S3OutputPath in `directive`) is s3://: creates the local
+// For a job whose tensor, profiler or TensorBoard output (DebugHookConfig,
+// ProfilerConfig or TensorBoardOutputConfig S3OutputPath in `directive`) is
+// s3://: creates the local
 // directories of `paths` the training writes and starts uploading them,
 // logging what goes where to `log`. nullptr when nothing is uploaded (no
 // s3:// output, or no AWS credentials on this host: logged). Errors name

@@ -94,7 +94,8 @@ absl::StatusOr<std::unique_ptr<objectstore::DirectoryUploader>> StartOutputUploa
       return Explain(listed, context);
     }
     options.sources.push_back(
-        {upload.local_dir, store, (*location)->prefix, upload.appended_prefixes});
+        {upload.local_dir, store, (*location)->prefix, upload.appended_prefixes,
+         upload.appended_event_files});
   }
   options.log = std::move(log);
   return objectstore::DirectoryUploader::Start(std::move(options));

@@ -44,6 +44,8 @@ struct OutputUpload {
   std::string local_dir;
   // Relative path prefixes of files appended to while training ("system/").
   std::vector<std::string> appended_prefixes;
+  // Whether TensorBoard event files are appended to while training.
+  bool appended_event_files = false;
 };
 
 // Loads the S3 configuration from `environment`, checks that each bucket is

@@ -71,6 +71,11 @@ std::vector<OutputPath> ProfilerPaths(const v1::ProfilerConfig& config) {
   return paths;
 }
 
+std::vector<OutputPath> TensorBoardPaths(const v1::TensorBoardOutputConfig& config) {
+  return {{"TensorBoardOutputConfig.S3OutputPath", LocalDirectory(config.s3_output_path())},
+          {"TensorBoardOutputConfig.LocalPath", config.local_path()}};
+}
+
 // smdebug lower-cases profilerconfig.json, LocalPath included: the name of
 // `profiler_dir` that survives it, saying so in `log`.
 std::string SmdebugProfilerDirectory(const std::string& profiler_dir, const char* temp_dir,
@@ -107,15 +112,26 @@ absl::StatusOr<TrainingPaths> ChooseTrainingPaths(const TrainingPathFlags& flags
       confinement, flags.profiler_dir, ProfilerPaths(directive.profiler_config()),
       "--profiler-dir DIR", state / "profiler");
   if (!profiler.ok()) return profiler.status();
+  // TensorBoard logs only for a job that asks for them: the variables
+  // pointing the training there would change where a script writes.
+  OutputDirectory tensorboard;
+  if (directive.has_tensor_board_output_config()) {
+    absl::StatusOr<OutputDirectory> picked = PickOutputDirectory(
+        confinement, "", TensorBoardPaths(directive.tensor_board_output_config()),
+        "a TensorBoardOutputConfig.LocalPath inside the allowed directories", state / "tensorboard");
+    if (!picked.ok()) return picked.status();
+    tensorboard = *std::move(picked);
+  }
   // Made here, where no symbolic link can divert them, before the
   // training (and the sampler) write below them by name.
-  for (const OutputDirectory* dir : {&*tensors, &*profiler}) {
+  for (const OutputDirectory* dir : {&*tensors, &*profiler, &tensorboard}) {
     if (!dir->from_job) continue;
     if (absl::Status made = confinement.CreateDirectories(dir->path); !made.ok()) return made;
   }
   TrainingPaths paths;
   paths.tensor_dir = std::move(tensors->path);
   paths.profiler_dir = std::move(profiler->path);
+  paths.tensorboard_dir = std::move(tensorboard.path);
   const fs::path config_dir =
       flags.config_dir.empty() ? state / "config" : fs::path(flags.config_dir);
   paths.hook_config_path = (config_dir / "debughookconfig.json").string();
@@ -123,6 +139,10 @@ absl::StatusOr<TrainingPaths> ChooseTrainingPaths(const TrainingPathFlags& flags
   log << "debugplane-agent: job '" << flags.job << "': tensors in " << paths.tensor_dir
       << ", profiler output in " << paths.profiler_dir << ", configuration in "
       << config_dir.string() << "\n";
+  if (!paths.tensorboard_dir.empty()) {
+    log << "debugplane-agent: job '" << flags.job << "': TensorBoard logs in "
+        << paths.tensorboard_dir << " (DP_TENSORBOARD_DIR, TENSORBOARD_LOGGING_DIR)\n";
+  }
   paths.smdebug_profiler_dir = SmdebugProfilerDirectory(paths.profiler_dir, tmp, log);
   return paths;
 }

@@ -33,13 +33,17 @@ struct TrainingPaths {
   std::string smdebug_profiler_dir;
   std::string hook_config_path;      // debughookconfig.json
   std::string profiler_config_path;  // profilerconfig.json
+  // Where the training writes its TensorBoard logs (DP_TENSORBOARD_DIR);
+  // empty when the job has no TensorBoardOutputConfig.
+  std::string tensorboard_dir;
 };
 
 // Decides where the tensors, the profiler output and the config files of
 // the job `directive` configures go: a flag if given, else the job's local
 // path (DebugHookConfig.S3OutputPath or LocalPath; ProfilerConfig's
-// S3OutputPath or ProfilingParameters.LocalPath), which `confinement` must
-// allow, else the agent's state directory ($TMPDIR/debugplane-agent/<job>).
+// S3OutputPath or ProfilingParameters.LocalPath; TensorBoardOutputConfig's
+// S3OutputPath or LocalPath), which `confinement` must allow, else the
+// agent's state directory ($TMPDIR/debugplane-agent/<job>).
 // Creates the job's own output directories and logs the choice to `log`.
 // Errors (nothing is created): a job path the confinement refuses, a
 // directory that cannot be made.

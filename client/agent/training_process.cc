@@ -29,12 +29,13 @@ bool KilledAfterGrace(int wait_status, bool killed_after_grace) {
 // command does not get: the agent's own key to the control plane
 // (DEBUGPLANE_TOKEN) is for the agent alone (an agent key may act for every
 // job), and the configuration paths the agent sets itself.
-bool KeptFromTheCommand(absl::string_view entry) {
+bool KeptFromTheCommand(absl::string_view entry, bool tensorboard) {
   for (absl::string_view name :
        {"DEBUGPLANE_TOKEN=", "SMDEBUG_CONFIG_FILE_PATH=", "SMPROFILER_CONFIG_PATH="}) {
     if (absl::StartsWith(entry, name)) return true;
   }
-  return false;
+  return tensorboard && (absl::StartsWith(entry, "DP_TENSORBOARD_DIR=") ||
+                         absl::StartsWith(entry, "TENSORBOARD_LOGGING_DIR="));
 }
 
 }  // namespace
@@ -105,14 +106,20 @@ std::string DescribeExitAfterAgentSignal(int agent_signal, int wait_status, bool
 std::vector<std::string> TrainingEnvironment(const char* const* environment,
                                              const std::string& hook_config_path,
                                              const std::string& profiler_config_path,
-                                             const std::string& job) {
+                                             const std::string& job,
+                                             const std::string& tensorboard_dir) {
+  const bool tensorboard = !tensorboard_dir.empty();
   std::vector<std::string> result;
   for (const char* const* entry = environment; *entry != nullptr; ++entry) {
-    if (!KeptFromTheCommand(*entry)) result.emplace_back(*entry);
+    if (!KeptFromTheCommand(*entry, tensorboard)) result.emplace_back(*entry);
   }
   result.push_back(absl::StrCat("SMDEBUG_CONFIG_FILE_PATH=", hook_config_path));
   result.push_back(absl::StrCat("SMPROFILER_CONFIG_PATH=", profiler_config_path));
   result.push_back(absl::StrCat("DP_TRAINING_JOB_NAME=", job));
+  if (tensorboard) {
+    result.push_back(absl::StrCat("DP_TENSORBOARD_DIR=", tensorboard_dir));
+    result.push_back(absl::StrCat("TENSORBOARD_LOGGING_DIR=", tensorboard_dir));
+  }
   return result;
 }
 

@@ -62,11 +62,16 @@ std::string DescribeExitAfterAgentSignal(int agent_signal, int wait_status, bool
 // ("NAME=value" entries) without DEBUGPLANE_TOKEN (the agent's key is for
 // the agent alone) and without the configuration paths, which are set to
 // `hook_config_path` (SMDEBUG_CONFIG_FILE_PATH) and `profiler_config_path`
-// (SMPROFILER_CONFIG_PATH); DP_TRAINING_JOB_NAME is `job`.
+// (SMPROFILER_CONFIG_PATH); DP_TRAINING_JOB_NAME is `job`. A non-empty
+// `tensorboard_dir` (the job's TensorBoard logs) is DP_TENSORBOARD_DIR, the
+// name a script passes to SummaryWriter or Lightning's TensorBoardLogger,
+// and TENSORBOARD_LOGGING_DIR, which Hugging Face's Trainer reads; values
+// of these the agent inherited do not reach the command then.
 std::vector<std::string> TrainingEnvironment(const char* const* environment,
                                              const std::string& hook_config_path,
                                              const std::string& profiler_config_path,
-                                             const std::string& job);
+                                             const std::string& job,
+                                             const std::string& tensorboard_dir);
 
 // One run of the training command. Thread-safe; Start and Wait are called
 // once each, by one thread, in that order.

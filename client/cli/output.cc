@@ -321,9 +321,10 @@ std::string TensorsAsText(const v1::ListTensorsResponse& listing) {
       last = std::max(last, m.last_step());
     }
     const std::string shape =
-        tensor.dtype().empty()
-            ? "-"
-            : absl::StrCat(tensor.dtype(), "[", absl::StrJoin(tensor.shape(), ","), "]");
+        tensor.histogram()       ? "histogram"
+        : tensor.dtype().empty() ? "-"
+                                 : absl::StrCat(tensor.dtype(), "[",
+                                                absl::StrJoin(tensor.shape(), ","), "]");
     rows.push_back({tensor.tensor_name(),
                     tensor.collections().empty() ? "-" : absl::StrJoin(tensor.collections(), ","),
                     absl::StrJoin(modes, " "), absl::StrCat(first, "..", last), shape});
@@ -350,13 +351,19 @@ std::string TensorPointAsText(const v1::TensorPoint& point) {
       absl::StrAppend(&line, "  min=", Number(point.min()), " max=", Number(point.max()));
     }
   } else if (point.has_mean()) {
-    absl::StrAppend(&line, "  mean=", Number(point.mean()), " norm=", Number(point.norm()),
-                    " min=", Number(point.min()), " max=", Number(point.max()));
+    // A histogram gives only the statistics that are finite.
+    absl::StrAppend(&line, "  mean=", Number(point.mean()));
+    if (point.has_norm()) absl::StrAppend(&line, " norm=", Number(point.norm()));
+    if (point.has_min()) absl::StrAppend(&line, " min=", Number(point.min()));
+    if (point.has_max()) absl::StrAppend(&line, " max=", Number(point.max()));
   } else {
     absl::StrAppend(&line, "  (no finite values)");
   }
   if (point.non_finite_count() > 0) {
     absl::StrAppend(&line, "  non-finite=", point.non_finite_count());
+  }
+  if (point.bucket_counts_size() > 0) {
+    absl::StrAppend(&line, "  buckets=", point.bucket_counts_size());
   }
   return absl::StrCat(line, "\n");
 }

@@ -88,6 +88,9 @@ v1::ConnectAgentResponse MakeAgentDirective(const JobRecord& job) {
   directive.set_config_version(job.config_version());
   *directive.mutable_debug_hook_config() = job.debug_hook_config();
   *directive.mutable_profiler_config() = job.profiler_config();
+  if (job.has_tensor_board_output_config()) {
+    *directive.mutable_tensor_board_output_config() = job.tensor_board_output_config();
+  }
   directive.set_profiling_status(job.profiling_status());
   directive.set_training_job_status(job.training_job_status());
   if (OtherHostsMustStop(job)) {

@@ -66,12 +66,16 @@ constexpr std::array<BuiltinRuleInfo, 32> kBuiltinRules = {{
      "Collects XGBoost training tensors (metrics, predictions, labels, feature importance, SHAP "
      "values, hyperparameters) and writes the XGBoost training report.",
      "Read the report: loss curves with overfitting hints, feature importance, and the confusion "
-     "matrix and ROC curve (classification) or the residuals (regression)."},
+     "matrix and ROC curve (classification) or the residuals (regression).",
+     "it reads XGBoost's metrics, predictions, labels and feature importance, which TensorBoard "
+     "logs do not hold"},
     {"DeadRelu", RuleKind::kDebug,
      "Detects ReLU layers where too many activations are zero (dead units) for several steps in a "
      "row.",
      "Lower the learning rate, use a leaky ReLU or another activation, and check the weight "
-     "initialization."},
+     "initialization.",
+     "it counts zero activations per unit in ReLU output tensors; a TensorBoard histogram gives no "
+     "per-unit values"},
     {"ExplodingTensor", RuleKind::kDebug, "Detects tensors that contain NaN or infinite values.",
      "Lower the learning rate, clip gradients, check the input data for bad values, and look for "
      "divisions or logarithms of zero."},
@@ -79,12 +83,16 @@ constexpr std::array<BuiltinRuleInfo, 32> kBuiltinRules = {{
      "Checks the variance of activations across layers and the change of loss in the first steps "
      "for signs of a poor weight initialization.",
      "Use an initialization suited to the activation (He for ReLU, Xavier for tanh) and normalize "
-     "the inputs."},
+     "the inputs.",
+     "it compares the variance of activations layer by layer and the loss in the first steps from "
+     "whole activation tensors, which TensorBoard logs do not hold"},
     {"SaturatedActivation", RuleKind::kDebug,
      "Detects tanh and sigmoid layers whose activations sit mostly at their limits, where "
      "gradients vanish.",
      "Normalize the inputs, lower the learning rate, use batch normalization, or switch to "
-     "ReLU-like activations."},
+     "ReLU-like activations.",
+     "it counts tanh and sigmoid activations at their limits per unit; a TensorBoard histogram "
+     "gives no per-unit values"},
     {"VanishingGradient", RuleKind::kDebug,
      "Flags gradients whose mean absolute value falls below a threshold: the layers before them "
      "stop learning.",
@@ -94,13 +102,16 @@ constexpr std::array<BuiltinRuleInfo, 32> kBuiltinRules = {{
      "Checks the ratio of each weight update to the weight itself; too large or too small ratios "
      "mean unstable or stalled training.",
      "Adjust the learning rate (down for large ratios, up for tiny ones) or use an adaptive "
-     "optimizer."},
+     "optimizer.",
+     "it divides each weight's update by the weight element by element; TensorBoard histograms "
+     "give no elements"},
     {"AllZero", RuleKind::kDebug, "Detects tensors whose values are all (or mostly) zero.",
      "Check that the tensor is computed and saved as intended, and look for dead layers or inputs "
      "that are zero."},
     {"ClassImbalance", RuleKind::kDebug,
      "Measures how unevenly the classes appear in the labels and in the predictions.",
-     "Resample or weight the classes, or collect more data for the rare ones."},
+     "Resample or weight the classes, or collect more data for the rare ones.",
+     "it reads the labels and predictions tensors, which TensorBoard logs do not hold"},
     {"LossNotDecreasing", RuleKind::kDebug,
      "Flags a loss that does not decrease by at least a given percentage over a number of steps.",
      "Check the learning rate and the data (shuffled, correctly labelled), and whether the model "
@@ -130,23 +141,29 @@ constexpr std::array<BuiltinRuleInfo, 32> kBuiltinRules = {{
     {"CheckInputImages", RuleKind::kDebug,
      "Checks that input images are normalized: their mean near zero and standard deviation near "
      "one.",
-     "Normalize the images (subtract the mean, divide by the standard deviation) before training."},
+     "Normalize the images (subtract the mean, divide by the standard deviation) before training.",
+     "it reads the input image tensors, which TensorBoard logs do not hold (image summaries are "
+     "encoded pictures)"},
     {"NLPSequenceRatio", RuleKind::kDebug,
      "Measures the share of padding or unknown tokens in input sequences.",
      "Bucket sequences by length to reduce padding, or extend the vocabulary to cut unknown "
-     "tokens."},
+     "tokens.",
+     "it reads the input token sequences, which TensorBoard logs do not hold"},
     {"Confusion", RuleKind::kDebug,
      "Evaluates the confusion matrix of a classifier and flags when the diagonal or off-diagonal "
      "shares cross thresholds.",
      "Look at the classes that are confused with each other: more or cleaner data for them, or "
-     "class weights."},
+     "class weights.",
+     "it reads the labels and predictions tensors, which TensorBoard logs do not hold"},
     {"FeatureImportanceOverweight", RuleKind::kDebug,
      "Flags XGBoost models where a few features carry too much of the importance.",
      "Check the dominant features for target leakage, and consider regularization or feature "
-     "selection."},
+     "selection.",
+     "it reads XGBoost's feature importance, which TensorBoard logs do not hold"},
     {"TreeDepth", RuleKind::kDebug,
      "Checks the depth of the XGBoost trees against the data size: trees too deep overfit.",
-     "Lower max_depth or increase min_child_weight and regularization."},
+     "Lower max_depth or increase min_child_weight and regularization.",
+     "it reads XGBoost's trees, which TensorBoard logs do not hold"},
 }};
 
 }  // namespace
@@ -158,6 +175,12 @@ const BuiltinRuleInfo* FindBuiltinRule(absl::string_view name) {
     if (rule.name == name) return &rule;
   }
   return nullptr;
+}
+
+absl::string_view TensorBoardGap(absl::string_view name) {
+  const BuiltinRuleInfo* rule = FindBuiltinRule(name);
+  return rule != nullptr && rule->kind == RuleKind::kDebug ? rule->tensorboard_gap
+                                                           : absl::string_view();
 }
 
 bool IsBuiltinRuleEvaluatorImage(absl::string_view image) {

@@ -31,6 +31,12 @@ struct BuiltinRuleInfo {
   // sentences each, for the dashboard's insights.
   absl::string_view checks;
   absl::string_view suggestion;
+  // Debugging rules only: why TensorBoard event files (scalars and
+  // histograms by tag, rules_engine/tensorboard/) cannot carry what the rule
+  // reads, e.g. "it reads the labels and predictions tensors"; empty when
+  // they can (the rule evaluates a TensorBoard trial). The one answer that
+  // CreateTrainingJob's Warnings and the scheduler's Errors share.
+  absl::string_view tensorboard_gap = {};
 };
 
 // Every built-in rule of the Debugger developer guide's list, in its order.
@@ -39,6 +45,10 @@ std::span<const BuiltinRuleInfo> BuiltinRules();
 
 // The rule named `name` (exact, case-sensitive), or nullptr.
 const BuiltinRuleInfo* FindBuiltinRule(absl::string_view name);
+
+// BuiltinRuleInfo::tensorboard_gap of the debugging rule `name`; empty for
+// a rule TensorBoard logs can feed, a profiler rule or an unknown name.
+absl::string_view TensorBoardGap(absl::string_view name);
 
 // True if a RuleEvaluatorImage selects the built-in rules: the word
 // "builtin", or a SageMaker Debugger rules image URI

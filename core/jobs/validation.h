@@ -76,8 +76,14 @@ absl::Status ValidateCreateTrainingJobRequest(const v1::CreateTrainingJobRequest
 // Problems that do not make a valid CreateTrainingJob request invalid but
 // that a person should hear of now rather than find as a rule Error later:
 // a built-in debug rule that reads a collection the DebugHookConfig does not
-// save (e.g. VanishingGradient without "gradients"), debug rules with no
-// DebugHookConfig at all. REQUIRES: the request passed validation.
+// save (e.g. VanishingGradient without "gradients"), debug rules with
+// neither DebugHookConfig nor TensorBoardOutputConfig, and, for a job whose
+// only trial is its TensorBoard logs, each built-in debug rule whose data
+// TensorBoard's scalars and histograms cannot carry (DeadRelu, Confusion,
+// the XGBoost rules, ...). A rule TensorBoard carries gets no collection
+// warning (the tags name the collections). A DebugHookConfig whose
+// S3OutputPath is the TensorBoard location only configures collections: no
+// smdebug trial. REQUIRES: the request passed validation.
 std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRequest& request,
                                                    const ValidationOptions& options);
 

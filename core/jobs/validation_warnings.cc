@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/jobs/rule_catalog.h"
 #include "core/jobs/validation.h"
 #include "core/jobs/validation_checks.h"
@@ -16,37 +17,89 @@ namespace debugplane::core {
 
 using validation_internal::EntryField;
 
+namespace {
+
+absl::string_view WithoutTrailingSlashes(absl::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  return path;
+}
+
+// Whether the job has an smdebug trial: a DebugHookConfig that does not
+// merely configure the collections of its TensorBoard logs (a TensorBoard
+// job may give one for CollectionConfigurations alone, naming the
+// TensorBoard location as its S3OutputPath).
+bool HasSmdebugTrial(const v1::CreateTrainingJobRequest& request) {
+  if (!request.has_debug_hook_config()) return false;
+  if (!request.has_tensor_board_output_config()) return true;
+  return WithoutTrailingSlashes(request.debug_hook_config().s3_output_path()) !=
+         WithoutTrailingSlashes(request.tensor_board_output_config().s3_output_path());
+}
+
+// The collections rule `i` (rule_to_invoke `invoke`) reads that
+// DebugHookConfig.CollectionConfigurations does not save.
+void AddCollectionWarnings(const v1::CreateTrainingJobRequest& request, int i,
+                           const std::string& invoke, const ValidationOptions& options,
+                           std::vector<std::string>& warnings) {
+  if (!options.rule_collections) return;
+  std::set<std::string> saved = {"losses"};  // smdebug saves losses by default.
+  for (const auto& collection : request.debug_hook_config().collection_configurations()) {
+    saved.insert(collection.collection_name());
+  }
+  const auto& rule = request.debug_rule_configurations(i);
+  const RuleParameterMap parameters(rule.rule_parameters().begin(), rule.rule_parameters().end());
+  for (const std::string& needed : options.rule_collections(invoke, parameters)) {
+    if (saved.count(needed) != 0) continue;
+    warnings.push_back(absl::StrCat(
+        "DebugRuleConfigurations[", i, "] (", rule.rule_configuration_name(), ", ", invoke,
+        ") reads the '", needed,
+        "' collection, which DebugHookConfig.CollectionConfigurations does not save: the "
+        "rule will find no data unless the training script saves it; add {\"CollectionName\": \"",
+        needed, "\"}"));
+  }
+}
+
+// The rule catalog says why (TensorBoardGap), e.g. "it reads the labels
+// and predictions tensors".
+std::string TensorBoardCannotCarry(const v1::DebugRuleConfiguration& rule, int i,
+                                   const std::string& invoke, absl::string_view gap) {
+  return absl::StrCat(
+      "DebugRuleConfigurations[", i, "] (", rule.rule_configuration_name(), ", ", invoke,
+      ") cannot be evaluated on TensorBoard logs, which hold scalars and histograms only: ", gap,
+      "; the job has TensorBoardOutputConfig without an smdebug DebugHookConfig, so the rule "
+      "will end in Error; save its tensors with smdebug (a DebugHookConfig whose S3OutputPath is "
+      "not the TensorBoard location) or remove the rule");
+}
+
+}  // namespace
+
 std::vector<std::string> CreateTrainingJobWarnings(const v1::CreateTrainingJobRequest& request,
                                                    const ValidationOptions& options) {
   std::vector<std::string> warnings;
   if (request.debug_rule_configurations().empty()) return warnings;
-  if (!request.has_debug_hook_config()) {
+  const bool tensorboard = request.has_tensor_board_output_config();
+  const bool smdebug = HasSmdebugTrial(request);
+  if (!tensorboard && !smdebug) {
     warnings.push_back(
-        "DebugRuleConfigurations are set but DebugHookConfig is not: no tensors will be saved, "
-        "so the rules will end in Error; add a DebugHookConfig with S3OutputPath and the "
-        "collections the rules read");
+        "DebugRuleConfigurations are set but neither DebugHookConfig nor "
+        "TensorBoardOutputConfig is: no tensors will be saved, so the rules will end in Error; "
+        "add a TensorBoardOutputConfig with the S3OutputPath the training's TensorBoard logs go "
+        "to, or a DebugHookConfig with S3OutputPath and the collections the rules read");
     return warnings;
-  }
-  if (!options.rule_collections) return warnings;
-  std::set<std::string> saved = {"losses"};  // smdebug saves losses by default.
-  for (const auto& collection : request.debug_hook_config().collection_configurations()) {
-    saved.insert(collection.collection_name());
   }
   for (int i = 0; i < request.debug_rule_configurations_size(); ++i) {
     const auto& rule = request.debug_rule_configurations(i);
     if (!IsBuiltinRuleEvaluatorImage(rule.rule_evaluator_image())) continue;
     auto invoke = rule.rule_parameters().find("rule_to_invoke");
     if (invoke == rule.rule_parameters().end()) continue;
-    const RuleParameterMap parameters(rule.rule_parameters().begin(), rule.rule_parameters().end());
-    for (const std::string& needed : options.rule_collections(invoke->second, parameters)) {
-      if (saved.count(needed) != 0) continue;
-      warnings.push_back(absl::StrCat(
-          "DebugRuleConfigurations[", i, "] (", rule.rule_configuration_name(), ", ",
-          invoke->second, ") reads the '", needed,
-          "' collection, which DebugHookConfig.CollectionConfigurations does not save: the "
-          "rule will find no data unless the training script saves it; add {\"CollectionName\": \"",
-          needed, "\"}"));
+    // TensorBoard logs name their collections by their tags, not by
+    // CollectionConfigurations: nothing to warn of for a rule they carry.
+    const absl::string_view gap = TensorBoardGap(invoke->second);
+    if (tensorboard && gap.empty()) continue;
+    if (!smdebug) {
+      warnings.push_back(TensorBoardCannotCarry(rule, i, invoke->second, gap));
+      continue;
     }
+    AddCollectionWarnings(request, i, invoke->second, options, warnings);
   }
   return warnings;
 }

@@ -45,6 +45,8 @@ SeriesPoint MergeBucket(const std::vector<SeriesPoint>& points, size_t begin, si
   const bool has_value = std::any_of(points.begin() + begin, points.begin() + end,
                                      [](const SeriesPoint& p) { return p.value.has_value(); });
   merged.value = has_value ? MeanOf(points, begin, end, &SeriesPoint::value, true) : std::nullopt;
+  merged.bucket_limits = points[end - 1].bucket_limits;
+  merged.bucket_counts = points[end - 1].bucket_counts;
   return merged;
 }
 
@@ -73,6 +75,25 @@ std::vector<SeriesPoint> BucketOneMode(const std::vector<SeriesPoint>& points, s
   return out;
 }
 
+// A histogram's point: only what it holds (see ReduceTensor).
+void ReduceHistogram(const HistogramStats& histogram, SeriesPoint& point) {
+  auto finite = [](double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; };
+  point.elements = histogram.num >= static_cast<double>(std::numeric_limits<int64_t>::max())
+                       ? std::numeric_limits<int64_t>::max()
+                       : static_cast<int64_t>(std::max(0.0, histogram.num));
+  const bool all_finite = std::isfinite(histogram.min) && std::isfinite(histogram.max) &&
+                          std::isfinite(histogram.sum) && std::isfinite(histogram.sum_squares);
+  point.non_finite = all_finite ? 0 : 1;
+  if (histogram.num > 0) {
+    point.mean = finite(histogram.sum / histogram.num);
+    point.min = finite(histogram.min);
+    point.max = finite(histogram.max);
+  }
+  if (histogram.sum_squares >= 0) point.norm = finite(std::sqrt(histogram.sum_squares));
+  point.bucket_limits = histogram.bucket_limit;
+  point.bucket_counts = histogram.bucket;
+}
+
 }  // namespace
 
 SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t mode_step) {
@@ -82,6 +103,10 @@ SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t 
   point.mode = mode;
   point.mode_step = mode_step;
   point.worker = tensor.worker;
+  if (tensor.histogram) {
+    ReduceHistogram(*tensor.histogram, point);
+    return point;
+  }
   // The shape is the file's word: a product past int64 saturates instead of
   // overflowing (the element count is only shown).
   int64_t elements = 1;

@@ -1,7 +1,8 @@
 // A tensor's values over steps as a chart draws them: one point per step
 // (the value of a scalar; mean, L2 norm, min, max and the count of non-finite
-// elements of any tensor), and the reduction of a long series to at most N
-// points by bucketing steps, keeping each bucket's min and max.
+// elements of any tensor; the statistics and buckets of a TensorBoard
+// histogram), and the reduction of a long series to at most N points by
+// bucketing steps, keeping each bucket's min and max.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_QUERY_TENSOR_SERIES_H_
 #define DEBUGPLANE_RULES_ENGINE_QUERY_TENSOR_SERIES_H_
@@ -33,11 +34,18 @@ struct SeriesPoint {
   int64_t non_finite = 0;  // NaN or infinite elements (a bucket: summed).
   int64_t elements = 0;    // Elements of the tensor (a bucket: the first step's).
   std::string worker;
+  // A tensor logged as a histogram (Tensor::histogram): its buckets, as
+  // HistogramStats has them (a bucket of steps: its last step's).
+  std::vector<double> bucket_limits, bucket_counts;
 };
 
 // The point of `tensor` saved at (`step`, `mode`, `mode_step`). A tensor saved
 // without values (or of a dtype without numbers, e.g. strings) has no value
-// and no reductions, only its element count.
+// and no reductions, only its element count. A histogram gives what it
+// holds: mean (sum / num), norm (sqrt(sum_squares)), min and max, each only
+// when finite, its buckets, and num as the element count; non_finite is 1
+// when its min, max, sum or sum_squares is NaN or infinite (some value was;
+// how many, a histogram does not say).
 SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t mode_step);
 
 // Reduces `points` (ascending steps, any modes mixed) to at most

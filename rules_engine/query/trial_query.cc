@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "base/message_text.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "rules_engine/tensorboard/tag_naming.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -23,7 +24,7 @@ constexpr size_t kNamesInErrors = 10;
 // Reads the steps of `reader` and hands each to `on_step` (false: stop).
 // Returns true if the read stopped at `limits` with steps left, false if it
 // read everything there was or `on_step` stopped it.
-absl::StatusOr<bool> ReadSteps(TrialReader& reader, const TensorFilter& wanted,
+absl::StatusOr<bool> ReadSteps(TensorTrial& reader, const TensorFilter& wanted,
                                const QueryLimits& limits,
                                absl::FunctionRef<bool(Step& step)> on_step) {
   const absl::Time deadline = limits.now() + limits.max_time;
@@ -239,6 +240,160 @@ absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& 
   series.points = BucketByMode(std::move(points), query.max_points);
   series.bucketed = series.points.size() < read;
   return series;
+}
+
+namespace {
+
+// FAILED_PRECONDITION: the logs hold no value yet; says what is there.
+absl::Status NoTensorBoardData(const tensorboard::TensorBoardReader& reader) {
+  const int64_t files = reader.tensorboard_summary().event_files;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no TensorBoard values logged yet: read ", reader.summary().path, ": ",
+      files == 0 ? std::string("no event file (events.out.tfevents.*) there yet; the training's "
+                               "SummaryWriter writes to DP_TENSORBOARD_DIR under the agent")
+                 : absl::StrCat(files, " event files without a complete step of values")));
+}
+
+// Adds `step` to `listing` and the tensors it holds.
+void ListTensorBoardStep(const Step& step, std::map<std::string, TensorListing>& tensors,
+                         TrialListing& listing) {
+  if (listing.step_count == 0 || step.global_step != listing.last_step) ++listing.step_count;
+  listing.last_step = step.global_step;
+  const std::string* previous = nullptr;  // Tensors come ordered by (name, worker).
+  for (const Tensor& tensor : step.tensors) {
+    if (previous != nullptr && *previous == tensor.name) continue;
+    previous = &tensor.name;
+    TensorListing& t = tensors[tensor.name];
+    if (t.name.empty()) {
+      t.name = tensor.name;
+      t.dtype = tensor.dtype;
+      t.shape = tensor.shape;
+      t.histogram = tensor.histogram.has_value();
+      t.series = tensorboard::SeriesOfTag(tensor.name);
+    }
+    CountStep(step, t.modes);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<TrialListing> ListTensorBoardTensors(const objectstore::StoreLocation& logs,
+                                                    const tensorboard::TensorBoardOptions& options,
+                                                    bool training_ended,
+                                                    const QueryLimits& limits) {
+  tensorboard::TensorBoardReader reader(logs, options);
+  if (training_ended) reader.SetTrainingEnded();
+  const TensorFilter every = [](const std::string&, const TrialInfo&) { return true; };
+  std::map<std::string, TensorListing> tensors;
+  TrialListing listing;
+  absl::StatusOr<bool> truncated = ReadSteps(reader, every, limits, [&](Step& step) {
+    ListTensorBoardStep(step, tensors, listing);
+    return true;
+  });
+  if (!truncated.ok()) return truncated.status();
+  if (listing.step_count == 0) return NoTensorBoardData(reader);
+  listing.path = reader.summary().path;
+  listing.truncated = *truncated;
+  listing.training_ended = reader.summary().training_ended;
+  listing.workers = reader.info().workers;
+  const TrialInfo& info = reader.info();
+  for (const auto& [name, collection] : info.collections) {
+    CollectionListing c;
+    c.name = name;
+    c.include_regex = collection.include_regex;
+    for (auto& [tensor_name, tensor] : tensors) {
+      if (!info.InCollection(name, tensor_name)) continue;
+      c.tensor_names.push_back(tensor_name);
+      tensor.collections.push_back(name);
+    }
+    // The default collections TensorBoard logs may fill, only when they do.
+    if (!c.tensor_names.empty() || !c.include_regex.empty()) {
+      listing.collections.push_back(std::move(c));
+    }
+  }
+  for (auto& [name, tensor] : tensors) listing.tensors.push_back(std::move(tensor));
+  return listing;
+}
+
+absl::StatusOr<TensorSeries> ReadTensorBoardSeries(const objectstore::StoreLocation& logs,
+                                                   const tensorboard::TensorBoardOptions& options,
+                                                   const SeriesQuery& query,
+                                                   const QueryLimits& limits) {
+  tensorboard::TensorBoardReader reader(logs, options);
+  if (query.training_ended) reader.SetTrainingEnded();
+  // The tags seen, for NOT_FOUND: the filter is asked about every one.
+  std::set<std::string> tags;
+  bool seen = false;
+  const TensorFilter only_it = [&](const std::string& name, const TrialInfo&) {
+    if (name == query.tensor) seen = true;
+    if (tags.size() <= kNamesInErrors) tags.insert(name);
+    return name == query.tensor;
+  };
+  TensorSeries series;
+  std::vector<SeriesPoint> points;
+  int64_t steps = 0;
+  absl::StatusOr<bool> truncated = ReadSteps(reader, only_it, limits, [&](Step& step) {
+    ++steps;
+    if (query.end_step && step.global_step > *query.end_step) return false;
+    series.last_step_read = step.global_step;
+    if (step.global_step < query.start_step) return true;
+    if (query.mode && step.mode != *query.mode) return true;
+    for (const Tensor& tensor : step.tensors) {
+      if (tensor.name != query.tensor) continue;
+      if (!query.worker.empty() && tensor.worker != query.worker) continue;
+      if (points.empty()) {
+        series.dtype = tensor.dtype;
+        series.shape = tensor.shape;
+      }
+      points.push_back(ReduceTensor(tensor, step.global_step, step.mode, step.mode_step));
+      break;  // Ordered by worker: the first that has it.
+    }
+    return true;
+  });
+  if (!truncated.ok()) return truncated.status();
+  series.path = reader.summary().path;
+  series.truncated = *truncated;
+  if (points.empty() && steps == 0 && !seen) return NoTensorBoardData(reader);
+  if (points.empty() && !seen && !*truncated) {
+    return absl::NotFoundError(absl::StrCat(
+        "tag ", base::QuoteForMessage(query.tensor, 60), " is not in the TensorBoard logs ",
+        series.path, "; they hold ",
+        ShownNames(std::vector<std::string>(tags.begin(), tags.end()))));
+  }
+  const size_t read = points.size();
+  series.points = BucketByMode(std::move(points), query.max_points);
+  series.bucketed = series.points.size() < read;
+  return series;
+}
+
+TrialListing MergeListings(TrialListing smdebug, TrialListing tensorboard) {
+  TrialListing merged = std::move(smdebug);
+  merged.path = absl::StrCat(merged.path, " + ", tensorboard.path);
+  std::map<std::string, TensorListing> tensors;
+  for (TensorListing& t : merged.tensors) tensors.emplace(t.name, std::move(t));
+  for (TensorListing& t : tensorboard.tensors) tensors.emplace(t.name, std::move(t));
+  merged.tensors.clear();
+  for (auto& [name, t] : tensors) merged.tensors.push_back(std::move(t));
+  std::map<std::string, CollectionListing> collections;
+  for (CollectionListing& c : merged.collections) collections.emplace(c.name, std::move(c));
+  for (CollectionListing& c : tensorboard.collections) {
+    auto [it, added] = collections.emplace(c.name, c);
+    if (added) continue;
+    std::set<std::string> names(it->second.tensor_names.begin(), it->second.tensor_names.end());
+    names.insert(c.tensor_names.begin(), c.tensor_names.end());
+    it->second.tensor_names.assign(names.begin(), names.end());
+    it->second.include_regex.insert(it->second.include_regex.end(), c.include_regex.begin(),
+                                    c.include_regex.end());
+  }
+  merged.collections.clear();
+  for (auto& [name, c] : collections) merged.collections.push_back(std::move(c));
+  merged.step_count = std::max(merged.step_count, tensorboard.step_count);
+  merged.last_step = std::max(merged.last_step, tensorboard.last_step);
+  merged.training_ended = merged.training_ended && tensorboard.training_ended;
+  merged.workers.insert(merged.workers.end(), tensorboard.workers.begin(),
+                        tensorboard.workers.end());
+  merged.truncated = merged.truncated || tensorboard.truncated;
+  return merged;
 }
 
 }  // namespace debugplane::rules_engine

@@ -1,9 +1,10 @@
-// Queries of one smdebug trial for people and dashboards: which tensors it
-// holds (smdebug's trial.tensor_names(), with collections, modes and steps)
-// and one tensor's values over a step range (trial.tensor(n).value(step,
-// mode)), reduced for charts (tensor_series.h). Read through an ObjectStore,
-// so a local trial and an s3:// one are queried alike. No gRPC, no job
-// manager: the caller resolves the job to a StoreLocation.
+// Queries of one smdebug trial, or of a job's TensorBoard logs, for people
+// and dashboards: which tensors it holds (smdebug's trial.tensor_names(),
+// with collections, modes and steps; TensorBoard's tags) and one tensor's
+// values over a step range (trial.tensor(n).value(step, mode)), reduced for
+// charts (tensor_series.h). Read through an ObjectStore, so a local trial
+// and an s3:// one are queried alike. No gRPC, no job manager: the caller
+// resolves the job to a StoreLocation.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_QUERY_TRIAL_QUERY_H_
 #define DEBUGPLANE_RULES_ENGINE_QUERY_TRIAL_QUERY_H_
@@ -23,6 +24,7 @@
 #include "objectstore/object_store.h"
 #include "rules_engine/query/tensor_series.h"
 #include "rules_engine/smdebug/step.h"
+#include "rules_engine/tensorboard/tensorboard_reader.h"
 
 namespace debugplane::rules_engine {
 
@@ -53,6 +55,11 @@ struct TensorListing {
   // As decoded at the first step read that has it; dtype 0: not known.
   int dtype = 0;
   std::vector<int64_t> shape;
+  // TensorBoard tags only: logged as a histogram, and the tag without its
+  // mode words (tensorboard::SeriesOfTag), which the tags of one quantity
+  // in several modes share ("train/loss" and "eval/loss": "loss").
+  bool histogram = false;
+  std::string series;
 };
 
 struct CollectionListing {
@@ -110,6 +117,33 @@ struct TensorSeries {
 // ListTrialTensors when there is no step at all; CANCELLED; the reader's.
 absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& trial,
                                               const SeriesQuery& query, const QueryLimits& limits);
+
+// The same of TensorBoard logs (rules_engine/tensorboard/): every event
+// file under `logs`, read with `options` (collections' include_regex). Tags
+// are the tensor names; a scalar is a one-element tensor, a histogram has
+// no shape (TensorListing::histogram). step_count counts global steps.
+// Errors as ListTrialTensors' (FAILED_PRECONDITION when no value has been
+// logged yet, naming the path and the event files found), and the reader's.
+absl::StatusOr<TrialListing> ListTensorBoardTensors(const objectstore::StoreLocation& logs,
+                                                    const tensorboard::TensorBoardOptions& options,
+                                                    bool training_ended,
+                                                    const QueryLimits& limits);
+
+// ReadTensorSeries over TensorBoard logs: the values of one tag. Every
+// record is read (event files have no index); steps before start_step are
+// passed over. NOT_FOUND naming at most 10 tags the logs hold when the tag
+// is not among them.
+absl::StatusOr<TensorSeries> ReadTensorBoardSeries(const objectstore::StoreLocation& logs,
+                                                   const tensorboard::TensorBoardOptions& options,
+                                                   const SeriesQuery& query,
+                                                   const QueryLimits& limits);
+
+// One listing of a job's two trials (the smdebug trial and the TensorBoard
+// logs), each tensor under its own name: tensors and collections by name
+// (a collection of both holds the tensors of both), step_count and
+// last_step the larger, workers of both, truncated if either was, path
+// "<smdebug path> + <tensorboard path>".
+TrialListing MergeListings(TrialListing smdebug, TrialListing tensorboard);
 
 }  // namespace debugplane::rules_engine
 

@@ -31,6 +31,8 @@ void ToProto(const SeriesPoint& point, v1::TensorPoint* out) {
   out->set_non_finite_count(point.non_finite);
   out->set_element_count(point.elements);
   out->set_worker(point.worker);
+  for (const double limit : point.bucket_limits) out->add_bucket_limits(limit);
+  for (const double count : point.bucket_counts) out->add_bucket_counts(count);
 }
 
 void ToProto(const TrialListing& listing, v1::ListTensorsResponse* out) {
@@ -50,6 +52,8 @@ void ToProto(const TrialListing& listing, v1::ListTensorsResponse* out) {
       summary->set_dtype(DtypeName(tensor.dtype));
       for (const int64_t dim : tensor.shape) summary->add_shape(dim);
     }
+    summary->set_histogram(tensor.histogram);
+    summary->set_series_name(tensor.series);
   }
   for (const CollectionListing& collection : listing.collections) {
     v1::CollectionSummary* c = out->add_collections();
@@ -173,19 +177,74 @@ absl::StatusOr<TensorQueryHandler::JobTrial> TensorQueryHandler::ResolveJob(
                                    : absl::StrCat("; jobs: ", absl::StrJoin(names, ", "),
                                                   page.next_token().empty() ? "" : ", ...")));
   }
-  if (!job->has_debug_hook_config() || job->debug_hook_config().s3_output_path().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "training job '", name, "' saves no tensors: it has no DebugHookConfig.S3OutputPath"));
+  const bool has_tensorboard = job->has_tensor_board_output_config() &&
+                               !job->tensor_board_output_config().s3_output_path().empty();
+  const std::string& hook_uri = job->debug_hook_config().s3_output_path();
+  const bool has_smdebug =
+      !hook_uri.empty() &&
+      !(has_tensorboard && hook_uri == job->tensor_board_output_config().s3_output_path());
+  if (!has_smdebug && !has_tensorboard) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("training job '", name,
+                     "' saves no tensors: it has neither DebugHookConfig.S3OutputPath nor "
+                     "TensorBoardOutputConfig.S3OutputPath"));
   }
-  const std::string& uri = job->debug_hook_config().s3_output_path();
+  JobTrial trial;
+  trial.training_ended = core::IsTerminal(job->training_job_status());
+  if (has_smdebug) {
+    absl::StatusOr<objectstore::StoreLocation> location =
+        ResolveOutput(name, "DebugHookConfig.S3OutputPath", hook_uri);
+    if (!location.ok()) return location.status();
+    trial.smdebug = *std::move(location);
+  }
+  if (has_tensorboard) {
+    absl::StatusOr<objectstore::StoreLocation> location =
+        ResolveOutput(name, "TensorBoardOutputConfig.S3OutputPath",
+                      job->tensor_board_output_config().s3_output_path());
+    if (!location.ok()) return location.status();
+    trial.tensorboard = *std::move(location);
+    trial.tensorboard_options = tensorboard::TensorBoardOptionsOf(job->debug_hook_config());
+  }
+  return trial;
+}
+
+absl::StatusOr<objectstore::StoreLocation> TensorQueryHandler::ResolveOutput(
+    const std::string& job, const std::string& field, const std::string& uri) const {
   absl::StatusOr<objectstore::StoreLocation> location = stores_.Resolve(uri);
   if (!location.ok()) {
     return absl::Status(location.status().code(),
-                        absl::StrCat("training job '", name, "': DebugHookConfig.S3OutputPath ",
-                                     uri, " cannot be read: ", location.status().message()));
+                        absl::StrCat("training job '", job, "': ", field, " ", uri,
+                                     " cannot be read: ", location.status().message()));
   }
-  return JobTrial{*std::move(location), core::IsTerminal(job->training_job_status())};
+  return location;
 }
+
+namespace {
+
+// The listing of a job's trials: each one's, or both merged. A trial
+// without data yet (FAILED_PRECONDITION) is left out when the other has.
+absl::StatusOr<TrialListing> ListJobTensors(const std::optional<objectstore::StoreLocation>& smdebug,
+                                            const std::optional<objectstore::StoreLocation>& logs,
+                                            const tensorboard::TensorBoardOptions& options,
+                                            bool training_ended, const QueryLimits& limits) {
+  std::optional<absl::StatusOr<TrialListing>> first, second;
+  if (smdebug) first = ListTrialTensors(*smdebug, training_ended, limits);
+  if (logs) second = ListTensorBoardTensors(*logs, options, training_ended, limits);
+  if (!first) return *std::move(second);
+  if (!second) return *std::move(first);
+  const auto no_data = [](const absl::Status& s) {
+    return s.code() == absl::StatusCode::kFailedPrecondition;
+  };
+  if (first->ok() && second->ok()) return MergeListings(**std::move(first), **std::move(second));
+  if (!first->ok() && !no_data(first->status())) return first->status();
+  if (!second->ok() && !no_data(second->status())) return second->status();
+  if (first->ok()) return *std::move(first);
+  if (second->ok()) return *std::move(second);
+  return absl::FailedPreconditionError(
+      absl::StrCat(first->status().message(), "; ", second->status().message()));
+}
+
+}  // namespace
 
 void TensorQueryHandler::ListTensors(const v1::ListTensorsRequest& request,
                                      v1::ListTensorsResponse* response, core::DoneCallback done) {
@@ -198,7 +257,8 @@ void TensorQueryHandler::ListTensors(const v1::ListTensorsRequest& request,
   Submit(pool_, std::move(done),
          [this, trial = *std::move(trial), response](core::DoneCallback done) {
            absl::StatusOr<TrialListing> listing =
-               ListTrialTensors(trial.location, trial.training_ended, options_.limits);
+               ListJobTensors(trial.smdebug, trial.tensorboard, trial.tensorboard_options,
+                              trial.training_ended, options_.limits);
            if (!listing.ok()) {
              std::move(done)(listing.status());
              return;
@@ -227,7 +287,16 @@ void TensorQueryHandler::GetTensorValues(const v1::GetTensorValuesRequest& reque
           job = request.training_job_name(), cancelled = std::move(cancelled)](ValuesDone done) {
            QueryLimits limits = options_.limits;
            limits.cancelled = cancelled.get();
-           absl::StatusOr<TensorSeries> series = ReadTensorSeries(trial.location, query, limits);
+           // The smdebug trial's tensor, else the TensorBoard logs' tag.
+           absl::StatusOr<TensorSeries> series =
+               absl::NotFoundError("the job has no smdebug trial");
+           if (trial.smdebug) series = ReadTensorSeries(*trial.smdebug, query, limits);
+           const bool elsewhere = !series.ok() && (absl::IsNotFound(series.status()) ||
+                                                   absl::IsFailedPrecondition(series.status()));
+           if (trial.tensorboard && elsewhere) {
+             series = ReadTensorBoardSeries(*trial.tensorboard, trial.tensorboard_options, query,
+                                            limits);
+           }
            if (!series.ok()) {
              std::move(done)(series.status());
              return;

@@ -1,7 +1,11 @@
 // TensorQueryService's operations behind an interface that knows nothing of
-// gRPC: resolves a job to its trial (DebugHookConfig.S3OutputPath through
-// core::DataRootStores, so local and s3:// trials alike) and runs the trial
-// queries (rules_engine/query/trial_query.h) on a thread pool it owns.
+// gRPC: resolves a job to its trials (DebugHookConfig.S3OutputPath and
+// TensorBoardOutputConfig.S3OutputPath through core::DataRootStores, so
+// local and s3:// trials alike) and runs the trial queries
+// (rules_engine/query/trial_query.h) on a thread pool it owns. A job with
+// both lists the tensors of both; a tensor's values come from the smdebug
+// trial, else from the TensorBoard logs. A DebugHookConfig naming the
+// TensorBoard location only configures the collections (include_regex).
 
 #ifndef DEBUGPLANE_RULES_ENGINE_QUERY_HANDLER_TENSOR_QUERY_HANDLER_H_
 #define DEBUGPLANE_RULES_ENGINE_QUERY_HANDLER_TENSOR_QUERY_HANDLER_H_
@@ -9,6 +13,8 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -19,6 +25,7 @@
 #include "core/manager/training_job_manager.h"
 #include "debugplane/v1/tensor_query.pb.h"
 #include "rules_engine/query/trial_query.h"
+#include "rules_engine/tensorboard/hook_collections.h"
 
 namespace debugplane::rules_engine {
 
@@ -52,8 +59,8 @@ class TensorQueryHandler {
 
   // Fills `response` and calls `done` with OK, or `done` with the error:
   // INVALID_ARGUMENT naming the field; NOT_FOUND for an unknown job (naming
-  // up to 10 that exist); FAILED_PRECONDITION for a job without
-  // DebugHookConfig or a trial with no data yet (naming the path read and
+  // up to 10 that exist); FAILED_PRECONDITION for a job with neither
+  // DebugHookConfig nor TensorBoardOutputConfig or trials with no data yet (naming the path read and
   // what was there); UNIMPLEMENTED/INVALID_ARGUMENT when the output path
   // cannot be read by this server (s3:// without configuration); the
   // reader's errors (naming the file); UNAVAILABLE while shutting down.
@@ -78,12 +85,20 @@ class TensorQueryHandler {
                        std::shared_ptr<const std::atomic<bool>> cancelled, ValuesDone done);
 
  private:
-  // The trial of job `name` and whether its training ended, or the error.
+  // The trials of job `name` (its smdebug trial, its TensorBoard logs, or
+  // both; at least one) and whether its training ended, or the error.
   struct JobTrial {
-    objectstore::StoreLocation location;
+    std::optional<objectstore::StoreLocation> smdebug;
+    std::optional<objectstore::StoreLocation> tensorboard;
+    tensorboard::TensorBoardOptions tensorboard_options;
     bool training_ended = false;
   };
   absl::StatusOr<JobTrial> ResolveJob(const std::string& name);
+  // Where the job's field `field` (an output URI) is read, or the error
+  // naming the job and the field.
+  absl::StatusOr<objectstore::StoreLocation> ResolveOutput(const std::string& job,
+                                                           const std::string& field,
+                                                           const std::string& uri) const;
 
   core::TrainingJobManager* const manager_;
   const TensorQueryOptions options_;

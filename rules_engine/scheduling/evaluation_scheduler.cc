@@ -15,6 +15,9 @@
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/profiler_rules/profiler_report_rules.h"
 #include "rules_engine/scheduling/rule_verdicts.h"
+#include "rules_engine/tensorboard/hook_collections.h"
+#include "rules_engine/tensorboard/merged_trial.h"
+#include "rules_engine/tensorboard/tensorboard_reader.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::rules_engine {
@@ -75,11 +78,16 @@ absl::StatusOr<objectstore::StoreLocation> EvaluationScheduler::ResolveOtherTria
   // confined to the data roots like any output path.
   std::string location = other_trial;
   if (auto job = manager_->GetJob(other_trial); job != nullptr) {
-    if (!job->has_debug_hook_config()) {
-      return absl::FailedPreconditionError(absl::StrCat("other_trials: training job '", other_trial,
-                                                        "' has no DebugHookConfig, so no tensors"));
+    // Its smdebug trial, else its TensorBoard logs.
+    if (job->has_debug_hook_config()) {
+      location = job->debug_hook_config().s3_output_path();
+    } else if (job->has_tensor_board_output_config()) {
+      location = job->tensor_board_output_config().s3_output_path();
+    } else {
+      return absl::FailedPreconditionError(
+          absl::StrCat("other_trials: training job '", other_trial,
+                       "' has neither DebugHookConfig nor TensorBoardOutputConfig, so no tensors"));
     }
-    location = job->debug_hook_config().s3_output_path();
   }
   absl::StatusOr<objectstore::StoreLocation> resolved = stores_.Resolve(location);
   if (absl::IsUnimplemented(resolved.status())) {
@@ -300,10 +308,40 @@ std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
 }
 
 void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& job) {
-  if (!job.has_debug_hook_config()) {
+  const bool has_tensorboard = job.has_tensor_board_output_config() &&
+                               !job.tensor_board_output_config().s3_output_path().empty();
+  if (!job.has_debug_hook_config() && !has_tensorboard) {
     evaluation.trial_problem =
-        "the job has no DebugHookConfig, so the training script saves no tensors; add one with "
-        "S3OutputPath and the collections the rule needs";
+        "the job has no DebugHookConfig and no TensorBoardOutputConfig, so no tensors are read; "
+        "add a TensorBoardOutputConfig whose S3OutputPath the training script's SummaryWriter "
+        "writes to, or a DebugHookConfig with S3OutputPath and the collections the rule needs";
+    return;
+  }
+  std::optional<objectstore::StoreLocation> tensorboard;
+  if (has_tensorboard) {
+    absl::StatusOr<objectstore::StoreLocation> resolved = ResolveForReading(
+        stores_, job.tensor_board_output_config().s3_output_path(),
+        "TensorBoardOutputConfig.S3OutputPath",
+        "write TensorBoard logs to a local path (or file:// URI) under the server's --data-root");
+    if (!resolved.ok()) {
+      evaluation.trial_problem = std::string(resolved.status().message());
+      return;
+    }
+    tensorboard = *std::move(resolved);
+  }
+  // A DebugHookConfig naming the TensorBoard location (or none) only gives
+  // the collections' include_regex.
+  const bool hook_is_tensorboard =
+      tensorboard.has_value() &&
+      (!job.has_debug_hook_config() ||
+       job.debug_hook_config().s3_output_path().empty() ||
+       job.debug_hook_config().s3_output_path() ==
+           job.tensor_board_output_config().s3_output_path());
+  if (hook_is_tensorboard) {
+    evaluation.tensorboard = tensorboard;
+    evaluation.tensorboard_only = true;
+    evaluation.reader = std::make_unique<tensorboard::TensorBoardReader>(
+        *std::move(tensorboard), tensorboard::TensorBoardOptionsOf(job.debug_hook_config()));
     return;
   }
   absl::StatusOr<objectstore::StoreLocation> location = ResolveForReading(
@@ -315,6 +353,13 @@ void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& 
   }
   evaluation.trial = *location;
   evaluation.reader = std::make_unique<TrialReader>(*std::move(location));
+  if (tensorboard.has_value()) {
+    evaluation.tensorboard = tensorboard;
+    evaluation.reader = std::make_unique<tensorboard::MergedTrial>(
+        std::move(evaluation.reader),
+        std::make_unique<tensorboard::TensorBoardReader>(
+            *std::move(tensorboard), tensorboard::TensorBoardOptionsOf(job.debug_hook_config())));
+  }
 }
 
 void EvaluationScheduler::OpenProfilerData(JobEvaluation& evaluation, const JobRecord& job) {
@@ -618,6 +663,7 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
 bool EvaluationScheduler::UpdateWatchesLocked(const JobEvaluation& evaluation) {
   WatchedOutputs outputs;
   if (evaluation.DebugRulesActive()) outputs.trial = evaluation.trial;
+  if (evaluation.DebugRulesActive()) outputs.tensorboard = evaluation.tensorboard;
   if (evaluation.ProfilerRunsActive()) outputs.profiler = evaluation.profiler;
   return watcher_->Update(evaluation.job_name, outputs);
 }

@@ -24,7 +24,7 @@ using core::JobRecord;
 // it exits, so only the job's status tells that all of them did).
 // REQUIRES: `reader` (if any) was told of the job's end (SetTrainingEnded)
 // before its last read, as Turn does.
-bool TrainingHasEnded(const JobRecord& job, const TrialReader* reader) {
+bool TrainingHasEnded(const JobRecord& job, const TensorTrial* reader) {
   return JobSaysTrainingEnded(job) || (reader != nullptr && reader->finished());
 }
 
@@ -228,6 +228,19 @@ bool AnyActiveRuleWants(JobEvaluation& evaluation, const std::string& tensor,
 
 }  // namespace
 
+void JobEvaluator::ReportTensorBoardGaps(JobEvaluation& evaluation) const {
+  for (size_t i = 0; i < evaluation.rules.size(); ++i) {
+    auto& run = evaluation.rules[i];
+    if (run.done) continue;
+    const absl::string_view gap = core::TensorBoardGap(run.rule->name());
+    if (gap.empty()) continue;
+    Report(evaluation, i, v1::RuleEvaluationStatus::Error,
+           absl::StrCat(run.rule->name(), " cannot evaluate TensorBoard logs: ", gap,
+                        ". The job's tensors come from TensorBoardOutputConfig only; give it a "
+                        "DebugHookConfig whose hook saves what the rule reads"));
+  }
+}
+
 void JobEvaluator::ReportToActiveRules(JobEvaluation& evaluation, int status,
                                        const std::string& details) const {
   for (size_t i = 0; i < evaluation.rules.size(); ++i) {
@@ -240,6 +253,7 @@ TurnResult JobEvaluator::EvaluateDebugRules(JobEvaluation& evaluation, const Job
     ReportToActiveRules(evaluation, v1::RuleEvaluationStatus::Error, evaluation.trial_problem);
     return {};
   }
+  if (evaluation.tensorboard_only) ReportTensorBoardGaps(evaluation);
   const StepReading reading = ReadAndEvaluateSteps(evaluation);
   if (reading != StepReading::kStop) WriteDueRuleReports(evaluation);
   switch (reading) {
@@ -300,7 +314,7 @@ JobEvaluator::StepReading JobEvaluator::ReadAndEvaluateSteps(JobEvaluation& eval
 void JobEvaluator::RecordReadMetrics(const JobEvaluation& evaluation, int64_t bytes_before,
                                      size_t steps_read) const {
   if (options_.metrics == nullptr || evaluation.reader == nullptr) return;
-  const TrialReader& reader = *evaluation.reader;
+  const TensorTrial& reader = *evaluation.reader;
   options_.metrics->AddBytesRead(metrics::ReadSource::kTensors,
                                  reader.summary().read.bytes - bytes_before);
   options_.metrics->AddStepsRead(static_cast<int64_t>(steps_read));

@@ -52,6 +52,7 @@
 #include "rules_engine/rule/rule_parameters.h"
 #include "rules_engine/scheduling/report_writer.h"
 #include "rules_engine/scheduling/rule_status_recorder.h"
+#include "rules_engine/smdebug/tensor_trial.h"
 #include "rules_engine/smdebug/trial_reader.h"
 
 namespace debugplane::rules_engine {
@@ -87,7 +88,14 @@ struct JobEvaluation {
   // Why the trial cannot be read at all (reported as every rule's Error).
   std::string trial_problem;
   std::optional<objectstore::StoreLocation> trial;
-  std::unique_ptr<TrialReader> reader;
+  // The smdebug trial (TrialReader), the TensorBoard logs
+  // (tensorboard::TensorBoardReader), or both (MergedTrial).
+  std::unique_ptr<TensorTrial> reader;
+  // The reader holds TensorBoard logs only: rules whose data they cannot
+  // carry (core::TensorBoardGap) end in Error at the first turn.
+  bool tensorboard_only = false;
+  // The TensorBoard logs' location, when the job has them (watched).
+  std::optional<objectstore::StoreLocation> tensorboard;
   std::vector<RuleRun> rules;
   // Profiler rules: readers of ProfilerConfig.S3OutputPath (or why it cannot
   // be read), the runs, and the data a report draws.
@@ -241,6 +249,9 @@ class JobEvaluator {
   // OnTrainingEnd for every active rule, reported as its final status.
   void ConcludeDebugRules(JobEvaluation& evaluation) const;
   // Reports `status` with `details` for every debugging rule not done.
+  // A TensorBoard-only trial: every active rule whose data TensorBoard logs
+  // cannot carry ends in Error saying why (never a silent NoIssuesFound).
+  void ReportTensorBoardGaps(JobEvaluation& evaluation) const;
   void ReportToActiveRules(JobEvaluation& evaluation, int status, const std::string& details) const;
 
   // The profiler rules' turn: read what the active rules and reports want,

@@ -30,6 +30,31 @@ std::optional<StoreLocation> Parent(const StoreLocation& location) {
                        slash == std::string::npos ? "" : location.prefix.substr(0, slash)};
 }
 
+// The subdirectories of a TensorBoard location to watch: Lightning's
+// lightning_logs/version_N/, Hugging Face's runs/<date>_<host>/ (at most
+// kMaxTensorBoardDirectories, kTensorBoardDepth levels down).
+constexpr int kTensorBoardDepth = 3;
+constexpr size_t kMaxTensorBoardDirectories = 64;
+std::vector<StoreLocation> TensorBoardDirectories(const StoreLocation& root) {
+  std::vector<StoreLocation> dirs;
+  std::vector<StoreLocation> level = {root};
+  for (int depth = 0; depth < kTensorBoardDepth && !level.empty(); ++depth) {
+    std::vector<StoreLocation> next;
+    for (const StoreLocation& dir : level) {
+      absl::StatusOr<objectstore::ListResult> listed = dir.store->ListAll(
+          {.prefix = dir.DirectoryPrefix(), .delimiter = "/"}, kMaxTensorBoardDirectories);
+      if (!listed.ok()) continue;
+      for (const std::string& prefix : listed->common_prefixes) {
+        if (dirs.size() >= kMaxTensorBoardDirectories) return dirs;
+        dirs.push_back(StoreLocation{dir.store, prefix.substr(0, prefix.size() - 1)});
+        next.push_back(dirs.back());
+      }
+    }
+    level = std::move(next);
+  }
+  return dirs;
+}
+
 // At most this many pages (of up to 1000 keys) per target and probe: a
 // first probe of a huge trial resumes where it stopped at the next one.
 constexpr int kMaxPagesPerTarget = 10;
@@ -150,8 +175,8 @@ absl::Status TrialWatcher::WatchLocked(const std::string& job, const StoreLocati
 
 void TrialWatcher::WatchTreeLocked(const std::string& job, const StoreLocation& root,
                                    const std::vector<std::pair<StoreLocation, uint32_t>>& below,
-                                   std::set<WatchId>& keep, bool& added) {
-  absl::Status rooted = WatchLocked(job, root, kEntries, keep, added);
+                                   std::set<WatchId>& keep, bool& added, uint32_t root_events) {
+  absl::Status rooted = WatchLocked(job, root, kEntries | root_events, keep, added);
   if (rooted.ok()) {
     for (const auto& [dir, events] : below) (void)WatchLocked(job, dir, events, keep, added);
     return;
@@ -201,6 +226,15 @@ bool TrialWatcher::Update(const std::string& job, const WatchedOutputs& outputs)
     }
     WatchTreeLocked(job, profiler, dirs, keep, added);
   }
+  if (outputs.tensorboard.has_value() && HasNotification(*outputs.tensorboard)) {
+    // Writers append to open event files, in run directories made as runs start.
+    constexpr uint32_t kFiles = kEntries | objectstore::kObjectAppended;
+    std::vector<std::pair<StoreLocation, uint32_t>> dirs;
+    for (StoreLocation& dir : TensorBoardDirectories(*outputs.tensorboard)) {
+      dirs.emplace_back(std::move(dir), kFiles);
+    }
+    WatchTreeLocked(job, *outputs.tensorboard, dirs, keep, added, kFiles);
+  }
   // Drop what is no longer needed: an ancestor (often the data root, shared
   // by every job) would otherwise wake this job for every other job's files,
   // and an old hour directory no longer grows.
@@ -240,7 +274,8 @@ void TrialWatcher::DropWatchLocked(const std::string& job, WatchId id) {
 }
 
 bool TrialWatcher::PolledTargets(const WatchedOutputs& outputs, std::vector<ProbeTarget>& targets) {
-  bool all_polled = outputs.trial.has_value() || outputs.profiler.has_value();
+  bool all_polled = outputs.trial.has_value() || outputs.profiler.has_value() ||
+                    outputs.tensorboard.has_value();
   if (outputs.trial.has_value()) {
     if (HasNotification(*outputs.trial)) {
       all_polled = false;
@@ -260,6 +295,13 @@ bool TrialWatcher::PolledTargets(const WatchedOutputs& outputs, std::vector<Prob
       // directories, timestamped files): new keys come after the last one.
       targets.push_back({.dir = outputs.profiler->Below("system"), .recursive = true});
       targets.push_back({.dir = outputs.profiler->Below("framework"), .recursive = true});
+    }
+  }
+  if (outputs.tensorboard.has_value()) {
+    if (HasNotification(*outputs.tensorboard)) {
+      all_polled = false;
+    } else {
+      targets.push_back({.dir = *outputs.tensorboard, .recursive = true, .whole_tree = true});
     }
   }
   return all_polled;
@@ -301,7 +343,9 @@ TrialWatcher::TargetResult TrialWatcher::ListTarget(const ProbeTarget& target) {
   TargetResult result;
   result.updated = target;
   objectstore::ListOptions list{.prefix = target.dir.DirectoryPrefix(),
-                                .start_after = target.recursive ? target.last_key : "",
+                                .start_after = target.recursive && !target.whole_tree
+                                                   ? target.last_key
+                                                   : "",
                                 .delimiter = target.recursive ? "" : "/"};
   Fingerprint fingerprint;
   bool any = false;
@@ -320,14 +364,14 @@ TrialWatcher::TargetResult TrialWatcher::ListTarget(const ProbeTarget& target) {
         fingerprint.Add64(static_cast<uint64_t>(absl::ToUnixNanos(entry.modified)));
       }
       for (const std::string& prefix : listed->common_prefixes) fingerprint.Add(prefix);
-      if (target.recursive && !listed->objects.empty()) {
+      if (target.recursive && !target.whole_tree && !listed->objects.empty()) {
         result.updated.last_key = listed->objects.back().key;
       }
     }
     if (!listed.ok() || !listed->truncated) break;
     list.start_after = listed->next_start_after;
   }
-  if (target.recursive) {
+  if (target.recursive && !target.whole_tree) {
     result.changed = any;
   } else {
     // A first listing is a change when it finds anything: the job's reader

@@ -69,6 +69,11 @@ struct WatchedOutputs {
   // The profiler output: system/incremental and framework/pevents, and
   // appends in their newest hour directories.
   std::optional<objectstore::StoreLocation> profiler;
+  // TensorBoard event files: the directory and its subdirectories (runs,
+  // versions) a few levels deep, for new files and appends; in stores
+  // without notification, one recursive listing compared by fingerprint
+  // (keys, sizes and times: event files grow in place).
+  std::optional<objectstore::StoreLocation> tensorboard;
 };
 
 // The polling policy for outputs in stores without change notification.
@@ -174,6 +179,9 @@ class TrialWatcher {
     // True: keys under dir/ after `last_key` (new ones); false: the
     // delimited listing of dir/, compared by fingerprint.
     bool recursive = false;
+    // With `recursive`: the whole listing compared by fingerprint instead
+    // of keys after `last_key` (objects that grow in place).
+    bool whole_tree = false;
     std::string last_key;
     std::optional<uint64_t> fingerprint;
   };
@@ -212,7 +220,8 @@ class TrialWatcher {
   // nearest existing ancestor.
   void WatchTreeLocked(const std::string& job, const objectstore::StoreLocation& root,
                        const std::vector<std::pair<objectstore::StoreLocation, uint32_t>>& below,
-                       std::set<WatchId>& keep, bool& added) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                       std::set<WatchId>& keep, bool& added, uint32_t root_events = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWatchLocked(const std::string& job, WatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The probe targets of `outputs` in stores without notification
   // (appended to `targets`); returns whether every watched output is such.

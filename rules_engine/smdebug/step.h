@@ -36,6 +36,25 @@ struct TensorValueFacts {
   int64_t zeros = 0;       // Values equal to 0 (either sign).
 };
 
+// A tensor logged as its histogram (TensorBoard's HistogramProto, or TF2's
+// [k, 3] histogram tensor) instead of its elements: what rules can still
+// compute from it.
+struct HistogramStats {
+  double min = 0;
+  double max = 0;
+  double num = 0;  // Values counted.
+  double sum = 0;
+  double sum_squares = 0;
+  // False for TF2's [k, 3] form, which keeps only bucket edges and counts:
+  // sum and sum_squares are then estimated from the bucket centres, and min
+  // and max are the outer edges of the non-empty buckets.
+  bool exact_moments = true;
+  // Bucket i counts the values in (bucket_limit[i-1], bucket_limit[i]]
+  // (bucket 0 from -infinity; HistogramProto), same sizes.
+  std::vector<double> bucket_limit;
+  std::vector<double> bucket;
+};
+
 // One decoded tensor of one worker at one step.
 struct Tensor {
   std::string name;    // e.g. "gradient/Sequential_fc1.weight".
@@ -55,6 +74,10 @@ struct Tensor {
   // finds them) and unset for a Tensor built otherwise. Whoever changes `values` of a decoded
   // Tensor must reset it.
   std::optional<ValueFacts> facts;
+
+  // Set for a tensor logged as a histogram (then `values` is empty and
+  // `shape` is {}): rules that can judge a histogram read it.
+  std::optional<HistogramStats> histogram;
 };
 
 // Everything saved at one global step, by all workers, with only the

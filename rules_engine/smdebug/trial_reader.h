@@ -21,6 +21,7 @@
 #include "objectstore/read_tally.h"
 #include "rules_engine/smdebug/smdebug_json.h"
 #include "rules_engine/smdebug/step.h"
+#include "rules_engine/smdebug/tensor_trial.h"
 
 namespace debugplane::rules_engine {
 
@@ -44,7 +45,7 @@ inline constexpr uint64_t kMaxEventFileReadBytes = 64 << 20;
 // Which tensors to decode; the others are skipped using the index files
 // without reading their records. Called with the tensor name and the trial
 // info as known when the step is read.
-using TensorFilter = std::function<bool(const std::string& tensor, const TrialInfo& info)>;
+// (TensorFilter is declared in tensor_trial.h.)
 
 // How much one ReadNewSteps call may do, so that a caller sharing a thread
 // between trials (the scheduler's turns) gets the thread back in time
@@ -85,7 +86,7 @@ struct TrialSummary {
 
 // Not thread-safe: one reader per rule evaluation (or one shared under the
 // caller's lock).
-class TrialReader {
+class TrialReader : public TensorTrial {
  public:
   // A reader of the trial under `trial` (a store and the trial's key
   // prefix). Does no I/O: a missing directory is not an error (training may
@@ -122,11 +123,11 @@ class TrialReader {
   // backlog is read in bounded calls, each step once and in order, exactly
   // as one unbounded call would return it.
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted,
-                                                 const ReadBudget& budget);
+                                                 const ReadBudget& budget) override;
   // True if the last ReadNewSteps call stopped at its budget (steps or time)
   // with work it had found left undone: call again without waiting for new
   // files. False after a call that read everything there was.
-  bool stopped_at_budget() const;
+  bool stopped_at_budget() const override;
 
   // Tells the reader that training has ended: every training process has
   // exited (the job says so: the agent reported the command's exit, or the
@@ -135,7 +136,7 @@ class TrialReader {
   // training_job_end.ts only says that some worker ended. Sticky.
   // REQUIRES: the caller learned of the end before this call (so the
   // listings of the next read see every file training wrote).
-  void SetTrainingEnded();
+  void SetTrainingEnded() override;
 
   // Skips the steps before `first_step`: they are neither listed (index/
   // directories and names before it are not read) nor returned. For queries
@@ -155,15 +156,15 @@ class TrialReader {
   // training_job_end.ts when it exits and smdebug writes no per-worker end,
   // so there the marker does not end the trial: steps missing a worker are
   // still waited for, until SetTrainingEnded.
-  bool finished() const;
+  bool finished() const override;
 
   // The highest global step of any index file listed so far (returned or
   // still pending), -1 before any: how far training has written, as far as
   // this reader knows (evaluation lag is this minus the last step returned).
-  int64_t newest_step_seen() const;
+  int64_t newest_step_seen() const override;
 
-  const TrialInfo& info() const;
-  const TrialSummary& summary() const;
+  const TrialInfo& info() const override;
+  const TrialSummary& summary() const override;
 
  private:
   struct State;

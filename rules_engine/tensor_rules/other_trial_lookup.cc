@@ -4,7 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "rules_engine/tensorboard/tensorboard_reader.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -18,6 +20,32 @@ size_t BytesOf(const Tensor& t) {
          t.values.size() * sizeof(double);
 }
 
+// The trial at `location`: smdebug's when it has an index/ directory, else
+// TensorBoard logs when it holds event files (read as a finished run: the
+// other trial is a reference run, and TensorBoard files carry no end
+// marker), else smdebug's (which waits for its files).
+std::unique_ptr<TensorTrial> OpenOtherTrial(const objectstore::StoreLocation& location) {
+  const objectstore::ObjectStore& store = *location.store;
+  absl::StatusOr<objectstore::ListResult> index =
+      store.ListAll({.prefix = location.DirectoryPrefix("index"), .max_keys = 1}, 1);
+  if (index.ok() && !index->objects.empty()) return std::make_unique<TrialReader>(location);
+  constexpr size_t kLookedAt = 1000;
+  absl::StatusOr<objectstore::ListResult> all =
+      store.ListAll({.prefix = location.DirectoryPrefix()}, kLookedAt);
+  if (all.ok()) {
+    for (const objectstore::ObjectEntry& object : all->objects) {
+      const size_t slash = object.key.rfind('/');
+      const absl::string_view base =
+          absl::string_view(object.key).substr(slash == std::string::npos ? 0 : slash + 1);
+      if (!absl::StartsWith(base, tensorboard::kEventFilePrefix)) continue;
+      auto reader = std::make_unique<tensorboard::TensorBoardReader>(location);
+      reader->SetTrainingEnded();
+      return reader;
+    }
+  }
+  return std::make_unique<TrialReader>(location);
+}
+
 }  // namespace
 
 struct OtherTrialCache::Trial {
@@ -25,7 +53,7 @@ struct OtherTrialCache::Trial {
 
   absl::Mutex mu;
   const objectstore::StoreLocation location;
-  std::unique_ptr<TrialReader> reader ABSL_GUARDED_BY(mu);
+  std::unique_ptr<TensorTrial> reader ABSL_GUARDED_BY(mu);
   std::set<std::string> wanted ABSL_GUARDED_BY(mu);  // Names decoded when read.
   // The wanted tensors of the steps read and not dropped, by global step,
   // then name (first worker's). A step read without any wanted tensor is
@@ -37,7 +65,7 @@ struct OtherTrialCache::Trial {
 
   // Starts over from the trial's first step (with the current `wanted`).
   void Reset() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    reader = std::make_unique<TrialReader>(location);
+    reader = OpenOtherTrial(location);
     steps.clear();
     bytes = 0;
     last_read = -1;
@@ -92,7 +120,7 @@ absl::StatusOr<Tensor> OtherTrialCache::Read(const objectstore::StoreLocation& l
   };
   while (trial.last_read < global_step) {
     absl::StatusOr<std::vector<Step>> read =
-        trial.reader->ReadNewSteps(wanted, options_.steps_per_read);
+        trial.reader->ReadNewSteps(wanted, ReadBudget{.max_steps = options_.steps_per_read});
     if (!read.ok()) return read.status();
     if (read->empty()) {
       return not_found(trial.reader->finished() ? "the trial ended before that step"

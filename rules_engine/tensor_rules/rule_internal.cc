@@ -211,7 +211,7 @@ RuleVerdict SelectingRule::CheckSelected(const Step& step, const TrialInfo& info
   for (const Tensor& t : step.tensors) {
     if (!selector_.Matches(t.name, info)) continue;
     seen_.Note(step, t);
-    if (!mode_selected || t.values.empty()) continue;
+    if (!mode_selected || (t.values.empty() && !(accepts_histograms_ && t.histogram))) continue;
     absl::optional<std::string> issue = check(t);
     if (!issue.has_value()) continue;  // Not evaluated.
     any = true;
@@ -317,7 +317,7 @@ std::string ModesName(const std::vector<Mode>& modes) {
 }
 
 void SelectionSeen::Note(const Step& step, const Tensor& tensor) {
-  if (tensor.values.empty()) {
+  if (tensor.values.empty() && !tensor.histogram) {
     ++without_values_;
   } else if (!counted_any_ || step.global_step != last_counted_step_) {
     steps_.Add(step.mode);

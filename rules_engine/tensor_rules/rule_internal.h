@@ -89,7 +89,8 @@ class SelectionSeen {
   void Note(const Step& step, const Tensor& tensor);
   // Steps that held a selected tensor with values, by mode.
   const ModeCounts& steps() const { return steps_; }
-  // Selected tensors seen without values (a string dtype or an empty shape).
+  // Selected tensors seen without values (a string dtype or an empty shape;
+  // a histogram counts as values).
   int64_t without_values() const { return without_values_; }
   bool any() const { return steps_.Total() > 0 || without_values_ > 0; }
   // "'labels', 'y' and more" (the first kMaxListedNames distinct names).
@@ -309,6 +310,9 @@ class SelectingRule : public EvaluatingRule {
 
   TensorSelector selector_;
   SelectionSeen seen_;
+  // CheckSelected also passes tensors logged as histograms (Tensor::
+  // histogram, no values) to the check: set by rules that judge them.
+  bool accepts_histograms_ = false;
 };
 
 // What makes a rule from its parameters (the catalog's entries).

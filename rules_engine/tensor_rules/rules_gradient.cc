@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rules_engine/rule/percentile.h"
+#include "rules_engine/tensor_rules/histogram_stats.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
 
 namespace debugplane::rules_engine::internal {
@@ -36,11 +37,14 @@ TensorSelector Weights() {
 class VanishingGradient : public SelectingRule {
  public:
   explicit VanishingGradient(double threshold)
-      : SelectingRule("VanishingGradient", Gradients()), threshold_(threshold) {}
+      : SelectingRule("VanishingGradient", Gradients()), threshold_(threshold) {
+    accepts_histograms_ = true;
+  }
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
+      if (t.histogram) return CheckHistogram(*t.histogram);
       const double m = MeanAbs(t.values);
       if (m < threshold_)
         return absl::StrCat("mean |x| ", Num(m), " < threshold ", Num(threshold_));
@@ -53,8 +57,40 @@ class VanishingGradient : public SelectingRule {
     return WhyUnusedSelection(info, "tensor of collection 'gradients'");
   }
 
+  std::string Summary() const override {
+    std::string out = EvaluatingRule::Summary();
+    if (bounded_ > 0) {
+      absl::StrAppend(&out, "; ", bounded_,
+                      " histogram evaluations could only bound mean |x| (last: between ",
+                      Num(last_bound_.low), " and ", Num(last_bound_.high), ", threshold ",
+                      Num(threshold_), ") and were not judged vanishing");
+    }
+    return out;
+  }
+
  private:
+  // A gradient logged as a histogram: its buckets bound mean |x|; vanishing
+  // when even the upper bound is below the threshold, fine when the lower
+  // bound is not, otherwise only a bound is possible (counted, said in the
+  // status).
+  absl::optional<std::string> CheckHistogram(const HistogramStats& h) {
+    absl::optional<Bounds> b = MeanAbsBounds(h);
+    if (!b) return absl::nullopt;  // Empty: nothing to judge.
+    if (b->high < threshold_) {
+      return absl::StrCat("mean |x| ", b->low == b->high ? "" : "at most ", Num(b->high),
+                          " < threshold ", Num(threshold_), " (from its histogram of ",
+                          Num(h.num), " values)");
+    }
+    if (b->low < threshold_) {
+      ++bounded_;
+      last_bound_ = *b;
+    }
+    return "";
+  }
+
   double threshold_;
+  int64_t bounded_ = 0;
+  Bounds last_bound_;
 };
 
 // --- ExplodingTensor ------------------------------------------------------------
@@ -64,11 +100,19 @@ class VanishingGradient : public SelectingRule {
 class ExplodingTensor : public SelectingRule {
  public:
   ExplodingTensor(TensorSelector selector, bool only_nan)
-      : SelectingRule("ExplodingTensor", std::move(selector)), only_nan_(only_nan) {}
+      : SelectingRule("ExplodingTensor", std::move(selector)), only_nan_(only_nan) {
+    accepts_histograms_ = true;
+  }
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
+      if (t.histogram) {
+        absl::optional<std::string> bad = HistogramNonFinite(*t.histogram, only_nan_);
+        if (!bad) return "";
+        return absl::StrCat(
+            *bad, only_nan_ ? " (only_nan: NaN is exploding)" : " (NaN or infinity is exploding)");
+      }
       if (AllFinite(t)) return "";
       for (size_t i = 0; i < t.values.size(); ++i) {
         const double v = t.values[i];

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rules_engine/tensor_rules/histogram_stats.h"
 #include "rules_engine/tensor_rules/rule_internal.h"
 
 namespace debugplane::rules_engine::internal {
@@ -49,12 +50,20 @@ void RequireSelection(RuleParameterReader& p, const TensorSelector& s) {
 class TensorVariance : public SelectingRule {
  public:
   TensorVariance(TensorSelector selector, absl::optional<double> max, absl::optional<double> min)
-      : SelectingRule("TensorVariance", std::move(selector)), max_(max), min_(min) {}
+      : SelectingRule("TensorVariance", std::move(selector)), max_(max), min_(min) {
+    accepts_histograms_ = true;
+  }
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
-      const double var = Variance(t.values);
+      absl::optional<double> of_histogram;
+      if (t.histogram) {
+        // From num, sum and sum_squares (estimated from buckets in TF2's form).
+        of_histogram = HistogramVariance(*t.histogram);
+        if (!of_histogram) return absl::nullopt;
+      }
+      const double var = of_histogram ? *of_histogram : Variance(t.values);
       if (max_ && var > *max_)
         return absl::StrCat("variance ", Num(var), " > max_threshold ", Num(*max_));
       if (min_ && var < *min_)
@@ -81,16 +90,22 @@ class UnchangedTensor : public SelectingRule {
         num_steps_(num_steps),
         rtol_(rtol),
         atol_(atol),
-        equal_nan_(equal_nan) {}
+        equal_nan_(equal_nan) {
+    accepts_histograms_ = true;
+  }
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [&](const Tensor& t) -> absl::optional<std::string> {
       Last& last = last_[std::make_tuple(t.name, t.worker, step.mode)];
       absl::optional<std::string> issue;  // Not evaluated without a previous save.
+      // A histogram is compared by its min, max, num, sum and sum_squares.
+      std::vector<double> signature;
+      if (t.histogram) signature = HistogramSignature(*t.histogram);
+      const std::vector<double>& values = t.histogram ? signature : t.values;
       if (last.step >= 0) {
-        const bool same = last.values.size() == t.values.size() &&
-                          FirstNotClose(t.values, last.values, rtol_, atol_, equal_nan_) < 0;
+        const bool same = last.values.size() == values.size() &&
+                          FirstNotClose(values, last.values, rtol_, atol_, equal_nan_) < 0;
         last.unchanged = same ? last.unchanged + 1 : 0;
         if (last.unchanged == 1) last.first_step = last.step;
         if (last.unchanged + 1 >= num_steps_) {
@@ -102,7 +117,7 @@ class UnchangedTensor : public SelectingRule {
         issue = "";
       }
       last.step = step.global_step;
-      last.values = t.values;
+      last.values = values;
       return issue;
     });
   }
@@ -138,11 +153,14 @@ class UnchangedTensor : public SelectingRule {
 class AllZero : public SelectingRule {
  public:
   AllZero(TensorSelector selector, double threshold)
-      : SelectingRule("AllZero", std::move(selector)), threshold_(threshold) {}
+      : SelectingRule("AllZero", std::move(selector)), threshold_(threshold) {
+    accepts_histograms_ = true;
+  }
 
  protected:
   RuleVerdict Evaluate(const Step& step, const TrialInfo& info) override {
     return CheckSelected(step, info, [this](const Tensor& t) -> absl::optional<std::string> {
+      if (t.histogram) return CheckHistogram(*t.histogram);
       const int64_t zeros = CountZeros(t);
       const double pct = 100.0 * static_cast<double>(zeros) / static_cast<double>(t.values.size());
       if (pct >= threshold_) {
@@ -154,6 +172,22 @@ class AllZero : public SelectingRule {
   }
 
  private:
+  // A histogram settles the share of zeros when every value is 0 (or none
+  // can be); otherwise the bucket holding 0 bounds it: below the threshold
+  // it is fine, else it cannot be judged (not evaluated).
+  absl::optional<std::string> CheckHistogram(const HistogramStats& h) const {
+    absl::optional<ZeroShare> zeros = HistogramZeroShare(h);
+    if (!zeros) return absl::nullopt;
+    const double pct = 100.0 * zeros->share;
+    if (zeros->exact && pct >= threshold_) {
+      return absl::StrCat("has all of its ", Num(h.num), " values zero (its histogram: min ",
+                          Num(h.min), ", max ", Num(h.max), ", sum of squares ",
+                          Num(h.sum_squares), ") >= threshold ", Num(threshold_), "%");
+    }
+    if (pct < threshold_) return "";
+    return absl::nullopt;
+  }
+
   double threshold_;
 };
 

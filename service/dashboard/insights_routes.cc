@@ -288,7 +288,9 @@ std::string TensorsJson(const v1::ListTensorsResponse& response) {
         {{"name", t.tensor_name()},
          {"collections", std::vector<std::string>(t.collections().begin(), t.collections().end())},
          {"shape", std::vector<int64_t>(t.shape().begin(), t.shape().end())},
-         {"steps", std::move(steps)}});
+         {"steps", std::move(steps)},
+         {"histogram", t.histogram()},
+         {"series", t.series_name().empty() ? json(nullptr) : json(t.series_name())}});
   }
   return Dump({{"collections", std::move(collections)}, {"tensors", std::move(tensors)}});
 }

@@ -76,13 +76,34 @@ TEST(TrainingProcessTest, TheCommandGetsItsConfigurationButNotTheAgentsKey) {
   const char* const environment[] = {"DEBUGPLANE_TOKEN=AKID:secret", "HOME=/home/x",
                                      "SMDEBUG_CONFIG_FILE_PATH=/elsewhere", nullptr};
   const std::vector<std::string> result =
-      TrainingEnvironment(environment, "/c/debughookconfig.json", "/c/profilerconfig.json", "job");
+      TrainingEnvironment(environment, "/c/debughookconfig.json", "/c/profilerconfig.json", "job",
+                          /*tensorboard_dir=*/"");
   EXPECT_THAT(result, Contains("HOME=/home/x"));
   EXPECT_THAT(result, Contains("SMDEBUG_CONFIG_FILE_PATH=/c/debughookconfig.json"));
   EXPECT_THAT(result, Contains("SMPROFILER_CONFIG_PATH=/c/profilerconfig.json"));
   EXPECT_THAT(result, Contains("DP_TRAINING_JOB_NAME=job"));
   EXPECT_THAT(result, Not(Contains("DEBUGPLANE_TOKEN=AKID:secret")));
   EXPECT_THAT(result, Not(Contains("SMDEBUG_CONFIG_FILE_PATH=/elsewhere")));
+  EXPECT_THAT(result, Not(Contains(::testing::StartsWith("DP_TENSORBOARD_DIR="))));
+  EXPECT_THAT(result, Not(Contains(::testing::StartsWith("TENSORBOARD_LOGGING_DIR="))));
+}
+
+// A job with TensorBoardOutputConfig: the training's TensorBoard writer is
+// pointed at the agent's directory under debugplane's name and Hugging
+// Face's, replacing what the agent inherited; without one, an inherited
+// TENSORBOARD_LOGGING_DIR is the user's and stays.
+TEST(TrainingProcessTest, ATensorBoardJobGetsItsLogDirectoryUnderBothNames) {
+  const char* const environment[] = {"TENSORBOARD_LOGGING_DIR=/inherited",
+                                     "DP_TENSORBOARD_DIR=/inherited", nullptr};
+  const std::vector<std::string> result = TrainingEnvironment(
+      environment, "/c/debughookconfig.json", "/c/profilerconfig.json", "job", "/runs/tb");
+  EXPECT_THAT(result, Contains("DP_TENSORBOARD_DIR=/runs/tb"));
+  EXPECT_THAT(result, Contains("TENSORBOARD_LOGGING_DIR=/runs/tb"));
+  EXPECT_THAT(result, Not(Contains(::testing::EndsWith("=/inherited"))));
+
+  const std::vector<std::string> without = TrainingEnvironment(
+      environment, "/c/debughookconfig.json", "/c/profilerconfig.json", "job", "");
+  EXPECT_THAT(without, Contains("TENSORBOARD_LOGGING_DIR=/inherited"));
 }
 
 using ::debugplane::client::testing::WaitStatusOf;

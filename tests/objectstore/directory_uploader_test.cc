@@ -240,9 +240,11 @@ class DirectoryUploaderTest : public ::testing::Test {
   }
 
   std::unique_ptr<DirectoryUploader> StartUploader(const std::string& prefix,
-                                                   std::vector<std::string> appended = {}) {
+                                                   std::vector<std::string> appended = {},
+                                                   bool appended_event_files = false) {
     DirectoryUploader::Options options;
-    options.sources.push_back({dir_.path().string(), store_, prefix, std::move(appended)});
+    options.sources.push_back(
+        {dir_.path().string(), store_, prefix, std::move(appended), appended_event_files});
     options.append_interval = absl::Milliseconds(50);
     options.initial_retry = absl::Milliseconds(20);
     options.max_retry = absl::Milliseconds(200);
@@ -402,6 +404,43 @@ TEST_F(DirectoryUploaderTest, GrowingFilesGoUpToTheirLastLineAndWholeAtFinish) {
   EXPECT_EQ(Stored(key), "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n{\"d\": 4}\n");
   // Once per new last line, not once per interval: three versions.
   EXPECT_EQ(PutKeys("metrics").size(), 3u) << ::testing::PrintToString(PutKeys("metrics"));
+}
+
+// One TFRecord record framing `payload` (CRC fields zero: the uploader
+// reads only the lengths; readers check the CRCs).
+std::string Record(const std::string& payload) {
+  std::string record;
+  for (int i = 0; i < 8; ++i) record.push_back(static_cast<char>((payload.size() >> (8 * i)) & 0xff));
+  record.append(4, '\0');
+  record += payload;
+  record.append(4, '\0');
+  return record;
+}
+
+// A TensorBoard writer appends records to its event file all run long: the
+// file goes up while it grows, never with a torn last record.
+TEST_F(DirectoryUploaderTest, GrowingEventFilesGoUpToTheirLastCompleteRecord) {
+  std::unique_ptr<DirectoryUploader> uploader =
+      StartUploader("tb", {}, /*appended_event_files=*/true);
+  ASSERT_NE(uploader, nullptr);
+  const std::filesystem::path file =
+      dir_.path() / "runs/Nov28_08-00-00_host/events.out.tfevents.1764316800.host.42.0";
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary);
+  const std::string first = Record("brain.Event:2"), second = Record("step 1 loss 0.5");
+  out << first << second.substr(0, 5) << std::flush;  // the second's header half written
+  const std::string key = "tb/runs/Nov28_08-00-00_host/events.out.tfevents.1764316800.host.42.0";
+  ASSERT_TRUE(WaitUntil([&] { return Stored(key) == first; })) << Stored(key).size();
+  out << second.substr(5, 15) << std::flush;  // header whole, data torn
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Stored(key), first);
+  out << second.substr(20) << std::flush;
+  ASSERT_TRUE(WaitUntil([&] { return Stored(key) == first + second; })) << Stored(key).size();
+  // Other files of the directory are not appended to: they go up when closed.
+  WriteFile(dir_.path() / "runs/projector_config.pbtxt", "embeddings {}\n");
+  ASSERT_TRUE(uploader->Finish(absl::Seconds(20)).ok());
+  EXPECT_EQ(Stored("tb/runs/projector_config.pbtxt"), "embeddings {}\n");
+  EXPECT_EQ(Stored(key), first + second);
 }
 
 TEST_F(DirectoryUploaderTest, FilesAlreadyThereAtStartGoUp) {

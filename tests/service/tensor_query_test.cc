@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 using ::debugplane::testing::Context;
 using ::debugplane::testing::ScopedTempDir;
 using ::debugplane::testing::ServerProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr char kLoss[] = "CrossEntropyLoss_output_0";
@@ -275,6 +277,56 @@ TEST(TensorQueryObjectStorageTest, AnS3TrialIsQueriedLikeALocalOne) {
     EXPECT_EQ(remote[i].step(), local[i].step());
     EXPECT_EQ(remote[i].value(), local[i].value());
   }
+}
+
+// A job whose only trial is its TensorBoard logs (issue 24): Hugging Face's
+// tags are its tensors, the TRAIN and EVAL tags of the loss share a series,
+// and the CLI prints them.
+TEST(TensorBoardTensorQueryTest, TagsOfAHuggingFaceRunAreServedAsTensors) {
+  ScopedTempDir dir;
+  const fs::path logs = dir.path() / "hf" / "tb";
+  fs::create_directories(logs);
+  fs::copy(fs::path(DP_TEST_DATA_DIR) / "frameworks" / "hf-trainer-overfit" / "tb", logs,
+           fs::copy_options::recursive);
+  ServerProcess server(dir.path());
+  v1::CreateTrainingJobRequest create;
+  create.set_training_job_name("hf-job");
+  create.set_role_arn("arn:aws:iam::111122223333:role/service-role/Test");
+  create.mutable_output_data_config()->set_s3_output_path("s3://bucket/out");
+  create.mutable_tensor_board_output_config()->set_s3_output_path(logs.string());
+  v1::CreateTrainingJobResponse created;
+  ASSERT_TRUE(server.Stub()->CreateTrainingJob(Context().get(), create, &created).ok());
+  auto stub = v1::TensorQueryService::NewStub(server.Channel());
+
+  v1::ListTensorsRequest list;
+  list.set_training_job_name("hf-job");
+  v1::ListTensorsResponse listing;
+  grpc::Status status = stub->ListTensors(Context(30).get(), list, &listing);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::map<std::string, v1::TensorSummary> tensors;
+  for (const auto& t : listing.tensors()) tensors[t.tensor_name()] = t;
+  ASSERT_EQ(tensors.count("train/loss"), 1u);
+  ASSERT_EQ(tensors.count("eval/loss"), 1u);
+  EXPECT_EQ(tensors["train/loss"].series_name(), "loss");
+  EXPECT_EQ(tensors["eval/loss"].series_name(), "loss");
+  EXPECT_EQ(tensors["eval/loss"].modes(0).mode(), v1::TensorMode::EVAL);
+  EXPECT_EQ(listing.trial_path(), logs.string());
+
+  v1::GetTensorValuesRequest values;
+  values.set_training_job_name("hf-job");
+  values.set_tensor_name("eval/loss");
+  std::vector<v1::TensorPoint> points = ReadValues(*stub, values, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_GE(points.size(), 2u);
+  // The run overfits: its eval loss ends higher than it starts (6.2 -> 8.2).
+  EXPECT_GT(points.back().value(), points.front().value());
+
+  CliResult table = RunCli(server.address(), "tensors hf-job");
+  EXPECT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_THAT(table.out, AllOf(HasSubstr("train/grad_norm"), HasSubstr("eval/loss")));
+  CliResult one = RunCli(server.address(), "tensor hf-job train/loss --steps 0:20");
+  EXPECT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_THAT(one.out, HasSubstr("TRAIN"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ import {startServer, createJob, jobRequest, openBrowser, screenshot, copyTree, w
 
 const SYSTEM_JOB = 'fixture-system-job';
 const FRAMEWORK_JOB = 'fixture-framework-job';
+const TENSORBOARD_JOB = 'fixture-tensorboard-job';
 
 describe('dashboard views over recorded data', () => {
   let server;
@@ -33,6 +34,13 @@ describe('dashboard views over recorded data', () => {
     createJob(server, jobRequest(FRAMEWORK_JOB, {tensors: path.join(dir, FRAMEWORK_JOB, 'tensors'),
       profiler: path.join(dir, FRAMEWORK_JOB, 'profiler'), rules: ['LossNotDecreasing'],
       profilerRules: ['StepOutlier']}));
+    // Hugging Face Trainer's TensorBoard logs alone (issue 24).
+    copyTree(path.join(DATA_DIR, 'frameworks', 'hf-trainer-overfit', 'tb'), path.join(dir, TENSORBOARD_JOB, 'tb'));
+    const tensorboard = jobRequest(TENSORBOARD_JOB, {rules: ['Overfit']});
+    delete tensorboard.DebugHookConfig;
+    delete tensorboard.ProfilerConfig;
+    tensorboard.TensorBoardOutputConfig = {S3OutputPath: path.join(dir, TENSORBOARD_JOB, 'tb')};
+    createJob(server, tensorboard);
     browser = await openBrowser();
     page = await browser.newPage();
   });
@@ -101,6 +109,19 @@ describe('dashboard views over recorded data', () => {
     await weight.click();
     await waitFor(async () => (await page.locator('#tensor-TRAIN .u-legend').textContent()).includes('norm'), 'norm of a weight');
     await screenshot(page, 'model');
+  });
+
+  test('model of a TensorBoard job: train/loss and eval/loss side by side', async () => {
+    await page.goto(`${server.http}/dashboard/#/jobs/${TENSORBOARD_JOB}/model`);
+    await page.locator('#tensor-list details.collection').first().waitFor({timeout: 30000});
+    const collections = await page.locator('#tensor-list details.collection > summary').allTextContents();
+    assert.ok(collections.some((c) => c.startsWith('losses')), collections.join(','));
+    await page.locator('button.tensor[data-tensor="train/loss"]').first().click();
+    await page.locator('#tensor-TRAIN .u-over').waitFor();
+    await page.locator('#tensor-EVAL .u-over').waitFor();
+    const titles = await page.locator('#tensor-view .columns').textContent();
+    assert.ok(titles.includes('TRAIN · train/loss') && titles.includes('EVAL · eval/loss'), titles);
+    await screenshot(page, 'model-tensorboard');
   });
 
   test('a missing job says so instead of a blank page', async () => {

@@ -296,4 +296,22 @@ TEST_F(TrialWatcherPollingTest, LocalStoresAreNotListPolledAndDroppedJobsAreNotP
 }
 
 }  // namespace
+TEST_F(TrialWatcherPollingTest, TensorBoardEventFileGrowingInPlaceWakesTheJob) {
+  // Event files grow in place (their keys do not change): the whole listing
+  // is compared, sizes included, run directories at any depth.
+  auto watcher = MakeWatcher();
+  ASSERT_TRUE(watcher->Update("job", {.tensorboard = objectstore::StoreLocation{store_, "tb"}}));
+  EXPECT_TRUE(watcher->ListPolled("job"));
+  const fs::path file = dir_.path() / "tb" / "runs" / "a" / "events.out.tfevents.1.h.1.0";
+  fs::create_directories(file.parent_path());
+  std::ofstream(file, std::ios::app) << "first record";
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 1);
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));  // Nothing new.
+  EXPECT_EQ(WakeCount(), 1);
+  std::ofstream(file, std::ios::app) << "second record";
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 2);
+}
+
 }  // namespace debugplane::rules_engine

@@ -183,6 +183,38 @@ TEST_F(SageMakerProtocolTest, DescribeAnswersEachCommittedVersionAsPrintedFromTh
   EXPECT_EQ(recreated.body, *direct_json("cached-job"));
 }
 
+// A job whose debug rules read TensorBoard logs alone (issue 24): created
+// with a Warning for the rule TensorBoard cannot carry; without the logs'
+// S3OutputPath it is refused naming the field.
+TEST_F(SageMakerProtocolTest, TensorBoardJobIsCreatedWithWarningsForRulesItCannotCarry) {
+  Json job = {
+      {"TrainingJobName", "tb-job"},
+      {"RoleArn", "arn:aws:iam::111122223333:role/service-role/Test"},
+      {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/output"}}},
+      {"TensorBoardOutputConfig",
+       {{"S3OutputPath", "s3://bucket/tb"}, {"LocalPath", "/opt/ml/output/tensorboard"}}},
+      {"DebugRuleConfigurations",
+       {{{"RuleConfigurationName", "Exploding"},
+         {"RuleEvaluatorImage", "builtin"},
+         {"RuleParameters", {{"rule_to_invoke", "ExplodingTensor"}}}},
+        {{"RuleConfigurationName", "Relu"},
+         {"RuleEvaluatorImage", "builtin"},
+         {"RuleParameters", {{"rule_to_invoke", "DeadRelu"}}}}}}};
+  Reply created = Call("SageMaker.CreateTrainingJob", job.dump());
+  ASSERT_EQ(created.status, 200) << created.body;
+  ASSERT_EQ(created.body["Warnings"].size(), 1u) << created.body;
+  EXPECT_THAT(created.body["Warnings"][0].get<std::string>(),
+              HasSubstr("DebugRuleConfigurations[1] (Relu, DeadRelu) cannot be evaluated"));
+
+  job["TrainingJobName"] = "tb-no-path";
+  job["TensorBoardOutputConfig"].erase("S3OutputPath");
+  Reply refused = Call("SageMaker.CreateTrainingJob", job.dump());
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.body["__type"], "ValidationException");
+  EXPECT_THAT(refused.body["message"].get<std::string>(),
+              HasSubstr("TensorBoardOutputConfig.S3OutputPath"));
+}
+
 TEST_F(SageMakerProtocolTest, ErrorsCarryTheCoreMessageUnderSageMakersCode) {
   ASSERT_EQ(Call("SageMaker.CreateTrainingJob", TemplateJson("twice")).status, 200);
   Reply again = Call("SageMaker.CreateTrainingJob", TemplateJson("twice"));
