@@ -80,33 +80,46 @@ struct TensorBoardReader::State {
   std::map<std::string, Worker> workers;
   std::map<std::string, std::string> first_host;  // Directory -> its first host.
   std::map<int64_t, Pending> pending;
-  absl::flat_hash_map<std::string, Mode> tags;  // Each tag seen, with its mode.
+  struct TagState {
+    std::string name;
+    Mode mode = Mode::kGlobal;
+    // The filter's answer, asked once per ReadNewSteps call (its filter
+    // may change from call to call, as rules conclude).
+    uint64_t judged_in_call = 0;
+    bool wanted = false;
+  };
+  absl::flat_hash_map<std::string, TagState> tags;  // Each tag seen.
+  uint64_t call = 0;                // ReadNewSteps calls so far.
+  DecodedEvent event;               // Reused from record to record.
+  std::vector<Mode> value_modes;    // The mode of each of event.values.
+  std::vector<uint32_t> order;      // ReturnReady's sort, reused.
   std::set<std::string> names_seen;
   int64_t last_returned = kNoStep;
   bool ended_by_job = false;
   bool listed_ended = false;  // ended_by_job as of the last listing.
   bool finished = false;
   bool resume = false;
-  std::string buffer;  // Reused from piece to piece; freed after each call.
+  std::string buffer;  // Reused from piece to piece (see ReadNewSteps).
 
-  // The mode of `tag`; a new tag is put in its collections first (before
+  // The state of `tag`; a new tag is put in its collections first (before
   // any rule is asked about it).
-  absl::StatusOr<Mode> RegisterTag(const std::string& tag) {
-    if (auto it = tags.find(tag); it != tags.end()) return it->second;
+  absl::StatusOr<TagState*> RegisterTag(absl::string_view tag) {
+    if (auto it = tags.find(tag); it != tags.end()) return &it->second;
     if (tags.size() >= kMaxTags) {
       return absl::ResourceExhaustedError(absl::StrCat("the TensorBoard logs have more than ",
                                                        kMaxTags, " distinct tags; at most ",
                                                        kMaxTags, " are read"));
     }
-    const Mode mode = ModeOfTag(tag);
-    tags.emplace(tag, mode);
-    const std::string collection = CollectionOfTag(tag);
+    TagState& state = tags[tag];
+    state.name = std::string(tag);
+    state.mode = ModeOfTag(state.name);
+    const std::string collection = CollectionOfTag(state.name);
     for (const std::string& c : {collection, std::string("default")}) {
       if (c.empty() || options.include_regex.count(c)) continue;
-      info.collections[c].tensor_names.push_back(tag);
+      info.collections[c].tensor_names.push_back(state.name);
     }
-    if (names_seen.size() < kMaxTensorNamesSeen) names_seen.insert(tag);
-    return mode;
+    if (names_seen.size() < kMaxTensorNamesSeen) names_seen.insert(state.name);
+    return &state;
   }
 
   bool Live(const std::string& name, const Worker& w) const {
@@ -219,32 +232,55 @@ absl::StatusOr<bool> TensorBoardReader::ListEventFiles() {
 absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload, uint64_t offset,
                                            const TensorFilter& wanted) {
   State& st = *state_;
-  absl::StatusOr<DecodedEvent> event =
-      DecodeEvent(payload, [&] { return absl::StrCat(file.rel, " record at offset ", offset); });
-  if (!event.ok()) return event.status();
+  DecodedEvent& event = st.event;
+  State::Pending* step = nullptr;
+  absl::Status tag_error;
+  st.value_modes.clear();
+  // Each value's tag is registered and judged before the value is decoded:
+  // a value no rule wants is skipped by its length.
+  auto want = [&](absl::string_view tag, int64_t at_step) {
+    if (at_step <= st.last_returned || !tag_error.ok()) return false;  // Late: counted below.
+    absl::StatusOr<State::TagState*> known = st.RegisterTag(tag);
+    if (!known.ok()) {
+      tag_error = known.status();
+      return false;
+    }
+    State::TagState& tag_state = **known;
+    if (step == nullptr) step = &st.pending[at_step];
+    (tag_state.mode == Mode::kEval ? step->has_eval : step->has_training) = true;
+    step->has_train |= tag_state.mode == Mode::kTrain;
+    if (tag_state.judged_in_call != st.call) {
+      tag_state.judged_in_call = st.call;
+      tag_state.wanted = wanted(tag_state.name, st.info);
+    }
+    if (tag_state.wanted) st.value_modes.push_back(tag_state.mode);
+    return tag_state.wanted;
+  };
+  if (absl::Status s = DecodeEventInto(
+          payload, [&] { return absl::StrCat(file.rel, " record at offset ", offset); }, want,
+          event);
+      !s.ok()) {
+    return s;
+  }
+  if (!tag_error.ok()) return tag_error;
   ++st.tb.records;
   State::Worker& worker = st.workers[file.worker];
-  worker.first_wall = std::min(worker.first_wall, event->wall_time);
-  worker.last_wall = std::max(worker.last_wall, event->wall_time);
-  st.tb.skipped_values += event->skipped;
-  if (event->values.empty()) return absl::OkStatus();
-  worker.newest_step = std::max(worker.newest_step, event->step);
-  if (event->step <= st.last_returned) {
-    st.tb.late_records += static_cast<int64_t>(event->values.size());
+  worker.first_wall = std::min(worker.first_wall, event.wall_time);
+  worker.last_wall = std::max(worker.last_wall, event.wall_time);
+  st.tb.skipped_values += event.skipped;
+  if (event.numeric == 0) return absl::OkStatus();
+  worker.newest_step = std::max(worker.newest_step, event.step);
+  if (event.step <= st.last_returned) {
+    st.tb.late_records += event.numeric;
     return absl::OkStatus();
   }
-  State::Pending& step = st.pending[event->step];
-  step.written = std::max(step.written, file.modified);
-  for (Tensor& t : event->values) {
-    ++st.tb.values;
-    if (t.histogram) ++st.tb.histograms;
-    absl::StatusOr<Mode> mode = st.RegisterTag(t.name);
-    if (!mode.ok()) return mode.status();
-    (*mode == Mode::kEval ? step.has_eval : step.has_training) = true;
-    step.has_train |= *mode == Mode::kTrain;
-    if (!wanted(t.name, st.info)) continue;
+  st.tb.values += event.numeric;
+  st.tb.histograms += event.histograms;
+  step->written = std::max(step->written, file.modified);
+  for (size_t i = 0; i < event.values.size(); ++i) {
+    Tensor& t = event.values[i];
     t.worker = file.worker;
-    step.values.emplace_back(*mode, std::move(t));
+    step->values.emplace_back(st.value_modes[i], std::move(t));
   }
   return absl::OkStatus();
 }
@@ -319,16 +355,19 @@ bool TensorBoardReader::ReturnReady(std::vector<Step>& out, const ReadBudget& bu
     training.mode = pending.has_train ? Mode::kTrain : Mode::kGlobal;
     eval.mode = Mode::kEval;
     // By (name, worker), the later of two equal ones (a restart's value).
-    std::stable_sort(pending.values.begin(), pending.values.end(),
-                     [](const auto& a, const auto& b) {
-                       return std::tie(a.second.name, a.second.worker) <
-                              std::tie(b.second.name, b.second.worker);
-                     });
-    for (size_t i = 0; i < pending.values.size(); ++i) {
-      auto& [mode, tensor] = pending.values[i];
-      if (i + 1 < pending.values.size() && pending.values[i + 1].second.name == tensor.name &&
-          pending.values[i + 1].second.worker == tensor.worker) {
-        continue;
+    // Indices are sorted, not the tensors (moving those costs more).
+    std::vector<std::pair<Mode, Tensor>>& values = pending.values;
+    st.order.resize(values.size());
+    for (uint32_t i = 0; i < values.size(); ++i) st.order[i] = i;
+    std::stable_sort(st.order.begin(), st.order.end(), [&values](uint32_t a, uint32_t b) {
+      return std::tie(values[a].second.name, values[a].second.worker) <
+             std::tie(values[b].second.name, values[b].second.worker);
+    });
+    for (size_t k = 0; k < st.order.size(); ++k) {
+      auto& [mode, tensor] = values[st.order[k]];
+      if (k + 1 < st.order.size()) {
+        const Tensor& next = values[st.order[k + 1]].second;
+        if (next.name == tensor.name && next.worker == tensor.worker) continue;
       }
       (mode == Mode::kEval ? eval : training).tensors.push_back(std::move(tensor));
     }
@@ -348,6 +387,7 @@ absl::StatusOr<std::vector<Step>> TensorBoardReader::ReadNewSteps(const TensorFi
   State& st = *state_;
   std::vector<Step> out;
   if (st.finished) return out;
+  ++st.call;
   const bool ended = st.ended_by_job;
   // A call that stopped at its budget is continued without listing, unless
   // the job's end became known since: the last complete read lists again.
@@ -378,7 +418,9 @@ absl::StatusOr<std::vector<Step>> TensorBoardReader::ReadNewSteps(const TensorFi
     }
     if (st.resume) break;
   }
-  st.buffer = std::string();
+  // The piece buffer is kept while there is more to read at once (a call
+  // that stopped at its budget), freed when the reader waits for new data.
+  if (!st.resume) st.buffer = std::string();
   st.summary.tensor_names_seen.assign(st.names_seen.begin(), st.names_seen.end());
   st.info.workers.clear();
   for (const auto& [name, w] : st.workers) st.info.workers.push_back(name);
