@@ -51,6 +51,7 @@ struct TensorBoardReader::File {
   std::string key;
   std::string rel;  // Relative to the location, for messages.
   std::string worker;
+  uint32_t worker_id = 0;  // Index into State::worker_names.
   uint64_t offset = 0;       // End of the last complete record.
   uint64_t listed_size = 0;  // As of the last listing.
   uint64_t need = 0;         // Bytes of a record longer than one piece.
@@ -64,10 +65,15 @@ struct TensorBoardReader::State {
     double last_wall = -std::numeric_limits<double>::infinity();
     int64_t newest_step = kNoStep;
   };
+  struct PendingValue {
+    Mode mode;
+    uint32_t tag_id, worker_id;  // Their ranks order the step's tensors.
+    Tensor tensor;
+  };
   struct Pending {
     // The tensors (name = tag) with the mode of their tag, in the order
     // read: of two with the same tag and worker the later one counts.
-    std::vector<std::pair<Mode, Tensor>> values;
+    std::vector<PendingValue> values;
     bool has_training = false, has_train = false, has_eval = false;
     absl::Time written = absl::InfinitePast();
   };
@@ -87,12 +93,37 @@ struct TensorBoardReader::State {
     // may change from call to call, as rules conclude).
     uint64_t judged_in_call = 0;
     bool wanted = false;
+    uint32_t id = 0;  // Index into tag_names.
   };
+  // Tag and worker names by id, and each id's rank in name order (a Step's
+  // tensors are ordered by (name, worker): integers compare faster than
+  // names). Ranks are recomputed when a name was added.
+  std::vector<std::string> tag_names;
+  std::vector<std::string> worker_names;
+  std::map<std::string, uint32_t> worker_ids;
+  std::vector<uint32_t> tag_rank, worker_rank;
+  bool ranks_stale = false;
+  std::vector<std::pair<uint64_t, uint32_t>> order;  // ReturnReady's sort, reused.
+
+  void Rerank() {
+    if (!std::exchange(ranks_stale, false)) return;
+    auto rank = [](size_t n, auto name_of, std::vector<uint32_t>& ranks) {
+      std::vector<uint32_t> ids(n);
+      for (uint32_t i = 0; i < n; ++i) ids[i] = i;
+      std::sort(ids.begin(), ids.end(),
+                [&](uint32_t a, uint32_t b) { return name_of(a) < name_of(b); });
+      ranks.resize(n);
+      for (uint32_t r = 0; r < n; ++r) ranks[ids[r]] = r;
+    };
+    rank(tag_names.size(), [this](uint32_t i) -> const std::string& { return tag_names[i]; },
+         tag_rank);
+    rank(worker_names.size(), [this](uint32_t i) -> const std::string& { return worker_names[i]; },
+         worker_rank);
+  }
   absl::flat_hash_map<std::string, TagState> tags;  // Each tag seen.
   uint64_t call = 0;                // ReadNewSteps calls so far.
   DecodedEvent event;               // Reused from record to record.
-  std::vector<Mode> value_modes;    // The mode of each of event.values.
-  std::vector<uint32_t> order;      // ReturnReady's sort, reused.
+  std::vector<std::pair<Mode, uint32_t>> value_tags;  // Mode and tag id of each of event.values.
   std::set<std::string> names_seen;
   int64_t last_returned = kNoStep;
   bool ended_by_job = false;
@@ -112,6 +143,9 @@ struct TensorBoardReader::State {
     }
     TagState& state = tags[tag];
     state.name = std::string(tag);
+    state.id = static_cast<uint32_t>(tag_names.size());
+    tag_names.push_back(state.name);
+    ranks_stale = true;
     state.mode = ModeOfTag(state.name);
     const std::string collection = CollectionOfTag(state.name);
     for (const std::string& c : {collection, std::string("default")}) {
@@ -215,6 +249,12 @@ absl::StatusOr<bool> TensorBoardReader::ListEventFiles() {
       const std::string host = HostOfEventFile(base);
       const std::string& first = st.first_host.try_emplace(dir, host).first->second;
       file.worker = host == first ? dir : absl::StrCat(dir, "@", host);
+      auto [id, added] = st.worker_ids.try_emplace(file.worker, st.worker_names.size());
+      if (added) {
+        st.worker_names.push_back(file.worker);
+        st.ranks_stale = true;
+      }
+      file.worker_id = id->second;
       found = st.files.emplace(object.key, std::move(file)).first;
       ++st.tb.event_files;
     }
@@ -235,7 +275,7 @@ absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload
   DecodedEvent& event = st.event;
   State::Pending* step = nullptr;
   absl::Status tag_error;
-  st.value_modes.clear();
+  st.value_tags.clear();
   // Each value's tag is registered and judged before the value is decoded:
   // a value no rule wants is skipped by its length.
   auto want = [&](absl::string_view tag, int64_t at_step) {
@@ -253,7 +293,7 @@ absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload
       tag_state.judged_in_call = st.call;
       tag_state.wanted = wanted(tag_state.name, st.info);
     }
-    if (tag_state.wanted) st.value_modes.push_back(tag_state.mode);
+    if (tag_state.wanted) st.value_tags.emplace_back(tag_state.mode, tag_state.id);
     return tag_state.wanted;
   };
   if (absl::Status s = DecodeEventInto(
@@ -280,7 +320,8 @@ absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload
   for (size_t i = 0; i < event.values.size(); ++i) {
     Tensor& t = event.values[i];
     t.worker = file.worker;
-    step->values.emplace_back(st.value_modes[i], std::move(t));
+    const auto [mode, tag_id] = st.value_tags[i];
+    step->values.push_back({mode, tag_id, file.worker_id, std::move(t)});
   }
   return absl::OkStatus();
 }
@@ -355,21 +396,19 @@ bool TensorBoardReader::ReturnReady(std::vector<Step>& out, const ReadBudget& bu
     training.mode = pending.has_train ? Mode::kTrain : Mode::kGlobal;
     eval.mode = Mode::kEval;
     // By (name, worker), the later of two equal ones (a restart's value).
-    // Indices are sorted, not the tensors (moving those costs more).
-    std::vector<std::pair<Mode, Tensor>>& values = pending.values;
-    st.order.resize(values.size());
-    for (uint32_t i = 0; i < values.size(); ++i) st.order[i] = i;
-    std::stable_sort(st.order.begin(), st.order.end(), [&values](uint32_t a, uint32_t b) {
-      return std::tie(values[a].second.name, values[a].second.worker) <
-             std::tie(values[b].second.name, values[b].second.worker);
-    });
+    std::vector<State::PendingValue>& values = pending.values;
+    st.Rerank();
+    st.order.clear();
+    for (uint32_t i = 0; i < values.size(); ++i) {
+      const uint64_t key = (uint64_t{st.tag_rank[values[i].tag_id]} << 32) |
+                           st.worker_rank[values[i].worker_id];
+      st.order.emplace_back(key, i);
+    }
+    std::sort(st.order.begin(), st.order.end());
     for (size_t k = 0; k < st.order.size(); ++k) {
-      auto& [mode, tensor] = values[st.order[k]];
-      if (k + 1 < st.order.size()) {
-        const Tensor& next = values[st.order[k + 1]].second;
-        if (next.name == tensor.name && next.worker == tensor.worker) continue;
-      }
-      (mode == Mode::kEval ? eval : training).tensors.push_back(std::move(tensor));
+      if (k + 1 < st.order.size() && st.order[k + 1].first == st.order[k].first) continue;
+      State::PendingValue& v = values[st.order[k].second];
+      (v.mode == Mode::kEval ? eval : training).tensors.push_back(std::move(v.tensor));
     }
     if (pending.has_training) out.push_back(std::move(training));
     if (pending.has_eval) out.push_back(std::move(eval));
