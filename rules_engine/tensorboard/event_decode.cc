@@ -8,6 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/message_text.h"
 #include "rules_engine/smdebug/tensor_decode.h"
 #include "rules_engine/tensorboard/wire_reader.h"
@@ -136,10 +137,13 @@ absl::Status FromHistogramTensor(const Tensor& rows, absl::FunctionRef<std::stri
   return absl::OkStatus();
 }
 
-// The fields of one Summary.Value, as views into the record.
+// The fields of one Summary.Value, as views into the record. A message
+// field given more than once is kept whole (each occurrence), as protobuf
+// merges them; for a bytes or scalar field the last one counts.
 struct ValueFields {
-  absl::string_view tag, plugin, histo, tensor;
-  bool has_histo = false, has_tensor = false, has_simple_value = false, has_media = false;
+  absl::string_view tag, plugin;
+  absl::InlinedVector<absl::string_view, 1> histos, tensors;
+  bool has_simple_value = false, has_image = false, has_audio = false;
   float simple_value = 0;
 };
 
@@ -189,20 +193,21 @@ bool ReadValueFields(absl::string_view bytes, ValueFields& v) {
     if (wire_type != kLengthDelimited || !in.ReadBytes(view)) return false;
     switch (field) {
       case 1: v.tag = view; break;
-      case 4: case 6: v.has_media |= !view.empty(); break;
-      case 5: v.histo = view; v.has_histo = true; break;
-      case 8: v.tensor = view; v.has_tensor = true; break;
+      case 4: v.has_image = !view.empty(); break;
+      case 6: v.has_audio = !view.empty(); break;
+      case 5: v.histos.push_back(view); break;
+      case 8: v.tensors.push_back(view); break;
       case 9: if (!ReadPluginName(view, v.plugin)) return false; break;
     }
   }
   return true;
 }
 
-// TensorProto.dtype (field 1) without decoding the rest, or false.
+// TensorProto.dtype (field 1) without decoding the rest, or false; `dtype`
+// is left as it is when the field is absent.
 bool PeekTensorDtype(absl::string_view tensor, int& dtype) {
   WireReader in(tensor);
   uint32_t field, wire_type;
-  dtype = 0;
   while (!in.done()) {
     if (!in.ReadTag(field, wire_type)) return false;
     if (field == 1 && wire_type == kVarint) {
@@ -219,12 +224,13 @@ bool PeekTensorDtype(absl::string_view tensor, int& dtype) {
 enum class ValueKind { kSkipped, kScalar, kHistogramProto, kHistogramTensor, kTensor };
 
 ValueKind KindOf(const ValueFields& v, int tensor_dtype) {
-  if (v.has_media || IsNonNumericPlugin(v.plugin) ||
-      (v.has_tensor && tensor_dtype == smdebug::DT_STRING)) {
+  const bool has_tensor = !v.tensors.empty();
+  if (v.has_image || v.has_audio || IsNonNumericPlugin(v.plugin) ||
+      (has_tensor && tensor_dtype == smdebug::DT_STRING)) {
     return ValueKind::kSkipped;
   }
-  if (v.has_histo) return ValueKind::kHistogramProto;
-  if (v.has_tensor) return v.plugin == "histograms" ? ValueKind::kHistogramTensor : ValueKind::kTensor;
+  if (!v.histos.empty()) return ValueKind::kHistogramProto;
+  if (has_tensor) return v.plugin == "histograms" ? ValueKind::kHistogramTensor : ValueKind::kTensor;
   if (v.has_simple_value) return ValueKind::kScalar;
   return ValueKind::kSkipped;  // A value of a kind not read (e.g. TF1's old-style histogram).
 }
@@ -241,16 +247,20 @@ absl::Status DecodeWanted(const ValueFields& v, ValueKind kind,
     case ValueKind::kHistogramProto: {
       HistogramStats& stats = t.histogram.emplace();
       t.dtype = smdebug::DT_DOUBLE;
-      if (!ReadHistogramProto(v.histo, stats)) {
-        wire_error = true;
-        return absl::OkStatus();
+      for (absl::string_view histo : v.histos) {
+        if (!ReadHistogramProto(histo, stats)) {
+          wire_error = true;
+          return absl::OkStatus();
+        }
       }
       return CheckHistogram(stats, where, t.name);
     }
     default: break;
   }
   smdebug::TensorProto proto;
-  if (!proto.ParseFromArray(v.tensor.data(), static_cast<int>(v.tensor.size()))) {
+  const std::string joined = v.tensors.size() == 1 ? std::string() : absl::StrJoin(v.tensors, "");
+  const absl::string_view tensor = v.tensors.size() == 1 ? v.tensors[0] : joined;
+  if (!proto.ParseFromArray(tensor.data(), static_cast<int>(tensor.size()))) {
     wire_error = true;
     return absl::OkStatus();
   }
@@ -285,9 +295,9 @@ absl::Status DecodeValue(absl::string_view bytes, absl::FunctionRef<std::string(
                          ValueWanted wanted, size_t payload_size, DecodedEvent& event) {
   ValueFields v;
   int dtype = 0;
-  if (!ReadValueFields(bytes, v) || (v.has_tensor && !PeekTensorDtype(v.tensor, dtype))) {
-    return NotAnEvent(where, payload_size, "a malformed Summary.Value");
-  }
+  bool ok = ReadValueFields(bytes, v);
+  for (size_t i = 0; ok && i < v.tensors.size(); ++i) ok = PeekTensorDtype(v.tensors[i], dtype);
+  if (!ok) return NotAnEvent(where, payload_size, "a malformed Summary.Value");
   const ValueKind kind = KindOf(v, dtype);
   if (kind == ValueKind::kSkipped) {
     ++event.skipped;

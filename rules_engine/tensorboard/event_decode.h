@@ -57,9 +57,8 @@ using ValueWanted = absl::FunctionRef<bool(absl::string_view tag, int64_t step)>
 // with another wire type, a varint cut short or longer than 10 bytes, a
 // length past the end of its message, or a group makes the record DATA_LOSS
 // "<where>: record is not a TensorBoard Event (<n> bytes): <why>". A
-// message field given twice counts once, the last (TensorBoard never writes
-// one twice; protobuf would merge them), except `summary`, whose values
-// are all read. INVALID_ARGUMENT "<where>: tag '...': ..." for a wanted
+// message field given twice is merged as protobuf merges it (a scalar or
+// bytes field: the last; a repeated one: all). INVALID_ARGUMENT "<where>: tag '...': ..." for a wanted
 // value whose histogram or tensor is inconsistent (bucket counts and limits
 // of different sizes, more than kMaxHistogramBuckets, a [k, 3] tensor of
 // another shape, and tensor_decode's errors). `where` is built only for an

@@ -113,6 +113,19 @@ TEST(EventDecodeTest, UnpackedBucketsAreReadAsPackedOnes) {
   EXPECT_THAT(e->values[0].histogram->bucket, ElementsAre(1, 1));
 }
 
+TEST(EventDecodeTest, AMessageFieldGivenTwiceIsMergedAsProtobufMergesIt) {
+  // Two histo fields: scalars from the last, buckets of both.
+  const std::string first = Double(3, 1) + Double(6, 1) + Double(7, 4);
+  const std::string second = Double(3, 2) + Double(6, 2) + Double(7, 5);
+  absl::StatusOr<DecodedEvent> e =
+      DecodeEvent(EventOfValue(Bytes(1, "g") + Bytes(5, first) + Bytes(5, second)), Where);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->values.at(0).histogram.has_value());
+  EXPECT_DOUBLE_EQ(e->values[0].histogram->num, 2);
+  EXPECT_THAT(e->values[0].histogram->bucket_limit, ElementsAre(1, 2));
+  EXPECT_THAT(e->values[0].histogram->bucket, ElementsAre(4, 5));
+}
+
 TEST(EventDecodeTest, StepWrittenAfterTheSummaryIsKnownBeforeValuesAreOffered) {
   const std::string payload = testing::TbScalarEvent(5, "loss", 1, 1.7e9) + Key(2, 0) + Varint(9);
   std::vector<int64_t> offered_at;
