@@ -22,6 +22,9 @@ namespace {
 constexpr size_t kMaxTensorNamesSeen = 200;
 // Distinct tags, at most: each is a tensor name rules are asked about.
 constexpr size_t kMaxTags = 1 << 16;
+// A step's values are reserved up to this many (a hostile step of many
+// values must not make every later step reserve as much).
+constexpr size_t kMaxReservedValues = 64;
 constexpr int64_t kNoStep = std::numeric_limits<int64_t>::min();
 constexpr const char* kDefaultCollections[] = {"losses", "gradients", "weights", "default"};
 
@@ -103,6 +106,7 @@ struct TensorBoardReader::State {
   std::map<std::string, uint32_t> worker_ids;
   std::vector<uint32_t> tag_rank, worker_rank;
   bool ranks_stale = false;
+  size_t values_per_step = 0;  // Of the last step returned.
   std::vector<std::pair<uint64_t, uint32_t>> order;  // ReturnReady's sort, reused.
 
   void Rerank() {
@@ -286,7 +290,12 @@ absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload
       return false;
     }
     State::TagState& tag_state = **known;
-    if (step == nullptr) step = &st.pending[at_step];
+    if (step == nullptr) {
+      step = &st.pending[at_step];
+      // Sized like the last step returned: no regrowth (and moves of
+      // tensors) as its values arrive.
+      if (step->values.capacity() == 0) step->values.reserve(st.values_per_step);
+    }
     (tag_state.mode == Mode::kEval ? step->has_eval : step->has_training) = true;
     step->has_train |= tag_state.mode == Mode::kTrain;
     if (tag_state.judged_in_call != st.call) {
@@ -398,6 +407,8 @@ bool TensorBoardReader::ReturnReady(std::vector<Step>& out, const ReadBudget& bu
     // By (name, worker), the later of two equal ones (a restart's value).
     std::vector<State::PendingValue>& values = pending.values;
     st.Rerank();
+    st.values_per_step = std::min<size_t>(values.size(), kMaxReservedValues);
+    training.tensors.reserve(values.size());
     st.order.clear();
     for (uint32_t i = 0; i < values.size(); ++i) {
       const uint64_t key = (uint64_t{st.tag_rank[values[i].tag_id]} << 32) |
