@@ -6,8 +6,8 @@
 // Every read checks the bytes left: a varint longer than 10 bytes or cut
 // short, a length past the end, or a truncated fixed field makes the read
 // fail (false) and leaves the reader where it was. Groups (wire types 3 and
-// 4, never written by TensorBoard) and the undefined wire types 6 and 7
-// are refused, so skipping an unknown field never recurses.
+// 4, never written by TensorBoard), the undefined wire types 6 and 7, field
+// number 0 and keys wider than 32 bits are refused, so skipping an unknown field never recurses.
 
 #ifndef DEBUGPLANE_RULES_ENGINE_TENSORBOARD_WIRE_READER_H_
 #define DEBUGPLANE_RULES_ENGINE_TENSORBOARD_WIRE_READER_H_
@@ -43,6 +43,9 @@ class WireReader {
   bool ReadTag(uint32_t& field, uint32_t& wire_type) {
     uint64_t key = 0;
     if (!ReadVarint(key)) return false;
+    // A key fits 32 bits (field numbers < 2^29), as protobuf requires: a
+    // wider one must not alias a known field when narrowed.
+    if (key > UINT32_MAX) return Fail(WireError::kBadWireType);
     field = static_cast<uint32_t>(key >> 3);
     wire_type = static_cast<uint32_t>(key & 7);
     if (field == 0 || wire_type == 3 || wire_type == 4 || wire_type > 5) {

@@ -197,6 +197,9 @@ TEST(EventDecodeTest, WrongWireTypeIsDataLoss) {
   EXPECT_THAT(s.message(), HasSubstr("wrong wire type"));
   s = DecodeStatus(Key(9, 7));  // An undefined wire type.
   EXPECT_THAT(s.message(), HasSubstr("wrong wire type"));
+  // A key wider than 32 bits whose low bits would read as wall_time.
+  s = DecodeStatus(Varint((uint64_t{1} << 35) | (1 << 3) | 1) + std::string(8, '\0'));
+  EXPECT_THAT(s.message(), HasSubstr("wrong wire type"));
   s = DecodeStatus(EventOfValue(Bytes(1, "loss") + Key(2, 0) + Varint(1)));  // simple_value.
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("malformed Summary.Value"));
