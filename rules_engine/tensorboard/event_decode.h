@@ -39,15 +39,34 @@ struct DecodedEvent {
   double wall_time = 0;
   int64_t step = 0;
   bool has_summary = false;    // False for file_version, graphs, session logs.
-  std::vector<Tensor> values;  // Tagged tensors (name = tag), in record order.
+  std::vector<Tensor> values;  // The wanted values (name = tag), in record order.
+  int64_t numeric = 0;         // Values that are numbers, wanted or not.
+  int64_t histograms = 0;      // Of those, the histograms.
   int64_t skipped = 0;         // Text, image, audio and non-numeric values.
 };
 
-// Parses `payload`. DATA_LOSS "<where>: ..." if it is not an Event;
-// INVALID_ARGUMENT "<where>: tag '...': ..." for a value whose histogram or
-// tensor is inconsistent (bucket counts and limits of different sizes,
-// more than kMaxHistogramBuckets, a [k, 3] tensor of another shape, and
-// tensor_decode's errors). `where` is built only for an error.
+// Asked once per numeric value, in record order, with its tag and the
+// event's step, before the value is decoded: whether to decode it. A value
+// not wanted is skipped by its length (and not checked further).
+using ValueWanted = absl::FunctionRef<bool(absl::string_view tag, int64_t step)>;
+
+// Decodes `payload` into `event` (reset first; `event.values` keeps its
+// capacity). The Event, Summary, Summary.Value, SummaryMetadata and
+// HistogramProto fields are read straight from the wire (wire_reader.h):
+// unknown fields are skipped by their length; a field the format defines
+// with another wire type, a varint cut short or longer than 10 bytes, a
+// length past the end of its message, or a group makes the record DATA_LOSS
+// "<where>: record is not a TensorBoard Event (<n> bytes): <why>". A
+// message field given twice is merged as protobuf merges it (a scalar or
+// bytes field: the last; a repeated one: all). INVALID_ARGUMENT "<where>: tag '...': ..." for a wanted
+// value whose histogram or tensor is inconsistent (bucket counts and limits
+// of different sizes, more than kMaxHistogramBuckets, a [k, 3] tensor of
+// another shape, and tensor_decode's errors). `where` is built only for an
+// error.
+absl::Status DecodeEventInto(absl::string_view payload, absl::FunctionRef<std::string()> where,
+                             ValueWanted wanted, DecodedEvent& event);
+
+// DecodeEventInto with every value wanted.
 absl::StatusOr<DecodedEvent> DecodeEvent(absl::string_view payload,
                                          absl::FunctionRef<std::string()> where);
 

@@ -22,6 +22,9 @@ namespace {
 constexpr size_t kMaxTensorNamesSeen = 200;
 // Distinct tags, at most: each is a tensor name rules are asked about.
 constexpr size_t kMaxTags = 1 << 16;
+// A step's values are reserved up to this many (a hostile step of many
+// values must not make every later step reserve as much).
+constexpr size_t kMaxReservedValues = 64;
 constexpr int64_t kNoStep = std::numeric_limits<int64_t>::min();
 constexpr const char* kDefaultCollections[] = {"losses", "gradients", "weights", "default"};
 
@@ -51,6 +54,7 @@ struct TensorBoardReader::File {
   std::string key;
   std::string rel;  // Relative to the location, for messages.
   std::string worker;
+  uint32_t worker_id = 0;  // Index into State::worker_names.
   uint64_t offset = 0;       // End of the last complete record.
   uint64_t listed_size = 0;  // As of the last listing.
   uint64_t need = 0;         // Bytes of a record longer than one piece.
@@ -64,10 +68,15 @@ struct TensorBoardReader::State {
     double last_wall = -std::numeric_limits<double>::infinity();
     int64_t newest_step = kNoStep;
   };
+  struct PendingValue {
+    Mode mode;
+    uint32_t tag_id, worker_id;  // Their ranks order the step's tensors.
+    Tensor tensor;
+  };
   struct Pending {
     // The tensors (name = tag) with the mode of their tag, in the order
     // read: of two with the same tag and worker the later one counts.
-    std::vector<std::pair<Mode, Tensor>> values;
+    std::vector<PendingValue> values;
     bool has_training = false, has_train = false, has_eval = false;
     absl::Time written = absl::InfinitePast();
   };
@@ -80,33 +89,75 @@ struct TensorBoardReader::State {
   std::map<std::string, Worker> workers;
   std::map<std::string, std::string> first_host;  // Directory -> its first host.
   std::map<int64_t, Pending> pending;
-  absl::flat_hash_map<std::string, Mode> tags;  // Each tag seen, with its mode.
+  struct TagState {
+    std::string name;
+    Mode mode = Mode::kGlobal;
+    // The filter's answer, asked once per ReadNewSteps call (its filter
+    // may change from call to call, as rules conclude).
+    uint64_t judged_in_call = 0;
+    bool wanted = false;
+    uint32_t id = 0;  // Index into tag_names.
+  };
+  // Tag and worker names by id, and each id's rank in name order (a Step's
+  // tensors are ordered by (name, worker): integers compare faster than
+  // names). Ranks are recomputed when a name was added.
+  std::vector<std::string> tag_names;
+  std::vector<std::string> worker_names;
+  std::map<std::string, uint32_t> worker_ids;
+  std::vector<uint32_t> tag_rank, worker_rank;
+  bool ranks_stale = false;
+  size_t values_per_step = 0;  // Of the last step returned.
+  std::vector<std::pair<uint64_t, uint32_t>> order;  // ReturnReady's sort, reused.
+
+  void Rerank() {
+    if (!std::exchange(ranks_stale, false)) return;
+    auto rank = [](size_t n, auto name_of, std::vector<uint32_t>& ranks) {
+      std::vector<uint32_t> ids(n);
+      for (uint32_t i = 0; i < n; ++i) ids[i] = i;
+      std::sort(ids.begin(), ids.end(),
+                [&](uint32_t a, uint32_t b) { return name_of(a) < name_of(b); });
+      ranks.resize(n);
+      for (uint32_t r = 0; r < n; ++r) ranks[ids[r]] = r;
+    };
+    rank(tag_names.size(), [this](uint32_t i) -> const std::string& { return tag_names[i]; },
+         tag_rank);
+    rank(worker_names.size(), [this](uint32_t i) -> const std::string& { return worker_names[i]; },
+         worker_rank);
+  }
+  absl::flat_hash_map<std::string, TagState> tags;  // Each tag seen.
+  uint64_t call = 0;                // ReadNewSteps calls so far.
+  DecodedEvent event;               // Reused from record to record.
+  std::vector<std::pair<Mode, uint32_t>> value_tags;  // Mode and tag id of each of event.values.
   std::set<std::string> names_seen;
   int64_t last_returned = kNoStep;
   bool ended_by_job = false;
   bool listed_ended = false;  // ended_by_job as of the last listing.
   bool finished = false;
   bool resume = false;
-  std::string buffer;  // Reused from piece to piece; freed after each call.
+  std::string buffer;  // Reused from piece to piece (see ReadNewSteps).
 
-  // The mode of `tag`; a new tag is put in its collections first (before
+  // The state of `tag`; a new tag is put in its collections first (before
   // any rule is asked about it).
-  absl::StatusOr<Mode> RegisterTag(const std::string& tag) {
-    if (auto it = tags.find(tag); it != tags.end()) return it->second;
+  absl::StatusOr<TagState*> RegisterTag(absl::string_view tag) {
+    if (auto it = tags.find(tag); it != tags.end()) return &it->second;
     if (tags.size() >= kMaxTags) {
       return absl::ResourceExhaustedError(absl::StrCat("the TensorBoard logs have more than ",
                                                        kMaxTags, " distinct tags; at most ",
                                                        kMaxTags, " are read"));
     }
-    const Mode mode = ModeOfTag(tag);
-    tags.emplace(tag, mode);
-    const std::string collection = CollectionOfTag(tag);
+    TagState& state = tags[tag];
+    state.name = std::string(tag);
+    state.id = static_cast<uint32_t>(tag_names.size());
+    tag_names.push_back(state.name);
+    ranks_stale = true;
+    state.mode = ModeOfTag(state.name);
+    const std::string collection = CollectionOfTag(state.name);
     for (const std::string& c : {collection, std::string("default")}) {
       if (c.empty() || options.include_regex.count(c)) continue;
-      info.collections[c].tensor_names.push_back(tag);
+      info.collections[c].tensor_names.push_back(state.name);
     }
-    if (names_seen.size() < kMaxTensorNamesSeen) names_seen.insert(tag);
-    return mode;
+    if (names_seen.size() < kMaxTensorNamesSeen) names_seen.insert(state.name);
+    return &state;
   }
 
   bool Live(const std::string& name, const Worker& w) const {
@@ -202,6 +253,12 @@ absl::StatusOr<bool> TensorBoardReader::ListEventFiles() {
       const std::string host = HostOfEventFile(base);
       const std::string& first = st.first_host.try_emplace(dir, host).first->second;
       file.worker = host == first ? dir : absl::StrCat(dir, "@", host);
+      auto [id, added] = st.worker_ids.try_emplace(file.worker, st.worker_names.size());
+      if (added) {
+        st.worker_names.push_back(file.worker);
+        st.ranks_stale = true;
+      }
+      file.worker_id = id->second;
       found = st.files.emplace(object.key, std::move(file)).first;
       ++st.tb.event_files;
     }
@@ -219,32 +276,61 @@ absl::StatusOr<bool> TensorBoardReader::ListEventFiles() {
 absl::Status TensorBoardReader::TakeRecord(File& file, absl::string_view payload, uint64_t offset,
                                            const TensorFilter& wanted) {
   State& st = *state_;
-  absl::StatusOr<DecodedEvent> event =
-      DecodeEvent(payload, [&] { return absl::StrCat(file.rel, " record at offset ", offset); });
-  if (!event.ok()) return event.status();
+  DecodedEvent& event = st.event;
+  State::Pending* step = nullptr;
+  absl::Status tag_error;
+  st.value_tags.clear();
+  // Each value's tag is registered and judged before the value is decoded:
+  // a value no rule wants is skipped by its length.
+  auto want = [&](absl::string_view tag, int64_t at_step) {
+    if (at_step <= st.last_returned || !tag_error.ok()) return false;  // Late: counted below.
+    absl::StatusOr<State::TagState*> known = st.RegisterTag(tag);
+    if (!known.ok()) {
+      tag_error = known.status();
+      return false;
+    }
+    State::TagState& tag_state = **known;
+    if (step == nullptr) {
+      step = &st.pending[at_step];
+      // Sized like the last step returned: no regrowth (and moves of
+      // tensors) as its values arrive.
+      if (step->values.capacity() == 0) step->values.reserve(st.values_per_step);
+    }
+    (tag_state.mode == Mode::kEval ? step->has_eval : step->has_training) = true;
+    step->has_train |= tag_state.mode == Mode::kTrain;
+    if (tag_state.judged_in_call != st.call) {
+      tag_state.judged_in_call = st.call;
+      tag_state.wanted = wanted(tag_state.name, st.info);
+    }
+    if (tag_state.wanted) st.value_tags.emplace_back(tag_state.mode, tag_state.id);
+    return tag_state.wanted;
+  };
+  if (absl::Status s = DecodeEventInto(
+          payload, [&] { return absl::StrCat(file.rel, " record at offset ", offset); }, want,
+          event);
+      !s.ok()) {
+    return s;
+  }
+  if (!tag_error.ok()) return tag_error;
   ++st.tb.records;
   State::Worker& worker = st.workers[file.worker];
-  worker.first_wall = std::min(worker.first_wall, event->wall_time);
-  worker.last_wall = std::max(worker.last_wall, event->wall_time);
-  st.tb.skipped_values += event->skipped;
-  if (event->values.empty()) return absl::OkStatus();
-  worker.newest_step = std::max(worker.newest_step, event->step);
-  if (event->step <= st.last_returned) {
-    st.tb.late_records += static_cast<int64_t>(event->values.size());
+  worker.first_wall = std::min(worker.first_wall, event.wall_time);
+  worker.last_wall = std::max(worker.last_wall, event.wall_time);
+  st.tb.skipped_values += event.skipped;
+  if (event.numeric == 0) return absl::OkStatus();
+  worker.newest_step = std::max(worker.newest_step, event.step);
+  if (event.step <= st.last_returned) {
+    st.tb.late_records += event.numeric;
     return absl::OkStatus();
   }
-  State::Pending& step = st.pending[event->step];
-  step.written = std::max(step.written, file.modified);
-  for (Tensor& t : event->values) {
-    ++st.tb.values;
-    if (t.histogram) ++st.tb.histograms;
-    absl::StatusOr<Mode> mode = st.RegisterTag(t.name);
-    if (!mode.ok()) return mode.status();
-    (*mode == Mode::kEval ? step.has_eval : step.has_training) = true;
-    step.has_train |= *mode == Mode::kTrain;
-    if (!wanted(t.name, st.info)) continue;
+  st.tb.values += event.numeric;
+  st.tb.histograms += event.histograms;
+  step->written = std::max(step->written, file.modified);
+  for (size_t i = 0; i < event.values.size(); ++i) {
+    Tensor& t = event.values[i];
     t.worker = file.worker;
-    step.values.emplace_back(*mode, std::move(t));
+    const auto [mode, tag_id] = st.value_tags[i];
+    step->values.push_back({mode, tag_id, file.worker_id, std::move(t)});
   }
   return absl::OkStatus();
 }
@@ -319,18 +405,21 @@ bool TensorBoardReader::ReturnReady(std::vector<Step>& out, const ReadBudget& bu
     training.mode = pending.has_train ? Mode::kTrain : Mode::kGlobal;
     eval.mode = Mode::kEval;
     // By (name, worker), the later of two equal ones (a restart's value).
-    std::stable_sort(pending.values.begin(), pending.values.end(),
-                     [](const auto& a, const auto& b) {
-                       return std::tie(a.second.name, a.second.worker) <
-                              std::tie(b.second.name, b.second.worker);
-                     });
-    for (size_t i = 0; i < pending.values.size(); ++i) {
-      auto& [mode, tensor] = pending.values[i];
-      if (i + 1 < pending.values.size() && pending.values[i + 1].second.name == tensor.name &&
-          pending.values[i + 1].second.worker == tensor.worker) {
-        continue;
-      }
-      (mode == Mode::kEval ? eval : training).tensors.push_back(std::move(tensor));
+    std::vector<State::PendingValue>& values = pending.values;
+    st.Rerank();
+    st.values_per_step = std::min<size_t>(values.size(), kMaxReservedValues);
+    training.tensors.reserve(values.size());
+    st.order.clear();
+    for (uint32_t i = 0; i < values.size(); ++i) {
+      const uint64_t key = (uint64_t{st.tag_rank[values[i].tag_id]} << 32) |
+                           st.worker_rank[values[i].worker_id];
+      st.order.emplace_back(key, i);
+    }
+    std::sort(st.order.begin(), st.order.end());
+    for (size_t k = 0; k < st.order.size(); ++k) {
+      if (k + 1 < st.order.size() && st.order[k + 1].first == st.order[k].first) continue;
+      State::PendingValue& v = values[st.order[k].second];
+      (v.mode == Mode::kEval ? eval : training).tensors.push_back(std::move(v.tensor));
     }
     if (pending.has_training) out.push_back(std::move(training));
     if (pending.has_eval) out.push_back(std::move(eval));
@@ -348,6 +437,7 @@ absl::StatusOr<std::vector<Step>> TensorBoardReader::ReadNewSteps(const TensorFi
   State& st = *state_;
   std::vector<Step> out;
   if (st.finished) return out;
+  ++st.call;
   const bool ended = st.ended_by_job;
   // A call that stopped at its budget is continued without listing, unless
   // the job's end became known since: the last complete read lists again.
@@ -378,7 +468,9 @@ absl::StatusOr<std::vector<Step>> TensorBoardReader::ReadNewSteps(const TensorFi
     }
     if (st.resume) break;
   }
-  st.buffer = std::string();
+  // The piece buffer is kept while there is more to read at once (a call
+  // that stopped at its budget), freed when the reader waits for new data.
+  if (!st.resume) st.buffer = std::string();
   st.summary.tensor_names_seen.assign(st.names_seen.begin(), st.names_seen.end());
   st.info.workers.clear();
   for (const auto& [name, w] : st.workers) st.info.workers.push_back(name);

@@ -88,10 +88,12 @@ class TensorBoardReader : public TensorTrial {
   // of work is one piece of a file read and decoded (at most
   // kReadChunkBytes) or one step returned. Errors (the message names the
   // file relative to the location and the byte offset): DATA_LOSS for a CRC
-  // mismatch or a record that is not an Event, INVALID_ARGUMENT for a value
-  // that does not decode, RESOURCE_EXHAUSTED for a record over its limit or
+  // mismatch or a record that is not an Event, INVALID_ARGUMENT for a
+  // wanted value that does not decode, RESOURCE_EXHAUSTED for a record over its limit or
   // too many files, and the store's errors other than NOT_FOUND. After an
-  // error the same error recurs.
+  // error the same error recurs. `wanted` is asked once per tag per call
+  // (before any value of the tag is decoded; a value not wanted is skipped
+  // by its length), so its answers must not change during a call.
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted,
                                                  const ReadBudget& budget) override;
   absl::StatusOr<std::vector<Step>> ReadNewSteps(const TensorFilter& wanted);
