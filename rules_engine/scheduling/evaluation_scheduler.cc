@@ -618,7 +618,10 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
 bool EvaluationScheduler::UpdateWatchesLocked(const JobEvaluation& evaluation) {
   WatchedOutputs outputs;
   if (evaluation.DebugRulesActive()) outputs.trial = evaluation.trial;
-  if (evaluation.ProfilerRunsActive()) outputs.profiler = evaluation.profiler;
+  if (evaluation.ProfilerRunsActive()) {
+    outputs.profiler = evaluation.profiler;
+    outputs.traces = evaluation.more_trace_roots;
+  }
   return watcher_->Update(evaluation.job_name, outputs);
 }
 
