@@ -542,6 +542,8 @@ DataReadMark MarkDataRead(const JobEvaluation& evaluation) {
   if (evaluation.system_reader != nullptr) mark.amount += evaluation.system_reader->points_read();
   if (evaluation.framework_reader != nullptr) {
     mark.amount += evaluation.framework_reader->events_read();
+    // PyTorch traces are counted apart from smdebug's timelines.
+    mark.amount += evaluation.framework_reader->traces().events_read();
   }
   return mark;
 }
