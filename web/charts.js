@@ -238,6 +238,8 @@ export function stepBars({title, label, unit, height = 200, id}) {
     },
     setData(next) {
       data = next;
+      // The steps shown, for tests and tools (the chart is a canvas).
+      root.setAttribute('data-steps', (next[0] || []).join(' '));
       if (plot) plot.setData(data);
     },
     destroy() {

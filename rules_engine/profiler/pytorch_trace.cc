@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <utility>
@@ -375,10 +376,127 @@ void PyTorchTraceParser::OnByte(char c) {
   }
 }
 
+namespace {
+
+// The bytes that end a run outside strings: a string or a nesting starts or
+// ends there.
+struct Structural {
+  bool table[256] = {};
+  constexpr Structural() {
+    for (const char c : {'"', '{', '}', '[', ']'}) table[static_cast<unsigned char>(c)] = true;
+  }
+};
+constexpr Structural kStructural;
+
+// The bytes that end a run inside a string.
+struct StringStop {
+  bool table[256] = {};
+  constexpr StringStop() {
+    table[static_cast<unsigned char>('"')] = true;
+    table[static_cast<unsigned char>('\\')] = true;
+  }
+};
+constexpr StringStop kStringStop;
+
+// The length of the run from `p` before `end` or the first structural byte.
+size_t StructuralRun(const char* p, const char* end) {
+  const char* q = p;
+  while (q < end && !kStructural.table[static_cast<unsigned char>(*q)]) ++q;
+  return static_cast<size_t>(q - p);
+}
+
+}  // namespace
+
+size_t PyTorchTraceParser::CaptureRun(const char* p, const char* end) {
+  // Bounded by the room left, so that every byte taken is kept (past the
+  // limit TakeRun and OnByte decide what is too long).
+  const size_t room = kTraceEventTextLimit - std::min(element_.size(), kTraceEventTextLimit);
+  const char* const stop = p + std::min(room, static_cast<size_t>(end - p));
+  const char* q = p;
+  while (q < stop) {
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+        ++q;
+        continue;
+      }
+      while (q < stop && !kStringStop.table[static_cast<unsigned char>(*q)]) ++q;
+      if (q == stop) break;
+      if (*q == '"') {
+        in_string_ = false;
+      } else {
+        escaped_ = true;
+      }
+      ++q;
+      continue;
+    }
+    while (q < stop && !kStructural.table[static_cast<unsigned char>(*q)]) ++q;
+    if (q == stop) break;
+    const char c = *q++;
+    if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if (--depth_ == events_depth_) {
+      break;  // The element's closing bracket: OnByte ends it at ',' or ']'.
+    }
+  }
+  element_.append(p, static_cast<size_t>(q - p));
+  return static_cast<size_t>(q - p);
+}
+
+size_t PyTorchTraceParser::TakeRun(const char* p, const char* end) {
+  if (capturing_ && !capturing_base_ && !reading_key_ && events_depth_ > 0 &&
+      depth_ > events_depth_) {
+    if (const size_t run = CaptureRun(p, end); run > 0) return run;
+  }
+  const size_t available = static_cast<size_t>(end - p);
+  if (in_string_) {
+    // A key (top-level members only) and an escaped byte go through OnByte.
+    if (escaped_ || reading_key_) return 0;
+    const char* quote = static_cast<const char*>(std::memchr(p, '"', available));
+    const size_t upto = quote == nullptr ? available : static_cast<size_t>(quote - p);
+    const char* backslash = static_cast<const char*>(std::memchr(p, '\\', upto));
+    const size_t run = backslash == nullptr ? upto : static_cast<size_t>(backslash - p);
+    if (capturing_ || capturing_base_) {
+      // Append() byte by byte: up to the limit, then too long.
+      const size_t room = kTraceEventTextLimit - std::min(element_.size(), kTraceEventTextLimit);
+      element_.append(p, std::min(run, room));
+      if (run > room) element_too_long_ = true;
+    }
+    return run;
+  }
+  // Inside a nested value (an event's members, or a top-level member other
+  // than traceEvents): bytes other than quotes and brackets change no state.
+  if (top_ == Top::kUnknown || top_closed_ || capturing_base_ || depth_ == events_depth_ ||
+      (top_ == Top::kObject && depth_ == 1)) {
+    return 0;
+  }
+  const size_t run = StructuralRun(p, end);
+  if (capturing_) {
+    // OnByte keeps whitespace inside an element (element_ is not empty
+    // here: it holds the opening bracket) and every other byte up to the
+    // limit; past it, a byte other than whitespace makes it too long.
+    const size_t room = kTraceEventTextLimit - std::min(element_.size(), kTraceEventTextLimit);
+    element_.append(p, std::min(run, room));
+    for (size_t i = room; i < run && !element_too_long_; ++i) {
+      if (!IsSpace(p[i])) element_too_long_ = true;
+    }
+  }
+  return run;
+}
+
 bool PyTorchTraceParser::Feed(absl::string_view bytes) {
-  for (char c : bytes) {
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  while (p < end) {
     if (failed_) return false;
-    OnByte(c);
+    const size_t run = TakeRun(p, end);
+    if (run > 0) {
+      p += run;
+    } else {
+      OnByte(*p++);
+    }
   }
   return !failed_;
 }

@@ -137,6 +137,15 @@ class PyTorchTraceParser {
   void Fail(std::string what);
   void AddError(std::string message);
   void OnByte(char c);
+  // Takes the bytes from `p` on that need no decision (a string's body up
+  // to its next quote or backslash; inside a nested value, the bytes up to
+  // its next quote or bracket) in bulk, with OnByte's effect on them;
+  // returns how many (0: `*p` needs OnByte).
+  size_t TakeRun(const char* p, const char* end);
+  // Inside an element being captured: takes its bytes from `p` up to and
+  // including its closing bracket (or `end`, or the element's size limit)
+  // in one pass and one append; returns how many.
+  size_t CaptureRun(const char* p, const char* end);
   void Append(char c);  // To element_, up to its limit.
   void StartValueAtTop(char c);
   void EndElement();

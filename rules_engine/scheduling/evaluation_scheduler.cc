@@ -587,6 +587,8 @@ DataReadMark MarkDataRead(const JobEvaluation& evaluation) {
   if (evaluation.system_reader != nullptr) mark.amount += evaluation.system_reader->points_read();
   if (evaluation.framework_reader != nullptr) {
     mark.amount += evaluation.framework_reader->events_read();
+    // PyTorch traces are counted apart from smdebug's timelines.
+    mark.amount += evaluation.framework_reader->traces().events_read();
   }
   return mark;
 }
@@ -662,9 +664,14 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
 
 bool EvaluationScheduler::UpdateWatchesLocked(const JobEvaluation& evaluation) {
   WatchedOutputs outputs;
-  if (evaluation.DebugRulesActive()) outputs.trial = evaluation.trial;
-  if (evaluation.DebugRulesActive()) outputs.tensorboard = evaluation.tensorboard;
-  if (evaluation.ProfilerRunsActive()) outputs.profiler = evaluation.profiler;
+  if (evaluation.DebugRulesActive()) {
+    outputs.trial = evaluation.trial;
+    outputs.tensorboard = evaluation.tensorboard;
+  }
+  if (evaluation.ProfilerRunsActive()) {
+    outputs.profiler = evaluation.profiler;
+    outputs.traces = evaluation.more_trace_roots;
+  }
   return watcher_->Update(evaluation.job_name, outputs);
 }
 

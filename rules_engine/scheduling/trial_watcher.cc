@@ -21,6 +21,18 @@ std::optional<StoreLocation> NewestSubdirectory(const StoreLocation& dir) {
   return StoreLocation{dir.store, newest.substr(0, newest.size() - 1)};
 }
 
+// The subdirectories of `dir` (one level; none when it cannot be listed).
+std::vector<StoreLocation> Subdirectories(const StoreLocation& dir) {
+  std::vector<StoreLocation> subdirectories;
+  absl::StatusOr<objectstore::ListResult> listed =
+      dir.store->ListAll({.prefix = dir.DirectoryPrefix(), .delimiter = "/"});
+  if (!listed.ok()) return subdirectories;
+  for (const std::string& prefix : listed->common_prefixes) {
+    subdirectories.push_back({dir.store, prefix.substr(0, prefix.size() - 1)});
+  }
+  return subdirectories;
+}
+
 // The parent "directory" of `location` in its store; nullopt for the
 // store's root.
 std::optional<StoreLocation> Parent(const StoreLocation& location) {
@@ -224,6 +236,13 @@ bool TrialWatcher::Update(const std::string& job, const WatchedOutputs& outputs)
         dirs.emplace_back(*std::move(hour), kEntries | objectstore::kObjectAppended);
       }
     }
+    // PyTorch traces (debugplane_profiler writes framework/pytorch/<node>/):
+    // written whole when a profiling window ends, so a new entry (closed
+    // after writing, or renamed in) is a new trace.
+    const StoreLocation pytorch = profiler.Below("framework/pytorch");
+    dirs.emplace_back(pytorch, kEntries);
+    for (StoreLocation& node : Subdirectories(pytorch))
+      dirs.emplace_back(std::move(node), kEntries);
     WatchTreeLocked(job, profiler, dirs, keep, added);
   }
   if (outputs.tensorboard.has_value() && HasNotification(*outputs.tensorboard)) {
@@ -234,6 +253,16 @@ bool TrialWatcher::Update(const std::string& job, const WatchedOutputs& outputs)
       dirs.emplace_back(std::move(dir), kFiles);
     }
     WatchTreeLocked(job, *outputs.tensorboard, dirs, keep, added, kFiles);
+  }
+  if (outputs.profiler.has_value()) {
+    // tensorboard_trace_handler writes into its directory (or one below per
+    // run): the root and its subdirectories.
+    for (const StoreLocation& root : outputs.traces) {
+      if (!HasNotification(root)) continue;
+      std::vector<std::pair<StoreLocation, uint32_t>> dirs;
+      for (StoreLocation& sub : Subdirectories(root)) dirs.emplace_back(std::move(sub), kEntries);
+      WatchTreeLocked(job, root, dirs, keep, added);
+    }
   }
   // Drop what is no longer needed: an ancestor (often the data root, shared
   // by every job) would otherwise wake this job for every other job's files,
@@ -295,6 +324,14 @@ bool TrialWatcher::PolledTargets(const WatchedOutputs& outputs, std::vector<Prob
       // directories, timestamped files): new keys come after the last one.
       targets.push_back({.dir = outputs.profiler->Below("system"), .recursive = true});
       targets.push_back({.dir = outputs.profiler->Below("framework"), .recursive = true});
+    }
+    // Trace files are uploaded whole under new (timestamped) names.
+    for (const StoreLocation& root : outputs.traces) {
+      if (HasNotification(root)) {
+        all_polled = false;
+      } else {
+        targets.push_back({.dir = root, .recursive = true});
+      }
     }
   }
   if (outputs.tensorboard.has_value()) {

@@ -74,6 +74,11 @@ struct WatchedOutputs {
   // without notification, one recursive listing compared by fingerprint
   // (keys, sizes and times: event files grow in place).
   std::optional<objectstore::StoreLocation> tensorboard;
+  // More places PyTorch profiler traces land (TensorBoardOutputConfig's
+  // path): each root and its subdirectories. The profiler output's own
+  // traces (framework/pytorch/<node>/) are watched with `profiler`. Only
+  // watched with `profiler` (traces feed the profiler rules).
+  std::vector<objectstore::StoreLocation> traces;
 };
 
 // The polling policy for outputs in stores without change notification.
@@ -81,7 +86,8 @@ struct WatchedOutputs {
 // listing of the trial's directory (collections, training_job_end.ts) and
 // one recursive listing of index/ after the last index key seen (a new index
 // file is a new step); its profiler output, one recursive listing each of
-// system/ and framework/ after the last key seen. A page of 1000 keys is one
+// system/ and framework/ after the last key seen (framework/pytorch/ holds
+// the PyTorch traces); each more trace root, one recursive listing. A page of 1000 keys is one
 // request; a first probe of a large trial pages through it (and counts
 // every page against the cap). With the defaults, an idle job costs 2 list
 // requests every 5 s (24 a minute) for a trial, a job that saw data in the

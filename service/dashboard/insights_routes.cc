@@ -259,7 +259,8 @@ std::string FrameworkJson(const JobView& view, const insights::TimeRange& range,
     steps.push_back({{"step", s.step >= 0 ? json(s.step) : json(nullptr)},
                      {"start", s.start},
                      {"end", s.end},
-                     {"seconds", Round3(s.end - s.start)},
+                     // Microseconds: a small model's steps take well under 1 ms.
+                     {"seconds", std::round((s.end - s.start) * 1e6) / 1e6},
                      {"node", s.node},
                      {"mode", s.mode}});
   }

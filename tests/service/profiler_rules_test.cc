@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -21,8 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/support/scoped_temp_dir.h"
 #include "tests/service/server_process.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace debugplane {
@@ -349,7 +350,6 @@ TEST_F(ProfilerRulesTest, ReportErrorsNameTheCause) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 // PyTorch profiler traces (tests/data/frameworks, the README's expectations):
 // the H200 run's trace, found under TensorBoardOutputConfig.S3OutputPath
 // beside the run's system metrics, takes the framework rules out of Error
@@ -362,11 +362,11 @@ TEST_F(ProfilerRulesTest, PyTorchTracesAreTheFrameworkTimeline) {
   v1::CreateTrainingJobRequest request = ProfiledJob("h200-trace", h200 / "profiler");
   request.mutable_tensor_board_output_config()->set_s3_output_path("file://" +
                                                                    (h200 / "trace").string());
-  v1::CreateTrainingJobRequest loader = ProfiledJob(
-      "dataloader-trace", kFixtures / "frameworks" / "pytorch-dataloader-trace");
+  v1::CreateTrainingJobRequest loader =
+      ProfiledJob("dataloader-trace", kFixtures / "frameworks" / "pytorch-dataloader-trace");
   for (v1::CreateTrainingJobRequest* r : {&request, &loader}) {
-    for (const char* rule : {"StepOutlier", "OverallFrameworkMetrics", "MaxInitializationTime",
-                             "ProfilerReport"}) {
+    for (const char* rule :
+         {"StepOutlier", "OverallFrameworkMetrics", "MaxInitializationTime", "ProfilerReport"}) {
       AddProfilerRule(*r, rule, rule);
     }
     v1::CreateTrainingJobResponse created;
@@ -407,6 +407,52 @@ TEST_F(ProfilerRulesTest, PyTorchTracesAreTheFrameworkTimeline) {
       absl::Seconds(20));
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_THAT(json->content(), HasSubstr("the data loader is the bottleneck"));
+}
+
+// A trace landing in a running job's framework/pytorch/<node>/ (where
+// debugplane_profiler writes when a window ends) is in the job's
+// ProfilerReport within 2 s (issue 25): the trial watcher hears it
+// (inotify) and wakes the job's reading.
+TEST_F(ProfilerRulesTest, ATraceWrittenIntoARunningJobIsReadWithinTwoSeconds) {
+  auto stub = server_.Stub();
+  const fs::path profiler = dir_.path() / "traced";
+  fs::create_directories(profiler);
+  v1::CreateTrainingJobRequest request = ProfiledJob("traced", profiler);
+  AddProfilerRule(request, "ProfilerReport", "ProfilerReport");
+  v1::CreateTrainingJobResponse created;
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(), request, &created).ok());
+  // The job's first looks find no trace, and the report's regeneration
+  // interval (2 s) has passed when the trace lands.
+  absl::SleepFor(absl::Milliseconds(2500));
+  const auto steps_in_report = [&]() -> int {
+    absl::StatusOr<v1::GetProfilerReportResponse> json =
+        FetchReport(server_, "traced", /*json=*/true);
+    if (!json.ok()) return -1;
+    const nlohmann::json report = nlohmann::json::parse(json->content(), nullptr, false);
+    if (!report.is_object() || !report.contains("steps")) return 0;
+    return report["steps"].value("count", 0);
+  };
+  EXPECT_LE(steps_in_report(), 0);
+  const fs::path node = profiler / "framework" / "pytorch" / "algo-1";
+  fs::create_directories(node);
+  // Written beside and renamed in, as a whole file lands.
+  const fs::path trace = kFixtures / "frameworks" / "pytorch-h200-phases" / "trace" /
+                         "vm_659.1795819707712812939.pt.trace.json";
+  fs::copy_file(trace, profiler / "framework" / "partial.tmp");
+  const absl::Time landed = absl::Now();
+  fs::rename(profiler / "framework" / "partial.tmp", node / trace.filename());
+  int steps = 0;
+  WaitUntil(
+      [&] {
+        steps = steps_in_report();
+        return steps == 4;
+      },
+      absl::Seconds(20));
+  const absl::Duration elapsed = absl::Now() - landed;
+  EXPECT_EQ(steps, 4);
+  EXPECT_LT(elapsed, absl::Seconds(2));
+  std::printf("the trace was in the report %s after it landed\n",
+              absl::FormatDuration(elapsed).c_str());
 }
 
 }  // namespace

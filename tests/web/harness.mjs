@@ -144,16 +144,17 @@ export function jobRequest(name, {tensors, profiler, rules = ['ExplodingTensor']
 }
 
 /**
- * `debugplane-agent run` for `job` around dp_fake_training `trainingArgs`.
+ * `debugplane-agent run` for `job` around dp_fake_training `trainingArgs`
+ * (or around `program` with them: a real training).
  * Returns {configDir, log(), stop(), exited}.
  */
-export function startAgent(server, job, workDir, trainingArgs, {token} = {}) {
+export function startAgent(server, job, workDir, trainingArgs, {token, program} = {}) {
   const configDir = path.join(workDir, job, 'config');
   const logPath = path.join(workDir, `${job}-agent.log`);
   const log = fs.openSync(logPath, 'w');
   const argv = ['run', '--server', server.grpc, '--job', job, '--config-dir', configDir,
     '--allow-write', workDir, '--stop-grace', '1', ...(token ? ['--token', token] : []),
-    '--', required('DP_FAKE_TRAINING_BINARY'), ...trainingArgs];
+    '--', program || required('DP_FAKE_TRAINING_BINARY'), ...trainingArgs];
   const child = spawn(required('DP_AGENT_BINARY'), argv, {stdio: ['ignore', log, log], cwd: workDir});
   const exited = new Promise((resolve) => child.on('exit', resolve));
   return {

@@ -189,6 +189,41 @@ TEST(PyTorchTraceTest, ArrayFormTakesItsTimeFromTheFileName) {
   EXPECT_THAT(anonymous.errors[0], HasSubstr("no wall-clock time"));
 }
 
+// The bulk scanner (string bodies and nested values taken in runs) reads
+// the same in any chunking: the data-loader fixture plus events whose
+// strings hold escaped quotes and backslashes, a nested args object with
+// brackets inside strings, and whitespace, fed in 1-, 3- and 4096-byte
+// chunks.
+TEST(PyTorchTraceTest, ChunkSizesAndEscapesReadTheSame) {
+  std::string text = ReadAll(kDataLoaderTrace);
+  const size_t last = text.rfind(']');
+  ASSERT_NE(last, std::string::npos);
+  const std::string extra =
+      ",\n {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::\\\"odd\\\\\\\"{[\",\n"
+      "  \"pid\": 1, \"tid\": 2, \"ts\": 5, \"dur\": 7,  \"args\": {\"s\": \"]}\\\\\", "
+      "\"l\": [ {\"x\": \"\\\"}\"} ] } }\n";
+  text.insert(last, extra);
+  const PyTorchTraceFile whole = ParsePyTorchTrace(text, "a.pt.trace.json");
+  ASSERT_TRUE(whole.complete);
+  EXPECT_EQ(whole.malformed_events, 0) << (whole.errors.empty() ? "" : whole.errors[0]);
+  bool odd_found = false;
+  for (const FrameworkEvent& e : whole.events) odd_found |= e.name == "aten::\"odd\\\"{[";
+  EXPECT_TRUE(odd_found);
+  for (const size_t chunk : {size_t{1}, size_t{3}, size_t{4096}}) {
+    PyTorchTraceParser p("a.pt.trace.json");
+    for (size_t at = 0; at < text.size(); at += chunk) p.Feed(text.substr(at, chunk));
+    const PyTorchTraceFile f = p.Finish(TraceFileInfoFromName("a.pt.trace.json"));
+    ASSERT_TRUE(f.complete) << chunk;
+    EXPECT_EQ(f.malformed_events, whole.malformed_events) << chunk;
+    ASSERT_EQ(f.events.size(), whole.events.size()) << chunk;
+    for (size_t i = 0; i < f.events.size(); ++i) {
+      EXPECT_EQ(f.events[i].name, whole.events[i].name) << chunk;
+      EXPECT_EQ(f.events[i].start_us, whole.events[i].start_us) << chunk;
+      EXPECT_EQ(f.events[i].duration_us, whole.events[i].duration_us) << chunk;
+    }
+  }
+}
+
 TEST(PyTorchTraceTest, FileCutShortGivesItsCompleteEvents) {
   const std::string text = SyntheticTrace(SyntheticTraceOptions(), StepsOf(1, {2000, 2000, 2000}));
   const size_t cut = text.find("ProfilerStep#3");

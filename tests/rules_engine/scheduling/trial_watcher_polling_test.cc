@@ -295,6 +295,24 @@ TEST_F(TrialWatcherPollingTest, LocalStoresAreNotListPolledAndDroppedJobsAreNotP
   EXPECT_FALSE(watcher->ListPolled("unknown"));
 }
 
+// On object storage the trace roots are probed like the profiler output:
+// a new trace object below one wakes the job.
+TEST_F(TrialWatcherPollingTest, TraceRootsAreProbedForNewTraces) {
+  auto watcher = MakeWatcher();
+  fs::create_directories(dir_.path() / "profiler");
+  fs::create_directories(dir_.path() / "tb");
+  ASSERT_TRUE(watcher->Update(
+      "job", WatchedOutputs{.profiler = objectstore::StoreLocation{store_, "profiler"},
+                            .traces = {objectstore::StoreLocation{store_, "tb"}}}));
+  EXPECT_TRUE(watcher->ListPolled("job"));
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(300));
+  EXPECT_EQ(WakeCount(), 0);
+  fs::create_directories(dir_.path() / "tb" / "run");
+  std::ofstream(dir_.path() / "tb" / "run" / "w.1764000000.pt.trace.json") << "{}";
+  EXPECT_EQ(RunProbe(*watcher, "job"), absl::Milliseconds(150));
+  EXPECT_EQ(WakeCount(), 1);
+}
+
 }  // namespace
 TEST_F(TrialWatcherPollingTest, TensorBoardEventFileGrowingInPlaceWakesTheJob) {
   // Event files grow in place (their keys do not change): the whole listing

@@ -133,5 +133,30 @@ TEST_F(TrialWatcherChangesTest, DroppedJobIsNotWoken) {
   EXPECT_FALSE(wakes_.Contains("job-c"));
 }
 
+// A PyTorch trace written whole into the profiler output's
+// framework/pytorch/<node>/ wakes the job (no polling pass here).
+TEST_F(TrialWatcherChangesTest, PyTorchTraceInTheProfilerOutputWakesTheJob) {
+  fs::create_directories(dir_.path() / "p" / "framework" / "pytorch" / "algo-2");
+  ASSERT_TRUE(watcher_.Update("job-p", WatchedOutputs{.profiler = At("p")}));
+  std::ofstream(dir_.path() / "p" / "framework" / "pytorch" / "algo-2" / "w.1.pt.trace.json")
+      << "{}";
+  EXPECT_TRUE(wakes_.WaitUntilWoken("job-p"));
+}
+
+// TensorBoardOutputConfig's path: a trace in a run directory below it wakes
+// the job; without a profiler output the trace roots are not watched.
+TEST_F(TrialWatcherChangesTest, PyTorchTraceUnderATraceRootWakesTheJob) {
+  fs::create_directories(dir_.path() / "p2");
+  fs::create_directories(dir_.path() / "tb" / "run-1");
+  fs::create_directories(dir_.path() / "tb-unwatched" / "run-1");
+  ASSERT_TRUE(
+      watcher_.Update("job-tb", WatchedOutputs{.profiler = At("p2"), .traces = {At("tb")}}));
+  ASSERT_FALSE(watcher_.Update("job-none", WatchedOutputs{.traces = {At("tb-unwatched")}}));
+  std::ofstream(dir_.path() / "tb-unwatched" / "run-1" / "w.1.pt.trace.json") << "{}";
+  std::ofstream(dir_.path() / "tb" / "run-1" / "w.1.pt.trace.json.gz") << "x";
+  ASSERT_TRUE(wakes_.WaitUntilWoken("job-tb"));
+  EXPECT_FALSE(wakes_.Contains("job-none"));
+}
+
 }  // namespace
 }  // namespace debugplane::rules_engine
