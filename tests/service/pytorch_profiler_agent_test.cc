@@ -75,7 +75,10 @@ class PyTorchProfilerAgentTest : public ::testing::Test {
             "--job",         job,
             "--config-dir",  (data_.path() / job / "config").string(),
             "--allow-write", data_.path().string(),
-            "--stop-grace",  "1"};
+            "--stop-grace",  "1",
+            // SageMaker's name for the first host (the default is the
+            // machine's name); the traces land under framework/pytorch/algo-1.
+            "--node-id",     "algo-1"};
   }
 
   void Update(const std::string& job, const std::string& detailed) {
