@@ -107,8 +107,10 @@ class OverallSystemUsage : public SystemRule<OverallSystemUsage> {
       } else {
         absl::StrAppend(&details, ",");
       }
-      const auto format = [&h](double value) {
-        return h.rate ? FormatRate(value) : FormatPercent(value);
+      // (A structured binding cannot be captured before C++20.)
+      const bool is_rate = h.rate;
+      const auto format = [is_rate](double value) {
+        return is_rate ? FormatRate(value) : FormatPercent(value);
       };
       absl::StrAppend(&details, " ", key.second.view(), " p50 ", format(Quantile(h, 50)),
                       " p95 ", format(Quantile(h, 95)), " p99 ", format(Quantile(h, 99)),
