@@ -131,8 +131,8 @@ class TraceMapper {
       if (r.ts < outer_end) continue;  // Inside an outer event.
       outer_end = r.ts + r.dur;
       const Step* step = StepAt(r, true);
-      Emit(r, names_[r.name], CategoryOf(r, step), step != nullptr ? step->number : -1, r.ts,
-           r.dur);
+      Emit(r, OperatorName(names_[r.name]), CategoryOf(r, step), step != nullptr ? step->number : -1,
+           r.ts, r.dur);
     }
     return i;
   }
@@ -170,6 +170,13 @@ class TraceMapper {
       it = steps_.begin();
     }
     return it->second.At(r.ts, within);
+  }
+
+  // Only ProfilerStep#N spans are steps: an operator a trace names like the
+  // step event (a hostile or odd trace) is told apart, so that no consumer
+  // takes it for a step.
+  static std::string OperatorName(const std::string& name) {
+    return name == kStepName ? absl::StrCat(name, " (operator)") : name;
   }
 
   static const char* CategoryOf(const TraceRecord& r, const Step* step) {

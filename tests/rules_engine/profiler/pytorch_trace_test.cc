@@ -264,6 +264,26 @@ TEST(PyTorchTraceTest, HostileValuesAreCountedNeverFatal) {
   EXPECT_EQ(StepsIn(f)[0]->step, 1);
 }
 
+// Found by pytorch_trace_fuzzer: an operator named like debugplane's step
+// event is not a step (only ProfilerStep#N spans are).
+TEST(PyTorchTraceTest, AnOperatorNamedLikeTheStepEventIsNoStep) {
+  const std::string text =
+      "{\"baseTimeNanoseconds\": 1795819707000000000, \"traceEvents\": ["
+      "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#3\", "
+      "\"pid\": 1, \"tid\": 1, \"ts\": 10, \"dur\": 100},"
+      "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"Step:ModeKeys.TRAIN\", \"pid\": 1, "
+      "\"tid\": 1, \"ts\": 500, \"dur\": 5}]}";
+  const PyTorchTraceFile f = ParsePyTorchTrace(text, "h.pt.trace.json");
+  ASSERT_TRUE(f.complete);
+  ASSERT_EQ(StepsIn(f).size(), 1u);
+  EXPECT_EQ(StepsIn(f)[0]->step, 3);
+  bool operator_kept = false;
+  for (const FrameworkEvent& e : f.events) {
+    if (e.name == "Step:ModeKeys.TRAIN (operator)") operator_kept = true;
+  }
+  EXPECT_TRUE(operator_kept);
+}
+
 TEST(PyTorchTraceTest, TextThatIsNoTraceFailsNamingTheFile) {
   for (const std::string text :
        {"17", "\"x\"", "{\"traceEvents\": []} junk", "{]", "{\"a\" 1, 2: 3}"}) {
