@@ -111,7 +111,13 @@ absl::Duration ReadAndCheck(const std::string& path, size_t piece_bytes, int64_t
   size_t carried = 0;
   *records = 0;
   while (in) {
-    if (carried == buf.size()) buf.resize(buf.size() * 2);  // A record longer than a piece.
+    if (carried == buf.size()) {  // A record longer than a piece.
+      if (buf.size() > 2 * static_cast<size_t>(kEventRecordLimit.max_bytes)) {
+        std::fprintf(stderr, "%s: a record longer than %zu bytes\n", path.c_str(), buf.size());
+        std::exit(1);
+      }
+      buf.resize(buf.size() * 2);
+    }
     in.read(buf.data() + carried, static_cast<std::streamsize>(buf.size() - carried));
     const size_t filled = carried + static_cast<size_t>(in.gcount());
     auto parsed = ParseTfRecords(absl::string_view(buf.data(), filled), path);

@@ -89,6 +89,24 @@ void CountStep(const Step& step, std::map<Mode, ModeSteps>& modes) {
   ++m.step_count;
 }
 
+// The query's tensor in `step` (its mode and worker, if asked for) as a
+// point of the series; the first point also gives the series its dtype and
+// shape.
+void AddPointOf(const Step& step, const SeriesQuery& query, TensorSeries& series,
+                std::vector<SeriesPoint>& points) {
+  if (query.mode && step.mode != *query.mode) return;
+  for (const Tensor& tensor : step.tensors) {
+    if (tensor.name != query.tensor) continue;
+    if (!query.worker.empty() && tensor.worker != query.worker) continue;
+    if (points.empty()) {
+      series.dtype = tensor.dtype;
+      series.shape = tensor.shape;
+    }
+    points.push_back(ReduceTensor(tensor, step.global_step, step.mode, step.mode_step));
+    return;  // Ordered by worker: the first that has it.
+  }
+}
+
 }  // namespace
 
 std::string DtypeName(int dtype) {
@@ -194,17 +212,7 @@ absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& 
   absl::StatusOr<bool> truncated = ReadSteps(reader, only_it, limits, [&](Step& step) {
     if (query.end_step && step.global_step > *query.end_step) return false;
     series.last_step_read = step.global_step;
-    if (query.mode && step.mode != *query.mode) return true;
-    for (const Tensor& tensor : step.tensors) {
-      if (tensor.name != query.tensor) continue;
-      if (!query.worker.empty() && tensor.worker != query.worker) continue;
-      if (points.empty()) {
-        series.dtype = tensor.dtype;
-        series.shape = tensor.shape;
-      }
-      points.push_back(ReduceTensor(tensor, step.global_step, step.mode, step.mode_step));
-      break;  // Ordered by worker: the first that has it.
-    }
+    AddPointOf(step, query, series, points);
     return true;
   });
   if (!truncated.ok()) return truncated.status();
@@ -337,17 +345,7 @@ absl::StatusOr<TensorSeries> ReadTensorBoardSeries(const objectstore::StoreLocat
     if (query.end_step && step.global_step > *query.end_step) return false;
     series.last_step_read = step.global_step;
     if (step.global_step < query.start_step) return true;
-    if (query.mode && step.mode != *query.mode) return true;
-    for (const Tensor& tensor : step.tensors) {
-      if (tensor.name != query.tensor) continue;
-      if (!query.worker.empty() && tensor.worker != query.worker) continue;
-      if (points.empty()) {
-        series.dtype = tensor.dtype;
-        series.shape = tensor.shape;
-      }
-      points.push_back(ReduceTensor(tensor, step.global_step, step.mode, step.mode_step));
-      break;  // Ordered by worker: the first that has it.
-    }
+    AddPointOf(step, query, series, points);
     return true;
   });
   if (!truncated.ok()) return truncated.status();

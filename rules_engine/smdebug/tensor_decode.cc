@@ -180,6 +180,14 @@ absl::Status DecodeStrings(const google::protobuf::RepeatedPtrField<std::string>
         absl::StrCat("tensor ", ShownName(name), ": ", n, " strings of ", bytes,
                      " bytes (padded) exceed the limit of ", kMaxDecodedStringBytes, " bytes"));
   }
+  // Each element is a std::string even when empty: padding to a large shape
+  // with "" costs memory the byte count does not show.
+  constexpr int64_t kMaxStrings = kMaxDecodedStringBytes / static_cast<int64_t>(sizeof(std::string));
+  if (n > kMaxStrings) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", ShownName(name), ": ", n,
+                                                   " strings exceed the limit of ", kMaxStrings,
+                                                   " strings per tensor"));
+  }
   out->assign(vals.begin(), vals.end());
   out->resize(n, vals.Get(have - 1));
   return absl::OkStatus();

@@ -228,6 +228,17 @@ TEST(TensorDecodeTest, StringsBeyondTheByteLimitAreRefused) {
   EXPECT_TRUE(t.strings.empty());
 }
 
+TEST(TensorDecodeTest, ManyEmptyStringsAreRefusedByTheirCount) {
+  // "" broadcast to 2^24 elements is no bytes but 512 MiB of std::string.
+  smdebug::TensorProto p = Proto(smdebug::DT_STRING, {int64_t{1} << 24});
+  p.add_string_val("");
+  Tensor t;
+  const absl::Status s = DecodeTensorProto(p, "t", &t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("strings per tensor"));
+  EXPECT_TRUE(t.strings.empty());
+}
+
 TEST(TensorDecodeTest, StringTensorEventDecodesThroughTheEventPath) {
   smdebug::Event e;
   auto* v = e.mutable_summary()->add_value();
