@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "persistence/sqlite/sqlite_storage.h"
+#include "tests/core/recording_agent.h"
 #include "tests/core/test_util.h"
 #include "tests/support/wait_until.h"
 
@@ -45,25 +46,7 @@ v1::CreateTrainingJobRequest JobRequest(const std::string& name, int max_runtime
   return request;
 }
 
-// Records the directives of one agent connection.
-class RecordingAgent : public AgentDirectiveSink {
- public:
-  void OnDirective(std::shared_ptr<const v1::ConnectAgentResponse> directive) override {
-    absl::MutexLock lock(&mu_);
-    last_ = std::move(directive);
-  }
-  void OnEnd(absl::Status status) override { ended_.Notify(); }
-  std::shared_ptr<const v1::ConnectAgentResponse> last() {
-    absl::MutexLock lock(&mu_);
-    return last_;
-  }
-  bool ended() const { return ended_.HasBeenNotified(); }
-
- private:
-  absl::Mutex mu_;
-  std::shared_ptr<const v1::ConnectAgentResponse> last_ ABSL_GUARDED_BY(mu_);
-  absl::Notification ended_;
-};
+using ::debugplane::testing::RecordingAgent;
 
 class JobLifecycleTest : public ::testing::Test {
  protected:

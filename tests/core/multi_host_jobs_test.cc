@@ -15,6 +15,7 @@
 #include "core/manager/training_job_manager.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/recording_agent.h"
 #include "tests/core/test_util.h"
 #include "tests/support/wait_until.h"
 
@@ -41,23 +42,7 @@ v1::CreateTrainingJobRequest JobRequest(const std::string& name, int hosts) {
   return request;
 }
 
-// Keeps the last directive of one agent connection.
-class RecordingAgent : public AgentDirectiveSink {
- public:
-  void OnDirective(std::shared_ptr<const v1::ConnectAgentResponse> directive) override {
-    absl::MutexLock lock(&mu_);
-    last_ = std::move(directive);
-  }
-  void OnEnd(absl::Status) override {}
-  std::shared_ptr<const v1::ConnectAgentResponse> last() {
-    absl::MutexLock lock(&mu_);
-    return last_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::shared_ptr<const v1::ConnectAgentResponse> last_ ABSL_GUARDED_BY(mu_);
-};
+using ::debugplane::testing::RecordingAgent;
 
 // One simulated host: its agent's connection.
 struct Host {
