@@ -252,10 +252,15 @@ class JsonToMessage {
     if (!std::isfinite(seconds) || seconds < kMinEpochSeconds || seconds > kMaxEpochSeconds) {
       return WrongType(path, "a timestamp between the years 1 and 9999");
     }
-    const double whole = std::floor(seconds);
+    // Milliseconds, the protocol's precision: a finer fraction would not
+    // survive the reply (MessageToJson prints milliseconds), so a filter
+    // echoed back would differ from the one sent. Whole milliseconds also
+    // carry into the next second instead of rounding nanos to 1e9.
+    const int64_t millis = std::llround(seconds * 1000.0);
+    const int64_t whole = millis >= 0 ? millis / 1000 : -((-millis + 999) / 1000);
     auto* out = static_cast<google::protobuf::Timestamp*>(timestamp);
-    out->set_seconds(static_cast<int64_t>(whole));
-    out->set_nanos(std::min(999999999, static_cast<int>(std::llround((seconds - whole) * 1e9))));
+    out->set_seconds(whole);
+    out->set_nanos(static_cast<int32_t>((millis - whole * 1000) * 1000000));
     return absl::OkStatus();
   }
 };

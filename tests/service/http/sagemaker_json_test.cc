@@ -59,6 +59,32 @@ TEST(SageMakerJsonTest, TimestampsAreEpochSecondsWithFractions) {
   EXPECT_EQ(request.max_results(), 5);
 }
 
+// SageMaker's timestamps carry milliseconds; a finer fraction is rounded on the
+// way in so that what the server echoes back is the filter it used (found by
+// sagemaker_json_fuzzer: 17000.000015 came back as 17000).
+TEST(SageMakerJsonTest, TimestampsKeepMillisecondsAndRoundTrip) {
+  const auto parse = [](absl::string_view json) {
+    v1::ListTrainingJobsRequest request;
+    EXPECT_TRUE(ParseSageMakerJson(json, &request).ok()) << json;
+    return request;
+  };
+  const v1::ListTrainingJobsRequest tiny = parse(R"({"CreationTimeAfter": 17000.000015})");
+  EXPECT_EQ(tiny.creation_time_after().seconds(), 17000);
+  EXPECT_EQ(tiny.creation_time_after().nanos(), 0);
+  const v1::ListTrainingJobsRequest carried = parse(R"({"CreationTimeAfter": 1.9999})");
+  EXPECT_EQ(carried.creation_time_after().seconds(), 2);
+  EXPECT_EQ(carried.creation_time_after().nanos(), 0);
+  const v1::ListTrainingJobsRequest negative = parse(R"({"CreationTimeAfter": -0.5})");
+  EXPECT_EQ(negative.creation_time_after().seconds(), -1);
+  EXPECT_EQ(negative.creation_time_after().nanos(), 500000000);
+  for (const v1::ListTrainingJobsRequest& request : {tiny, carried, negative}) {
+    v1::ListTrainingJobsRequest again;
+    ASSERT_TRUE(ParseSageMakerJson(ToSageMakerJson(request), &again).ok());
+    EXPECT_EQ(again.creation_time_after().seconds(), request.creation_time_after().seconds());
+    EXPECT_EQ(again.creation_time_after().nanos(), request.creation_time_after().nanos());
+  }
+}
+
 TEST(SageMakerJsonTest, PrintsTimestampsAndInt64AsNumbersAndEnumsAsNames) {
   v1::DescribeTrainingJobResponse job;
   job.set_training_job_name("j");
