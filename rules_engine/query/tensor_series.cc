@@ -119,20 +119,24 @@ SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t 
   point.elements = tensor.values.empty() ? elements : static_cast<int64_t>(tensor.values.size());
   if (tensor.values.empty()) return point;
   if (tensor.values.size() == 1) point.value = tensor.values.front();
+  // One pass over the values where they lie, each widened as it is read.
   double sum = 0, squares = 0;
   double lo = INFINITY, hi = -INFINITY;
   int64_t finite = 0;
-  for (const double v : tensor.values) {
-    if (!std::isfinite(v)) {
-      ++point.non_finite;
-      continue;
+  tensor.values.Visit([&](const auto& values) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double v = values[i];
+      if (!std::isfinite(v)) {
+        ++point.non_finite;
+        continue;
+      }
+      ++finite;
+      sum += v;
+      squares += v * v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
     }
-    ++finite;
-    sum += v;
-    squares += v * v;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-  }
+  });
   if (finite > 0) {
     point.mean = sum / static_cast<double>(finite);
     point.norm = std::sqrt(squares);

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "rules_engine/smdebug/tensor_values.h"
 
 namespace debugplane::rules_engine {
 
@@ -61,9 +62,11 @@ struct Tensor {
   std::string worker;  // e.g. "worker_0".
   int dtype = 0;       // TensorFlow DataType number (FLOAT=1, DOUBLE=2, ...).
   std::vector<int64_t> shape;
-  // The elements in C order, converted to double (bool -> 0/1; half and
-  // bfloat16 widened). Empty for a tensor saved without values.
-  std::vector<double> values;
+  // The elements in C order, read as doubles (bool -> 0/1; half and
+  // bfloat16 widened) where they lie: a decoded tensor_content is a view of
+  // the buffer its record was read into (TensorValues). Empty for a tensor
+  // saved without values.
+  TensorValues values;
   // The elements of a STRING tensor (dtype 7), in C order (e.g. the XGBoost
   // hook's "hyperparameters/objective": {"binary:logistic"}); empty for
   // other dtypes and for a string tensor saved without values.

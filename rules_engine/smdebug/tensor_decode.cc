@@ -32,74 +32,16 @@ T Load(const char* p) {
   return v;
 }
 
-// Reads element i of a little-endian T array as a double: the iterator
-// lets vector::assign allocate once and convert in one tight loop (no zero
-// fill of a buffer that is overwritten anyway, no capacity check per
-// element as push_back has).
-template <typename T>
-class ConvertingIterator {
- public:
-  using iterator_category = std::random_access_iterator_tag;
-  using value_type = double;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const double*;
-  using reference = double;
-
-  explicit ConvertingIterator(const char* p) : p_(p) {}
-  double operator*() const { return static_cast<double>(Load<T>(p_)); }
-  double operator[](difference_type i) const { return *(*this + i); }
-  ConvertingIterator& operator++() {
-    p_ += sizeof(T);
-    return *this;
-  }
-  ConvertingIterator operator++(int) {
-    ConvertingIterator old = *this;
-    ++*this;
-    return old;
-  }
-  ConvertingIterator& operator--() {
-    p_ -= sizeof(T);
-    return *this;
-  }
-  ConvertingIterator& operator+=(difference_type n) {
-    p_ += n * static_cast<difference_type>(sizeof(T));
-    return *this;
-  }
-  ConvertingIterator operator+(difference_type n) const { return ConvertingIterator(*this) += n; }
-  difference_type operator-(const ConvertingIterator& o) const {
-    return (p_ - o.p_) / static_cast<difference_type>(sizeof(T));
-  }
-  bool operator==(const ConvertingIterator& o) const { return p_ == o.p_; }
-  bool operator!=(const ConvertingIterator& o) const { return p_ != o.p_; }
-  bool operator<(const ConvertingIterator& o) const { return p_ < o.p_; }
-
- private:
-  const char* p_;
-};
-
-template <typename T>
-void FromContent(absl::string_view content, std::vector<double>* out) {
-  const size_t n = content.size() / sizeof(T);
-  const char* begin = content.data();
-  out->assign(ConvertingIterator<T>(begin), ConvertingIterator<T>(begin + n * sizeof(T)));
-}
-
-// FLOAT, nearly every tensor smdebug saves: blocks of a fixed size, which the
-// compiler turns into vector conversions. The zero fill of resize costs far
-// less than the per-element work it makes vectorizable. The same pass finds
-// the Tensor::ValueFacts on the floats (a float is finite, or zero, exactly
-// when its double is), so that the rules need no pass of their own.
+// FLOAT, nearly every tensor smdebug saves: the Tensor::ValueFacts are found
+// in one pass over the floats where they lie (a float is finite, or zero,
+// exactly when its double is), so that the rules need no pass of their own.
 // Four lanes per operation: GCC and Clang vector extensions (SSE2 / NEON
 // without target-specific code), the accumulators kept in registers.
 typedef float Float4 __attribute__((vector_size(16)));
 typedef int32_t Int4 __attribute__((vector_size(16)));
-typedef double Double4 __attribute__((vector_size(32)));
 
-void FromFloatContent(absl::string_view content, std::vector<double>* out,
-                      Tensor::ValueFacts* facts) {
+Tensor::ValueFacts FloatFacts(absl::string_view content) {
   const size_t n = content.size() / sizeof(float);
-  out->resize(n);
-  double* dst = out->data();
   const char* src = content.data();
   // x - x is 0 for a finite x and NaN for NaN and +-inf; NaN sticks in a sum.
   Float4 not_finite_a = {0, 0, 0, 0}, not_finite_b = not_finite_a;
@@ -112,10 +54,6 @@ void FromFloatContent(absl::string_view content, std::vector<double>* out,
     Float4 a, b;
     std::memcpy(&a, src + i * sizeof(float), sizeof(a));
     std::memcpy(&b, src + (i + 4) * sizeof(float), sizeof(b));
-    const Double4 wide_a = __builtin_convertvector(a, Double4);
-    const Double4 wide_b = __builtin_convertvector(b, Double4);
-    std::memcpy(dst + i, &wide_a, sizeof(wide_a));
-    std::memcpy(dst + i + 4, &wide_b, sizeof(wide_b));
     not_finite_a += a - a;
     not_finite_b += b - b;
     zeros_a -= a == zero;
@@ -125,7 +63,6 @@ void FromFloatContent(absl::string_view content, std::vector<double>* out,
   int64_t zero_count = 0;
   for (; i < n; ++i) {
     const float x = Load<float>(src + i * sizeof(float));
-    dst[i] = static_cast<double>(x);
     not_finite += x - x;
     zero_count += x == 0.0f ? 1 : 0;
   }
@@ -133,8 +70,10 @@ void FromFloatContent(absl::string_view content, std::vector<double>* out,
     not_finite += not_finite_a[k] + not_finite_b[k];
     zero_count += zeros_a[k] + zeros_b[k];
   }
-  facts->all_finite = not_finite == 0;
-  facts->zeros = zero_count;
+  Tensor::ValueFacts facts;
+  facts.all_finite = not_finite == 0;
+  facts.zeros = zero_count;
+  return facts;
 }
 
 // Copies `vals` into `out`, padding to `n` with the last value as TensorFlow
@@ -193,56 +132,47 @@ absl::Status DecodeStrings(const google::protobuf::RepeatedPtrField<std::string>
   return absl::OkStatus();
 }
 
-template <typename T>
-void DecodeContentAs(absl::string_view c, Tensor* tensor) {
-  FromContent<T>(c, &tensor->values);
+// `content` kept alive for a view: an aliasing pointer into `buffer` when
+// the content lies in it (the trial reader's case: no copy), else a copy of
+// the content alone (one allocation per tensor, the raw bytes).
+std::shared_ptr<const char> KeepContent(absl::string_view content, const SharedBytes* buffer) {
+  if (buffer != nullptr && *buffer != nullptr) {
+    const std::string& b = **buffer;
+    if (content.data() >= b.data() && content.data() + content.size() <= b.data() + b.size()) {
+      return std::shared_ptr<const char>(*buffer, content.data());
+    }
+  }
+  auto copy = std::make_shared<const std::string>(content);
+  const char* first = copy->data();
+  return std::shared_ptr<const char>(std::move(copy), first);
 }
 
-void DecodeFloatContent(absl::string_view c, Tensor* tensor) {
-  FromFloatContent(c, &tensor->values, &tensor->facts.emplace());
-}
-
-void DecodeBoolContent(absl::string_view c, Tensor* tensor) {
-  std::vector<double>* out = &tensor->values;
-  out->resize(c.size());
-  for (size_t i = 0; i < c.size(); ++i) (*out)[i] = c[i] != 0 ? 1.0 : 0.0;
-}
-
-template <float (*kToFloat)(uint16_t)>
-void DecodeHalfWidthContent(absl::string_view c, Tensor* tensor) {
-  std::vector<double>* out = &tensor->values;
-  const size_t n = c.size() / 2;
-  out->resize(n);
-  for (size_t i = 0; i < n; ++i) (*out)[i] = kToFloat(Load<uint16_t>(c.data() + 2 * i));
-}
-
-// How the tensor_content of one dtype is decoded.
+// How the tensor_content of one dtype is read.
 struct ContentCodec {
   int dtype;
   // Bytes per element; 0 for dtypes kept without values.
   int element_size;
-  // Converts the content into tensor->values (and tensor->facts where the
-  // conversion finds them); null where element_size is 0.
-  void (*decode)(absl::string_view content, Tensor* tensor);
+  // The layout of the values; meaningless where element_size is 0.
+  ElementType element_type;
 };
 
 constexpr ContentCodec kContentCodecs[] = {
-    {smdebug::DT_FLOAT, 4, DecodeFloatContent},
-    {smdebug::DT_DOUBLE, 8, DecodeContentAs<double>},
-    {smdebug::DT_INT32, 4, DecodeContentAs<int32_t>},
-    {smdebug::DT_UINT8, 1, DecodeContentAs<uint8_t>},
-    {smdebug::DT_INT16, 2, DecodeContentAs<int16_t>},
-    {smdebug::DT_INT8, 1, DecodeContentAs<int8_t>},
-    {smdebug::DT_INT64, 8, DecodeContentAs<int64_t>},
-    {smdebug::DT_BOOL, 1, DecodeBoolContent},
-    {smdebug::DT_BFLOAT16, 2, DecodeHalfWidthContent<Bfloat16ToFloat>},
-    {smdebug::DT_UINT16, 2, DecodeContentAs<uint16_t>},
-    {smdebug::DT_HALF, 2, DecodeHalfWidthContent<HalfToFloat>},
-    {smdebug::DT_UINT32, 4, DecodeContentAs<uint32_t>},
-    {smdebug::DT_UINT64, 8, DecodeContentAs<uint64_t>},
-    {smdebug::DT_STRING, 0, nullptr},
-    {smdebug::DT_COMPLEX64, 0, nullptr},
-    {smdebug::DT_COMPLEX128, 0, nullptr},
+    {smdebug::DT_FLOAT, 4, ElementType::kFloat},
+    {smdebug::DT_DOUBLE, 8, ElementType::kDouble},
+    {smdebug::DT_INT32, 4, ElementType::kInt32},
+    {smdebug::DT_UINT8, 1, ElementType::kUint8},
+    {smdebug::DT_INT16, 2, ElementType::kInt16},
+    {smdebug::DT_INT8, 1, ElementType::kInt8},
+    {smdebug::DT_INT64, 8, ElementType::kInt64},
+    {smdebug::DT_BOOL, 1, ElementType::kBool},
+    {smdebug::DT_BFLOAT16, 2, ElementType::kBfloat16},
+    {smdebug::DT_UINT16, 2, ElementType::kUint16},
+    {smdebug::DT_HALF, 2, ElementType::kHalf},
+    {smdebug::DT_UINT32, 4, ElementType::kUint32},
+    {smdebug::DT_UINT64, 8, ElementType::kUint64},
+    {smdebug::DT_STRING, 0, ElementType::kDouble},
+    {smdebug::DT_COMPLEX64, 0, ElementType::kDouble},
+    {smdebug::DT_COMPLEX128, 0, ElementType::kDouble},
 };
 
 // The codec of `dtype`; null for unknown dtypes.
@@ -333,8 +263,10 @@ namespace {
 
 // The common part of decoding a tensor: `out->shape` holds its dimensions;
 // `repeated` (may be null: no typed values) supplies the fallback fields.
+// `buffer` (may be null) is what `content` was read into, shared by the
+// tensors decoded from it.
 absl::Status DecodeTensorParts(int dtype, absl::string_view content, const TensorProto* repeated,
-                               absl::string_view name, Tensor* out) {
+                               absl::string_view name, const SharedBytes* buffer, Tensor* out) {
   // smdebug's XGBoost hook saves string hyperparameters ("objective") as
   // string_val without a dtype: strings they are.
   if (dtype == smdebug::DT_INVALID && repeated != nullptr && repeated->string_val_size() > 0 &&
@@ -384,11 +316,16 @@ absl::Status DecodeTensorParts(int dtype, absl::string_view content, const Tenso
                                                      " elements; at most ", kMaxDecodedElements,
                                                      " are decoded (8 bytes each)"));
     }
-    codec->decode(content, out);
+    if (codec->element_type == ElementType::kFloat) out->facts = FloatFacts(content);
+    out->values = TensorValues::View(codec->element_type, KeepContent(content, buffer),
+                                     static_cast<size_t>(n));
     return absl::OkStatus();
   }
   if (repeated == nullptr) return absl::OkStatus();  // Saved without values.
-  return DecodeRepeated(*repeated, n, name, &out->values);
+  std::vector<double> values;
+  absl::Status s = DecodeRepeated(*repeated, n, name, &values);
+  out->values = std::move(values);
+  return s;
 }
 
 // smdebug's plugin metadata of one value.
@@ -636,7 +573,8 @@ bool ReadEvent(absl::string_view payload, bool* has_summary, Values* values) {
 absl::Status DecodeTensorProto(const TensorProto& proto, absl::string_view name, Tensor* out) {
   out->shape.clear();
   for (const auto& dim : proto.tensor_shape().dim()) out->shape.push_back(dim.size());
-  return DecodeTensorParts(proto.dtype(), proto.tensor_content(), &proto, name, out);
+  return DecodeTensorParts(proto.dtype(), proto.tensor_content(), &proto, name,
+                           /*buffer=*/nullptr, out);
 }
 
 absl::StatusOr<std::vector<DecodedValue>> DecodeEventWithProtobuf(
@@ -681,8 +619,8 @@ absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
     for (const WirePlugin& plugin : value.plugins) ApplyPlugin(plugin.name, plugin.content, &d);
     if (value.has_tensor) {
       d.tensor.shape.assign(value.shape.begin(), value.shape.end());
-      absl::Status s =
-          DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, d.tag, &d.tensor);
+      absl::Status s = DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, d.tag,
+                                         /*buffer=*/nullptr, &d.tensor);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
     } else {
       d.tensor.dtype = smdebug::DT_FLOAT;
@@ -695,6 +633,12 @@ absl::StatusOr<std::vector<DecodedValue>> DecodeEvent(absl::string_view payload,
 absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
                                absl::FunctionRef<std::string()> where, Tensor* out,
                                ValueMetadata* metadata) {
+  return DecodeEventTensor(payload, /*buffer=*/nullptr, tag, where, out, metadata);
+}
+
+absl::Status DecodeEventTensor(absl::string_view payload, const SharedBytes& buffer,
+                               absl::string_view tag, absl::FunctionRef<std::string()> where,
+                               Tensor* out, ValueMetadata* metadata) {
   bool has_summary = false;
   // smdebug writes one value per event: that one is decoded in place. Any
   // other shape goes through DecodeEvent, whose outcome this is by contract.
@@ -739,7 +683,7 @@ absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
   }
   out->shape.assign(value.shape.begin(), value.shape.end());
   absl::Status s =
-      DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, value.tag, out);
+      DecodeTensorParts(value.dtype, value.content, /*repeated=*/nullptr, value.tag, &buffer, out);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where(), ": ", s.message()));
   return absl::OkStatus();
 }

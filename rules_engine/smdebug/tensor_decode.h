@@ -4,6 +4,7 @@
 #define DEBUGPLANE_RULES_ENGINE_SMDEBUG_TENSOR_DECODE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,10 +23,10 @@ namespace debugplane::rules_engine {
 // real hook, only from corrupt or hostile data).
 inline constexpr int64_t kMaxBroadcastElements = int64_t{1} << 24;
 
-// Values are decoded as doubles (8 bytes each): a tensor_content of more
-// elements than this is refused rather than widened (a 128 MiB record of
-// uint8 would become 1 GiB). 32M: a 128 MiB record of floats, the largest
-// the trial reader reads (kEventRecordLimit).
+// A tensor_content of more elements than this is refused (callers that
+// need doubles may widen one: a 128 MiB record of uint8 would become 1 GiB).
+// 32M: a 128 MiB record of floats, the largest the trial reader reads
+// (kEventRecordLimit).
 inline constexpr int64_t kMaxDecodedElements = int64_t{1} << 25;
 
 // STRING tensors (string_val) are kept as strings: at most this many bytes
@@ -33,11 +34,18 @@ inline constexpr int64_t kMaxDecodedElements = int64_t{1} << 25;
 // record that would expand past this is corrupt or hostile).
 inline constexpr int64_t kMaxDecodedStringBytes = int64_t{1} << 24;
 
+// The buffer a record was read into, shared by the tensors decoded from it
+// (their TensorValues point into it).
+using SharedBytes = std::shared_ptr<const std::string>;
+
 // Decodes `proto` into `out` (dtype, shape, values; name and worker are
 // left alone). `name` is used in error messages only.
 //  - tensor_content: the raw little-endian C-order array, for FLOAT, DOUBLE,
 //    INT32, UINT8, INT16, INT8, INT64, BOOL, BFLOAT16, UINT16, HALF, UINT32,
-//    UINT64; its size must be exactly elements * element size.
+//    UINT64; its size must be exactly elements * element size. The values
+//    are a view of those bytes (TensorValues): of `buffer` where the
+//    overloads below take one and the content lies in it, else of a copy of
+//    the content. FLOAT also sets `facts`.
 //  - else the typed repeated field (float_val, double_val, int_val for the
 //    small integer types, int64_val, bool_val, half_val for HALF/BFLOAT16,
 //    uint32_val, uint64_val). As in TensorFlow, fewer values than elements
@@ -93,6 +101,11 @@ struct ValueMetadata {
 absl::Status DecodeEventTensor(absl::string_view payload, absl::string_view tag,
                                absl::FunctionRef<std::string()> where, Tensor* out,
                                ValueMetadata* metadata);
+// The same for a `payload` that lies in `buffer`: the values are views of
+// `buffer` (no copy, no allocation per tensor), which they keep alive.
+absl::Status DecodeEventTensor(absl::string_view payload, const SharedBytes& buffer,
+                               absl::string_view tag, absl::FunctionRef<std::string()> where,
+                               Tensor* out, ValueMetadata* metadata);
 
 // DecodeEvent reads the fields smdebug writes straight from the wire and
 // falls back to the generated protobuf parser for anything else; this is

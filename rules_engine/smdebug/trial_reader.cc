@@ -273,14 +273,23 @@ absl::Status TrialReader::ListNewIndexFiles() {
 // far (see ReadBudget: the budget is checked before each one, once one is
 // done), and the buffers its files are read into (their allocations reused
 // from file to file, and freed when the call returns: an idle reader keeps
-// no file's worth of memory).
+// no file's worth of memory). Event data is read into shared buffers that
+// the decoded tensors point into (TensorValues): a buffer a tensor still
+// holds is left to it and the next read gets a new one.
 struct TrialReader::ReadPass {
   const TensorFilter& wanted;
   const ReadBudget& budget;
   const bool ended;
   const std::string top_prefix;
   size_t units = 0;
-  std::string text, whole, ranged;
+  std::string text;
+  std::shared_ptr<std::string> whole, ranged;
+
+  // `slot`'s buffer when no tensor holds it any more, else a new one.
+  static std::string* Fresh(std::shared_ptr<std::string>& slot) {
+    if (slot == nullptr || slot.use_count() > 1) slot = std::make_shared<std::string>();
+    return slot.get();
+  }
 
   bool Spent() const {
     return units > 0 && budget.deadline != absl::InfiniteFuture() &&
@@ -499,35 +508,41 @@ absl::StatusOr<bool> TrialReader::ReadWorkerRecords(ReadPass& pass, int64_t step
   const bool read_whole =
       !entries->empty() && file_end <= kMaxEventFileReadBytes && wanted_bytes * 4 >= file_end;
   if (read_whole) {
-    if (absl::Status read = trial_.store->ReadRangeInto(event_file, 0, file_end, &pass.whole);
+    if (absl::Status read =
+            trial_.store->ReadRangeInto(event_file, 0, file_end, ReadPass::Fresh(pass.whole));
         !read.ok()) {
       return read;
     }
-    st.summary.read.Add(pass.whole.size(), !std::exchange(w.event_fetched, true));
+    st.summary.read.Add(pass.whole->size(), !std::exchange(w.event_fetched, true));
   }
+  SharedBytes buffer;
   for (IndexEntry* entry : *entries) {
     const IndexEntry& e = *entry;
     absl::string_view bytes;
     if (read_whole) {
-      bytes = e.start_idx < pass.whole.size()
-                  ? absl::string_view(pass.whole).substr(e.start_idx, e.length)
-                  : absl::string_view();
+      buffer = pass.whole;
+      bytes = e.start_idx < buffer->size() ? absl::string_view(*buffer).substr(e.start_idx, e.length)
+                                           : absl::string_view();
     } else {
       if (absl::Status read =
-              trial_.store->ReadRangeInto(event_file, e.start_idx, e.length, &pass.ranged);
+              trial_.store->ReadRangeInto(event_file, e.start_idx, e.length,
+                                          ReadPass::Fresh(pass.ranged));
           !read.ok()) {
         return read;
       }
-      st.summary.read.Add(pass.ranged.size(), !std::exchange(w.event_fetched, true));
-      bytes = pass.ranged;
+      st.summary.read.Add(pass.ranged->size(), !std::exchange(w.event_fetched, true));
+      buffer = pass.ranged;
+      bytes = *buffer;
     }
-    absl::StatusOr<bool> decoded = DecodeRecord(pass, bytes, event_rel, worker, *entry, assembly);
+    absl::StatusOr<bool> decoded =
+        DecodeRecord(pass, bytes, buffer, event_rel, worker, *entry, assembly);
     if (!decoded.ok() || !*decoded) return decoded;
   }
   return true;
 }
 
 absl::StatusOr<bool> TrialReader::DecodeRecord(ReadPass& pass, absl::string_view bytes,
+                                               const SharedBytes& buffer,
                                                const std::string& event_rel,
                                                const std::string& worker, IndexEntry& entry,
                                                StepAssembly& assembly) {
@@ -551,7 +566,7 @@ absl::StatusOr<bool> TrialReader::DecodeRecord(ReadPass& pass, absl::string_view
   // preferred. Decoded straight into its place in the step.
   Tensor& t = assembly.result.tensors.emplace_back();
   ValueMetadata metadata;
-  absl::Status decoded = DecodeEventTensor(record.payload, e.tensor_name, where, &t, &metadata);
+  absl::Status decoded = DecodeEventTensor(record.payload, buffer, e.tensor_name, where, &t, &metadata);
   if (!decoded.ok()) {
     assembly.result.tensors.pop_back();
     return decoded;

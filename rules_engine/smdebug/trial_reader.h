@@ -215,9 +215,11 @@ class TrialReader : public TensorTrial {
   absl::StatusOr<std::vector<IndexEntry*>> WantedRecords(ReadPass& pass,
                                                          const std::string& event_file,
                                                          PendingWorker& w, Step& result);
-  // Parses and decodes the record `bytes` of `entry` into the step; false:
+  // Parses and decodes the record `bytes` (which lie in `buffer`: the
+  // tensor's values point into it) of `entry` into the step; false:
   // incomplete while training runs (wait).
   absl::StatusOr<bool> DecodeRecord(ReadPass& pass, absl::string_view bytes,
+                                    const std::shared_ptr<const std::string>& buffer,
                                     const std::string& event_rel, const std::string& worker,
                                     IndexEntry& entry, StepAssembly& assembly);
   // Names the step's tensors and sorts them (and the saved tensors' list).

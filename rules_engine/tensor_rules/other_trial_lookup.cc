@@ -131,6 +131,9 @@ absl::StatusOr<Tensor> OtherTrialCache::Read(const objectstore::StoreLocation& l
       trial.bytes += kStepBytes;
       for (Tensor& t : step.tensors) {
         if (kept.count(t.name)) continue;  // Another worker's copy.
+        // Kept as owned doubles: a view would keep its whole event file
+        // buffer, which the bound below does not count.
+        t.values = t.values.ToVector();
         trial.bytes += BytesOf(t);
         kept.emplace(t.name, std::move(t));
       }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <type_traits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -44,25 +45,34 @@ std::string Clip(std::string details) {
   return details;
 }
 
-double MeanAbs(const std::vector<double>& v) {
+double MeanAbs(const TensorValues& v) {
   if (v.empty()) return 0;
-  double sum = 0;
-  for (double x : v) sum += std::fabs(x);
+  const double sum = v.Visit([](const auto& r) {
+    double s = 0;
+    for (size_t i = 0; i < r.size(); ++i) s += std::fabs(r[i]);
+    return s;
+  });
   return sum / static_cast<double>(v.size());
 }
 
-double Mean(const std::vector<double>& v) {
+double Mean(const TensorValues& v) {
   if (v.empty()) return 0;
-  double sum = 0;
-  for (double x : v) sum += x;
+  const double sum = v.Visit([](const auto& r) {
+    double s = 0;
+    for (size_t i = 0; i < r.size(); ++i) s += r[i];
+    return s;
+  });
   return sum / static_cast<double>(v.size());
 }
 
-double Variance(const std::vector<double>& v) {
+double Variance(const TensorValues& v) {
   if (v.empty()) return 0;
   const double m = Mean(v);
-  double sum = 0;
-  for (double x : v) sum += (x - m) * (x - m);
+  const double sum = v.Visit([m](const auto& r) {
+    double s = 0;
+    for (size_t i = 0; i < r.size(); ++i) s += (r[i] - m) * (r[i] - m);
+    return s;
+  });
   return sum / static_cast<double>(v.size());
 }
 
@@ -153,7 +163,7 @@ namespace {
 typedef double Double2 __attribute__((vector_size(16)));
 typedef int64_t Int2 __attribute__((vector_size(16)));
 
-Double2 Load2(const double* p) {
+Double2 Load2(const char* p) {
   Double2 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
@@ -161,34 +171,35 @@ Double2 Load2(const double* p) {
 
 }  // namespace
 
-int64_t CountZeros(const std::vector<double>& values) {
-  const double* v = values.data();
-  const size_t n = values.size();
+namespace {
+
+// The scans over n doubles at `v` (any alignment: loaded with memcpy).
+int64_t CountZeroDoubles(const char* bytes, size_t n) {
   const Double2 zero = {0, 0};
   Int2 c0 = {0, 0}, c1 = c0, c2 = c0, c3 = c0;
+  const auto at = [bytes](size_t i) { return Load2(bytes + i * sizeof(double)); };
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     // A comparison gives -1 (all bits set) per equal lane.
-    c0 -= Load2(v + i) == zero;
-    c1 -= Load2(v + i + 2) == zero;
-    c2 -= Load2(v + i + 4) == zero;
-    c3 -= Load2(v + i + 6) == zero;
+    c0 -= at(i) == zero;
+    c1 -= at(i + 2) == zero;
+    c2 -= at(i + 4) == zero;
+    c3 -= at(i + 6) == zero;
   }
   const Int2 c = c0 + c1 + c2 + c3;
   int64_t zeros = c[0] + c[1];
-  for (; i < n; ++i) zeros += v[i] == 0 ? 1 : 0;
+  const DoubleElements tail{bytes, n};
+  for (; i < n; ++i) zeros += tail[i] == 0 ? 1 : 0;
   return zeros;
 }
 
-bool AllFinite(const std::vector<double>& values) {
+bool AllFiniteDoubles(const char* bytes, size_t n) {
   // x - x is 0 for a finite x and NaN for NaN and +-inf; NaN sticks in a sum.
-  const double* v = values.data();
-  const size_t n = values.size();
   Double2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0;
+  const auto at = [bytes](size_t i) { return Load2(bytes + i * sizeof(double)); };
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const Double2 x0 = Load2(v + i), x1 = Load2(v + i + 2), x2 = Load2(v + i + 4),
-                  x3 = Load2(v + i + 6);
+    const Double2 x0 = at(i), x1 = at(i + 2), x2 = at(i + 4), x3 = at(i + 6);
     a0 += x0 - x0;
     a1 += x1 - x1;
     a2 += x2 - x2;
@@ -196,8 +207,44 @@ bool AllFinite(const std::vector<double>& values) {
   }
   const Double2 a = a0 + a1 + a2 + a3;
   double sum = a[0] + a[1];
-  for (; i < n; ++i) sum += v[i] - v[i];
+  const DoubleElements tail{bytes, n};
+  for (; i < n; ++i) sum += tail[i] - tail[i];
   return sum == 0;
+}
+
+}  // namespace
+
+int64_t CountZeros(const std::vector<double>& values) {
+  return CountZeroDoubles(reinterpret_cast<const char*>(values.data()), values.size());
+}
+
+bool AllFinite(const std::vector<double>& values) {
+  return AllFiniteDoubles(reinterpret_cast<const char*>(values.data()), values.size());
+}
+
+int64_t CountZeros(const TensorValues& values) {
+  return values.Visit([](const auto& r) -> int64_t {
+    if constexpr (std::is_same_v<std::decay_t<decltype(r)>, DoubleElements>) {
+      return CountZeroDoubles(r.data, r.count);
+    } else {
+      int64_t zeros = 0;
+      for (size_t i = 0; i < r.size(); ++i) zeros += r[i] == 0 ? 1 : 0;
+      return zeros;
+    }
+  });
+}
+
+bool AllFinite(const TensorValues& values) {
+  return values.Visit([](const auto& r) -> bool {
+    if constexpr (std::is_same_v<std::decay_t<decltype(r)>, DoubleElements>) {
+      return AllFiniteDoubles(r.data, r.count);
+    } else {
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (!std::isfinite(r[i])) return false;
+      }
+      return true;
+    }
+  });
 }
 
 int64_t CountZeros(const Tensor& t) { return t.facts ? t.facts->zeros : CountZeros(t.values); }

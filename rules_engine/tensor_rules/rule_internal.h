@@ -214,15 +214,19 @@ class TensorSelector {
   mutable size_t memo_collections_ = 0;
 };
 
-// Statistics over a tensor's values.
-double MeanAbs(const std::vector<double>& v);
-double Mean(const std::vector<double>& v);
-double Variance(const std::vector<double>& v);  // Population variance (numpy's var).
+// Statistics over a tensor's values, read where they lie (each value
+// widened as it is read; no copy). The sums run in element order, so they
+// are the same doubles as over a vector<double> of the values.
+double MeanAbs(const TensorValues& v);
+double Mean(const TensorValues& v);
+double Variance(const TensorValues& v);  // Population variance (numpy's var).
 // Exact scans, vectorized (several tensors' worth of values per step go
 // through them): the count of values equal to 0, and whether none is NaN or
 // infinite.
 int64_t CountZeros(const std::vector<double>& v);
 bool AllFinite(const std::vector<double>& v);
+int64_t CountZeros(const TensorValues& v);
+bool AllFinite(const TensorValues& v);
 // The same for a tensor's values, from the facts its decoder found when it
 // has them (Tensor::facts), else by scanning.
 int64_t CountZeros(const Tensor& t);

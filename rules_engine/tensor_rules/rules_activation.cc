@@ -25,10 +25,12 @@ double PercentInactiveUnits(const Tensor& t, double threshold_inactivity, Active
   if (view.units == 0) return 0;
   counts->assign(static_cast<size_t>(view.units), 0);
   int64_t* n = counts->data();
-  const double* row = t.values.data();
-  for (int64_t b = 0; b < view.batch; ++b, row += view.units) {
-    for (int64_t u = 0; u < view.units; ++u) n[u] += active(row[u]) ? 1 : 0;
-  }
+  t.values.Visit([&](const auto& values) {
+    size_t i = 0;
+    for (int64_t b = 0; b < view.batch; ++b) {
+      for (int64_t u = 0; u < view.units; ++u, ++i) n[u] += active(values[i]) ? 1 : 0;
+    }
+  });
   int64_t inactive = 0;
   for (int64_t u = 0; u < view.units; ++u) {
     const double activity = 100.0 * static_cast<double>(n[u]) / static_cast<double>(view.batch);

@@ -21,10 +21,17 @@ std::vector<int64_t> ClassIds(const Tensor& t, bool argmax) {
   std::vector<int64_t> out;
   const BatchView view = ViewAsBatch(t);
   if (argmax && t.shape.size() >= 2 && view.units > 1) {
-    for (int64_t b = 0; b < view.batch; ++b) {
-      const double* row = t.values.data() + b * view.units;
-      out.push_back(std::max_element(row, row + view.units) - row);
-    }
+    // The first largest element of each row (std::max_element's).
+    t.values.Visit([&](const auto& values) {
+      size_t i = 0;
+      for (int64_t b = 0; b < view.batch; ++b, i += view.units) {
+        int64_t largest = 0;
+        for (int64_t u = 1; u < view.units; ++u) {
+          if (values[i + largest] < values[i + u]) largest = u;
+        }
+        out.push_back(largest);
+      }
+    });
     return out;
   }
   for (double v : t.values) {
@@ -279,11 +286,13 @@ class CheckInputImages : public SelectingRule {
         acc.sum.assign(channels, 0);
         acc.count.assign(channels, 0);
       }
-      for (size_t i = 0; i < t.values.size(); ++i) {
-        const int64_t c = (static_cast<int64_t>(i) / inner) % channels;
-        acc.sum[c] += t.values[i];
-        ++acc.count[c];
-      }
+      t.values.Visit([&](const auto& values) {
+        for (size_t i = 0; i < values.size(); ++i) {
+          const int64_t c = (static_cast<int64_t>(i) / inner) % channels;
+          acc.sum[c] += values[i];
+          ++acc.count[c];
+        }
+      });
       acc.images += t.shape[0];
       if (acc.images < threshold_samples_) continue;
       ++evaluations_;

@@ -158,11 +158,21 @@ class WeightUpdateRatio : public SelectingRule {
       absl::optional<std::string> issue;  // Not evaluated unless comparable.
       if (comparable) {
         double diff2 = 0, base2 = 0;
-        for (size_t i = 0; i < t.values.size(); ++i) {
-          const double d = t.values[i] - prev.values[i];
-          diff2 += d * d;
-          base2 += prev.values[i] * prev.values[i];
-        }
+        // One pass: each weight is compared with its previous value and
+        // widened into `next_`, which becomes the state kept for the next
+        // save unless the ratio fires (then the previous save stays).
+        const double* before = prev.values.data();
+        next_.resize(prev.values.size());
+        double* next = next_.data();
+        t.values.Visit([&](const auto& values) {
+          for (size_t i = 0; i < values.size(); ++i) {
+            const double now = values[i];
+            const double d = now - before[i];
+            diff2 += d * d;
+            base2 += before[i] * before[i];
+            next[i] = now;
+          }
+        });
         const double ratio = std::sqrt(diff2) / (std::sqrt(base2) + epsilon_);
         if (ratio > large_ || ratio < small_) {
           return absl::StrCat("update/weight ratio ", Num(ratio), " since step ", prev.step,
@@ -170,9 +180,11 @@ class WeightUpdateRatio : public SelectingRule {
                               Num(ratio > large_ ? large_ : small_));
         }
         issue = "";
+        prev.values.swap(next_);
+      } else {
+        t.values.CopyTo(&prev.values);  // Owned: a view would keep its whole buffer.
       }
       prev.step = step.global_step;
-      prev.values = t.values;
       return issue;
     });
   }
@@ -203,6 +215,8 @@ class WeightUpdateRatio : public SelectingRule {
     int64_t step = -1;
     std::vector<double> values;
   };
+  // The weights being compared, widened (swapped into Previous::values).
+  std::vector<double> next_;
   // Orders (name, worker) keys against string_view pairs too: a lookup of
   // a tensor seen before copies no string.
   struct KeyLess {
@@ -299,7 +313,7 @@ class PoorWeightInitialization : public EvaluatingRule {
         if (v > sample.max_v) sample.max_v = v, sample.max_t = &t;
       } else if (gradients_.Matches(t.name, info)) {
         sample.gradient_saved = true;
-        gradient_values_.insert(gradient_values_.end(), t.values.begin(), t.values.end());
+        t.values.AppendTo(&gradient_values_);
       } else if (losses_.Matches(t.name, info)) {
         sample.loss_sum += Mean(t.values);
         ++sample.loss_count;

@@ -17,9 +17,10 @@ namespace debugplane::rules_engine::internal {
 namespace {
 
 // numpy.allclose(a, b, rtol, atol, equal_nan): |a - b| <= atol + rtol * |b|.
-// Returns the index of the first element that is not close, or -1.
-int64_t FirstNotClose(const std::vector<double>& a, const std::vector<double>& b, double rtol,
-                      double atol, bool equal_nan) {
+// Returns the index of the first element of `a` (readers of TensorValues::
+// Visit; b at least as long) that is not close, or -1.
+template <typename A, typename B>
+int64_t FirstNotCloseIn(const A& a, const B& b, double rtol, double atol, bool equal_nan) {
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = a[i], y = b[i];
     if (std::isnan(x) || std::isnan(y)) {
@@ -33,6 +34,21 @@ int64_t FirstNotClose(const std::vector<double>& a, const std::vector<double>& b
     if (std::fabs(x - y) > atol + rtol * std::fabs(y)) return static_cast<int64_t>(i);
   }
   return -1;
+}
+
+// REQUIRES: b.size() >= a.size() (in both).
+int64_t FirstNotClose(const TensorValues& a, const std::vector<double>& b, double rtol,
+                      double atol, bool equal_nan) {
+  const DoubleElements before{reinterpret_cast<const char*>(b.data()), b.size()};
+  return a.Visit([&](const auto& now) {
+    return FirstNotCloseIn(now, before, rtol, atol, equal_nan);
+  });
+}
+int64_t FirstNotClose(const TensorValues& a, const TensorValues& b, double rtol, double atol,
+                      bool equal_nan) {
+  return a.Visit([&](const auto& ra) {
+    return b.Visit([&](const auto& rb) { return FirstNotCloseIn(ra, rb, rtol, atol, equal_nan); });
+  });
 }
 
 // "You must specify either collection_names or tensor_regex" rules.
@@ -100,9 +116,9 @@ class UnchangedTensor : public SelectingRule {
       Last& last = last_[std::make_tuple(t.name, t.worker, step.mode)];
       absl::optional<std::string> issue;  // Not evaluated without a previous save.
       // A histogram is compared by its min, max, num, sum and sum_squares.
-      std::vector<double> signature;
+      TensorValues signature;
       if (t.histogram) signature = HistogramSignature(*t.histogram);
-      const std::vector<double>& values = t.histogram ? signature : t.values;
+      const TensorValues& values = t.histogram ? signature : t.values;
       if (last.step >= 0) {
         const bool same = last.values.size() == values.size() &&
                           FirstNotClose(values, last.values, rtol_, atol_, equal_nan_) < 0;
@@ -117,7 +133,7 @@ class UnchangedTensor : public SelectingRule {
         issue = "";
       }
       last.step = step.global_step;
-      last.values = values;
+      values.CopyTo(&last.values);  // Owned: a view would keep its whole buffer.
       return issue;
     });
   }

@@ -158,7 +158,7 @@ void XgboostTrialData::AddStep(const Step& step, const TrialInfo& info) {
 void XgboostTrialData::AddPredictionsAndLabels(int64_t round, const Tensor* predictions,
                                                const Tensor* labels) {
   if (labels != nullptr && !labels->values.empty()) {
-    labels_ = labels->values;
+    labels_ = labels->values.ToVector();
     tensors_by_collection_["labels"]++;
   }
   if (predictions == nullptr || predictions->values.empty()) return;
@@ -168,7 +168,7 @@ void XgboostTrialData::AddPredictionsAndLabels(int64_t round, const Tensor* pred
       return;
     }
   }
-  predictions_ = predictions->values;
+  predictions_ = predictions->values.ToVector();
   prediction_shape_ = predictions->shape;
   predictions_round_ = round;
   tensors_by_collection_["predictions"]++;

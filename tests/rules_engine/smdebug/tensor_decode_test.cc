@@ -39,7 +39,7 @@ std::vector<double> Decode(const smdebug::TensorProto& p) {
   Tensor t;
   absl::Status s = DecodeTensorProto(p, "t", &t);
   EXPECT_TRUE(s.ok()) << s;
-  return t.values;
+  return t.values.ToVector();
 }
 
 TEST(TensorDecodeTest, ContentOfEveryNumericDtype) {

@@ -121,8 +121,8 @@ TEST(XgboostReportTest, BinaryFixtureMatchesIndependentFigures) {
   EXPECT_EQ(j["last_round"], 55);
 
   const Step& last = run.steps.back();
-  const std::vector<double>& p = Find(last, "predictions").values;
-  const std::vector<double>& y = Find(last, "labels").values;
+  const std::vector<double> p = Find(last, "predictions").values.ToVector();
+  const std::vector<double> y = Find(last, "labels").values.ToVector();
   ASSERT_EQ(p.size(), 171u);
   ASSERT_EQ(y.size(), p.size());
   // AUC: pairs counted here, and XGBoost's own validation-auc of that round.
@@ -160,10 +160,11 @@ TEST(XgboostReportTest, MulticlassFixtureMatchesIndependentFigures) {
   const Step& last = run.steps.back();
   const Tensor& predictions = Find(last, "predictions");
   ASSERT_EQ(predictions.shape, (std::vector<int64_t>{54, 3}));
-  const std::vector<double>& y = Find(last, "labels").values;
+  const std::vector<double> y = Find(last, "labels").values.ToVector();
+  const std::vector<double> all_rows = predictions.values.ToVector();
   std::vector<std::vector<int64_t>> counts(3, std::vector<int64_t>(3, 0));
   for (size_t i = 0; i < y.size(); ++i) {
-    const double* row = &predictions.values[3 * i];
+    const double* row = &all_rows[3 * i];
     int best = 0;
     for (int c = 1; c < 3; ++c) best = row[c] > row[best] ? c : best;
     counts[static_cast<int>(y[i])][best]++;
