@@ -104,8 +104,10 @@ class PostgresStorage final : public Storage {
  private:
   PostgresStorage(PostgresTarget target, const PostgresStorageOptions& options);
 
-  // Writes the batch on `connection`. `*began` says whether the transaction
-  // had started (so whether a failure may have touched the database).
+  // Writes the batch on `connection`: BEGIN, the counter's lock and every
+  // operation's statement in one pipeline (one round trip), then COMMIT
+  // once all succeeded. `*began` says whether the transaction had started
+  // (so whether a failure may have touched the database).
   absl::Status WriteOn(PostgresConnection& connection, const WriteBatch& batch, bool* began,
                        WriteResult& result);
   // Commits the transaction WriteOn began (with a NOTIFY if `changed_any`);
@@ -114,7 +116,8 @@ class PostgresStorage final : public Storage {
                         const WriteBatch& batch);
   // The ABORTED status of a write that expected `expected` of job `name`,
   // naming the version the row has (read on `connection`, in the
-  // transaction).
+  // transaction if it can still read, else after rolling it back); the
+  // transaction is rolled back.
   absl::Status VersionConflict(PostgresConnection& connection, const std::string& name,
                                int64_t expected);
   // Runs a prepared read-only statement on a pooled connection (again once
