@@ -1,5 +1,6 @@
 #include "persistence/postgres/postgres_storage.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "persistence/lease_fence.h"
 #include "persistence/postgres/postgres_change_listener.h"
+#include "persistence/postgres/postgres_put_runs.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::persistence {
@@ -60,7 +62,8 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
   const std::vector<Oid> row_types = {kTextOid, kInt8Oid, kInt8Oid, kTextOid, kByteaOid};
   const std::vector<Oid> row_if_types = {kTextOid, kInt8Oid,  kInt8Oid,
                                          kTextOid, kByteaOid, kInt8Oid};
-  const PgStatement statements[] = {
+  std::vector<PgStatement> statements = PutRunStatements();
+  statements.insert(statements.end(), {
       // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
       // commits or rolls back, so a batch that passed the check is never
       // applied after the lease changed hands.
@@ -133,7 +136,7 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "SELECT replica_id, agents::bigint, heartbeat_us, absent_since_us FROM agent_presence "
        "WHERE job_name = $1",
        {kTextOid}},
-  };
+  });
   return PrepareAll(connection, statements);
 }
 
@@ -258,13 +261,23 @@ absl::StatusOr<WriteResult> PostgresStorage::WriteAndReport(const WriteBatch& ba
   for (int attempt = 0;; ++attempt) {
     auto lease = pool_.Acquire();
     if (!lease.ok()) return lease.status();
-    bool began = false;
+    WriteProgress progress;
     WriteResult result;
-    absl::Status written = WriteOn(**lease, batch, &began, result);
+    absl::Status written = WriteOn(**lease, batch, /*by_runs=*/true, progress, result);
+    if (!written.ok() && progress.failed_in_run && !(**lease).broken()) {
+      // A statement writing several rows failed (rolled back): the batch
+      // goes again one statement per operation, which names the operation
+      // the server refuses (or commits, if the failure was transient).
+      spdlog::debug("{}; writing the batch again one row at a time", written.ToString());
+      progress = WriteProgress();
+      result = WriteResult();
+      written = WriteOn(**lease, batch, /*by_runs=*/false, progress, result);
+    }
     // A pooled connection that the server closed since its last use (a
     // restart) fails before the transaction begins: nothing was sent, so the
     // batch goes once more, on a new connection.
-    if (!written.ok() && !began && !lease->fresh() && (**lease).broken() && attempt == 0) {
+    if (!written.ok() && !progress.began && !lease->fresh() && (**lease).broken() &&
+        attempt == 0) {
       pool_.DropIdle();
       continue;
     }
@@ -302,6 +315,35 @@ std::string Doing(const WriteOp& op) {
                      : std::holds_alternative<DeleteJob>(op) ? "deleting job '"
                                                              : "checking the lease of job '";
   return absl::StrCat(verb, JobOf(op), "'");
+}
+
+// What one statement of a batch's pipeline carries: operations
+// [first, first + count) of the batch; more than one if `run` (PutRun).
+struct SentOps {
+  size_t first = 0;
+  size_t count = 1;
+  bool run = false;
+};
+
+// What the statement of `sent` does, for its errors: "writing jobs 'a',
+// 'b' (operations 3 to 4 of 9)", or Doing() of its one operation.
+std::string Doing(const WriteBatch& batch, const SentOps& sent) {
+  if (!sent.run) return Doing(batch.ops()[sent.first]);
+  constexpr size_t kNamed = 8;
+  std::string doing = "writing jobs ";
+  for (size_t i = 0; i < std::min(sent.count, kNamed); ++i) {
+    absl::StrAppend(&doing, i > 0 ? ", '" : "'", JobOf(batch.ops()[sent.first + i]), "'");
+  }
+  if (sent.count > kNamed) absl::StrAppend(&doing, " and ", sent.count - kNamed, " more");
+  absl::StrAppend(&doing, " in one statement");
+  return doing;
+}
+
+// " (operations 3 to 4 of 9); no write of the batch was applied".
+std::string NothingAppliedIn(const SentOps& sent, size_t count) {
+  if (sent.count == 1) return NothingAppliedAt(sent.first, count);
+  return absl::StrCat(" (operations ", sent.first + 1, " to ", sent.first + sent.count, " of ",
+                      count, ")", kNothingApplied);
 }
 
 // Queues operation `op`'s statement on `pipeline`: the lease row read FOR
@@ -351,7 +393,8 @@ absl::Status CheckFenceIn(const PGresult* found_row, const CheckLease& fence) {
 }  // namespace
 
 absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const WriteBatch& batch,
-                                      bool* began, WriteResult& result) {
+                                      bool by_runs, WriteProgress& progress,
+                                      WriteResult& result) {
   // The whole batch goes in one round trip (libpq's pipeline mode); COMMIT
   // follows only once every result was checked (CommitOn). First the
   // transaction id, to learn the outcome if the connection is lost in
@@ -360,12 +403,22 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
   // that took numbers before it, across servers (see the v2 migration).
   // Taken first, it also orders writers so that they cannot deadlock on
   // each other's job rows, and lease rows (FOR SHARE) after it.
+  std::vector<SentOps> sent;
   std::vector<PgResult> results;
   {
     PgPipeline pipeline(connection);
     pipeline.Send("BEGIN");
     pipeline.Send("SELECT txid_current(), last FROM change_sequence FOR UPDATE");
-    for (const WriteOp& op : batch.ops()) QueueOperation(pipeline, op);
+    for (size_t i = 0; i < batch.size(); i += sent.back().count) {
+      if (by_runs && std::holds_alternative<PutJob>(batch.ops()[i])) {
+        const PutRun run = PutRunAt(batch, i);
+        QueuePutRun(pipeline, batch, run);
+        sent.push_back({.first = i, .count = run.count, .run = true});
+      } else {
+        QueueOperation(pipeline, batch.ops()[i]);
+        sent.push_back({.first = i});
+      }
+    }
     results = pipeline.Run();
   }
   absl::Status begun = connection.ResultStatus(results[0].get(), "starting a write transaction");
@@ -377,36 +430,49 @@ absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const Writ
     return WithContext(begun, kNothingApplied);
   }
   const std::string txid = PQgetvalue(results[1].get(), 0, 0);
-  *began = true;
+  progress.began = true;
   bool changed_any = false;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const WriteOp& op = batch.ops()[i];
-    const PGresult* sent = results[i + 2].get();
-    absl::Status status = connection.ResultStatus(sent, "");
-    if (!status.ok()) {  // The message again, naming the operation: built only now.
-      status = connection.ResultStatus(sent, Doing(op));
+  for (size_t s = 0; s < sent.size(); ++s) {
+    const PGresult* written = results[s + 2].get();
+    if (absl::Status status = connection.ResultStatus(written, ""); !status.ok()) {
+      // The message again, naming the operations: built only now.
+      status = connection.ResultStatus(written, Doing(batch, sent[s]));
+      progress.failed_in_run = sent[s].run;
       RollBack(connection);
-      return WithContext(status, NothingAppliedAt(i, batch.size()));
+      return WithContext(status, NothingAppliedIn(sent[s], batch.size()));
     }
-    if (const auto* fence = std::get_if<CheckLease>(&op)) {
-      if (absl::Status checked = CheckFenceIn(sent, *fence); !checked.ok()) {
-        RollBack(connection);
-        return checked;
+    for (size_t row = 0; row < sent[s].count; ++row) {
+      if (absl::Status taken = TakeResult(connection, batch.ops()[sent[s].first + row], written,
+                                          sent[s].run ? row : 0, changed_any, result);
+          !taken.ok()) {
+        return taken;
       }
-      result.sequences.push_back(0);  // A check changes nothing.
-      result.versions.push_back(0);
-    } else if (PQntuples(sent) == 1) {
-      result.sequences.push_back(PgInt64(sent, 0, 0));
-      result.versions.push_back(PgInt64(sent, 0, 1));
-      changed_any = true;
-    } else if (!ExpectedOf(op).has_value()) {  // A delete of a missing row: no change.
-      result.sequences.push_back(0);
-      result.versions.push_back(kAbsent);
-    } else {
-      return VersionConflict(connection, JobOf(op), *ExpectedOf(op));
     }
   }
   return CommitOn(connection, changed_any, txid, batch);
+}
+
+absl::Status PostgresStorage::TakeResult(PostgresConnection& connection, const WriteOp& op,
+                                         const PGresult* written, size_t row, bool& changed_any,
+                                         WriteResult& result) {
+  if (const auto* fence = std::get_if<CheckLease>(&op)) {
+    if (absl::Status checked = CheckFenceIn(written, *fence); !checked.ok()) {
+      RollBack(connection);
+      return checked;
+    }
+    result.sequences.push_back(0);  // A check changes nothing.
+    result.versions.push_back(0);
+  } else if (static_cast<int>(row) < PQntuples(written) && !PQgetisnull(written, row, 0)) {
+    result.sequences.push_back(PgInt64(written, row, 0));
+    result.versions.push_back(PgInt64(written, row, 1));
+    changed_any = true;
+  } else if (!ExpectedOf(op).has_value()) {  // A delete of a missing row: no change.
+    result.sequences.push_back(0);
+    result.versions.push_back(kAbsent);
+  } else {
+    return VersionConflict(connection, JobOf(op), *ExpectedOf(op));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PostgresStorage::CommitOn(PostgresConnection& connection, bool changed_any,

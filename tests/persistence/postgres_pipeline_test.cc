@@ -181,6 +181,60 @@ TEST_F(PostgresPipelineTest, AConnectionLostMidPipelineFailsTheBatchAndTheNextOn
   EXPECT_THAT(Contents(), ElementsAre(AsTuple(MakeRow("kept", 1)), AsTuple(MakeRow("new-1", 5))));
 }
 
+TEST_F(PostgresPipelineTest, RunsOfPutsKeepTheBatchOrderAcrossKindsAndRepeatedNames) {
+  WriteBatch setup;
+  setup.Put(MakeRow("kept", 1));
+  ASSERT_TRUE(storage_->Write(setup).ok());
+  const int64_t before = *storage_->LatestChangeSequence();
+
+  // Runs break at a repeated name ("a"), at another kind of put, and at a
+  // delete; each change still gets the next sequence number in batch order.
+  WriteBatch batch;
+  batch.Put(MakeRow("a", 1));
+  batch.Put(MakeRow("b", 2));
+  batch.Put(MakeRow("a", 3));
+  batch.Put(MakeRow("c", 4), kAbsent);
+  batch.Put(MakeRow("d", 5), kAbsent);
+  batch.Put(MakeRow("b", 6), /*expected_version=*/1);
+  batch.Put(MakeRow("kept", 7), /*expected_version=*/1);
+  batch.Delete("d");
+  batch.Delete("missing");
+  batch.Put(MakeRow("e", 8), kAbsent);
+  auto written = storage_->WriteAndReport(batch);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_THAT(written->versions, ElementsAre(1, 1, 2, 1, 1, 2, 2, 2, kAbsent, 1));
+  EXPECT_THAT(written->sequences,
+              ElementsAre(before + 1, before + 2, before + 3, before + 4, before + 5, before + 6,
+                          before + 7, before + 8, 0, before + 9));
+  auto changes = storage_->ReadChangesAfter(before, 100);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  std::vector<std::string> fed;
+  for (const JobChange& change : *changes) {
+    fed.push_back(absl::StrCat(change.sequence - before, ":", change.name, "@", change.version,
+                               change.deleted ? "-" : "", change.row.record));
+  }
+  EXPECT_THAT(fed, ElementsAre("1:a@1record of a #1", "2:b@1record of b #2", "3:a@2record of a #3",
+                               "4:c@1record of c #4", "5:d@1record of d #5",
+                               "6:b@2record of b #6", "7:kept@2record of kept #7", "8:d@2-",
+                               "9:e@1record of e #8"));
+  EXPECT_THAT(Contents(),
+              ElementsAre(AsTuple(MakeRow("a", 3)), AsTuple(MakeRow("b", 6)),
+                          AsTuple(MakeRow("c", 4)), AsTuple(MakeRow("e", 8)),
+                          AsTuple(MakeRow("kept", 7))));
+
+  // A conflict in the middle of a run names its job; nothing is applied.
+  WriteBatch conflicted;
+  conflicted.Put(MakeRow("x", 9), kAbsent);
+  conflicted.Put(MakeRow("c", 10), kAbsent);
+  conflicted.Put(MakeRow("y", 11), kAbsent);
+  absl::Status status = storage_->Write(conflicted);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("'c'"), HasSubstr("expected no row"),
+                                      HasSubstr("has version 1")));
+  EXPECT_EQ(*storage_->LatestChangeSequence(), before + 9);
+  EXPECT_FALSE(storage_->ReadJob("x")->has_value());
+}
+
 TEST_F(PostgresPipelineTest, ABatchLargerThanTheSocketBuffersGoesThroughInOrder) {
   // 2000 rows of 16 KiB: 32 MiB sent in one pipeline, while the server
   // answers each row; libpq reads the answers while it sends.
