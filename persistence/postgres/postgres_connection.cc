@@ -319,7 +319,8 @@ void PgPipeline::Send(const char* sql) {
 void PgPipeline::SendPrepared(const char* name, std::span<const PgParam> params) {
   ++sent_;
   if (!entered_ || queue_failed_) return;
-  // At most a handful of parameters: no allocation.
+  // debugplane's statements have at most 6 parameters: no allocation. More
+  // is a programming error, reported by Run as a statement never sent.
   constexpr size_t kMaxParams = 16;
   const char* values[kMaxParams];
   int lengths[kMaxParams];
@@ -382,8 +383,8 @@ std::vector<PgResult> PgPipeline::ReadUpToSync() {
       results.push_back(std::move(result));
     }  // Else a statement's further results: none of ours has any.
   }
-  // A statement's error result (e.g. the connection lost) may come without
-  // its null: the last entry stands as read.
+  // Without the sync point (the connection lost, or out of step) pipeline
+  // mode stays on: reusable() is false, so the pool closes the connection.
   if (synced && PQexitPipelineMode(conn) != 1) {
     spdlog::error("PostgreSQL at {}: cannot leave pipeline mode: {}",
                   connection_.target().address, OneLine(PQerrorMessage(conn)));
