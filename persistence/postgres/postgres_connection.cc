@@ -280,11 +280,116 @@ absl::Status PostgresConnection::ResultError(const PGresult* result,
                          broken() ? " (connection lost)" : ""));
 }
 
+absl::Status PostgresConnection::ResultStatus(const PGresult* result,
+                                              absl::string_view doing) const {
+  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return absl::OkStatus();
+  if (status == PGRES_PIPELINE_ABORTED && !broken()) {
+    return absl::AbortedError(absl::StrCat("PostgreSQL at ", target_.address, " (database '",
+                                           target_.database, "'): ", doing,
+                                           ": not run, a statement sent before it failed"));
+  }
+  return ResultError(result, doing);
+}
+
 absl::StatusOr<PgResult> PostgresConnection::Check(PgResult result, absl::string_view doing) const {
-  const ExecStatusType status =
-      result != nullptr ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
-  return ResultError(result.get(), doing);
+  if (absl::Status status = ResultStatus(result.get(), doing); !status.ok()) return status;
+  return result;
+}
+
+PgPipeline::PgPipeline(PostgresConnection& connection) : connection_(connection) {
+  entered_ = PQenterPipelineMode(connection_.raw()) == 1;
+}
+
+PgPipeline::~PgPipeline() {
+  if (!ran_) Run();  // Its results are dropped; the caller gave up on them.
+}
+
+void PgPipeline::Send(const char* sql) {
+  ++sent_;
+  if (!entered_ || queue_failed_) return;
+  if (PQsendQueryParams(connection_.raw(), sql, 0, nullptr, nullptr, nullptr, nullptr,
+                        /*resultFormat=*/0) != 1) {
+    queue_failed_ = true;
+    return;
+  }
+  ++queued_;
+}
+
+void PgPipeline::SendPrepared(const char* name, std::span<const PgParam> params) {
+  ++sent_;
+  if (!entered_ || queue_failed_) return;
+  // debugplane's statements have at most 6 parameters: no allocation. More
+  // is a programming error, reported by Run as a statement never sent.
+  constexpr size_t kMaxParams = 16;
+  const char* values[kMaxParams];
+  int lengths[kMaxParams];
+  int formats[kMaxParams];
+  if (params.size() > kMaxParams) {
+    queue_failed_ = true;
+    return;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    values[i] = params[i].data;
+    lengths[i] = params[i].length;
+    formats[i] = 1;
+  }
+  if (PQsendQueryPrepared(connection_.raw(), name, static_cast<int>(params.size()), values,
+                          lengths, formats, /*resultFormat=*/1) != 1) {
+    queue_failed_ = true;
+    return;
+  }
+  ++queued_;
+}
+
+std::vector<PgResult> PgPipeline::Run() {
+  ran_ = true;
+  std::vector<PgResult> results;
+  if (entered_) {
+    // Sends the sync point and flushes the queue (blocking: libpq reads the
+    // server's replies meanwhile, so a long queue cannot deadlock).
+    if (PQpipelineSync(connection_.raw()) == 1) {
+      results = ReadUpToSync();
+    } else if (!connection_.broken()) {
+      spdlog::error("PostgreSQL at {}: cannot send a pipeline: {}", connection_.target().address,
+                    OneLine(PQerrorMessage(connection_.raw())));
+    }
+  }
+  results.resize(sent_);  // Statements never sent, or never answered: null.
+  return results;
+}
+
+std::vector<PgResult> PgPipeline::ReadUpToSync() {
+  PGconn* const conn = connection_.raw();
+  std::vector<PgResult> results;
+  results.reserve(queued_);
+  bool have_current = false;  // Whether the current statement's result came.
+  int nulls_in_a_row = 0;
+  bool synced = false;
+  while (!synced && !connection_.broken()) {
+    PgResult result(PQgetResult(conn));
+    if (result == nullptr) {
+      // The end of one statement's results. Two in a row cannot happen
+      // before the sync point unless the connection failed: stop then.
+      if (++nulls_in_a_row > 1) break;
+      have_current = false;
+      continue;
+    }
+    nulls_in_a_row = 0;
+    if (PQresultStatus(result.get()) == PGRES_PIPELINE_SYNC) {
+      synced = true;
+    } else if (!have_current) {
+      have_current = true;
+      results.push_back(std::move(result));
+    }  // Else a statement's further results: none of ours has any.
+  }
+  // Without the sync point (the connection lost, or out of step) pipeline
+  // mode stays on: reusable() is false, so the pool closes the connection.
+  if (synced && PQexitPipelineMode(conn) != 1) {
+    spdlog::error("PostgreSQL at {}: cannot leave pipeline mode: {}",
+                  connection_.target().address, OneLine(PQerrorMessage(conn)));
+  }
+  return results;
 }
 
 absl::StatusOr<PgResult> PostgresConnection::Exec(const char* sql, absl::string_view doing) {

@@ -123,11 +123,22 @@ class PostgresConnection {
   absl::StatusOr<PgResult> ExecPrepared(const char* name, std::span<const PgParam> params,
                                         absl::string_view doing);
 
+  // The status of `result`, one of this connection's results (null: the
+  // call got none, e.g. the connection was lost): OK for a completed
+  // command or rows; else the server's message (redacted) with its SQLSTATE
+  // after `doing`, and UNAVAILABLE whenever the connection is lost. A
+  // statement a pipeline skipped after an earlier one failed is ABORTED.
+  absl::Status ResultStatus(const PGresult* result, absl::string_view doing) const;
+
   // Whether the connection is lost (the server closed it, or it broke):
   // it cannot be used again.
   bool broken() const { return PQstatus(conn_) != CONNECTION_OK; }
-  // Whether it can serve another holder: not broken, and in no transaction.
-  bool reusable() const { return !broken() && PQtransactionStatus(conn_) == PQTRANS_IDLE; }
+  // Whether it can serve another holder: not broken, in no transaction, and
+  // out of pipeline mode.
+  bool reusable() const {
+    return !broken() && PQtransactionStatus(conn_) == PQTRANS_IDLE &&
+           PQpipelineStatus(conn_) == PQ_PIPELINE_OFF;
+  }
   const PostgresTarget& target() const { return target_; }
   // The libpq connection, for what this class does not wrap (LISTEN's
   // socket and notifications). Owned by this object.
@@ -141,6 +152,62 @@ class PostgresConnection {
 
   const PostgresTarget target_;
   PGconn* const conn_;  // Owned; PQfinish'ed by the destructor.
+};
+
+// Statements sent in libpq's pipeline mode: queued on one connection, sent
+// together with one sync point, their results read in order: one round trip
+// for all of them instead of one each. Statements after one that failed are
+// skipped by the server up to the sync point; in an explicit transaction
+// (BEGIN queued first) the transaction is then left failed, for the caller
+// to roll back. Not thread-safe; the connection is the holder's alone
+// while the pipeline lives.
+//
+// Usage:
+//   PgPipeline pipeline(connection);
+//   pipeline.Send("BEGIN");
+//   pipeline.SendPrepared("dp_put_job", params);
+//   std::vector<PgResult> results = pipeline.Run();  // One per Send, in order.
+//   connection.ResultStatus(results[i].get(), "writing job 'x'");
+class PgPipeline {
+ public:
+  // Enters pipeline mode. REQUIRES: the connection is idle and not in
+  // pipeline mode. If it cannot (a lost connection), the statements are
+  // not sent and Run reports why.
+  explicit PgPipeline(PostgresConnection& connection);
+  // Leaves pipeline mode if Run did not (reading and dropping results still
+  // due), so the connection is never handed on inside a pipeline.
+  ~PgPipeline();
+
+  PgPipeline(const PgPipeline&) = delete;
+  PgPipeline& operator=(const PgPipeline&) = delete;
+
+  // Queues one SQL statement without parameters, written in this program;
+  // its result in text format.
+  void Send(const char* sql);
+  // Queues prepared statement `name` with `params` (binary; copied into
+  // libpq's buffer now); its result in binary format.
+  void SendPrepared(const char* name, std::span<const PgParam> params);
+
+  // Sends the queue with a sync point and reads one result per queued
+  // statement, in order; then leaves pipeline mode. An entry is the
+  // statement's result (an error result if it failed; PGRES_PIPELINE_ABORTED
+  // if it was skipped after a failure), or null if none came (the
+  // connection was lost, or a statement could not be queued): see
+  // PostgresConnection::ResultStatus. REQUIRES: called once.
+  std::vector<PgResult> Run();
+
+ private:
+  // Reads the results due up to the sync point, the first of each
+  // statement, and leaves pipeline mode; stops early if the connection is
+  // lost (pipeline mode is then left with the connection).
+  std::vector<PgResult> ReadUpToSync();
+
+  PostgresConnection& connection_;
+  bool entered_ = false;
+  bool ran_ = false;
+  size_t sent_ = 0;             // Send and SendPrepared calls.
+  size_t queued_ = 0;           // Of them, the statements libpq accepted (the first ones).
+  bool queue_failed_ = false;  // A statement libpq refused: later ones are not queued.
 };
 
 // A bounded set of connections to one target, opened on demand. Thread-safe.

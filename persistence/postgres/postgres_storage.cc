@@ -1,5 +1,6 @@
 #include "persistence/postgres/postgres_storage.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "persistence/lease_fence.h"
 #include "persistence/postgres/postgres_change_listener.h"
+#include "persistence/postgres/postgres_put_runs.h"
 #include "spdlog/spdlog.h"
 
 namespace debugplane::persistence {
@@ -60,7 +62,8 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
   const std::vector<Oid> row_types = {kTextOid, kInt8Oid, kInt8Oid, kTextOid, kByteaOid};
   const std::vector<Oid> row_if_types = {kTextOid, kInt8Oid,  kInt8Oid,
                                          kTextOid, kByteaOid, kInt8Oid};
-  const PgStatement statements[] = {
+  std::vector<PgStatement> statements = PutRunStatements();
+  statements.insert(statements.end(), {
       // FOR SHARE: a takeover (an UPDATE of the row) waits until this batch
       // commits or rolls back, so a batch that passed the check is never
       // applied after the lease changed hands.
@@ -133,7 +136,7 @@ absl::Status PrepareStatements(PostgresConnection& connection) {
        "SELECT replica_id, agents::bigint, heartbeat_us, absent_since_us FROM agent_presence "
        "WHERE job_name = $1",
        {kTextOid}},
-  };
+  });
   return PrepareAll(connection, statements);
 }
 
@@ -258,13 +261,23 @@ absl::StatusOr<WriteResult> PostgresStorage::WriteAndReport(const WriteBatch& ba
   for (int attempt = 0;; ++attempt) {
     auto lease = pool_.Acquire();
     if (!lease.ok()) return lease.status();
-    bool began = false;
+    WriteProgress progress;
     WriteResult result;
-    absl::Status written = WriteOn(**lease, batch, &began, result);
+    absl::Status written = WriteOn(**lease, batch, /*by_runs=*/true, progress, result);
+    if (!written.ok() && progress.failed_in_run && !(**lease).broken()) {
+      // A statement writing several rows failed (rolled back): the batch
+      // goes again one statement per operation, which names the operation
+      // the server refuses (or commits, if the failure was transient).
+      spdlog::debug("{}; writing the batch again one row at a time", written.ToString());
+      progress = WriteProgress();
+      result = WriteResult();
+      written = WriteOn(**lease, batch, /*by_runs=*/false, progress, result);
+    }
     // A pooled connection that the server closed since its last use (a
     // restart) fails before the transaction begins: nothing was sent, so the
     // batch goes once more, on a new connection.
-    if (!written.ok() && !began && !lease->fresh() && (**lease).broken() && attempt == 0) {
+    if (!written.ok() && !progress.began && !lease->fresh() && (**lease).broken() &&
+        attempt == 0) {
       pool_.DropIdle();
       continue;
     }
@@ -275,132 +288,191 @@ absl::StatusOr<WriteResult> PostgresStorage::WriteAndReport(const WriteBatch& ba
 
 namespace {
 
-// Reads the fence's lease row FOR SHARE inside the open write transaction and
-// checks it (lease_fence.h): FAILED_PRECONDITION if the fence is stale.
-absl::Status CheckLeaseOn(PostgresConnection& connection, const CheckLease& fence) {
-  const PgParam params[] = {{fence.job_name.data(), static_cast<int>(fence.job_name.size())}};
-  absl::StatusOr<PgResult> found_row = connection.ExecPrepared(
-      kCheckLease, params, absl::StrCat("checking the lease of job '", fence.job_name, "'"));
-  if (!found_row.ok()) return found_row.status();
-  std::optional<FoundLease> found;
-  if (PQntuples(found_row->get()) > 0) {
-    found = FoundLease{.owner = PgBytes(found_row->get(), 0, 0),
-                       .token = PgInt64(found_row->get(), 0, 1)};
-  }
-  return CheckFence(fence, found);
-}
-
 // The end of the message of a write that failed before it committed.
 constexpr absl::string_view kNothingApplied = "; no write of the batch was applied";
-
-// What a put or delete of a batch was sent as: the statement's result
-// (one row, the change's sequence and version, when it changed a row), and
-// the job and version it expected.
-struct SentChange {
-  absl::StatusOr<PgResult> result;
-  const std::string* name = nullptr;
-  std::optional<int64_t> expected;
-};
-
-SentChange SendPut(PostgresConnection& connection, const PutJob& put) {
-  const JobRow& row = put.row;
-  SentChange sent;
-  sent.name = &row.name;
-  sent.expected = put.expected_version;
-  const std::string created = PgInt8(row.creation_time_us);
-  const std::string modified = PgInt8(row.last_modified_us);
-  const std::string version = PgInt8(sent.expected.value_or(0));
-  const PgParam params[] = {{row.name.data(), static_cast<int>(row.name.size())},
-                            {created.data(), 8},
-                            {modified.data(), 8},
-                            {row.status.data(), static_cast<int>(row.status.size())},
-                            {row.record.data(), static_cast<int>(row.record.size())},
-                            {version.data(), 8}};
-  const char* statement = !sent.expected.has_value()  ? kPutAny
-                          : *sent.expected == kAbsent ? kPutNew
-                                                      : kPutIf;
-  sent.result = connection.ExecPrepared(
-      statement, std::span<const PgParam>(params, statement == kPutIf ? 6 : 5),
-      absl::StrCat("writing job '", row.name, "'"));
-  return sent;
-}
-
-SentChange SendDelete(PostgresConnection& connection, const DeleteJob& remove) {
-  SentChange sent;
-  sent.name = &remove.name;
-  sent.expected = remove.expected_version;
-  const bool conditional = sent.expected.has_value();
-  const std::string version = PgInt8(sent.expected.value_or(0));
-  const PgParam params[] = {{remove.name.data(), static_cast<int>(remove.name.size())},
-                            {version.data(), 8}};
-  sent.result = connection.ExecPrepared(conditional ? kDeleteIf : kDeleteAny,
-                                        std::span<const PgParam>(params, conditional ? 2 : 1),
-                                        absl::StrCat("deleting job '", remove.name, "'"));
-  return sent;
-}
 
 // " (operation 2 of 5); no write of the batch was applied".
 std::string NothingAppliedAt(size_t index, size_t count) {
   return absl::StrCat(" (operation ", index + 1, " of ", count, ")", kNothingApplied);
 }
 
+// The name of the job operation `op` is about, and the version it expects.
+const std::string& JobOf(const WriteOp& op) {
+  if (const auto* put = std::get_if<PutJob>(&op)) return put->row.name;
+  if (const auto* remove = std::get_if<DeleteJob>(&op)) return remove->name;
+  return std::get<CheckLease>(op).job_name;
+}
+
+std::optional<int64_t> ExpectedOf(const WriteOp& op) {
+  if (const auto* put = std::get_if<PutJob>(&op)) return put->expected_version;
+  if (const auto* remove = std::get_if<DeleteJob>(&op)) return remove->expected_version;
+  return std::nullopt;
+}
+
+// What operation `op` does, for its errors: built only when one fails.
+std::string Doing(const WriteOp& op) {
+  const char* verb = std::holds_alternative<PutJob>(op)      ? "writing job '"
+                     : std::holds_alternative<DeleteJob>(op) ? "deleting job '"
+                                                             : "checking the lease of job '";
+  return absl::StrCat(verb, JobOf(op), "'");
+}
+
+// What one statement of a batch's pipeline carries: operations
+// [first, first + count) of the batch; more than one if `run` (PutRun).
+struct SentOps {
+  size_t first = 0;
+  size_t count = 1;
+  bool run = false;
+};
+
+// What the statement of `sent` does, for its errors: "writing jobs 'a',
+// 'b' (operations 3 to 4 of 9)", or Doing() of its one operation.
+std::string Doing(const WriteBatch& batch, const SentOps& sent) {
+  if (!sent.run) return Doing(batch.ops()[sent.first]);
+  constexpr size_t kNamed = 8;
+  std::string doing = "writing jobs ";
+  for (size_t i = 0; i < std::min(sent.count, kNamed); ++i) {
+    absl::StrAppend(&doing, i > 0 ? ", '" : "'", JobOf(batch.ops()[sent.first + i]), "'");
+  }
+  if (sent.count > kNamed) absl::StrAppend(&doing, " and ", sent.count - kNamed, " more");
+  absl::StrAppend(&doing, " in one statement");
+  return doing;
+}
+
+// " (operations 3 to 4 of 9); no write of the batch was applied".
+std::string NothingAppliedIn(const SentOps& sent, size_t count) {
+  if (sent.count == 1) return NothingAppliedAt(sent.first, count);
+  return absl::StrCat(" (operations ", sent.first + 1, " to ", sent.first + sent.count, " of ",
+                      count, ")", kNothingApplied);
+}
+
+// Queues operation `op`'s statement on `pipeline`: the lease row read FOR
+// SHARE for a fence; for a put or delete, the statement that changes the row
+// and records the change (one row back, the change's sequence and version,
+// when it changed a row).
+void QueueOperation(PgPipeline& pipeline, const WriteOp& op) {
+  const std::string& name = JobOf(op);
+  const PgParam name_param = {name.data(), static_cast<int>(name.size())};
+  const std::optional<int64_t> expected = ExpectedOf(op);
+  const std::string version = PgInt8(expected.value_or(0));
+  if (std::holds_alternative<CheckLease>(op)) {
+    pipeline.SendPrepared(kCheckLease, std::span<const PgParam>(&name_param, 1));
+    return;
+  }
+  if (std::holds_alternative<DeleteJob>(op)) {
+    const PgParam params[] = {name_param, {version.data(), 8}};
+    pipeline.SendPrepared(expected.has_value() ? kDeleteIf : kDeleteAny,
+                          std::span<const PgParam>(params, expected.has_value() ? 2 : 1));
+    return;
+  }
+  const JobRow& row = std::get<PutJob>(op).row;
+  const std::string created = PgInt8(row.creation_time_us);
+  const std::string modified = PgInt8(row.last_modified_us);
+  const PgParam params[] = {name_param,
+                            {created.data(), 8},
+                            {modified.data(), 8},
+                            {row.status.data(), static_cast<int>(row.status.size())},
+                            {row.record.data(), static_cast<int>(row.record.size())},
+                            {version.data(), 8}};
+  const char* statement = !expected.has_value()  ? kPutAny
+                          : *expected == kAbsent ? kPutNew
+                                                 : kPutIf;
+  pipeline.SendPrepared(statement, std::span<const PgParam>(params, statement == kPutIf ? 6 : 5));
+}
+
+// The lease row a fence's statement returned, checked (lease_fence.h):
+// FAILED_PRECONDITION if the fence is stale.
+absl::Status CheckFenceIn(const PGresult* found_row, const CheckLease& fence) {
+  std::optional<FoundLease> found;
+  if (PQntuples(found_row) > 0) {
+    found = FoundLease{.owner = PgBytes(found_row, 0, 0), .token = PgInt64(found_row, 0, 1)};
+  }
+  return CheckFence(fence, found);
+}
+
 }  // namespace
 
 absl::Status PostgresStorage::WriteOn(PostgresConnection& connection, const WriteBatch& batch,
-                                      bool* began, WriteResult& result) {
-  // The transaction id, to learn the outcome if the connection is lost in
+                                      bool by_runs, WriteProgress& progress,
+                                      WriteResult& result) {
+  // The whole batch goes in one round trip (libpq's pipeline mode); COMMIT
+  // follows only once every result was checked (CommitOn). First the
+  // transaction id, to learn the outcome if the connection is lost in
   // COMMIT; and the change sequence counter's row lock, which orders this
   // transaction's sequence numbers (and commit) after every transaction
   // that took numbers before it, across servers (see the v2 migration).
   // Taken first, it also orders writers so that they cannot deadlock on
-  // each other's job rows. One round trip with BEGIN.
-  auto begun = connection.Exec("BEGIN; SELECT txid_current(), last FROM change_sequence FOR UPDATE",
-                               "starting a write transaction");
+  // each other's job rows, and lease rows (FOR SHARE) after it.
+  std::vector<SentOps> sent;
+  std::vector<PgResult> results;
+  {
+    PgPipeline pipeline(connection);
+    pipeline.Send("BEGIN");
+    pipeline.Send("SELECT txid_current(), last FROM change_sequence FOR UPDATE");
+    for (size_t i = 0; i < batch.size(); i += sent.back().count) {
+      if (by_runs && std::holds_alternative<PutJob>(batch.ops()[i])) {
+        const PutRun run = PutRunAt(batch, i);
+        QueuePutRun(pipeline, batch, run);
+        sent.push_back({.first = i, .count = run.count, .run = true});
+      } else {
+        QueueOperation(pipeline, batch.ops()[i]);
+        sent.push_back({.first = i});
+      }
+    }
+    results = pipeline.Run();
+  }
+  absl::Status begun = connection.ResultStatus(results[0].get(), "starting a write transaction");
+  if (begun.ok()) {
+    begun = connection.ResultStatus(results[1].get(), "starting a write transaction");
+  }
   if (!begun.ok()) {
     RollBack(connection);
-    return WithContext(begun.status(), kNothingApplied);
+    return WithContext(begun, kNothingApplied);
   }
-  const std::string txid = PQgetvalue(begun->get(), 0, 0);
-  *began = true;
+  const std::string txid = PQgetvalue(results[1].get(), 0, 0);
+  progress.began = true;
   bool changed_any = false;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (const auto* fence = std::get_if<CheckLease>(&batch.ops()[i])) {
-      // After the change sequence counter (locked at BEGIN): every writer
-      // takes the counter first, then lease rows, so they cannot deadlock.
-      if (absl::Status checked = CheckLeaseOn(connection, *fence); !checked.ok()) {
-        RollBack(connection);
-        return FencedJob(checked).has_value()
-                   ? checked
-                   : WithContext(checked, NothingAppliedAt(i, batch.size()));
-      }
-      result.sequences.push_back(0);  // A check changes nothing.
-      result.versions.push_back(0);
-      continue;
-    }
-    const auto* put = std::get_if<PutJob>(&batch.ops()[i]);
-    const SentChange sent = put != nullptr
-                                ? SendPut(connection, *put)
-                                : SendDelete(connection, std::get<DeleteJob>(batch.ops()[i]));
-    if (!sent.result.ok()) {
+  for (size_t s = 0; s < sent.size(); ++s) {
+    const PGresult* written = results[s + 2].get();
+    if (absl::Status status = connection.ResultStatus(written, ""); !status.ok()) {
+      // The message again, naming the operations: built only now.
+      status = connection.ResultStatus(written, Doing(batch, sent[s]));
+      progress.failed_in_run = sent[s].run;
       RollBack(connection);
-      return WithContext(sent.result.status(), NothingAppliedAt(i, batch.size()));
+      return WithContext(status, NothingAppliedIn(sent[s], batch.size()));
     }
-    if (PQntuples(sent.result->get()) == 1) {
-      result.sequences.push_back(PgInt64(sent.result->get(), 0, 0));
-      result.versions.push_back(PgInt64(sent.result->get(), 0, 1));
-      changed_any = true;
-      continue;
+    for (size_t row = 0; row < sent[s].count; ++row) {
+      if (absl::Status taken = TakeResult(connection, batch.ops()[sent[s].first + row], written,
+                                          sent[s].run ? row : 0, changed_any, result);
+          !taken.ok()) {
+        return taken;
+      }
     }
-    if (!sent.expected.has_value()) {  // A delete of a missing row: no change.
-      result.sequences.push_back(0);
-      result.versions.push_back(kAbsent);
-      continue;
-    }
-    absl::Status conflict = VersionConflict(connection, *sent.name, *sent.expected);
-    RollBack(connection);
-    return conflict;
   }
   return CommitOn(connection, changed_any, txid, batch);
+}
+
+absl::Status PostgresStorage::TakeResult(PostgresConnection& connection, const WriteOp& op,
+                                         const PGresult* written, size_t row, bool& changed_any,
+                                         WriteResult& result) {
+  if (const auto* fence = std::get_if<CheckLease>(&op)) {
+    if (absl::Status checked = CheckFenceIn(written, *fence); !checked.ok()) {
+      RollBack(connection);
+      return checked;
+    }
+    result.sequences.push_back(0);  // A check changes nothing.
+    result.versions.push_back(0);
+  } else if (static_cast<int>(row) < PQntuples(written) && !PQgetisnull(written, row, 0)) {
+    result.sequences.push_back(PgInt64(written, row, 0));
+    result.versions.push_back(PgInt64(written, row, 1));
+    changed_any = true;
+  } else if (!ExpectedOf(op).has_value()) {  // A delete of a missing row: no change.
+    result.sequences.push_back(0);
+    result.versions.push_back(kAbsent);
+  } else {
+    return VersionConflict(connection, JobOf(op), *ExpectedOf(op));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PostgresStorage::CommitOn(PostgresConnection& connection, bool changed_any,
@@ -423,9 +495,15 @@ absl::Status PostgresStorage::CommitOn(PostgresConnection& connection, bool chan
 
 absl::Status PostgresStorage::VersionConflict(PostgresConnection& connection,
                                               const std::string& name, int64_t expected) {
+  // In the transaction, the row as this batch found it; if a later
+  // statement of the pipeline failed, the transaction can no longer read:
+  // the row as it is now, after the rollback.
+  const bool in_transaction = PQtransactionStatus(connection.raw()) == PQTRANS_INTRANS;
+  if (!in_transaction) RollBack(connection);
   const PgParam params[] = {{name.data(), static_cast<int>(name.size())}};
   auto current = connection.ExecPrepared(kVersionOf, params,
                                          absl::StrCat("reading the version of job '", name, "'"));
+  if (in_transaction) RollBack(connection);
   if (!current.ok()) return current.status();
   std::optional<int64_t> actual;
   if (PQntuples(current->get()) == 1) actual = PgInt64(current->get(), 0, 0);

@@ -104,17 +104,35 @@ class PostgresStorage final : public Storage {
  private:
   PostgresStorage(PostgresTarget target, const PostgresStorageOptions& options);
 
-  // Writes the batch on `connection`. `*began` says whether the transaction
-  // had started (so whether a failure may have touched the database).
-  absl::Status WriteOn(PostgresConnection& connection, const WriteBatch& batch, bool* began,
-                       WriteResult& result);
+  // How far a failed WriteOn came.
+  struct WriteProgress {
+    // Whether the transaction had started (so whether a failure may have
+    // touched the database).
+    bool began = false;
+    // Whether the statement that failed wrote a run of puts (PutRun): it
+    // does not say which of them the server refused.
+    bool failed_in_run = false;
+  };
+  // Writes the batch on `connection`: BEGIN, the counter's lock and the
+  // operations' statements in one pipeline (one round trip), then COMMIT
+  // once all succeeded. `by_runs`: each run of puts (postgres_put_runs.h)
+  // in one statement; otherwise one statement per operation.
+  absl::Status WriteOn(PostgresConnection& connection, const WriteBatch& batch, bool by_runs,
+                       WriteProgress& progress, WriteResult& result);
+  // Takes the outcome of operation `op` from row `row` of `written` (its
+  // statement's result) into `result`; a version conflict or a refused
+  // fence rolls the transaction back and is returned.
+  absl::Status TakeResult(PostgresConnection& connection, const WriteOp& op,
+                          const PGresult* written, size_t row, bool& changed_any,
+                          WriteResult& result);
   // Commits the transaction WriteOn began (with a NOTIFY if `changed_any`);
   // a connection lost in COMMIT is resolved by `txid` (ResolveCommit).
   absl::Status CommitOn(PostgresConnection& connection, bool changed_any, const std::string& txid,
                         const WriteBatch& batch);
   // The ABORTED status of a write that expected `expected` of job `name`,
   // naming the version the row has (read on `connection`, in the
-  // transaction).
+  // transaction if it can still read, else after rolling it back); the
+  // transaction is rolled back.
   absl::Status VersionConflict(PostgresConnection& connection, const std::string& name,
                                int64_t expected);
   // Runs a prepared read-only statement on a pooled connection (again once
