@@ -1,5 +1,7 @@
 #include "core/manager/group_committer.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -90,7 +92,10 @@ GroupCommitter::GroupCommitter(persistence::Storage& storage, absl::Mutex& apply
 GroupCommitter::~GroupCommitter() { Stop(); }
 
 void GroupCommitter::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "dp-commit");
+    Run();
+  });
 }
 
 void GroupCommitter::Stop() {
@@ -100,6 +105,8 @@ void GroupCommitter::Stop() {
     queued_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+  // The committer hands no more replies: those handed run first.
+  replies_.Shutdown();
 }
 
 void GroupCommitter::Enqueue(PendingCommit commit) {
@@ -145,14 +152,14 @@ void GroupCommitter::Run() {
     std::vector<PendingCommit> group = NextGroup(pacing);
     if (group.empty()) return;  // Stopping with nothing left to write.
     GroupWrite write = WriteAndPublish(group, pacing);
-    FailFencedOut(write);
     if (write.conflict) {
+      HandReplies(write, group, write.status);  // Only the fenced out have answers yet.
       target_.RetryAfterConflict(std::move(group), write.status);
       pacing.acknowledged_at = Now();
       pacing.expected = 0;
       continue;
     }
-    Acknowledge(group, write.status);
+    HandReplies(write, group, write.status);
     // Those queued since are (some of) the callers coming back; after a
     // failure nobody is expected.
     pacing.acknowledged_at = Now();
@@ -241,10 +248,13 @@ absl::StatusOr<persistence::WriteResult> GroupCommitter::WriteUnfenced(
   }
 }
 
-void GroupCommitter::FailFencedOut(GroupWrite& write) {
+void GroupCommitter::HandReplies(GroupWrite& write, std::vector<PendingCommit>& group,
+                                 const absl::Status& written) {
+  std::vector<std::pair<DoneCallback, absl::Status>> replies;
   for (PendingCommit& commit : write.fenced_out) {
     if (commit.done == nullptr) continue;
-    std::move(commit.done)(
+    replies.emplace_back(
+        std::move(commit.done),
         commit.fence.has_value() &&
                 persistence::FencedJob(write.fence_refusal) == commit.fence->job_name
             ? write.fence_refusal
@@ -252,15 +262,26 @@ void GroupCommitter::FailFencedOut(GroupWrite& write) {
                   "the change was not saved and not applied: it followed a change of the same "
                   "job that a stale evaluation lease made (",
                   write.fence_refusal.message(), "); retry")));
+    commit.done = nullptr;
   }
-}
-
-void GroupCommitter::Acknowledge(std::vector<PendingCommit>& group, const absl::Status& written) {
-  const absl::Status reply = ReplyFor(written);
-  // The rest went with their deliveries (PublishWritten).
-  for (PendingCommit& commit : group) {
-    if (commit.done != nullptr) std::move(commit.done)(reply);
+  // After a conflict the group is run again: its callers are answered then.
+  if (!write.conflict) {
+    const absl::Status reply = ReplyFor(written);
+    // The rest went with their deliveries (PublishWritten).
+    for (PendingCommit& commit : group) {
+      if (commit.done == nullptr) continue;
+      replies.emplace_back(std::move(commit.done), reply);
+      commit.done = nullptr;
+    }
   }
+  if (replies.empty()) return;
+  auto batch =
+      std::make_shared<std::vector<std::pair<DoneCallback, absl::Status>>>(std::move(replies));
+  auto answer = [batch] {
+    for (auto& [done, status] : *batch) std::move(done)(std::move(status));
+  };
+  // Refused only once Stop has joined this thread, which hands no more.
+  if (!replies_.Schedule(answer)) answer();
 }
 
 void GroupCommitter::CountWrite(const persistence::WriteBatch& batch, absl::Duration took) {

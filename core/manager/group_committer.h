@@ -17,7 +17,12 @@
 // After the write, the committer answers the `done` of every commit of the
 // group that the target did not take over (a change whose job has watchers
 // answers once they have it): OK, or the write's error, as an ABORTED or
-// UNAVAILABLE that says the change was not saved. After a failure the
+// UNAVAILABLE that says the change was not saved. The answers run on a
+// reply thread of their own ("dp-reply"), group after group in the order
+// the groups were written, so that the next group's write starts as soon
+// as this one is published instead of after every caller's reply has been
+// sent (a gRPC reply is a `Finish` and a `sendmsg`, and freeing the call).
+// A `done` still runs only after its change is durable. After a failure the
 // target takes every change queued behind the group too (they may build on
 // it) and those fail alike; after a version conflict (retry_conflicts) the
 // target runs the group's mutations again instead.
@@ -44,6 +49,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/thread_pool.h"
 #include "core/jobs/job_mutations.h"
 #include "core/manager/training_job_handler.h"
 #include "persistence/storage.h"
@@ -156,8 +162,9 @@ class GroupCommitter {
 
   // Starts the committer thread. REQUIRES: called once.
   void Start();
-  // Writes everything queued (their `done`s run), then ends the thread.
-  // Blocks until it has; idempotent. The caller must have stopped queuing.
+  // Writes everything queued, then ends the thread; returns once every
+  // `done` the committer answers has run (the reply thread drains). Blocks
+  // until it has; idempotent. The caller must have stopped queuing.
   void Stop();
 
   // Queues `commit` behind everything queued. REQUIRES: the caller holds the
@@ -209,10 +216,11 @@ class GroupCommitter {
   // fenced changes out (TakeOutFenced) and writes the rest again.
   absl::StatusOr<persistence::WriteResult> WriteUnfenced(std::vector<PendingCommit>& group,
                                                          GroupWrite& write);
-  // Answers the `done`s of the changes a stale fence took out.
-  static void FailFencedOut(GroupWrite& write);
-  // Answers the `done`s the target left in `group` after its write.
-  static void Acknowledge(std::vector<PendingCommit>& group, const absl::Status& written);
+  // Answers, on the reply thread, the `done`s of the changes a stale fence
+  // took out, then those the target left in `group` after its write with
+  // `written`'s reply (ReplyFor). Empties their `done`s.
+  void HandReplies(GroupWrite& write, std::vector<PendingCommit>& group,
+                   const absl::Status& written);
   void CountWrite(const persistence::WriteBatch& batch, absl::Duration took);
   size_t QueuedCount() const;
   absl::Time Now() const { return options_.clock->Now(); }
@@ -228,6 +236,8 @@ class GroupCommitter {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   CommitStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+  // One worker: the groups' replies in the order they were written.
+  base::ThreadPool replies_{1, "dp-reply"};
 };
 
 }  // namespace debugplane::core

@@ -5,6 +5,7 @@
 #ifndef DEBUGPLANE_PERSISTENCE_SQLITE_SQLITE_STORAGE_H_
 #define DEBUGPLANE_PERSISTENCE_SQLITE_SQLITE_STORAGE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,12 @@ class SqliteStorage final : public Storage {
 
   // The schema version of the open database (after migration).
   int schema_version() const;
+
+  // Checkpoints of the WAL that copied all of it into the database, made
+  // since Open by a thread and connection of their own once the log passes
+  // 1000 pages, instead of by the write that took it there (whose callers
+  // would wait for the copy and its fsync).
+  int64_t wal_checkpoints() const;
 
  private:
   struct Impl;

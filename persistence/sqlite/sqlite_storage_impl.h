@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "persistence/sqlite/sqlite_storage.h"
+#include "persistence/sqlite/sqlite_wal_checkpointer.h"
 
 namespace debugplane::persistence {
 namespace sqlite_storage_internal {
@@ -147,6 +148,10 @@ struct SqliteStorage::Impl {
   Statement add_change ABSL_GUARDED_BY(mu);
   Statement changes_after ABSL_GUARDED_BY(mu);
   Statement prune_changes ABSL_GUARDED_BY(mu);
+  // Checkpoints the WAL off the writer's commits (SqliteStorage::Open starts
+  // it once the database is open; null before, and for a database being
+  // created).
+  std::unique_ptr<sqlite_storage_internal::WalCheckpointer> checkpointer ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace debugplane::persistence

@@ -123,6 +123,11 @@ absl::Status SyncPath(const std::string& path, bool directory) {
 
 SqliteStorage::Impl::~Impl() {
   absl::MutexLock lock(&mu);
+  // Before the final checkpoint below: no other connection in the log.
+  if (checkpointer != nullptr) {
+    checkpointer->Detach();
+    checkpointer.reset();
+  }
   // Statements first: a connection with live statements does not close.
   for (Statement* statement : {&begin, &commit, &rollback, &put, &remove, &check_lease, &scan_first,
                                &scan_after, &version_of, &read_job, &latest_sequence, &set_sequence,
@@ -375,6 +380,10 @@ absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const std::st
   {
     absl::MutexLock lock(&impl->mu);
     if (absl::Status opened = impl->OpenLocked(); !opened.ok()) return opened;
+    absl::StatusOr<std::unique_ptr<sqlite_storage_internal::WalCheckpointer>> checkpointer =
+        sqlite_storage_internal::WalCheckpointer::Start(path, impl->db.get());
+    if (!checkpointer.ok()) return checkpointer.status();
+    impl->checkpointer = *std::move(checkpointer);
   }
   return std::unique_ptr<SqliteStorage>(new SqliteStorage(std::move(impl)));
 }
@@ -382,5 +391,10 @@ absl::StatusOr<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const std::st
 SqliteStorage::SqliteStorage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SqliteStorage::~SqliteStorage() = default;
+
+int64_t SqliteStorage::wal_checkpoints() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->checkpointer == nullptr ? 0 : impl_->checkpointer->completed();
+}
 
 }  // namespace debugplane::persistence

@@ -384,5 +384,44 @@ TEST_F(GroupCommitTest, ALoneCallerNeverWaits) {
   EXPECT_EQ(stats.waiting, absl::ZeroDuration());
 }
 
+// The replies run on a thread of their own, in write order: a caller slow
+// to take its reply (a gRPC Finish, a slow client) holds neither the next
+// group's write nor, before its own, anybody else's reply out of order.
+TEST_F(GroupCommitTest, ACallerSlowToTakeItsReplyDoesNotHoldTheNextWrite) {
+  auto manager = Open("slow_reply.db", absl::ZeroDuration());
+  ASSERT_NE(manager, nullptr);
+  std::promise<void> in_first_reply;
+  std::promise<void> release_first_reply;
+  std::shared_future<void> released = release_first_reply.get_future().share();
+  std::atomic<int> replies{0};
+  std::promise<int> second_reply_position;
+  const v1::CreateTrainingJobRequest first = JobRequest("first");
+  const v1::CreateTrainingJobRequest second = JobRequest("second");
+  v1::CreateTrainingJobResponse first_response, second_response;
+  manager->CreateTrainingJob(first, &first_response, [&](absl::Status status) {
+    EXPECT_TRUE(status.ok()) << status;
+    in_first_reply.set_value();
+    released.wait();
+    ++replies;
+  });
+  in_first_reply.get_future().wait();
+  manager->CreateTrainingJob(second, &second_response, [&](absl::Status status) {
+    EXPECT_TRUE(status.ok()) << status;
+    second_reply_position.set_value(++replies);
+  });
+  // The second change is written while the first reply is still being taken.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (manager->commit_stats().writes < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(manager->commit_stats().writes, 2);
+  EXPECT_EQ(replies.load(), 0);
+  release_first_reply.set_value();
+  EXPECT_EQ(second_reply_position.get_future().get(), 2);
+  v1::DescribeTrainingJobRequest describe;
+  describe.set_training_job_name("second");
+  EXPECT_TRUE(manager->DescribeTrainingJobEncoded(describe).ok());
+}
+
 }  // namespace
 }  // namespace debugplane::core

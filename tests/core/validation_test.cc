@@ -432,6 +432,14 @@ TEST_F(ValidationTest, NulBytesAnywhereAreRefusedNamingTheField) {
   (*request.mutable_hyper_parameters())[std::string("k\0", 2)] = "v";
   EXPECT_THAT(Fields(Validate(request)), ::testing::Contains(HasSubstr("HyperParameters key")));
 
+  // Only the element with the NUL is walked, yet it is named by its index
+  // among all (the first one has no zero byte in its wire form).
+  request = Valid();
+  (*AddDebugRule(request, "Overfit", "Overfit")->mutable_rule_parameters())["threshold"] =
+      std::string("0.\0", 3);
+  EXPECT_THAT(Fields(Validate(request)),
+              ElementsAre("DebugRuleConfigurations[1].RuleParameters.threshold"));
+
   v1::UpdateTrainingJobRequest update;
   update.set_training_job_name("job-1");
   AddProfilerRule(update, std::string("R\0", 2), "CPUBottleneck");

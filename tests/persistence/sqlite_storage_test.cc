@@ -220,6 +220,43 @@ TEST_F(SqliteStorageTest, DataSurvivesCloseAndReopenAndCloseTruncatesTheWal) {
   EXPECT_THAT(Contents(*storage), ElementsAre(AsTuple(MakeRow("b", 2))));
 }
 
+// The WAL is folded into the database by the checkpointer's own thread and
+// connection (not by the write that takes it past 1000 pages), while writes
+// go on; every row stays, before and after a reopen.
+TEST_F(SqliteStorageTest, TheWalIsCheckpointedOffTheWritesAndEveryRowStays) {
+  constexpr int kBatches = 40;
+  constexpr int kRowsPerBatch = 10;
+  std::vector<testing::RowTuple> written;
+  {
+    auto storage = OpenOrDie();
+    ASSERT_NE(storage, nullptr);
+    EXPECT_EQ(storage->wal_checkpoints(), 0);
+    // About 8 KB per row, twice (the row and its change): 1600 pages in all.
+    for (int b = 0; b < kBatches; ++b) {
+      WriteBatch batch;
+      for (int r = 0; r < kRowsPerBatch; ++r) {
+        JobRow row = MakeRow(absl::StrCat("job-", b, "-", r), b * kRowsPerBatch + r);
+        row.record.append(8000, static_cast<char>('a' + r));
+        written.push_back(AsTuple(row));
+        batch.Put(std::move(row));
+      }
+      ASSERT_TRUE(storage->Write(batch).ok());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (storage->wal_checkpoints() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_GE(storage->wal_checkpoints(), 1);
+    // The copied pages are in the database file itself.
+    EXPECT_GT(fs::file_size(db_path()), 1000 * 4096u);
+    std::sort(written.begin(), written.end());
+    EXPECT_EQ(Contents(*storage), written);
+  }
+  auto storage = OpenOrDie();
+  ASSERT_NE(storage, nullptr);
+  EXPECT_EQ(Contents(*storage), written);
+}
+
 TEST_F(SqliteStorageTest, AVersion2DatabaseMigratesToTheLeaseAndReportTablesKeepingJobsAndFeed) {
   {
     auto storage = OpenOrDie();
