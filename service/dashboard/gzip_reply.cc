@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 
 namespace debugplane::service::dashboard {
 
