@@ -1,9 +1,10 @@
 // libFuzzer target: the dashboard's data routes from the query string to the
 // reply (service/dashboard/insights_query.h, insights_routes.h), over a job
-// whose data the input also shapes. Every input is used three ways:
+// whose data the input also shapes. Every input is used four ways:
 //   - as a query string: every parameter parser; a system or framework
 //     query that parses is answered (JobInsights' query-to-bucket path and
-//     the reply's JSON) on a small fixed job;
+//     the reply's JSON, with the fields it names) on a small fixed job;
+//   - as an Accept-Encoding header (gzip_reply.h's AcceptsGzip);
 //   - as raw numbers (its first bytes as two doubles and a width): the
 //     range goes to JobInsights without the parser, so huge, negative,
 //     NaN, infinite and reversed ranges reach the bucket arithmetic;
@@ -24,6 +25,7 @@
 
 #include "rules_engine/insights/job_insights.h"
 #include "rules_engine/profiler/plausible_times.h"
+#include "service/dashboard/gzip_reply.h"
 #include "service/dashboard/insights_query.h"
 #include "service/dashboard/insights_routes.h"
 
@@ -100,7 +102,8 @@ void Routes(absl::string_view text) {
   insights::JobView view;
   view.data = &FixedJob();
   insights::SystemQuery system;
-  if (dashboard::ParseSystemQuery(text, &system).ok()) {
+  dashboard::SystemFields fields;
+  if (dashboard::ParseSystemQuery(text, &system, &fields).ok()) {
     if (system.width < 1 || system.width > dashboard::kMaxWidth) std::abort();
     const insights::TimeRange& r = system.range;
     if (r.start && r.end && *r.start >= *r.end) std::abort();
@@ -108,7 +111,7 @@ void Routes(absl::string_view text) {
       if (t && (!std::isfinite(*t) || *t < 0 || *t > insights::kLatestTime)) std::abort();
     }
     Query(FixedJob(), system.range, system.width);
-    (void)dashboard::SystemJson(view, system);
+    (void)dashboard::SystemJson(view, system, fields);
   }
   insights::TimeRange range;
   int width = 0;
@@ -134,6 +137,8 @@ bool Take(const uint8_t*& data, size_t& size, T* out) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Routes(absl::string_view(reinterpret_cast<const char*>(data), size));
+  // The input as an Accept-Encoding header: never throws, any answer.
+  (void)dashboard::AcceptsGzip(absl::string_view(reinterpret_cast<const char*>(data), size));
 
   double start = 0, end = 0;
   int32_t width = 0;

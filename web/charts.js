@@ -7,6 +7,7 @@
 
 import {el} from './dom.js';
 import {formatValue} from './format.js';
+import {markOnce} from './marks.js';
 
 /* global uPlot */
 
@@ -20,7 +21,11 @@ export class TimeGroup {
     this.members = new Set();  // {setRange(min, max), dataRange() -> [min, max] | null}
     this.follow = true;
     this.range = null;  // the zoomed range while not following
+    this.shown = null;  // the range the charts show
     this.onFollowChange = () => {};
+    // Called after the person changed the range (zoom, pan, "Show all"):
+    // views fetch finer buckets for it.
+    this.onRangeChange = () => {};
     this.checkbox = el('input', {type: 'checkbox', id: 'follow-live', checked: true});
     this.checkbox.addEventListener('change', () => this.setFollow(this.checkbox.checked));
     this.toggle = el('label', {class: 'follow'}, this.checkbox, ' Follow live');
@@ -37,6 +42,7 @@ export class TimeGroup {
     if (follow) this.range = null;
     this.apply();
     this.onFollowChange(follow);
+    this.onRangeChange();
   }
 
   /** The person chose [min, max]: every chart shows it; following stops. */
@@ -49,6 +55,7 @@ export class TimeGroup {
       this.onFollowChange(false);
     }
     this.apply();
+    this.onRangeChange();
   }
 
   /** The union of the members' data. */
@@ -68,7 +75,24 @@ export class TimeGroup {
   apply() {
     const range = this.follow || !this.range ? this.fullRange() : this.range;
     if (!range) return;
+    this.shown = range;
     for (const member of this.members) member.setRange(range[0], range[1]);
+  }
+
+  /**
+   * After `member`'s data changed: it shows the current range, and so do the
+   * others only if that range changed (a view filling N charts redraws each
+   * once, not N times). Returns whether the member was given a range.
+   */
+  applyTo(member) {
+    const range = this.follow || !this.range ? this.fullRange() : this.range;
+    if (!range) return false;
+    if (this.shown && this.shown[0] === range[0] && this.shown[1] === range[1]) {
+      member.setRange(range[0], range[1]);
+    } else {
+      this.apply();
+    }
+    return true;
   }
 }
 
@@ -126,6 +150,7 @@ export function timeChart({title, series, unit, yRange = null, height = 200, gro
         root.dataset.xMax = String(u.scales.x.max);
       }],
       ready: [(u) => bindWheelAndPan(u, group)],
+      draw: [(u) => { if (u.data[0] && u.data[0].length) markOnce('dp-first-chart'); }],
     },
   };
 
@@ -160,9 +185,11 @@ export function timeChart({title, series, unit, yRange = null, height = 200, gro
     },
     setData(next) {
       data = next;
+      // How many points the chart has (for tests and tools: the chart is a canvas).
+      root.dataset.points = String(data[0].length);
       if (!plot) return;
       plot.setData(data, false);
-      if (group) group.apply();
+      if (group) group.applyTo(member);
       else if (data[0].length) plot.setScale('x', {min: data[0][0], max: data[0][data[0].length - 1]});
       plot.redraw(false, true);
     },

@@ -10,9 +10,15 @@ import {el, replace, card, badge, errorBox, problemBox} from './dom.js';
 import {timeChart, stepBars, TimeGroup, PALETTE} from './charts.js';
 import {heatmap} from './heatmap.js';
 import {throttle} from './throttle.js';
+import {formatDuration} from './format.js';
+import {markOnce, markAfterFrame} from './marks.js';
 
 /** Series with their own t arrays on one x: [t[], ...values[]] (null where missing). */
 export function align(seriesList, key = 'mean') {
+  // The system reply's series share one t array (fields=mean): nothing to merge.
+  if (seriesList.length && seriesList.every((s) => s.t === seriesList[0].t)) {
+    return [seriesList[0].t, ...seriesList.map((s) => s[key])];
+  }
   const times = [...new Set(seriesList.flatMap((s) => s.t))].sort((a, b) => a - b);
   const index = new Map(times.map((t, i) => [t, i]));
   return [times, ...seriesList.map((s) => {
@@ -102,6 +108,7 @@ export function mountNodes(container, context) {
   const heat = heatmap({title: 'CPU and GPU utilization', group, id: 'system-heatmap'});
   const steps = stepBars({title: 'Time per step (last steps)', label: 'step time', unit: 'seconds', id: 'step-times'});
   const stepsEmpty = el('p', {class: 'muted empty-chart'}, 'No steps profiled yet.');
+  const resolution = el('span', {class: 'hint', id: 'series-resolution'});
   const resetButton = el('button', {type: 'button', class: 'secondary', id: 'reset-zoom',
     onclick: () => group.setFollow(true)}, 'Show all');
   const hosts = el('div', {id: 'hosts-card'});
@@ -111,7 +118,7 @@ export function mountNodes(container, context) {
       el('div', {class: 'toolbar sub'}, el('label', {for: 'node-select'}, 'Node'), nodeSelect,
           el('div', {class: 'spacer'}),
           el('span', {class: 'hint'}, 'Drag: zoom · Shift+drag: pan · Ctrl+wheel: zoom · double-click: all'),
-          resetButton, group.toggle),
+          resolution, resetButton, group.toggle),
       errors,
       el('div', {class: 'columns'},
           card('CPU utilization', el('p', {class: 'hint'}, 'Mean over the cores; pick cores to compare:'), coreBox, slots.cpu),
@@ -172,12 +179,18 @@ export function mountNodes(container, context) {
         .sort((a, b) => deviceOrder(a.device, b.device)).map((s) => ({label: s.device, t: s.t, mean: s.mean})));
   }
 
-  function renderFramework(framework) {
+  // Whether the job has framework data: a zoomed range of a job without any
+  // comes as buckets of zeros, which must not pass for a phase chart.
+  let frameworkSeen = false;
+  function renderFramework(framework, zoomed) {
     // A job without framework data may come as one bucket at epoch 0: nothing to draw.
-    const phases = (framework.phases || []).map((p) => {
+    let phases = (framework.phases || []).map((p) => {
       const keep = p.t.map((t) => t > 0);
       return {phase: p.phase, t: p.t.filter((_, i) => keep[i]), busy: p.busy.filter((_, i) => keep[i])};
     }).filter((p) => p.t.length);
+    if (!zoomed && phases.length) frameworkSeen = true;
+    if (phases.some((p) => p.busy.some((b) => b > 0))) frameworkSeen = true;
+    if (!frameworkSeen) phases = [];
     charts.framework.update(phases.map((p, i) => ({label: p.phase, t: p.t,
       values: p.busy.map((b) => (b === null ? null : b * 100)), stroke: PALETTE[(i + 5) % PALETTE.length],
       paths: uPlot.paths.stepped({align: 1})})));
@@ -187,35 +200,75 @@ export function mountNodes(container, context) {
     steps.root.hidden = last.length === 0;
   }
 
+  function takeSystem(reply) {
+    // fields=mean: the series share the reply's bucket starts.
+    for (const s of reply.series || []) s.t ||= reply.t;
+    system = reply;
+    const nodes = system.nodes || [];
+    const chosen = nodeSelect.value;
+    if (nodes.join('|') !== [...nodeSelect.options].map((o) => o.value).join('|')) {
+      replace(nodeSelect, nodes.map((n) => el('option', {value: n}, n)));
+      nodeSelect.disabled = nodes.length < 2;
+      if (!nodes.length) nodeSelect.append(el('option', {value: ''}, 'no node has reported yet'));
+      if (nodes.includes(chosen)) nodeSelect.value = chosen;
+    }
+    renderSystem();
+  }
+
+  // The query of both replies: the whole job, or the range the person
+  // zoomed to (finer buckets for it), at most POINTS buckets either way.
+  const POINTS = 800;
+  function rangeQuery() {
+    const range = !group.follow && group.range;
+    if (!range) return `width=${POINTS}`;
+    const start = Math.max(0, range[0]);
+    const end = Math.max(start + 0.001, range[1]);
+    return `width=${POINTS}&start=${start.toFixed(3)}&end=${end.toFixed(3)}`;
+  }
+
+  function showResolution(reply) {
+    const seconds = (reply.series || []).length ? reply.bucketSeconds : null;
+    resolution.dataset.bucketSeconds = String(seconds ?? '');
+    resolution.textContent = seconds ? `${formatDuration(seconds)} per point` : '';
+  }
+
+  // Both replies are asked for at once; each is drawn as it comes. A reply
+  // of an older load (the person zoomed again meanwhile) is dropped; a
+  // failed one leaves the charts as they were, with the error above them.
+  let loads = 0;
   async function load() {
     const failures = [];
     const problems = [];
-    try {
-      system = await api.get(jobPath(context.name, 'system') + '?width=800');
-      problems.push(...(system.problems || []));
-      const nodes = system.nodes || [];
-      const chosen = nodeSelect.value;
-      if (nodes.join('|') !== [...nodeSelect.options].map((o) => o.value).join('|')) {
-        replace(nodeSelect, nodes.map((n) => el('option', {value: n}, n)));
-        nodeSelect.disabled = nodes.length < 2;
-        if (!nodes.length) nodeSelect.append(el('option', {value: ''}, 'no node has reported yet'));
-        if (nodes.includes(chosen)) nodeSelect.value = chosen;
-      }
-      renderSystem();
-    } catch (error) {
-      failures.push(error);
-    }
-    try {
-      const framework = await api.get(jobPath(context.name, 'framework') + '?width=800');
+    const query = rangeQuery();
+    const current = ++loads;
+    const systemDone = api.get(jobPath(context.name, 'system') + `?${query}&fields=mean`).then((reply) => {
+      if (current !== loads) return;
+      markOnce('dp-system-received');
+      showResolution(reply);
+      problems.push(...(reply.problems || []));
+      takeSystem(reply);
+      markOnce('dp-system-rendered');
+    }).catch((error) => failures.push(error));
+    const frameworkDone = api.get(jobPath(context.name, 'framework') + `?${query}`).then((framework) => {
+      if (current !== loads) return;
+      markOnce('dp-framework-received');
       problems.push(...(framework.problems || []));
-      renderFramework(framework);
-    } catch (error) {
-      failures.push(error);
-    }
+      renderFramework(framework, query.includes('start='));
+      markOnce('dp-framework-rendered');
+    }).catch((error) => failures.push(error));
+    await Promise.all([systemDone, frameworkDone]);
+    if (current !== loads) return;
     replace(errors, failures.map(errorBox), problems.map(problemBox));
+    markAfterFrame('dp-view-loaded');
   }
   nodeSelect.addEventListener('change', renderSystem);
   const reload = throttle(load, 2000);
+  // Zooming (a wheel turn is many events) asks once it settles.
+  let zoomTimer = null;
+  group.onRangeChange = () => {
+    clearTimeout(zoomTimer);
+    zoomTimer = setTimeout(load, 250);
+  };
   const offs = [context.on('data', reload), context.on('describe', () => renderHosts(hosts, context))];
   // Data events come from the rules engine's reads; once a job's rules have
   // concluded its system metrics still grow: poll while the job runs.
@@ -226,6 +279,7 @@ export function mountNodes(container, context) {
   load();
   return () => {
     clearInterval(poll);
+    clearTimeout(zoomTimer);
     reload.cancel();
     offs.forEach((off) => off());
     Object.values(charts).forEach((c) => c.destroy());

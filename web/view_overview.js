@@ -6,6 +6,7 @@ import {api, jobPath} from './api.js';
 import {el, replace, card, badge, errorBox, problemBox} from './dom.js';
 import {formatTime, formatDuration, formatShare, formatValue, formatNumber} from './format.js';
 import {throttle} from './throttle.js';
+import {markOnce, markAfterFrame} from './marks.js';
 
 const PHASE_COLORS = {initialization: '#8a9bb0', training_loop: '#2f6fde', finalization: '#e0a31b'};
 const PHASE_LABELS = {initialization: 'Initialization', training_loop: 'Training loop', finalization: 'Finalization'};
@@ -29,6 +30,7 @@ export function mountOverview(container, context) {
   async function load() {
     try {
       const overview = await api.get(jobPath(context.name, 'overview'));
+      markOnce('dp-overview-received');
       replace(errors, (overview.problems || []).map(problemBox));
       // Before any step was profiled the job's own times stand in.
       const summary = {...(overview.summary || {})};
@@ -41,10 +43,13 @@ export function mountOverview(container, context) {
       renderUtilization(utilizationBox, overview.utilization || []);
       renderOperations(operationsBox, overview.operations || []);
       renderInsights(insightsBox, overview.insights || [], open, context.name);
+      markOnce('dp-overview-rendered');
+      markOnce('dp-first-chart');
     } catch (error) {
       replace(errors, errorBox(error));
       if (summaryBox.querySelector('.loading')) replace(summaryBox, el('p', {class: 'muted'}, 'No summary: the overview did not load.'));
     }
+    markAfterFrame('dp-view-loaded');
   }
   const reload = throttle(load, 1500);
   const offs = [context.on('job', reload), context.on('data', reload)];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -36,6 +37,9 @@ struct InsightsStore::Entry {
   absl::Mutex read_mu;
   std::unique_ptr<SystemMetricsReader> system ABSL_GUARDED_BY(read_mu);
   std::unique_ptr<FrameworkTimelineReader> framework ABSL_GUARDED_BY(read_mu);
+  // Where `framework` reads (to start over when a timeline is replaced).
+  std::optional<objectstore::StoreLocation> framework_location ABSL_GUARDED_BY(read_mu);
+  std::vector<objectstore::StoreLocation> trace_roots ABSL_GUARDED_BY(read_mu);
   // What the readers give passes through it (see plausible_times.h).
   PlausibleTimes plausible ABSL_GUARDED_BY(read_mu);
   std::string resolved_path ABSL_GUARDED_BY(read_mu);  // What the readers read.
@@ -89,14 +93,16 @@ std::string InsightsStore::Entry::OpenReaders(const core::DataRootStores& stores
   }
   system = std::make_unique<SystemMetricsReader>(*location);
   // PyTorch traces also where TensorBoard output goes (when readable).
-  std::vector<objectstore::StoreLocation> trace_roots;
+  std::vector<objectstore::StoreLocation> roots;
   const std::string& tensorboard = job->tensor_board_output_config().s3_output_path();
   if (!tensorboard.empty() && tensorboard != path) {
     if (absl::StatusOr<objectstore::StoreLocation> tb = stores.Resolve(tensorboard); tb.ok()) {
-      trace_roots.push_back(*std::move(tb));
+      roots.push_back(*std::move(tb));
     }
   }
-  framework = std::make_unique<FrameworkTimelineReader>(*location, std::move(trace_roots));
+  framework_location = *location;
+  trace_roots = roots;
+  framework = std::make_unique<FrameworkTimelineReader>(*location, std::move(roots));
   plausible = PlausibleTimes();
   resolved_path = path;
   return "";
@@ -111,10 +117,20 @@ void InsightsStore::Entry::ReadNew(const InsightsStoreOptions& options) {
     absl::MutexLock data_lock(&data_mu);
     data.AddMetrics(points);
   } while (system->more_pending());
+  // Timelines are read from where the last read stopped (the reader keeps
+  // an offset per file), never whole again; a file replaced or cut since
+  // makes its earlier events stale: every timeline is then read again by a
+  // new reader, into framework data started afresh.
   std::vector<FrameworkEvent> events = framework->ReadNew();
+  const bool start_over = framework->files_restarted() > 0;
+  if (start_over) {
+    framework = std::make_unique<FrameworkTimelineReader>(*framework_location, trace_roots);
+    events = framework->ReadNew();
+  }
   plausible.FilterEvents(&events, options.clock->Now());
   std::vector<std::string> errors = ReadErrors();
   absl::MutexLock data_lock(&data_mu);
+  if (start_over) data.ResetFramework();
   data.AddFrameworkEvents(events);
   read_errors = std::move(errors);
 }

@@ -311,6 +311,18 @@ void JobInsights::AddFrameworkEvents(absl::Span<const FrameworkEvent> events) {
   }
 }
 
+void JobInsights::ResetFramework() {
+  for (auto& busy : busy_) busy = std::make_unique<BusyPyramid>(level_capacity_);
+  steps_.clear();
+  operations_.clear();
+  framework_events_ = 0;
+  events_first_ = 0;
+  events_last_end_ = 0;
+  timeline_start_.reset();
+  first_step_start_.reset();
+  last_step_end_.reset();
+}
+
 FrameworkSeries JobInsights::QueryFramework(const TimeRange& range, int width) const {
   FrameworkSeries out;
   double data_start = 0, data_end = 0;

@@ -178,6 +178,9 @@ class JobInsights {
 
   void AddMetrics(absl::Span<const SystemMetricPoint> points);
   void AddFrameworkEvents(absl::Span<const FrameworkEvent> events);
+  // Forgets every framework event added (a timeline was replaced or cut:
+  // the caller adds all of them again); the system metrics stay.
+  void ResetFramework();
 
   // Series reduced to at most query.width buckets (see bucket_pyramid.h for
   // which level answers), over the range as TimeRange says, at a width

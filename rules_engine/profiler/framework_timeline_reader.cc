@@ -635,8 +635,38 @@ std::vector<FrameworkEvent> FrameworkTimelineReader::ReadNew() {
   return out;
 }
 
+void FrameworkTimelineReader::Restart(const HourFile& file, FileState& state) {
+  const bool fetched = state.fetched;
+  state = FileState();
+  state.fetched = fetched;
+  state.parse.node_id = TimelineFileNodeId(file.name);
+  ++files_restarted_;
+}
+
+bool FrameworkTimelineReader::ReadChunk(const HourFile& file, const std::string& shown,
+                                        FileState& state, absl::string_view* data,
+                                        bool* restarted) {
+  const uint64_t check = state.tail.size();
+  const absl::Status read = pevents_.store->ReadRangeInto(
+      file.key, state.offset - check, kFrameworkTimelineChunkBytes + check, &buffer_);
+  if (!read.ok()) {
+    AddError(absl::StrCat(shown, ": ", read.message()));
+    return false;
+  }
+  read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
+  if (absl::string_view(buffer_).substr(0, check) != state.tail) {
+    // Not the bytes consumed there: another file under the same name.
+    Restart(file, state);
+    *restarted = true;
+    return false;
+  }
+  *data = absl::string_view(buffer_).substr(check);
+  return true;
+}
+
 void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
                                        std::vector<FrameworkEvent>& out) {
+  if (file.size < state.offset) Restart(file, state);  // Truncated.
   // Nothing new (the size from the listing saves a read).
   if (state.over_limit || file.size <= state.offset) return;
   // File names are data too: escaped in messages.
@@ -644,18 +674,17 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
       absl::StrCat("framework/pevents/", base::EscapeForMessage(file.relative, 256));
   // Chunk by chunk from where the last call stopped, up to the size listed.
   while (true) {
-    const absl::Status read = pevents_.store->ReadRangeInto(file.key, state.offset,
-                                                            kFrameworkTimelineChunkBytes, &buffer_);
-    if (!read.ok()) {
-      AddError(absl::StrCat(shown, ": ", read.message()));
+    absl::string_view data;
+    bool restarted = false;
+    if (!ReadChunk(file, shown, state, &data, &restarted)) {
+      if (restarted) continue;  // From the start now (the tail is empty: once).
       break;
     }
-    read_.Add(buffer_.size(), !buffer_.empty() && !std::exchange(state.fetched, true));
-    absl::string_view data = buffer_;
     if (data.empty()) break;
+    const size_t fetched = data.size();
     // A full chunk is parsed up to its last line end: more of the file
     // follows, so a cut line must not pass for a last one ("...]").
-    const bool full_chunk = data.size() == kFrameworkTimelineChunkBytes;
+    const bool full_chunk = fetched == kFrameworkTimelineChunkBytes;
     if (full_chunk) data = data.substr(0, data.rfind('\n') + 1);  // npos + 1: none.
     // About 120 bytes per line, half of them complete events; grow
     // geometrically (an exact reserve per chunk would copy earlier events).
@@ -670,7 +699,9 @@ void FrameworkTimelineReader::ReadFile(const HourFile& file, FileState& state,
         },
         &cut_short);
     state.offset += consumed;
-    if (consumed == 0 && buffer_.size() > kFrameworkTimelineLineLimit.max_bytes) {
+    state.tail.append(data.data(), consumed);
+    if (state.tail.size() > kTailCheckBytes) state.tail.erase(0, state.tail.size() - kTailCheckBytes);
+    if (consumed == 0 && fetched > kFrameworkTimelineLineLimit.max_bytes) {
       // Nothing ends within the limit: it never will.
       state.over_limit = true;
       const absl::Status over = objectstore::OverReadLimitError(

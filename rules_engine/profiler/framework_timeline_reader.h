@@ -25,6 +25,14 @@
 // directory or file the store refuses (a symbolic link) is not read, and
 // Summary() names it.
 //
+// A file found shorter than what was consumed of it (truncated), or whose
+// bytes just before that point differ from the ones consumed there
+// (replaced: checked on each read of new bytes, with the kTailCheckBytes
+// before the offset read again), is read again from its start: its state
+// is forgotten and files_restarted() counts it. The events returned before
+// from that file are then stale: a consumer that keeps events (the
+// dashboard's InsightsStore) starts over with a new reader.
+//
 // Memory: files are read in chunks (kFrameworkTimelineChunkBytes), never
 // whole (a timeline reaches hundreds of MB; a sparse file may claim 100 GB),
 // each call at most up to the size the listing gave. One line may have at
@@ -138,6 +146,9 @@ class FrameworkTimelineReader {
   int64_t files_seen() const { return static_cast<int64_t>(files_.size()); }
   // Files whose closing "]" was read.
   int64_t files_complete() const;
+  // Files read again from their start since they were truncated or
+  // replaced (see the file comment), over all calls.
+  int64_t files_restarted() const { return files_restarted_; }
   // The smallest start_time_since_epoch_in_micros of the files read so far
   // (when the profiler started: the job's training start as the timelines
   // know it); -1 before any.
@@ -168,7 +179,19 @@ class FrameworkTimelineReader {
     uint64_t offset = 0;      // After the last consumed line.
     bool over_limit = false;  // A line over its limit: not read any further.
     framework_timeline_internal::ParseState parse;
+    // The last bytes consumed (at most kTailCheckBytes, ending at offset):
+    // read again with new bytes, they tell an appended file from a
+    // replaced one.
+    std::string tail;
   };
+  static constexpr uint64_t kTailCheckBytes = 64;
+  // Forgets what was read of `state`'s file (truncated or replaced).
+  void Restart(const HourFile& file, FileState& state);
+  // Reads the next chunk of `file` at state.offset into buffer_, with the
+  // tail before it checked; false when the read failed (error added) or the
+  // file was found replaced (state restarted: call again).
+  bool ReadChunk(const HourFile& file, const std::string& shown, FileState& state,
+                 absl::string_view* data, bool* restarted);
   void AddError(std::string message);
   void ReadFile(const HourFile& file, FileState& state, std::vector<FrameworkEvent>& out);
 
@@ -178,6 +201,7 @@ class FrameworkTimelineReader {
   int64_t events_read_ = 0;
   int64_t step_events_read_ = 0;
   int64_t malformed_events_ = 0;
+  int64_t files_restarted_ = 0;
   int64_t earliest_start_us_ = -1;
   std::vector<std::string> errors_;
   HourFileListing listing_;

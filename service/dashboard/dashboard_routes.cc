@@ -1,5 +1,6 @@
 #include "service/dashboard/dashboard_routes.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/jobs/validation.h"
+#include "service/dashboard/gzip_reply.h"
 #include "service/dashboard/job_summary.h"
 #include "service/dashboard/profiling_form.h"
 #include "service/http/percent_decoding.h"
@@ -100,7 +102,11 @@ Dashboard::Dashboard(core::TrainingJobManager* manager, const auth::Authenticato
       auth_(authenticator, std::move(credentials), &sessions_, options_.tls),
       resources_(options_.resources) {
   resources_.push_back(ProfilingResource());
-  for (const EmbeddedFile& file : EmbeddedDashboardFiles()) files_.emplace(file.path, file);
+  for (const EmbeddedFile& file : EmbeddedDashboardFiles()) {
+    std::optional<std::string> gzipped = Gzip(file.content, 9);
+    const bool smaller = gzipped.has_value() && gzipped->size() < file.content.size();
+    files_.emplace(file.path, StaticFile{file, smaller ? *std::move(gzipped) : std::string()});
+  }
 }
 
 namespace {
@@ -190,16 +196,23 @@ void Dashboard::ServeStatic(const HttpRequest& request, HttpResponder& responder
     responder.Respond(std::move(response));
     return;
   }
-  const EmbeddedFile& file = found->second;
-  const std::string etag = absl::StrCat("\"", file.sha256.substr(0, 32), "\"");
+  const EmbeddedFile& file = found->second.file;
+  const std::string& gzipped = found->second.gzipped;
+  const bool gzip = !gzipped.empty() && AcceptsGzip(request.Header("Accept-Encoding"));
+  // Each encoding is a representation of its own (RFC 9110 8.8.3).
+  const std::string etag = absl::StrCat("\"", file.sha256.substr(0, 32), gzip ? "-gzip" : "", "\"");
   HttpResponse response{.status = 200,
                         .headers = {{"Content-Type", ContentTypeOf(file.path)},
                                     {"ETag", etag},
                                     // Revalidated each time: a new server may carry a new page.
                                     {"Cache-Control", "no-cache"}}};
   AddSecurityHeaders(response.headers);
+  if (!gzipped.empty()) response.headers.emplace_back("Vary", "Accept-Encoding");
   if (request.Header("If-None-Match") == etag) {
     response.status = 304;
+  } else if (gzip) {
+    response.body = gzipped;
+    response.headers.emplace_back("Content-Encoding", "gzip");
   } else {
     response.body = std::string(file.content);
   }

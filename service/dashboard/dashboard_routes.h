@@ -81,7 +81,14 @@ class Dashboard {
   mutable SessionStore sessions_;
   const SessionAuth auth_;
   std::vector<JobResource> resources_;
-  std::map<std::string, EmbeddedFile, std::less<>> files_;
+  // An embedded file and its gzip form ("" when gzip does not make it
+  // smaller), compressed once at start: the page's files are sent on each
+  // first visit.
+  struct StaticFile {
+    EmbeddedFile file;
+    std::string gzipped;
+  };
+  std::map<std::string, StaticFile, std::less<>> files_;
 };
 
 // The value of query parameter `name` in `query` (percent-decoded, '+' a

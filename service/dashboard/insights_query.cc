@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -68,6 +70,30 @@ ParamError Integer(const std::map<std::string, std::string>& params, const char*
   return {};
 }
 
+// "mean,max": the arrays named (at least one; each of t, min, max, mean).
+ParamError ParseFields(absl::string_view text, SystemFields* out) {
+  const std::pair<const char*, bool SystemFields::*> kFields[] = {
+      {"t", &SystemFields::t},
+      {"min", &SystemFields::min},
+      {"max", &SystemFields::max},
+      {"mean", &SystemFields::mean}};
+  int named = 0;
+  for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    name = absl::StripAsciiWhitespace(name);
+    auto known = std::find_if(std::begin(kFields), std::end(kFields),
+                              [name](const auto& f) { return name == f.first; });
+    if (known == std::end(kFields)) {
+      return Bad("fields", absl::StrCat("fields must list t, min, max or mean (comma-separated), "
+                                        "not ",
+                                        Quoted(name)));
+    }
+    out->*(known->second) = true;
+    ++named;
+  }
+  if (named == 0) return Bad("fields", "fields must name at least one of t, min, max, mean");
+  return {};
+}
+
 }  // namespace
 
 ParamError ParseQueryString(absl::string_view query, const std::vector<std::string>& known,
@@ -99,12 +125,18 @@ ParamError ParseQueryString(absl::string_view query, const std::vector<std::stri
   return {};
 }
 
-ParamError ParseSystemQuery(absl::string_view query, rules_engine::insights::SystemQuery* out) {
+ParamError ParseSystemQuery(absl::string_view query, rules_engine::insights::SystemQuery* out,
+                            SystemFields* fields) {
   std::map<std::string, std::string> params;
-  if (ParamError e =
-          ParseQueryString(query, {"start", "end", "width", "node", "metric", "devices"}, &params);
+  if (ParamError e = ParseQueryString(
+          query, {"start", "end", "width", "node", "metric", "devices", "fields"}, &params);
       !e.ok()) {
     return e;
+  }
+  if (auto it = params.find("fields"); it != params.end()) {
+    SystemFields parsed{.t = false, .min = false, .max = false, .mean = false};
+    if (ParamError e = ParseFields(it->second, &parsed); !e.ok()) return e;
+    if (fields != nullptr) *fields = parsed;
   }
   if (ParamError e = Range(params, &out->range); !e.ok()) return e;
   out->width = kDefaultWidth;

@@ -35,11 +35,24 @@ ParamError ParseQueryString(absl::string_view query, const std::vector<std::stri
 inline constexpr int kDefaultWidth = 800;
 inline constexpr int kMaxWidth = rules_engine::insights::kMaxBuckets;
 
+// Which arrays each series of a system reply carries: ?fields=mean gives
+// only the means (the reply's top-level "t" has the bucket starts every
+// series shares), a third of the bytes of t, min, max and mean per series.
+struct SystemFields {
+  bool t = true;
+  bool min = true;
+  bool max = true;
+  bool mean = true;
+};
+
 // start, end (epoch seconds from 0 to rules_engine::insights::kLatestTime,
 // the year 2286; start before end), width (1..4000, default 800), node,
-// metric (a dashboard metric name), devices (comma list). A range is only
-// checked here; the answer narrows it to the job's data (job_insights.h).
-ParamError ParseSystemQuery(absl::string_view query, rules_engine::insights::SystemQuery* out);
+// metric (a dashboard metric name), devices (comma list), fields (comma
+// list of t, min, max, mean; default all four) into `fields` when not null.
+// A range is only checked here; the answer narrows it to the job's data
+// (job_insights.h).
+ParamError ParseSystemQuery(absl::string_view query, rules_engine::insights::SystemQuery* out,
+                            SystemFields* fields = nullptr);
 // start, end, width.
 ParamError ParseFrameworkQuery(absl::string_view query, rules_engine::insights::TimeRange* range,
                                int* width);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "rules_engine/insights/rule_insights.h"
+#include "service/dashboard/gzip_reply.h"
 #include "service/dashboard/insights_query.h"
 #include "service/dashboard/json_numbers.h"
 
@@ -121,18 +122,21 @@ json InsightsJson(const JobView& view) {
 }
 
 // Runs `reply(view)` on the store's pool and answers with its JSON (200),
-// or the store's error.
+// gzipped there when `accept_encoding` allows, or the store's error.
 template <typename Reply>
 void AnswerWithView(insights::InsightsStore* store, const std::string& job_name,
-                    std::shared_ptr<http::HttpResponder> responder, Reply reply) {
-  store->WithJob(job_name,
-                 [responder, reply = std::move(reply)](absl::StatusOr<JobView> view) mutable {
-                   if (!view.ok()) {
-                     responder->Respond(JsonErrorResponse(view.status()));
-                     return;
-                   }
-                   responder->Respond(JsonResponse(200, reply(*view)));
-                 });
+                    std::string accept_encoding, std::shared_ptr<http::HttpResponder> responder,
+                    Reply reply) {
+  store->WithJob(job_name, [responder, accept_encoding = std::move(accept_encoding),
+                            reply = std::move(reply)](absl::StatusOr<JobView> view) mutable {
+    if (!view.ok()) {
+      responder->Respond(JsonErrorResponse(view.status()));
+      return;
+    }
+    http::HttpResponse response = JsonResponse(200, reply(*view));
+    GzipIfAccepted(accept_encoding, response);
+    responder->Respond(std::move(response));
+  });
 }
 
 JobResource Resource(std::string name, auth::Action action,
@@ -186,42 +190,53 @@ void AppendCellValues(std::string& out, const std::vector<insights::SampleCell>&
   out += ']';
 }
 
-// One series: its node, metric and device, the bucket starts `starts` and
-// its min, max and mean per bucket.
+// One series: its node, metric and device, then the arrays `fields` names:
+// the bucket starts `starts` and its min, max and mean per bucket.
 void AppendSeriesJson(std::string& out, const insights::ReducedSeries& series,
-                      const std::string& starts) {
+                      const std::string& starts, const SystemFields& fields) {
   out += "{\"node\":";
   AppendJsonString(out, series.key.node);
   out += ",\"metric\":\"";
   absl::StrAppend(&out, insights::MetricName(series.key.metric));
   out += "\",\"device\":";
   AppendJsonString(out, series.key.device);
-  out += ",\"t\":";
-  out += starts;
-  out += ",\"min\":";
-  AppendCellValues(out, series.cells,
-                   [](const insights::SampleCell& c) { return static_cast<double>(c.min); });
-  out += ",\"max\":";
-  AppendCellValues(out, series.cells,
-                   [](const insights::SampleCell& c) { return static_cast<double>(c.max); });
-  out += ",\"mean\":";
-  AppendCellValues(out, series.cells, [](const insights::SampleCell& c) {
-    return static_cast<double>(c.sum) / static_cast<double>(c.count);
-  });
+  if (fields.t) {
+    out += ",\"t\":";
+    out += starts;
+  }
+  if (fields.min) {
+    out += ",\"min\":";
+    AppendCellValues(out, series.cells,
+                     [](const insights::SampleCell& c) { return static_cast<double>(c.min); });
+  }
+  if (fields.max) {
+    out += ",\"max\":";
+    AppendCellValues(out, series.cells,
+                     [](const insights::SampleCell& c) { return static_cast<double>(c.max); });
+  }
+  if (fields.mean) {
+    out += ",\"mean\":";
+    AppendCellValues(out, series.cells, [](const insights::SampleCell& c) {
+      return static_cast<double>(c.sum) / static_cast<double>(c.count);
+    });
+  }
   out += '}';
 }
 
 }  // namespace
 
-std::string SystemJson(const JobView& view, const insights::SystemQuery& query) {
+std::string SystemJson(const JobView& view, const insights::SystemQuery& query,
+                       const SystemFields& fields) {
   // Written directly (not through a json tree): the Nodes view asks for
   // every series at up to 4000 buckets.
   const insights::SystemSeries system = view.data->QuerySystem(query);
   const std::string starts = BucketStartsJson(system);
+  const size_t arrays = (fields.min ? 1 : 0) + (fields.max ? 1 : 0) + (fields.mean ? 1 : 0);
   std::string out;
   out.reserve(system.series.size() *
-                  (starts.size() + static_cast<size_t>(system.buckets.output_buckets()) * 24) +
-              256);
+                  ((fields.t ? starts.size() : 0) +
+                   static_cast<size_t>(system.buckets.output_buckets()) * 8 * arrays + 64) +
+              starts.size() + 256);
   out += "{\"start\":";
   AppendJsonNumber(out, system.start);
   out += ",\"end\":";
@@ -230,10 +245,12 @@ std::string SystemJson(const JobView& view, const insights::SystemQuery& query) 
   AppendJsonNumber(out, system.buckets.bucket_seconds());
   out += ",\"nodes\":";
   out += Dump(system.nodes);
+  out += ",\"t\":";
+  out += starts;
   out += ",\"series\":[";
   for (size_t i = 0; i < system.series.size(); ++i) {
     if (i > 0) out += ',';
-    AppendSeriesJson(out, system.series[i], starts);
+    AppendSeriesJson(out, system.series[i], starts, fields);
   }
   out += "],\"problems\":";
   out += Dump(Problems(view));
@@ -349,7 +366,7 @@ JobResource ViewResource(std::string name, insights::InsightsStore* store, Reply
                       responder->Respond(JsonErrorResponse(e.status, e.field));
                       return;
                     }
-                    AnswerWithView(store, job,
+                    AnswerWithView(store, job, std::string(request.Header("Accept-Encoding")),
                                    std::shared_ptr<http::HttpResponder>(std::move(responder)),
                                    std::move(reply));
                   });
@@ -367,8 +384,9 @@ JobResource OverviewResource(insights::InsightsStore* store) {
 JobResource SystemResource(insights::InsightsStore* store) {
   return ViewResource("system", store, [](absl::string_view query, ViewReply* reply) {
     insights::SystemQuery parsed;
-    ParamError error = ParseSystemQuery(query, &parsed);
-    *reply = [parsed](const JobView& view) { return SystemJson(view, parsed); };
+    SystemFields fields;
+    ParamError error = ParseSystemQuery(query, &parsed, &fields);
+    *reply = [parsed, fields](const JobView& view) { return SystemJson(view, parsed, fields); };
     return error;
   });
 }

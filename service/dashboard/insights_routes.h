@@ -31,6 +31,7 @@
 #include "rules_engine/insights/job_insights.h"
 #include "rules_engine/query_handler/tensor_query_handler.h"
 #include "service/dashboard/dashboard_http.h"
+#include "service/dashboard/insights_query.h"
 
 namespace debugplane::service::dashboard {
 
@@ -46,7 +47,8 @@ std::vector<JobResource> InsightsResources(InsightsRouteDeps deps);
 // view.data and view.record are set (as WithJob gives them).
 std::string OverviewJson(const rules_engine::insights::JobView& view);
 std::string SystemJson(const rules_engine::insights::JobView& view,
-                       const rules_engine::insights::SystemQuery& query);
+                       const rules_engine::insights::SystemQuery& query,
+                       const SystemFields& fields = SystemFields());
 std::string FrameworkJson(const rules_engine::insights::JobView& view,
                           const rules_engine::insights::TimeRange& range, int width);
 std::string TensorsJson(const v1::ListTensorsResponse& response);

@@ -109,6 +109,56 @@ TEST_F(InsightsStoreTest, LiveProfiledJobIsReadInTheBackgroundAndPolled) {
   EXPECT_EQ(Points("live"), 1800 * 8 + 1);
 }
 
+// A timeline of `count` one-microsecond events (a growing file: no "]").
+std::string Timeline(int first, int count) {
+  std::string out =
+      "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": "
+      "{\"name\": \"Python\", \"start_time_since_epoch_in_micros\": 1795300000000000}},\n";
+  for (int i = first; i < first + count; ++i) {
+    out += "{\"name\": \"op" + std::to_string(i) +
+           "\", \"ph\": \"X\", \"pid\": 1, \"ts\": " + std::to_string(1000 * i + 1) +
+           ", \"dur\": 100},\n";
+  }
+  return out;
+}
+
+// Framework timelines are read incrementally: appended events are added to
+// those read before; a timeline replaced or truncated is read again whole
+// into framework data started afresh (its old events are not kept).
+TEST_F(InsightsStoreTest, TimelinesAreReadIncrementallyAndAgainWhenReplaced) {
+  CreateJob("job");
+  const fs::path dir = dir_.path() / "job/framework/pevents/2026112122";
+  fs::create_directories(dir);
+  const fs::path file = dir / "1795300100000000_1-algo-1_pythontimeline.json";
+  std::ofstream(file) << Timeline(0, 4);
+  StartStore();
+  const auto events = [&] {
+    EXPECT_TRUE(store_->RefreshNow("job").ok());
+    absl::Notification done;
+    int64_t n = -1;
+    store_->WithJob("job", [&](absl::StatusOr<JobView> view) {
+      if (view.ok()) n = view->data->framework_events();
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return n;
+  };
+  EXPECT_EQ(events(), 4);
+  std::ofstream(file, std::ios::app) << Timeline(4, 3).substr(Timeline(4, 0).size());
+  EXPECT_EQ(events(), 7);
+  EXPECT_EQ(events(), 7);  // Nothing new: nothing added twice.
+  // Replaced by a longer file of other events.
+  const fs::path other = dir_.path() / "other.json";
+  std::ofstream(other) << Timeline(100, 9);
+  fs::rename(other, file);
+  EXPECT_EQ(events(), 9);
+  // Truncated.
+  std::ofstream(file, std::ios::trunc) << Timeline(0, 2);
+  EXPECT_EQ(events(), 2);
+  std::ofstream(file, std::ios::app) << Timeline(2, 1).substr(Timeline(2, 0).size());
+  EXPECT_EQ(events(), 3);
+}
+
 TEST_F(InsightsStoreTest, ImplausibleTimesAreSkippedAndTheViewSaysSo) {
   CreateJob("job", /*profiling=*/true);
   // One line at the end of time, one at the epoch, one two days past the

@@ -332,6 +332,91 @@ TEST(FrameworkTimelineReaderTest, UnterminatedObjectAtTheEndWaitsThenIsReported)
   EXPECT_EQ(reader.files_complete(), 1);
 }
 
+// A timeline of `names` (one complete event each, a microsecond apart),
+// without the closing "]" (a file being written).
+std::string SmallTimeline(const std::vector<std::string>& names) {
+  std::string out =
+      "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": "
+      "{\"name\": \"Python\", \"start_time_since_epoch_in_micros\": 1795300000000000}},\n";
+  for (size_t i = 0; i < names.size(); ++i) {
+    absl::StrAppend(&out, "{\"name\": \"", names[i], "\", \"ph\": \"X\", \"pid\": 1, \"ts\": ", i + 1,
+                    ", \"dur\": 1},\n");
+  }
+  return out;
+}
+
+std::vector<std::string> Names(const std::vector<FrameworkEvent>& events) {
+  std::vector<std::string> names;
+  for (const FrameworkEvent& e : events) names.push_back(e.name);
+  return names;
+}
+
+// A growing file: each read fetches what was appended (and the few bytes
+// before it that tell an append from a replacement), never the file again.
+TEST(FrameworkTimelineReaderTest, GrowingFileIsReadOnlyForWhatWasAppended) {
+  ScopedTempDir dir;
+  const fs::path f = dir.path() / "framework" / "pevents" / kHour / "7_1-n_pythontimeline.json";
+  const fs::path fixture = FixtureFiles().front();
+  const std::string data = ReadAll(fixture);
+  const size_t expected = ReadLocalTimelineFile(fixture.string()).events.size();
+  ASSERT_GT(expected, 100u);
+  FrameworkTimelineReader reader(Local(dir.path().string()));
+  size_t events = 0;
+  int64_t fetched = 0;
+  const size_t step = data.size() / 10 + 1;
+  for (size_t pos = 0; pos < data.size(); pos += step) {
+    const std::string part = data.substr(pos, step);
+    WriteAll(f, part, /*append=*/true);
+    events += reader.ReadNew().size();
+    const int64_t now = reader.read_tally().bytes;
+    // The appended part, the half line left from the last read (< 1 KB
+    // here) and the tail checked.
+    EXPECT_LE(now - fetched, static_cast<int64_t>(part.size() + 1024 + 64)) << pos;
+    fetched = now;
+  }
+  EXPECT_EQ(events, expected);
+  EXPECT_LT(reader.read_tally().bytes, static_cast<int64_t>(data.size() + 12 * 1024));
+  EXPECT_EQ(reader.files_restarted(), 0);
+  EXPECT_EQ(reader.malformed_events(), 0) << reader.Summary();
+}
+
+// A file cut shorter than what was read of it is read again from its start.
+TEST(FrameworkTimelineReaderTest, TruncatedFileIsReadAgainFromItsStart) {
+  ScopedTempDir dir;
+  const fs::path f = dir.path() / "framework" / "pevents" / kHour / "7_1-n_pythontimeline.json";
+  WriteAll(f, SmallTimeline({"a", "b", "c", "d"}));
+  FrameworkTimelineReader reader(Local(dir.path().string()));
+  EXPECT_EQ(Names(reader.ReadNew()), (std::vector<std::string>{"a", "b", "c", "d"}));
+  WriteAll(f, SmallTimeline({"x"}));
+  EXPECT_EQ(Names(reader.ReadNew()), (std::vector<std::string>{"x"}));
+  EXPECT_EQ(reader.files_restarted(), 1);
+  // Then followed as it grows again.
+  WriteAll(f, "{\"name\": \"y\", \"ph\": \"X\", \"pid\": 1, \"ts\": 9, \"dur\": 1},\n",
+           /*append=*/true);
+  EXPECT_EQ(Names(reader.ReadNew()), (std::vector<std::string>{"y"}));
+  EXPECT_EQ(reader.files_restarted(), 1);
+  EXPECT_EQ(reader.malformed_events(), 0) << reader.Summary();
+}
+
+// A file replaced by another one at least as long (a rotation reusing the
+// name, a copy over it): not taken for an append of the old one.
+TEST(FrameworkTimelineReaderTest, ReplacedFileIsReadAgainFromItsStart) {
+  ScopedTempDir dir;
+  const fs::path f = dir.path() / "framework" / "pevents" / kHour / "7_1-n_pythontimeline.json";
+  WriteAll(f, SmallTimeline({"a", "b"}));
+  FrameworkTimelineReader reader(Local(dir.path().string()));
+  EXPECT_EQ(Names(reader.ReadNew()), (std::vector<std::string>{"a", "b"}));
+  // Same length, other names; then longer.
+  WriteAll(f, SmallTimeline({"p", "q"}));
+  EXPECT_EQ(Names(reader.ReadNew()), (std::vector<std::string>{}));  // Nothing new by size.
+  const fs::path replacement = dir.path() / "replacement.json";
+  WriteAll(replacement, SmallTimeline({"r", "s", "t"}));
+  fs::rename(replacement, f);
+  EXPECT_EQ(Names(reader.ReadNew()), (std::vector<std::string>{"r", "s", "t"}));
+  EXPECT_EQ(reader.files_restarted(), 1);
+  EXPECT_EQ(reader.malformed_events(), 0) << reader.Summary();
+}
+
 // The same events whether the array is written one element a line (as
 // smdebug does), pretty-printed, or on one line.
 TEST(FrameworkTimelineReaderTest, PrettyPrintedAndSingleLineArrays) {

@@ -13,11 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include <zlib.h>
+
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "service/dashboard/gzip_reply.h"
 #include "tests/support/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
 
@@ -51,8 +54,30 @@ class KeptResponse : public http::HttpResponder {
 struct Reply {
   int status = 0;
   json body;
-  std::string raw;
+  std::string raw;            // Decompressed when the reply was gzipped.
+  std::string encoding;       // Content-Encoding, "" if none.
+  size_t wire_bytes = 0;      // The body as sent.
 };
+
+// The gzip stream `data` inflated; "" with a test failure if it is not one.
+std::string Gunzip(const std::string& data) {
+  z_stream stream{};
+  EXPECT_EQ(inflateInit2(&stream, 15 + 16), Z_OK);
+  std::string out;
+  char buffer[1 << 16];
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  stream.avail_in = static_cast<uInt>(data.size());
+  int result = Z_OK;
+  while (result == Z_OK) {
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof(buffer);
+    result = inflate(&stream, Z_NO_FLUSH);
+    out.append(buffer, sizeof(buffer) - stream.avail_out);
+  }
+  inflateEnd(&stream);
+  EXPECT_EQ(result, Z_STREAM_END) << "not a complete gzip stream";
+  return out;
+}
 
 class InsightsRoutesTest : public ::testing::Test {
  protected:
@@ -114,7 +139,8 @@ class InsightsRoutesTest : public ::testing::Test {
     done.WaitForNotification();
   }
 
-  Reply Get(const std::string& resource, const std::string& query, const std::string& job = "job") {
+  Reply Get(const std::string& resource, const std::string& query, const std::string& job = "job",
+            const std::string& accept_encoding = "") {
     for (const JobResource& r : resources_) {
       if (r.resource != resource) continue;
       EXPECT_EQ(r.method, "GET");
@@ -123,11 +149,17 @@ class InsightsRoutesTest : public ::testing::Test {
       request.method = "GET";
       request.path = "/api/jobs/" + job + "/" + resource;
       request.query = query;
+      if (!accept_encoding.empty()) request.headers.emplace_back("Accept-Encoding", accept_encoding);
       r.handler(std::move(request), job, auth::Principal{}, std::make_unique<KeptResponse>(shared));
       EXPECT_TRUE(shared->done.WaitForNotificationWithTimeout(absl::Seconds(60)));
       Reply reply;
       reply.status = shared->response.status;
       reply.raw = shared->response.body;
+      reply.wire_bytes = reply.raw.size();
+      for (const auto& [name, value] : shared->response.headers) {
+        if (name == "Content-Encoding") reply.encoding = value;
+      }
+      if (reply.encoding == "gzip") reply.raw = Gunzip(reply.raw);
       reply.body = json::parse(reply.raw, nullptr, /*allow_exceptions=*/false);
       EXPECT_FALSE(reply.body.is_discarded()) << reply.raw;
       bool json_type = false;
@@ -236,6 +268,60 @@ TEST_F(InsightsRoutesTest, SystemSeriesAndTheHeatmap) {
   ASSERT_EQ(r.status, 200) << r.raw;
   ASSERT_EQ(r.body["series"].size(), 1u);
   for (const json& v : r.body["series"][0]["mean"]) EXPECT_TRUE(v.is_null());
+}
+
+// fields=mean: each series only its means, the bucket starts once at the
+// top; the same means as the full reply's, in a fraction of the bytes.
+TEST_F(InsightsRoutesTest, SystemFieldsNameTheArraysEachSeriesCarries) {
+  const Reply full = Get("system", "width=100");
+  const Reply means = Get("system", "width=100&fields=mean");
+  ASSERT_EQ(full.status, 200) << full.raw;
+  ASSERT_EQ(means.status, 200) << means.raw;
+  ASSERT_EQ(full.body["series"].size(), means.body["series"].size());
+  ASSERT_FALSE(means.body["t"].empty());
+  EXPECT_EQ(full.body["t"], means.body["t"]);
+  for (size_t i = 0; i < full.body["series"].size(); ++i) {
+    const json& f = full.body["series"][i];
+    const json& m = means.body["series"][i];
+    EXPECT_EQ(f["t"], means.body["t"]);
+    EXPECT_EQ(m["device"], f["device"]);
+    EXPECT_EQ(m["mean"], f["mean"]);
+    EXPECT_FALSE(m.contains("t"));
+    EXPECT_FALSE(m.contains("min"));
+    EXPECT_FALSE(m.contains("max"));
+  }
+  EXPECT_LT(means.raw.size() * 2, full.raw.size());
+  const Reply two = Get("system", "width=10&fields=max,%20t");
+  ASSERT_EQ(two.status, 200) << two.raw;
+  EXPECT_TRUE(two.body["series"][0].contains("t"));
+  EXPECT_TRUE(two.body["series"][0].contains("max"));
+  EXPECT_FALSE(two.body["series"][0].contains("mean"));
+
+  for (const char* bad : {"fields=median", "fields=", "fields=,", "fields=mean,p99"}) {
+    const Reply r = Get("system", bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_EQ(r.body["field"], "fields") << bad;
+    EXPECT_THAT(r.body["error"].get<std::string>(), HasSubstr("fields must")) << bad;
+  }
+}
+
+// A large reply is gzipped when the request accepts it, and only then.
+TEST_F(InsightsRoutesTest, LargeRepliesAreGzippedWhenAccepted) {
+  const Reply plain = Get("system", "width=200");
+  const Reply gzipped = Get("system", "width=200", "job", "gzip, deflate, br");
+  const Reply refused = Get("system", "width=200", "job", "gzip;q=0, identity");
+  ASSERT_EQ(plain.status, 200);
+  ASSERT_GT(plain.raw.size(), kMinGzipBytes);
+  EXPECT_EQ(plain.encoding, "");
+  EXPECT_EQ(refused.encoding, "");
+  EXPECT_EQ(gzipped.encoding, "gzip");
+  EXPECT_EQ(gzipped.raw, plain.raw);
+  EXPECT_LT(gzipped.wire_bytes * 3, plain.raw.size());
+  // Small replies are not worth it.
+  const Reply small = Get("system", "width=1&metric=gpu&devices=gpu0", "job", "gzip");
+  ASSERT_EQ(small.status, 200);
+  EXPECT_LT(small.raw.size(), kMinGzipBytes);
+  EXPECT_EQ(small.encoding, "");
 }
 
 TEST_F(InsightsRoutesTest, FrameworkPhasesAndSteps) {
