@@ -20,10 +20,13 @@
 //     reset before each query through /proc/<pid>/clear_refs).
 //
 //   tensor_query_bench [--steps 1000] [--elements 1000000] [--dir DIR] [--keep]
+//                      [--server PATH]
 //
 // --dir: where the trial is written (default: a fresh directory under
 // /tmp, removed at the end unless --keep). A trial already there from an
-// earlier run with the same --steps and --elements is reused.
+// earlier run with the same --steps and --elements is reused. --server: the
+// debugplane-server to query (default: the one next to this binary), e.g.
+// a build of main for a before/after in one sitting.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -325,12 +328,14 @@ void PrintQuery(const std::string& name, const QueryResult& q, const PhaseResult
 int main(int argc, char** argv) {
   CLI::App app("GetTensorValues over a long trial against decoding its records alone");
   int64_t steps = 1000, elements = 1000000;
-  std::string dir, phase;
+  std::string dir, phase, server_binary = bench::NextToSelf("debugplane-server");
   bool keep = false;
   app.add_option("--steps", steps, "Steps of the trial")->capture_default_str();
   app.add_option("--elements", elements, "float32 elements of the tensor")->capture_default_str();
   app.add_option("--dir", dir, "Where to write the trial (reused if the same size)");
   app.add_flag("--keep", keep, "Keep the trial written under /tmp");
+  app.add_option("--server", server_binary, "The debugplane-server binary to query")
+      ->capture_default_str();
   app.add_option("--phase", phase, "internal: crc or decode (a child phase)");
   CLI11_PARSE(app, argc, argv);
   const bool own_dir = dir.empty();
@@ -356,10 +361,12 @@ int main(int argc, char** argv) {
   PrintPhase("read + CRC", *crc);
   PrintPhase("read + CRC + decode (ceiling)", *decode);
 
+  // A fresh server database each run (the job is created anew).
+  fs::remove_all(root / "server");
   fs::create_directories(root / "server");
   bench::ServerChild server;
   absl::Status started =
-      server.Start(bench::NextToSelf("debugplane-server"),
+      server.Start(server_binary,
                    {"--data-dir", (root / "server").string(), "--data-root", root.string(),
                     "--log-level", "warn"},
                    root / "server.log", absl::Seconds(60));
@@ -367,6 +374,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", started.ToString().c_str());
     return 1;
   }
+  // For `perf record -p` of the queries.
+  std::printf("server pid %d\n", static_cast<int>(server.pid()));
+  std::fflush(stdout);
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   auto stub = v1::TensorQueryService::NewStub(channel);
   int failures = 0;

@@ -18,15 +18,24 @@ namespace {
 // Steps per ReadNewSteps call: the limits and cancellation are checked
 // between calls.
 constexpr size_t kStepsPerRead = 256;
+// What the decoded tensors of one ReadNewSteps call may hold, about: a
+// series keeps only each step's reduction, so its read takes as few steps
+// per call as keep the decoded values under this (one step of a tensor
+// larger than this). 256 steps of a 1M-element tensor were 2 GB at once,
+// and the kernel's zeroing of those fresh pages was a third of the CPU.
+constexpr size_t kDecodedBytesPerRead = 8 << 20;
 // Tensor names an error lists.
 constexpr size_t kNamesInErrors = 10;
 
 // Reads the steps of `reader` and hands each to `on_step` (false: stop).
 // Returns true if the read stopped at `limits` with steps left, false if it
 // read everything there was or `on_step` stopped it.
+// `steps_per_read` (null: kStepsPerRead) is read before each call, so
+// `on_step` may change it as it learns how large the steps are.
 absl::StatusOr<bool> ReadSteps(TensorTrial& reader, const TensorFilter& wanted,
                                const QueryLimits& limits,
-                               absl::FunctionRef<bool(Step& step)> on_step) {
+                               absl::FunctionRef<bool(Step& step)> on_step,
+                               const size_t* steps_per_read = nullptr) {
   const absl::Time deadline = limits.now() + limits.max_time;
   int64_t read = 0;
   while (true) {
@@ -34,8 +43,9 @@ absl::StatusOr<bool> ReadSteps(TensorTrial& reader, const TensorFilter& wanted,
       return absl::CancelledError("the query was cancelled");
     }
     const auto left = static_cast<size_t>(std::max<int64_t>(1, limits.max_steps_read - read));
+    const size_t batch = steps_per_read != nullptr ? *steps_per_read : kStepsPerRead;
     ReadBudget budget{
-        .max_steps = std::min(kStepsPerRead, left), .deadline = deadline, .now = limits.now};
+        .max_steps = std::min(batch, left), .deadline = deadline, .now = limits.now};
     absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
       return absl::Status(steps.status().code(), absl::StrCat("trial ", reader.summary().path, ": ",
@@ -92,6 +102,16 @@ void CountStep(const Step& step, std::map<Mode, ModeSteps>& modes) {
 // The query's tensor in `step` (its mode and worker, if asked for) as a
 // point of the series; the first point also gives the series its dtype and
 // shape.
+// Steps per read that keep a read's decoded values near kDecodedBytesPerRead,
+// given the tensors of `step` (the query's only).
+size_t StepsPerReadFor(const Step& step) {
+  size_t bytes = 0;
+  for (const Tensor& tensor : step.tensors) {
+    bytes += tensor.values.size() * sizeof(double) + tensor.strings.size() * sizeof(std::string);
+  }
+  return std::clamp<size_t>(kDecodedBytesPerRead / std::max<size_t>(bytes, 1), 1, kStepsPerRead);
+}
+
 void AddPointOf(const Step& step, const SeriesQuery& query, TensorSeries& series,
                 std::vector<SeriesPoint>& points) {
   if (query.mode && step.mode != *query.mode) return;
@@ -209,12 +229,18 @@ absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& 
   };
   TensorSeries series;
   std::vector<SeriesPoint> points;
-  absl::StatusOr<bool> truncated = ReadSteps(reader, only_it, limits, [&](Step& step) {
-    if (query.end_step && step.global_step > *query.end_step) return false;
-    series.last_step_read = step.global_step;
-    AddPointOf(step, query, series, points);
-    return true;
-  });
+  // One step first: its size sets how many later reads take.
+  size_t steps_per_read = 1;
+  absl::StatusOr<bool> truncated = ReadSteps(
+      reader, only_it, limits,
+      [&](Step& step) {
+        if (query.end_step && step.global_step > *query.end_step) return false;
+        series.last_step_read = step.global_step;
+        if (!step.tensors.empty()) steps_per_read = StepsPerReadFor(step);
+        AddPointOf(step, query, series, points);
+        return true;
+      },
+      &steps_per_read);
   if (!truncated.ok()) return truncated.status();
   series.path = reader.summary().path;
   series.truncated = *truncated;
