@@ -62,8 +62,8 @@ uint64_t StepsAfter(int64_t first, int64_t step) {
   return static_cast<uint64_t>(step) - static_cast<uint64_t>(first);
 }
 
-std::vector<SeriesPoint> BucketOneMode(const std::vector<SeriesPoint>& points, size_t max_points) {
-  if (points.size() <= max_points) return points;
+std::vector<SeriesPoint> BucketOneMode(std::vector<SeriesPoint> points, size_t max_points) {
+  if (points.size() <= max_points) return points;  // Moved, not copied.
   const int64_t first = points.front().step;
   // ceil((distance + 1) / max_points), written so that distance + 1 cannot
   // wrap when the steps span all of int64.
@@ -234,9 +234,12 @@ SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t 
 std::vector<SeriesPoint> BucketByMode(std::vector<SeriesPoint> points, size_t max_points) {
   std::map<Mode, std::vector<SeriesPoint>> by_mode;
   for (SeriesPoint& p : points) by_mode[p.mode].push_back(std::move(p));
+  // One step's point each at most twice at a time (by mode, then bucketed),
+  // not three times: a long series is a point per step read.
+  points = std::vector<SeriesPoint>();
   std::vector<SeriesPoint> out;
-  for (const auto& [mode, series] : by_mode) {
-    std::vector<SeriesPoint> bucketed = BucketOneMode(series, max_points);
+  for (auto& [mode, series] : by_mode) {
+    std::vector<SeriesPoint> bucketed = BucketOneMode(std::move(series), max_points);
     out.insert(out.end(), std::make_move_iterator(bucketed.begin()),
                std::make_move_iterator(bucketed.end()));
   }
