@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace debugplane::rules_engine {
 namespace {
@@ -57,8 +62,8 @@ uint64_t StepsAfter(int64_t first, int64_t step) {
   return static_cast<uint64_t>(step) - static_cast<uint64_t>(first);
 }
 
-std::vector<SeriesPoint> BucketOneMode(const std::vector<SeriesPoint>& points, size_t max_points) {
-  if (points.size() <= max_points) return points;
+std::vector<SeriesPoint> BucketOneMode(std::vector<SeriesPoint> points, size_t max_points) {
+  if (points.size() <= max_points) return points;  // Moved, not copied.
   const int64_t first = points.front().step;
   // ceil((distance + 1) / max_points), written so that distance + 1 cannot
   // wrap when the steps span all of int64.
@@ -94,6 +99,97 @@ void ReduceHistogram(const HistogramStats& histogram, SeriesPoint& point) {
   point.bucket_counts = histogram.bucket;
 }
 
+// What ReduceTensor needs of a tensor's values: over the finite ones, their
+// sum, sum of squares, min and max, and how many are not finite. Kept in
+// kLanes interleaved lanes (element i in lane i % kLanes) and added up in a
+// fixed order at the end: one sequential sum was a chain of dependent
+// additions (four cycles per element, 36% of a query's CPU over
+// 1M-element tensors), while lanes pipeline and vectorize. The same values
+// give the same results by either path below.
+constexpr size_t kLanes = 4;
+struct Lanes {
+  double sum[kLanes] = {}, squares[kLanes] = {};
+  double lo[kLanes] = {INFINITY, INFINITY, INFINITY, INFINITY};
+  double hi[kLanes] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int64_t non_finite = 0;
+};
+
+// values[begin, end) into their lanes, each element checked: a NaN or an
+// infinity is counted and adds nothing.
+// Values: a layout reader of TensorValues::Visit (values[i] widened to double).
+template <typename Values>
+void TakeChecked(Lanes& lanes, const Values& values, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    const size_t lane = i % kLanes;
+    const double v = values[i];
+    if (!std::isfinite(v)) {
+      ++lanes.non_finite;
+      continue;
+    }
+    lanes.sum[lane] += v;
+    lanes.squares[lane] += v * v;
+    lanes.lo[lane] = v < lanes.lo[lane] ? v : lanes.lo[lane];
+    lanes.hi[lane] = lanes.hi[lane] < v ? v : lanes.hi[lane];
+  }
+}
+
+// Two doubles per operation (GCC and Clang vector extensions: SSE2 / NEON
+// without target-specific code), two vectors per quantity: the four lanes.
+typedef double Double2 __attribute__((vector_size(16)));
+typedef int64_t Int2 __attribute__((vector_size(16)));
+
+Double2 Load2(const double* p) {
+  Double2 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// x < lo ? x : lo and hi < x ? x : hi, per lane (as TakeChecked's): SSE2's
+// minpd and maxpd are exactly these; elsewhere a select by the comparison.
+#if defined(__SSE2__)
+Double2 Lower(Double2 x, Double2 lo) { return _mm_min_pd(x, lo); }
+Double2 Higher(Double2 x, Double2 hi) { return _mm_max_pd(x, hi); }
+#else
+Double2 Select(Int2 mask, Double2 if_true, Double2 if_false) {
+  return reinterpret_cast<Double2>((mask & reinterpret_cast<Int2>(if_true)) |
+                                   (~mask & reinterpret_cast<Int2>(if_false)));
+}
+Double2 Lower(Double2 x, Double2 lo) { return Select(x < lo, x, lo); }
+Double2 Higher(Double2 x, Double2 hi) { return Select(hi < x, x, hi); }
+#endif
+
+// values[0, n) known finite (Tensor::facts): as TakeChecked without the
+// checks, kLanes elements at a time; the last n % kLanes by TakeChecked.
+template <typename Values>
+void TakeFinite(Lanes& lanes, const Values& values, size_t n) {
+  Double2 sum0 = Load2(lanes.sum), sum1 = Load2(lanes.sum + 2);
+  Double2 sq0 = Load2(lanes.squares), sq1 = Load2(lanes.squares + 2);
+  Double2 lo0 = Load2(lanes.lo), lo1 = Load2(lanes.lo + 2);
+  Double2 hi0 = Load2(lanes.hi), hi1 = Load2(lanes.hi + 2);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Double2 x0 = {values[i], values[i + 1]};
+    const Double2 x1 = {values[i + 2], values[i + 3]};
+    sum0 += x0;
+    sum1 += x1;
+    sq0 += x0 * x0;
+    sq1 += x1 * x1;
+    lo0 = Lower(x0, lo0);
+    lo1 = Lower(x1, lo1);
+    hi0 = Higher(x0, hi0);
+    hi1 = Higher(x1, hi1);
+  }
+  std::memcpy(lanes.sum, &sum0, sizeof(sum0));
+  std::memcpy(lanes.sum + 2, &sum1, sizeof(sum1));
+  std::memcpy(lanes.squares, &sq0, sizeof(sq0));
+  std::memcpy(lanes.squares + 2, &sq1, sizeof(sq1));
+  std::memcpy(lanes.lo, &lo0, sizeof(lo0));
+  std::memcpy(lanes.lo + 2, &lo1, sizeof(lo1));
+  std::memcpy(lanes.hi, &hi0, sizeof(hi0));
+  std::memcpy(lanes.hi + 2, &hi1, sizeof(hi1));
+  TakeChecked(lanes, values, i, n);
+}
+
 }  // namespace
 
 SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t mode_step) {
@@ -119,29 +215,22 @@ SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t 
   point.elements = tensor.values.empty() ? elements : static_cast<int64_t>(tensor.values.size());
   if (tensor.values.empty()) return point;
   if (tensor.values.size() == 1) point.value = tensor.values.front();
-  // One pass over the values where they lie, each widened as it is read.
-  double sum = 0, squares = 0;
-  double lo = INFINITY, hi = -INFINITY;
-  int64_t finite = 0;
-  tensor.values.Visit([&](const auto& values) {
-    for (size_t i = 0; i < values.size(); ++i) {
-      const double v = values[i];
-      if (!std::isfinite(v)) {
-        ++point.non_finite;
-        continue;
-      }
-      ++finite;
-      sum += v;
-      squares += v * v;
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-  });
-  if (finite > 0) {
-    point.mean = sum / static_cast<double>(finite);
+  Lanes lanes;
+  const size_t n = tensor.values.size();
+  if (tensor.facts.has_value() && tensor.facts->all_finite) {
+    tensor.values.Visit([&](const auto& values) { TakeFinite(lanes, values, n); });
+  } else {
+    tensor.values.Visit([&](const auto& values) { TakeChecked(lanes, values, 0, n); });
+  }
+  point.non_finite = lanes.non_finite;
+  if (lanes.non_finite < static_cast<int64_t>(n)) {
+    const double sum = (lanes.sum[0] + lanes.sum[2]) + (lanes.sum[1] + lanes.sum[3]);
+    const double squares =
+        (lanes.squares[0] + lanes.squares[2]) + (lanes.squares[1] + lanes.squares[3]);
+    point.mean = sum / static_cast<double>(static_cast<int64_t>(n) - lanes.non_finite);
     point.norm = std::sqrt(squares);
-    point.min = lo;
-    point.max = hi;
+    point.min = *std::min_element(lanes.lo, lanes.lo + kLanes);
+    point.max = *std::max_element(lanes.hi, lanes.hi + kLanes);
   }
   return point;
 }
@@ -149,9 +238,12 @@ SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t 
 std::vector<SeriesPoint> BucketByMode(std::vector<SeriesPoint> points, size_t max_points) {
   std::map<Mode, std::vector<SeriesPoint>> by_mode;
   for (SeriesPoint& p : points) by_mode[p.mode].push_back(std::move(p));
+  // One step's point each at most twice at a time (by mode, then bucketed),
+  // not three times: a long series is a point per step read.
+  points = std::vector<SeriesPoint>();
   std::vector<SeriesPoint> out;
-  for (const auto& [mode, series] : by_mode) {
-    std::vector<SeriesPoint> bucketed = BucketOneMode(series, max_points);
+  for (auto& [mode, series] : by_mode) {
+    std::vector<SeriesPoint> bucketed = BucketOneMode(std::move(series), max_points);
     out.insert(out.end(), std::make_move_iterator(bucketed.begin()),
                std::make_move_iterator(bucketed.end()));
   }

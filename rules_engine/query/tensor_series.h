@@ -46,6 +46,11 @@ struct SeriesPoint {
 // when finite, its buckets, and num as the element count; non_finite is 1
 // when its min, max, sum or sum_squares is NaN or infinite (some value was;
 // how many, a histogram does not say).
+// The sums behind mean and norm are taken in 4 interleaved lanes added up
+// in a fixed order (one pass, widened one value at a time): over a
+// large tensor they may differ from one sequential sum in the last bits,
+// never between two reads of the same values; a tensor of one element has
+// its value as mean exactly. min, max and the counts are exact.
 SeriesPoint ReduceTensor(const Tensor& tensor, int64_t step, Mode mode, int64_t mode_step);
 
 // Reduces `points` (ascending steps, any modes mixed) to at most

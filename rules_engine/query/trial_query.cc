@@ -18,15 +18,24 @@ namespace {
 // Steps per ReadNewSteps call: the limits and cancellation are checked
 // between calls.
 constexpr size_t kStepsPerRead = 256;
+// What the decoded tensors of one ReadNewSteps call may hold, about: a
+// series keeps only each step's reduction, so its read takes as few steps
+// per call as keep the decoded values near this (see SeriesReadSize). 256
+// steps of a 1M-element tensor were 2 GB at once, and the kernel's zeroing
+// of those fresh pages was a third of the CPU.
+constexpr size_t kDecodedBytesPerRead = 8 << 20;
 // Tensor names an error lists.
 constexpr size_t kNamesInErrors = 10;
 
 // Reads the steps of `reader` and hands each to `on_step` (false: stop).
 // Returns true if the read stopped at `limits` with steps left, false if it
 // read everything there was or `on_step` stopped it.
+// `steps_per_read` (null: kStepsPerRead) is read before each call, so
+// `on_step` may change it as it learns how large the steps are.
 absl::StatusOr<bool> ReadSteps(TensorTrial& reader, const TensorFilter& wanted,
                                const QueryLimits& limits,
-                               absl::FunctionRef<bool(Step& step)> on_step) {
+                               absl::FunctionRef<bool(Step& step)> on_step,
+                               const size_t* steps_per_read = nullptr) {
   const absl::Time deadline = limits.now() + limits.max_time;
   int64_t read = 0;
   while (true) {
@@ -34,8 +43,9 @@ absl::StatusOr<bool> ReadSteps(TensorTrial& reader, const TensorFilter& wanted,
       return absl::CancelledError("the query was cancelled");
     }
     const auto left = static_cast<size_t>(std::max<int64_t>(1, limits.max_steps_read - read));
+    const size_t batch = steps_per_read != nullptr ? *steps_per_read : kStepsPerRead;
     ReadBudget budget{
-        .max_steps = std::min(kStepsPerRead, left), .deadline = deadline, .now = limits.now};
+        .max_steps = std::min(batch, left), .deadline = deadline, .now = limits.now};
     absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(wanted, budget);
     if (!steps.ok()) {
       return absl::Status(steps.status().code(), absl::StrCat("trial ", reader.summary().path, ": ",
@@ -88,6 +98,41 @@ void CountStep(const Step& step, std::map<Mode, ModeSteps>& modes) {
   m.last_step = step.global_step;
   ++m.step_count;
 }
+
+// How many steps each ReadNewSteps call of a series read takes, learnt from
+// the steps read so far: as many as hold about kDecodedBytesPerRead of the
+// query's tensor on average (a tensor saved every 100th step is read ~100
+// steps per call, one saved at every step of 8 MB one step per call), but
+// never more than 16 steps of the largest seen, should a sparse tensor
+// become dense. Until the tensor shows up the size doubles with each step
+// read, from 1: few calls (each walks the reader's pending steps) without
+// guessing its size.
+class SeriesReadSize {
+ public:
+  void Saw(const Step& step) {
+    ++steps_;
+    size_t bytes = 0;
+    for (const Tensor& tensor : step.tensors) {
+      bytes += tensor.values.size() * sizeof(double) + tensor.strings.size() * sizeof(std::string);
+    }
+    bytes_ += bytes;
+    largest_ = std::max(largest_, bytes);
+    if (bytes_ == 0) {
+      steps_per_read_ = std::min(kStepsPerRead, steps_per_read_ * 2);
+      return;
+    }
+    const double per_step = std::max(static_cast<double>(bytes_) / static_cast<double>(steps_),
+                                     static_cast<double>(largest_) / 16);
+    steps_per_read_ = static_cast<size_t>(std::clamp(
+        static_cast<double>(kDecodedBytesPerRead) / per_step, 1.0, double{kStepsPerRead}));
+  }
+  const size_t* steps_per_read() const { return &steps_per_read_; }
+
+ private:
+  size_t steps_per_read_ = 1;  // One step first.
+  uint64_t steps_ = 0, bytes_ = 0;
+  size_t largest_ = 0;
+};
 
 // The query's tensor in `step` (its mode and worker, if asked for) as a
 // point of the series; the first point also gives the series its dtype and
@@ -209,12 +254,17 @@ absl::StatusOr<TensorSeries> ReadTensorSeries(const objectstore::StoreLocation& 
   };
   TensorSeries series;
   std::vector<SeriesPoint> points;
-  absl::StatusOr<bool> truncated = ReadSteps(reader, only_it, limits, [&](Step& step) {
-    if (query.end_step && step.global_step > *query.end_step) return false;
-    series.last_step_read = step.global_step;
-    AddPointOf(step, query, series, points);
-    return true;
-  });
+  SeriesReadSize read_size;
+  absl::StatusOr<bool> truncated = ReadSteps(
+      reader, only_it, limits,
+      [&](Step& step) {
+        if (query.end_step && step.global_step > *query.end_step) return false;
+        series.last_step_read = step.global_step;
+        read_size.Saw(step);
+        AddPointOf(step, query, series, points);
+        return true;
+      },
+      read_size.steps_per_read());
   if (!truncated.ok()) return truncated.status();
   series.path = reader.summary().path;
   series.truncated = *truncated;

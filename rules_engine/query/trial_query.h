@@ -111,6 +111,10 @@ struct TensorSeries {
 
 // Reads `query.tensor` at the steps and mode asked for: only its records
 // are decoded, and the steps before start_step are not read at all.
+// Memory: the steps of one reader call (as many as keep the decoded values
+// near 8 MiB, at least one), each reduced to its point and dropped; one
+// SeriesPoint per step read is kept until the read ends (bucketing needs
+// each mode's last step).
 // A tensor the trial holds that has no step in the range gives no points.
 // Errors: NOT_FOUND when the trial (read from its first step) never saved
 // the tensor, naming at most 10 that it did; FAILED_PRECONDITION as

@@ -160,6 +160,81 @@ TEST(TrialQueryTest, ReductionsOfAKnownTensor) {
   EXPECT_THAT(series->shape, ElementsAre(5));
 }
 
+// A decoded-like tensor of `n` values from a fixed generator; every
+// `non_finite_every`-th is NaN or an infinity (0: none).
+Tensor LargeTensor(size_t n, size_t non_finite_every) {
+  Tensor t;
+  t.dtype = 1;
+  t.shape = {static_cast<int64_t>(n)};
+  uint64_t x = 88172645463325252ull;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t.values.push_back(static_cast<float>(static_cast<double>(x % 2000001) / 1000.0 - 1000.0));
+    if (non_finite_every != 0 && i % non_finite_every == 3) {
+      t.values.back() = i % 2 == 0 ? NAN : -INFINITY;
+    }
+  }
+  return t;
+}
+
+// The reductions of `t` with long double sums, one element at a time.
+struct Reference {
+  long double sum = 0, squares = 0;
+  double lo = INFINITY, hi = -INFINITY;
+  int64_t finite = 0, non_finite = 0;
+};
+Reference ReferenceOf(const Tensor& t) {
+  Reference r;
+  for (const double v : t.values) {
+    if (!std::isfinite(v)) {
+      ++r.non_finite;
+      continue;
+    }
+    ++r.finite;
+    r.sum += v;
+    r.squares += static_cast<long double>(v) * v;
+    r.lo = std::min(r.lo, v);
+    r.hi = std::max(r.hi, v);
+  }
+  return r;
+}
+
+TEST(TrialQueryTest, ReductionsOfLargeTensorsMatchAnExactSumWithOrWithoutTheDecodersFacts) {
+  for (const size_t every : {size_t{0}, size_t{1000}}) {
+    for (const size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{100003}}) {
+      Tensor tensor = LargeTensor(n, every);
+      const Reference ref = ReferenceOf(tensor);
+      tensor.facts.reset();  // Every element checked.
+      const SeriesPoint checked = ReduceTensor(tensor, 5, Mode::kTrain, 4);
+      if (ref.non_finite == 0) tensor.facts = Tensor::ValueFacts{.all_finite = true};
+      const SeriesPoint trusted = ReduceTensor(tensor, 5, Mode::kTrain, 4);
+      SCOPED_TRACE(::testing::Message() << n << " values, non-finite every " << every);
+      EXPECT_EQ(checked.non_finite, ref.non_finite);
+      EXPECT_EQ(checked.elements, static_cast<int64_t>(n));
+      ASSERT_TRUE(checked.mean.has_value());
+      const double mean = static_cast<double>(ref.sum / ref.finite);
+      const double norm = static_cast<double>(std::sqrt(ref.squares));
+      EXPECT_NEAR(*checked.mean, mean, 1e-12 * std::max(1.0, std::abs(mean)));
+      EXPECT_NEAR(*checked.norm, norm, 1e-12 * norm);
+      EXPECT_EQ(*checked.min, ref.lo);
+      EXPECT_EQ(*checked.max, ref.hi);
+      // The decoder's facts skip the checks, not the arithmetic.
+      EXPECT_EQ(trusted.mean, checked.mean);
+      EXPECT_EQ(trusted.norm, checked.norm);
+      EXPECT_EQ(trusted.min, checked.min);
+      EXPECT_EQ(trusted.max, checked.max);
+      if (n == 1) {
+        EXPECT_EQ(checked.value, tensor.values[0]);
+        EXPECT_EQ(checked.mean, tensor.values[0]);
+      } else {
+        EXPECT_FALSE(checked.value.has_value());
+      }
+    }
+  }
+}
+
 TEST(TrialQueryTest, BucketingKeepsEachModesMinAndMaxWithinMaxPoints) {
   std::vector<SeriesPoint> points;
   for (int step = 0; step < 100; ++step) {
@@ -177,7 +252,9 @@ TEST(TrialQueryTest, BucketingKeepsEachModesMinAndMaxWithinMaxPoints) {
     steps[p.mode] += p.step_count;
     hi = std::max(hi, *p.max);
     lo = std::min(lo, *p.min);
-    if (i > 0) EXPECT_LE(bucketed[i - 1].step, p.step);
+    if (i > 0) {
+      EXPECT_LE(bucketed[i - 1].step, p.step);
+    }
     EXPECT_LE(p.step, p.last_step);
   }
   EXPECT_LE(count[Mode::kTrain], 7);
@@ -189,6 +266,63 @@ TEST(TrialQueryTest, BucketingKeepsEachModesMinAndMaxWithinMaxPoints) {
   EXPECT_EQ(lo, -5);
   // Fewer points than the bound are left alone.
   EXPECT_EQ(BucketByMode(points, 100).size(), 100u);
+}
+
+// Large tensors are read a few steps per reader call (their decoded values
+// bound the call; steps without the tensor are read more at a time): the
+// series is the one of reading every step at once and bucketing the
+// reductions, as the query did before, field by field.
+TEST(TrialQueryTest, ASeriesOfLargeTensorsIsTheBucketingOfEveryStepsReduction) {
+  ScopedTempDir dir;
+  TrialWriter writer(dir.path().string());
+  Tensor base = LargeTensor(300000, 0);  // 2.4 MB decoded: three steps per read.
+  for (int64_t step = 0; step < 40; ++step) {
+    std::vector<double> values = base.values;
+    for (double& v : values) v = v * (1 + step) / 8;
+    if (step == 11) values[5] = NAN;
+    std::vector<rules_engine::testing::TensorSpec> tensors = {{"loss", {}, {1.0 / (1 + step)}}};
+    // Saved at every step at first, then at every 7th.
+    if (step < 23 || step % 7 == 0) tensors.push_back({"w", {300000}, values});
+    writer.AddStep(step, step % 5 == 4 ? Mode::kEval : Mode::kTrain, step, tensors);
+  }
+  writer.EndTraining();
+  TrialReader reader(Trial(dir.path()));
+  absl::StatusOr<std::vector<Step>> steps =
+      reader.ReadNewSteps([](const std::string& name, const TrialInfo&) { return name == "w"; });
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->size(), 40u);
+  std::vector<SeriesPoint> every;
+  for (const Step& step : *steps) {
+    if (step.Find("w") == nullptr) continue;
+    every.push_back(ReduceTensor(*step.Find("w"), step.global_step, step.mode, step.mode_step));
+  }
+  ASSERT_EQ(every.size(), 25u);  // 0-22, 28 and 35.
+  for (const size_t max_points : {size_t{3}, size_t{10000}}) {
+    absl::StatusOr<TensorSeries> series = ReadTensorSeries(
+        Trial(dir.path()), SeriesQuery{.tensor = "w", .max_points = max_points}, {});
+    ASSERT_TRUE(series.ok()) << series.status();
+    const std::vector<SeriesPoint> expected = BucketByMode(every, max_points);
+    EXPECT_EQ(series->bucketed, expected.size() < every.size());
+    EXPECT_EQ(series->last_step_read, 39);
+    ASSERT_EQ(series->points.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const SeriesPoint& got = series->points[i];
+      const SeriesPoint& want = expected[i];
+      SCOPED_TRACE(::testing::Message() << "point " << i << " of MaxPoints " << max_points);
+      EXPECT_EQ(got.step, want.step);
+      EXPECT_EQ(got.mode, want.mode);
+      EXPECT_EQ(got.mode_step, want.mode_step);
+      EXPECT_EQ(got.last_step, want.last_step);
+      EXPECT_EQ(got.step_count, want.step_count);
+      EXPECT_EQ(got.mean, want.mean);
+      EXPECT_EQ(got.norm, want.norm);
+      EXPECT_EQ(got.min, want.min);
+      EXPECT_EQ(got.max, want.max);
+      EXPECT_EQ(got.non_finite, want.non_finite);
+      EXPECT_EQ(got.elements, 300000);
+      EXPECT_EQ(got.worker, "worker_0");
+    }
+  }
 }
 
 // Steps and shapes are the trial's word: steps spanning all of int64 and a
