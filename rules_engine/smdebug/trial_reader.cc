@@ -432,10 +432,15 @@ absl::Status TrialReader::ListEventFilesFrom(int64_t first) {
                                .start_after = after,
                                .max_keys = std::min(kPageKeys, missing + kSlackKeys)},
       missing);
-  if (absl::IsNotFound(files.status())) return absl::OkStatus();  // Stat'ed instead.
-  if (!files.ok()) return files.status();
+  // NOT_FOUND: no events/ "directory" (a store that has them), so no file
+  // in it yet.
+  if (!files.ok() && !absl::IsNotFound(files.status())) return files.status();
   st.events_listed.listed = true;
   st.events_listed.listed_after = after;
+  if (!files.ok()) {
+    st.events_listed.complete = true;
+    return absl::OkStatus();
+  }
   st.events_listed.complete = !files->truncated;
   st.events_listed.listed_through = std::move(files->next_start_after);
   for (objectstore::ObjectEntry& object : files->objects) {

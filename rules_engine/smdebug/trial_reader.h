@@ -201,8 +201,8 @@ class TrialReader : public TensorTrial {
   absl::StatusOr<bool> EventFileExists(const ReadPass& pass, int64_t step,
                                        const std::string& worker);
   // Lists the event files from `first` on, as many as the pending steps
-  // wait for (up to a page), into the state's listing. The storage's errors;
-  // NOT_FOUND leaves nothing listed (Stat is used).
+  // wait for (up to a page), into the state's listing. The storage's errors
+  // but NOT_FOUND (no events/ directory: nothing listed there).
   absl::Status ListEventFilesFrom(int64_t first);
   // Reads and parses `worker`'s index file; a parse failure is kept in
   // `w` (reported when the step is due), the storage's errors returned.

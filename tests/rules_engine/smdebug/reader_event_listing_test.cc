@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -201,6 +202,18 @@ TEST(TrialReaderEventListingTest, AFileTheListingLacksIsStatedBeforeTheStepIsRea
   EXPECT_EQ((*rest)[0].tensors.size(), 4u);  // Both workers' tensors: nothing skipped.
   EXPECT_EQ(reader.summary().records_skipped, 0);
   EXPECT_EQ(remote->stats.load(), 1);
+}
+
+TEST(TrialReaderEventListingTest, NoEventsDirectoryYetIsOneListingAPassNotOnePerStep) {
+  const std::string dir = WriteTrial("no_events", 6, /*end=*/false);
+  std::filesystem::remove_all(std::filesystem::path(dir) / "events");
+  auto remote = OpenRemoteLike(dir);  // Lists NOT_FOUND, as a local store does.
+  TrialReader reader(objectstore::StoreLocation{remote, ""});
+  absl::StatusOr<std::vector<Step>> steps = reader.ReadNewSteps(All);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_TRUE(steps->empty());  // Waiting for the event files.
+  EXPECT_EQ(remote->event_listings.load(), 1);
+  EXPECT_EQ(remote->stats.load(), 0);
 }
 
 TEST(TrialReaderEventListingTest, AnEventFileGoneAfterTheListingIsAnErrorNamingItThenRead) {
