@@ -4,7 +4,8 @@ throughput against plain GETs, and detection through the agent's uploads.
 
   bench/object_storage_bench.py [--build build/release] [--samples 20]
       [--step-interval-ms 200] [--idle-jobs 200] [--idle-seconds 60]
-      [--read-rounds 0] [--agent-samples 0] [--agent-step-ms 200]
+      [--read-rounds 0] [--request-log FILE] [--agent-samples 0]
+      [--agent-step-ms 200]
 
 Runs moto's S3 server on loopback behind a counting WSGI wrapper (every
 request counted by kind: LIST = ListObjectsV2, GET, HEAD, PUT), and the real
@@ -29,7 +30,15 @@ AWS_ACCESS_KEY_ID, ...), then:
   S3 store code, one GET after the other), then runs one job per trial, one
   after the other, each from its CreateTrainingJob to its verdict on a watch
   stream. Reported: both times, the objects and bytes each read (the
-  server's from ReadProgress), and GET time / server time.
+  server's from ReadProgress), and GET time / server time; then per round
+  where the time went (issue 27): the requests the store served in each
+  phase by kind (count, the time the store spent serving them, GET bytes),
+  and per job `debugplane create`, the wait from its return to the job's
+  first request, the time between the job's requests when none was being
+  served (the server's own work and the requests' transit), and from its
+  last request to the verdict; and the CPU time of the server and of this
+  process (moto) meanwhile. --request-log appends every request (and each
+  job's times) as JSON lines.
 - agent (--agent-samples N): per sample a job with ExplodingTensor and a
   stoptraining action, run by the real debugplane-agent around
   dp_fake_training writing a step every --agent-step-ms with a NaN at step
@@ -62,6 +71,31 @@ RULES_IMAGE = "895741380848.dkr.ecr.us-west-2.amazonaws.com/sagemaker-debugger-r
 
 COUNTS = collections.Counter()
 COUNTS_LOCK = threading.Lock()
+# Every request served, while REQUEST_LOG is a list: (start, end, kind, path,
+# body bytes sent), times from time.time(), end when the reply's last byte
+# was handed to the server.
+REQUEST_LOG = None
+
+
+class TimedBody:
+    """The app's reply body, passed through; logs the request when the
+    server closes it (after the last byte)."""
+
+    def __init__(self, body, record):
+        self.body, self.record, self.sent = body, record, 0
+
+    def __iter__(self):
+        for chunk in self.body:
+            self.sent += len(chunk)
+            yield chunk
+
+    def close(self):
+        if hasattr(self.body, "close"):
+            self.body.close()
+        start, kind, path = self.record
+        with COUNTS_LOCK:
+            if REQUEST_LOG is not None:
+                REQUEST_LOG.append((start, time.time(), kind, path, self.sent))
 
 
 def start_store():
@@ -74,7 +108,11 @@ def start_store():
             else method
         with COUNTS_LOCK:
             COUNTS[kind] += 1
-        return app(environ, start_response)
+        query = environ.get("QUERY_STRING", "")
+        prefix = re.search(r"(?:^|&)prefix=([^&]*)", query) if kind == "LIST" else None
+        path = "/" + BUCKET + "/" + prefix.group(1).replace("%2F", "/") if prefix \
+            else environ.get("PATH_INFO", "")
+        return TimedBody(app(environ, start_response), (time.time(), kind, path))
 
     server = make_server("127.0.0.1", 0, counting, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -226,27 +264,41 @@ def describe(cli, address, name):
     return json.loads(out)
 
 
-def read_bench(args, s3, cli, address, tmp, env):
+def own_cpu_seconds():
+    times = os.times()
+    return times.user + times.system
+
+
+def read_bench(args, s3, cli, address, tmp, env, server_pid=None):
     for fixture in READ_FIXTURES:
         upload_tree(s3, os.path.join(ROOT, "tests", "data", "smdebug", fixture),
                     "read/" + fixture)
+    global REQUEST_LOG
     get_bench = os.path.join(args.build, "s3_get_bench")
     ratios = []
     for round_ in range(args.read_rounds):
         command = [get_bench, "--bucket", BUCKET]
         for fixture in READ_FIXTURES:
             command += ["--prefix", "read/%s/" % fixture]
+        with COUNTS_LOCK:
+            REQUEST_LOG = []
         baseline = json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE,
                                              env=env, text=True).stdout)
+        with COUNTS_LOCK:
+            baseline_log, REQUEST_LOG = REQUEST_LOG, []
         server_seconds, objects, read_bytes = 0.0, 0, 0
+        jobs = []
+        cpu_before = (cpu_seconds(server_pid) if server_pid else 0.0, own_cpu_seconds())
         for fixture in READ_FIXTURES:
             name = "read-%d-%s" % (round_, fixture.replace("_", "-"))
             started = time.time()
             create(cli, address, job_json(name, "s3://%s/read/%s" % (BUCKET, fixture)), tmp)
+            created = time.time()
             event, at = watch_until(cli, address, name, rules_terminal)
             if event is None:
                 raise SystemExit("%s: no verdict within 120 s" % name)
             server_seconds += at - started
+            jobs.append(("/read/%s/" % fixture, started, created, at))
             rule = describe(cli, address, name)["DebugRuleEvaluationStatuses"][0]
             if rule["RuleEvaluationStatus"] != "NoIssuesFound":
                 print("%s: %s (%s)" % (name, rule["RuleEvaluationStatus"],
@@ -254,6 +306,10 @@ def read_bench(args, s3, cli, address, tmp, env):
             progress = rule.get("ReadProgress", {})
             objects += progress.get("ObjectsRead", 0)
             read_bytes += progress.get("BytesRead", 0)
+        with COUNTS_LOCK:
+            server_log, REQUEST_LOG = REQUEST_LOG, None
+        cpu = ((cpu_seconds(server_pid) if server_pid else 0.0) - cpu_before[0],
+               own_cpu_seconds() - cpu_before[1])
         ratio = baseline["get_seconds"] / server_seconds
         ratios.append(ratio)
         print("read round %d: plain GETs %d objects, %d bytes in %.2f s; server %d objects, "
@@ -261,8 +317,63 @@ def read_bench(args, s3, cli, address, tmp, env):
                   round_, baseline["objects"], baseline["bytes"], baseline["get_seconds"],
                   objects, read_bytes, len(READ_FIXTURES), server_seconds, 100.0 * ratio),
               flush=True)
+        print_breakdown(round_, baseline_log, server_log, jobs)
+        print("read round %d CPU while the server read: debugplane-server %.2f s, this process "
+              "(moto's S3 and the bench) %.2f s" % (round_, cpu[0], cpu[1]), flush=True)
+        if args.request_log:
+            with open(args.request_log, "a") as f:
+                for phase, log in (("plain", baseline_log), ("server", server_log)):
+                    for start, end, kind, path, sent in log:
+                        f.write(json.dumps({"round": round_, "phase": phase, "start": start,
+                                            "end": end, "kind": kind, "path": path,
+                                            "bytes": sent}) + "\n")
+                for path, started, created, verdict in jobs:
+                    f.write(json.dumps({"round": round_, "job": path, "started": started,
+                                        "created": created, "verdict": verdict}) + "\n")
     print("read: median GET time / server time over %d rounds: %.0f%%" % (
         len(ratios), 100.0 * statistics.median(ratios)))
+
+
+def by_kind(log):
+    """{kind: (requests, seconds serving them, body bytes sent)}."""
+    kinds = collections.defaultdict(lambda: [0, 0.0, 0])
+    for start, end, kind, _, sent in log:
+        kinds[kind][0] += 1
+        kinds[kind][1] += end - start
+        kinds[kind][2] += sent
+    return kinds
+
+
+def print_breakdown(round_, baseline_log, server_log, jobs):
+    """Where the server's time to its verdicts went, as seen from the store
+    and the client: the requests by kind (the time moto spent serving them),
+    `debugplane create`, the wait from the job's creation to its first
+    request, the time between its first and last request that no request
+    was being served (the server's own work: decoding, rules, scheduling),
+    and from the last request to the verdict on the watch stream (the
+    verdict's durable write and the stream)."""
+    def kinds_text(kinds):
+        return ", ".join("%s %d in %.2f s%s" % (
+            kind, n, seconds, " (%d bytes)" % sent if kind == "GET" else "")
+            for kind, (n, seconds, sent) in sorted(kinds.items()))
+
+    print("read round %d breakdown, plain GETs: %s" % (round_, kinds_text(by_kind(baseline_log))))
+    create_s = first_wait = gaps = tail = 0.0
+    for path, started, created, verdict in jobs:
+        mine = sorted(r for r in server_log if path in r[3] + "/" and started <= r[0] <= verdict)
+        create_s += created - started
+        if not mine:
+            continue
+        first_wait += mine[0][0] - created
+        busy_until = mine[0][0]
+        for start, end, _, _, _ in mine:
+            gaps += max(0.0, start - busy_until)
+            busy_until = max(busy_until, end)
+        tail += verdict - busy_until
+    print("read round %d breakdown, server: %s; create %.2f s, create to first request %.2f s, "
+          "between requests %.2f s, last request to verdict %.2f s" % (
+              round_, kinds_text(by_kind(server_log)), create_s, first_wait, gaps, tail),
+          flush=True)
 
 
 def agent_detection(args, cli, address, tmp, env):
@@ -354,6 +465,8 @@ def main():
     parser.add_argument("--idle-jobs", type=int, default=200)
     parser.add_argument("--idle-seconds", type=int, default=60)
     parser.add_argument("--read-rounds", type=int, default=0)
+    parser.add_argument("--request-log", default="",
+                        help="with --read-rounds: append every request served (JSON lines)")
     parser.add_argument("--agent-samples", type=int, default=0)
     parser.add_argument("--agent-step-ms", type=int, default=200)
     args = parser.parse_args()
@@ -371,7 +484,7 @@ def main():
         server, address = start_server(args.build, tmp, env)
         try:
             if args.read_rounds > 0:
-                read_bench(args, s3, cli, address, tmp, env)
+                read_bench(args, s3, cli, address, tmp, env, server.pid)
             if args.agent_samples > 0:
                 agent_detection(args, cli, address, tmp, env)
             if args.samples > 0:

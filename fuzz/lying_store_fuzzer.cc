@@ -6,6 +6,8 @@
 // each file a size in listings and Stat that disagrees with its bytes (up
 // to 2^64 - 1, as a sparse file claims) and makes files grow by fuzz bytes
 // at every read, and index entries give offsets and lengths no file has.
+// The store says its Stat is a round trip (as S3's) or not, so that the
+// reader's listing of event files (instead of a Stat each) is fuzzed too.
 // The readers must read within their limits: no read may ask for more than
 // objectstore::kMaxReadBytes (checked here), and no allocation may follow a
 // claimed size (ASan's -malloc_limit_mb, 2 GB by default, catches one).
@@ -109,8 +111,13 @@ class LyingStore final : public debugplane::objectstore::ObjectStore {
   }
 
   std::string Describe(absl::string_view key) const override { return absl::StrCat("mem://", key); }
+  // As S3 (the reader lists events/ instead of a Stat per event file, so
+  // the listing's lies reach it there too) or as a local store.
+  bool StatIsARoundTrip() const override { return round_trip_; }
+  void set_stat_is_a_round_trip(bool round_trip) { round_trip_ = round_trip; }
 
  private:
+  bool round_trip_ = false;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, Object> objects_ ABSL_GUARDED_BY(mu_);
 };
@@ -220,6 +227,7 @@ bool All(const std::string&, const debugplane::rules_engine::TrialInfo&) { retur
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   auto store = std::make_shared<LyingStore>();
+  store->set_stat_is_a_round_trip(in.ConsumeBool());
   AddTrial(in, *store);
   AddProfilerOutput(in, *store);
 

@@ -35,6 +35,7 @@ class MeteredObjectStore final : public ObjectStore {
   absl::StatusOr<base::UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const override {
     return store_->OpenDirectoryForWatch(prefix);
   }
+  bool StatIsARoundTrip() const override { return store_->StatIsARoundTrip(); }
 
  private:
   const std::shared_ptr<const ObjectStore> store_;

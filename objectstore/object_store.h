@@ -131,6 +131,12 @@ class ObjectStore {
   // their changes are polled for.
   virtual absl::StatusOr<base::UniqueFd> OpenDirectoryForWatch(absl::string_view prefix) const;
 
+  // True when each Stat is a request to a remote service (S3's HEAD): a
+  // reader looking for many objects of one prefix then asks one listing of
+  // it instead (a page holds up to 1000 keys with their sizes). False (the
+  // default) where Stat is a local system call, cheaper than a listing.
+  virtual bool StatIsARoundTrip() const { return false; }
+
   // The whole object if it has at most limit.max_bytes bytes; else
   // OverReadLimitError naming it (Describe(key)), its size and the limit,
   // having read no more than limit.max_bytes + 1 bytes. There is no

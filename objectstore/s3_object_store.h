@@ -96,6 +96,8 @@ class S3ObjectStore final : public ObjectStore {
   absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
                              std::string* out) const override;
   absl::StatusOr<ObjectEntry> Stat(absl::string_view key) const override;
+  // A HEAD per Stat: readers list instead.
+  bool StatIsARoundTrip() const override { return true; }
   // "s3://bucket/key" ("s3://bucket" for "").
   std::string Describe(absl::string_view key) const override;
 

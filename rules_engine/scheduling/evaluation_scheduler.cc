@@ -173,6 +173,7 @@ void EvaluationScheduler::OnLeaseLost(const std::string& job_name) {
     }
     custom_runs_.erase(runs);  // Started again if the lease comes back.
   }
+  concluded_rules_.erase(job_name);  // The new holder evaluates them, or this one anew.
   if (auto finishing = finishing_.find(job_name); finishing != finishing_.end()) {
     for (const auto& evaluation : finishing->second) evaluation->cancelled = true;
     finishing_.erase(finishing);
@@ -200,10 +201,36 @@ void EvaluationScheduler::OnCommit(const std::string& job_name,
   Apply(job_name, std::move(job));
 }
 
+bool EvaluationScheduler::ConcludedHereLocked(const std::string& job_name,
+                                              const std::string& rule_name) const {
+  auto found = concluded_rules_.find(job_name);
+  return found != concluded_rules_.end() && found->second.count(rule_name) > 0;
+}
+
+void EvaluationScheduler::ForgetRecordedVerdictsLocked(const std::string& job_name,
+                                                       const JobRecord* job) {
+  auto found = concluded_rules_.find(job_name);
+  if (found == concluded_rules_.end()) return;
+  if (job == nullptr || JobIsStopping(*job)) {
+    concluded_rules_.erase(found);
+    return;
+  }
+  for (int i = 0; i < job->debug_rule_configurations_size() &&
+                  i < job->debug_rule_evaluation_statuses_size();
+       ++i) {
+    if (job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
+        v1::RuleEvaluationStatus::InProgress) {
+      found->second.erase(job->debug_rule_configurations(i).rule_configuration_name());
+    }
+  }
+  if (found->second.empty()) concluded_rules_.erase(found);
+}
+
 void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<const JobRecord> job) {
   FollowFinishingLocked(job_name, job);
   const int64_t version = job == nullptr ? -1 : core::ToUnixMicros(job->last_modified_time());
   auto it = jobs_.find(job_name);
+  ForgetRecordedVerdictsLocked(job_name, job.get());
   if (job == nullptr || JobIsStopping(*job)) {
     // Deleted or stopped: the manager settles the rule statuses itself.
     if (auto runs = custom_runs_.find(job_name); runs != custom_runs_.end()) {
@@ -266,7 +293,8 @@ std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
     const v1::DebugRuleConfiguration& config = job->debug_rule_configurations(i);
     if (i >= job->debug_rule_evaluation_statuses_size() ||
         job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
-            v1::RuleEvaluationStatus::InProgress) {
+            v1::RuleEvaluationStatus::InProgress ||
+        ConcludedHereLocked(job_name, config.rule_configuration_name())) {
       continue;
     }
     if (!core::IsBuiltinRuleEvaluatorImage(config.rule_evaluator_image())) {
@@ -635,6 +663,11 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
     if (it != jobs_.end() && it->second == evaluation) {
       watcher_->Drop(evaluation->job_name);
       jobs_.erase(it);
+      if (!evaluation->cancelled) {
+        for (const JobEvaluation::RuleRun& run : evaluation->rules) {
+          if (run.done) concluded_rules_[evaluation->job_name].insert(run.configuration_name);
+        }
+      }
       // Concluded before the job's final status was known (e.g. on
       // training_job_end.ts): the reports are written again with it.
       if (!evaluation->cancelled &&

@@ -200,6 +200,13 @@ class EvaluationScheduler {
   void OnCommit(const std::string& job_name, std::shared_ptr<const core::JobRecord> job);
   void Apply(const std::string& job_name, std::shared_ptr<const core::JobRecord> job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `rule_name` of the job concluded here (concluded_rules_).
+  bool ConcludedHereLocked(const std::string& job_name, const std::string& rule_name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops from concluded_rules_ what `job` (null: deleted) shows terminal,
+  // and all of a deleted or stopping job.
+  void ForgetRecordedVerdictsLocked(const std::string& job_name, const core::JobRecord* job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the evaluation of a job not evaluated yet; nullptr if it has no
   // rule to evaluate here (errors and custom rules are started/recorded).
   std::shared_ptr<JobEvaluation> NewEvaluationLocked(const std::string& job_name,
@@ -294,6 +301,12 @@ class EvaluationScheduler {
   // Custom evaluator runs by job and rule: the runner's id, 0 once finished
   // (kept so that a run is started once per process).
   std::map<std::string, std::map<std::string, uint64_t>> custom_runs_ ABSL_GUARDED_BY(mu_);
+  // The debugging rules whose evaluation concluded here, by job, until a
+  // commit shows their verdicts: the commits before it (the rule's progress,
+  // written ahead of its verdict) still say InProgress, and must not start
+  // the rule again from its first step (a second read of the whole trial).
+  // Dropped when the job is deleted or stopped, or its lease is lost.
+  std::map<std::string, std::set<std::string>> concluded_rules_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 

@@ -78,6 +78,21 @@ struct TrialReader::PendingWorker {
   bool event_fetched = false;
 };
 
+// The event files one listing found (ListEventFilesFrom), and which keys
+// it looked at: those after `listed_after` up to `listed_through` (all
+// after `listed_after` when `complete`). Other keys are not covered.
+struct TrialReader::EventListing {
+  bool listed = false;
+  std::string listed_after;
+  bool complete = false;
+  std::string listed_through;
+  std::set<std::string> keys;
+
+  bool Covers(const std::string& key) const {
+    return listed && key > listed_after && (complete || key <= listed_through);
+  }
+};
+
 struct TrialReader::State {
   TrialInfo info;
   TrialSummary summary;
@@ -102,6 +117,9 @@ struct TrialReader::State {
   std::set<std::string> tensor_names_seen;
   std::set<std::string> workers_seen;
   std::set<std::string> collections_fetched;  // Keys; one per worker at most.
+  // Where Stat is a request: the last listing of event files, kept from the
+  // trial's listing (ListTrial clears it) through the calls that resume it.
+  EventListing events_listed;
 
   std::string EventFile(int64_t step, const std::string& worker) const {
     return absl::StrFormat("events/%012d/%012d_%s.tfevents", step, step, worker);
@@ -186,6 +204,7 @@ bool TrialReader::stopped_at_budget() const { return state_->resume; }
 
 absl::StatusOr<bool> TrialReader::ListTrial() {
   State& st = *state_;
+  st.events_listed = EventListing{};  // Listed again, after the index files.
   // The trial's top level: whether it is there, and training_job_end.ts.
   // Listed before anything else: if the marker is there (and means the
   // end), the listings below see every file training wrote.
@@ -341,6 +360,9 @@ absl::StatusOr<std::vector<Step>> TrialReader::ReadNewSteps(const TensorFilter& 
     if (FullyPresent(workers)) st.last_full = std::max(st.last_full, step);
   }
   absl::Status error = ReturnReadySteps(pass, *unparsed_from, out, stopped_at_budget);
+  // Kept only for a call that resumes this one: an idle reader keeps no
+  // listing.
+  if (!error.ok() || !stopped_at_budget) st.events_listed = EventListing{};
   if (!error.ok()) {
     // Steps read before the error are returned now (each step is returned
     // once); the error recurs on the next call since the step stays pending.
@@ -365,14 +387,75 @@ absl::StatusOr<int64_t> TrialReader::ParsePendingIndexes(ReadPass& pass) {
         if (absl::Status parsed = ParseIndex(pass, worker, w); !parsed.ok()) return parsed;
       }
       if (!w.event_exists) {
-        absl::StatusOr<objectstore::ObjectEntry> event =
-            trial_.store->Stat(trial_.Key(st.EventFile(step, worker)));
-        if (!event.ok() && !absl::IsNotFound(event.status())) return event.status();
-        w.event_exists = event.ok();
+        absl::StatusOr<bool> exists = EventFileExists(pass, step, worker);
+        if (!exists.ok()) return exists.status();
+        w.event_exists = *exists;
       }
     }
   }
   return std::numeric_limits<int64_t>::max();
+}
+
+absl::StatusOr<bool> TrialReader::EventFileExists(const ReadPass& pass, int64_t step,
+                                                  const std::string& worker) {
+  State& st = *state_;
+  const std::string key = trial_.Key(st.EventFile(step, worker));
+  if (trial_.store->StatIsARoundTrip()) {
+    if (!st.events_listed.Covers(key)) {
+      if (absl::Status listed = ListEventFilesFrom(step); !listed.ok()) return listed;
+    }
+    // A file the listing lacks is waited for; before the step is read
+    // without it (settled: training ended, or a later step is whole), a
+    // Stat confirms it is not there (a store whose listings lag its writes
+    // would otherwise lose the worker's records).
+    const bool settled = pass.ended || step < st.superseded_below;
+    if (st.events_listed.Covers(key)) {
+      const bool listed = st.events_listed.keys.count(key) > 0;
+      if (listed || !settled) return listed;
+    }
+  }
+  absl::StatusOr<objectstore::ObjectEntry> event = trial_.store->Stat(key);
+  if (!event.ok() && !absl::IsNotFound(event.status())) return event.status();
+  return event.ok();
+}
+
+absl::Status TrialReader::ListEventFilesFrom(int64_t first) {
+  State& st = *state_;
+  st.events_listed = EventListing{};
+  // As many files as are looked for from `first` on (at most a page's
+  // worth), and a few more: files of steps found already, or written since.
+  constexpr size_t kPageKeys = 1000;
+  constexpr size_t kSlackKeys = 16;
+  size_t missing = 0;
+  for (auto it = st.pending.lower_bound(first); it != st.pending.end() && missing < kPageKeys;
+       ++it) {
+    for (const auto& [worker, w] : it->second) missing += w.event_exists ? 0 : 1;
+  }
+  missing = std::clamp<size_t>(missing, 1, kPageKeys);
+  // "events/<first, 12 digits>" sorts before every file of that step and
+  // after those of the steps before it (a step of more digits may sort
+  // before it: its files are then not covered, and Stat'ed).
+  const std::string after = trial_.Key(absl::StrFormat("events/%0*d", kStepDigits, first));
+  absl::StatusOr<objectstore::ListResult> files = trial_.store->ListAll(
+      objectstore::ListOptions{.prefix = trial_.DirectoryPrefix("events"),
+                               .start_after = after,
+                               .max_keys = std::min(kPageKeys, missing + kSlackKeys)},
+      missing);
+  // NOT_FOUND: no events/ "directory" (a store that has them), so no file
+  // in it yet.
+  if (!files.ok() && !absl::IsNotFound(files.status())) return files.status();
+  st.events_listed.listed = true;
+  st.events_listed.listed_after = after;
+  if (!files.ok()) {
+    st.events_listed.complete = true;
+    return absl::OkStatus();
+  }
+  st.events_listed.complete = !files->truncated;
+  st.events_listed.listed_through = std::move(files->next_start_after);
+  for (objectstore::ObjectEntry& object : files->objects) {
+    st.events_listed.keys.insert(std::move(object.key));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TrialReader::ParseIndex(ReadPass& pass, const std::string& worker, PendingWorker& w) {

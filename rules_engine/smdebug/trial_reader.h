@@ -171,6 +171,7 @@ class TrialReader : public TensorTrial {
   struct PendingWorker;
   struct ReadPass;
   struct StepAssembly;
+  struct EventListing;
   // Loads the collections file of some worker if one parses (num_workers).
   // Returns its parse error if none parses and `must_parse`, the storage's
   // errors; OK otherwise (loaded or not yet there).
@@ -191,6 +192,18 @@ class TrialReader : public TensorTrial {
   // step order, until the budget is spent. Returns the first step left
   // unparsed (INT64_MAX if none), the storage's errors.
   absl::StatusOr<int64_t> ParsePendingIndexes(ReadPass& pass);
+  // Whether `worker`'s event file of `step` is there. Where Stat is a
+  // request (StatIsARoundTrip: S3's HEAD), from a listing of events/ (one
+  // per page of up to 1000 files, kept until the trial is listed again),
+  // and by Stat only to confirm that a file missing from it is missing
+  // before its step is read without it; elsewhere by Stat. The storage's
+  // errors.
+  absl::StatusOr<bool> EventFileExists(const ReadPass& pass, int64_t step,
+                                       const std::string& worker);
+  // Lists the event files from `first` on, as many as the pending steps
+  // wait for (up to a page), into the state's listing. The storage's errors
+  // but NOT_FOUND (no events/ directory: nothing listed there).
+  absl::Status ListEventFilesFrom(int64_t first);
   // Reads and parses `worker`'s index file; a parse failure is kept in
   // `w` (reported when the step is due), the storage's errors returned.
   absl::Status ParseIndex(ReadPass& pass, const std::string& worker, PendingWorker& w);

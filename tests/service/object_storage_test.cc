@@ -6,7 +6,7 @@
 // disk; a live upload of a NaN step is IssuesFound; the profiler rules read
 // uploaded system metrics; wrong credentials and a missing bucket are rule
 // errors a user can act on; a store that goes away and comes back mid-run
-// loses nothing.
+// loses nothing; a trial is read without a HEAD per event file.
 
 #include <stdlib.h>
 
@@ -32,6 +32,7 @@
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/aws_environment.h"
 #include "tests/service/fixture_outcomes.h"
+#include "tests/service/metrics/metrics_http.h"
 #include "tests/service/server_process.h"
 #include "tests/service/training_job_calls.h"
 #include "tests/support/wait_until.h"
@@ -322,6 +323,32 @@ TEST_F(ObjectStorageTest, AMissingBucketIsAnErrorNamingTheBucketAndTheEndpoint) 
   EXPECT_EQ(statuses["ExplodingTensor"].first, v1::RuleEvaluationStatus::Error);
   EXPECT_THAT(statuses["ExplodingTensor"].second, HasSubstr("no-such-bucket"));
   EXPECT_THAT(statuses["ExplodingTensor"].second, HasSubstr(s3_->endpoint()));
+}
+
+// The reader finds a trial's event files by listing them (a page per up to
+// 1000 files), not by a HEAD of each (issue 27): a trial read to its verdict
+// costs S3 no Stat at all.
+TEST_F(ObjectStorageTest, ATrialIsReadToItsVerdictWithoutAHeadPerEventFile) {
+  server_.reset();
+  server_ = std::make_unique<ServerProcess>(dir_.path() / "metered", testing::WithHttp());
+  Upload(*s3_, kBucket, "nohead/healthy", kFixtures / "smdebug" / "healthy");
+  auto stub = server_->Stub();
+  v1::CreateTrainingJobResponse created;
+  ASSERT_TRUE(stub->CreateTrainingJob(Context().get(),
+                                      TensorJob("nohead", absl::StrCat("s3://", kBucket,
+                                                                       "/nohead/healthy"),
+                                                {"ExplodingTensor"}),
+                                      &created)
+                  .ok());
+  auto statuses = WaitForRules(*stub, "nohead");
+  EXPECT_EQ(statuses["ExplodingTensor"].first, v1::RuleEvaluationStatus::NoIssuesFound)
+      << statuses["ExplodingTensor"].second;
+  const testing::HttpReply metrics =
+      testing::HttpGet(absl::StrCat("http://127.0.0.1:", server_->http_port(), "/metrics"));
+  ASSERT_EQ(metrics.status, 200) << metrics.body;
+  EXPECT_THAT(metrics.body,
+              HasSubstr("debugplane_object_store_requests_total{operation=\"read\",store=\"s3\"}"));
+  EXPECT_THAT(metrics.body, Not(HasSubstr("operation=\"stat\",store=\"s3\"")));
 }
 
 TEST(ObjectStorageCredentialsTest, WrongCredentialsAreAnErrorNamingTheKeyIdNotTheSecret) {
