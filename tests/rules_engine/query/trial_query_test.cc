@@ -167,15 +167,18 @@ Tensor LargeTensor(size_t n, size_t non_finite_every) {
   t.dtype = 1;
   t.shape = {static_cast<int64_t>(n)};
   uint64_t x = 88172645463325252ull;
+  std::vector<double> values;
+  values.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    t.values.push_back(static_cast<float>(static_cast<double>(x % 2000001) / 1000.0 - 1000.0));
+    values.push_back(static_cast<float>(static_cast<double>(x % 2000001) / 1000.0 - 1000.0));
     if (non_finite_every != 0 && i % non_finite_every == 3) {
-      t.values.back() = i % 2 == 0 ? NAN : -INFINITY;
+      values.back() = i % 2 == 0 ? NAN : -INFINITY;
     }
   }
+  t.values = std::move(values);
   return t;
 }
 
@@ -277,7 +280,7 @@ TEST(TrialQueryTest, ASeriesOfLargeTensorsIsTheBucketingOfEveryStepsReduction) {
   TrialWriter writer(dir.path().string());
   Tensor base = LargeTensor(300000, 0);  // 2.4 MB decoded: three steps per read.
   for (int64_t step = 0; step < 40; ++step) {
-    std::vector<double> values = base.values;
+    std::vector<double> values = base.values.ToVector();
     for (double& v : values) v = v * (1 + step) / 8;
     if (step == 11) values[5] = NAN;
     std::vector<rules_engine::testing::TensorSpec> tensors = {{"loss", {}, {1.0 / (1 + step)}}};
