@@ -142,12 +142,20 @@ double SelfCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// The largest event file the bench writes: one step of at most --elements
+// 2^28 float32 (1 GiB) and a scalar; anything larger in the trial directory
+// is not the bench's (a sparse file must not size the buffer).
+constexpr off_t kMaxEventFileBytes = off_t{1} << 31;
+
 // Reads `path` whole into `buffer` (reused).
 bool ReadInto(const std::string& path, std::string& buffer) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st {};
-  fstat(fd, &st);
+  if (fstat(fd, &st) != 0 || st.st_size > kMaxEventFileBytes) {
+    close(fd);
+    return false;
+  }
   buffer.resize(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < buffer.size()) {
@@ -330,8 +338,12 @@ int main(int argc, char** argv) {
   int64_t steps = 1000, elements = 1000000;
   std::string dir, phase, server_binary = bench::NextToSelf("debugplane-server");
   bool keep = false;
-  app.add_option("--steps", steps, "Steps of the trial")->capture_default_str();
-  app.add_option("--elements", elements, "float32 elements of the tensor")->capture_default_str();
+  app.add_option("--steps", steps, "Steps of the trial")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  app.add_option("--elements", elements, "float32 elements of the tensor")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 28))
+      ->capture_default_str();
   app.add_option("--dir", dir, "Where to write the trial (reused if the same size)");
   app.add_flag("--keep", keep, "Keep the trial written under /tmp");
   app.add_option("--server", server_binary, "The debugplane-server binary to query")

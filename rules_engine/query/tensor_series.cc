@@ -8,9 +8,7 @@
 #include <map>
 #include <utility>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "base/double2.h"
 
 namespace debugplane::rules_engine {
 namespace {
@@ -133,39 +131,21 @@ void TakeChecked(Lanes& lanes, const Values& values, size_t begin, size_t end) {
   }
 }
 
-// Two doubles per operation (GCC and Clang vector extensions: SSE2 / NEON
-// without target-specific code), two vectors per quantity: the four lanes.
-typedef double Double2 __attribute__((vector_size(16)));
-typedef int64_t Int2 __attribute__((vector_size(16)));
-
-Double2 Load2(const double* p) {
-  Double2 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-// x < lo ? x : lo and hi < x ? x : hi, per lane (as TakeChecked's): SSE2's
-// minpd and maxpd are exactly these; elsewhere a select by the comparison.
-#if defined(__SSE2__)
-Double2 Lower(Double2 x, Double2 lo) { return _mm_min_pd(x, lo); }
-Double2 Higher(Double2 x, Double2 hi) { return _mm_max_pd(x, hi); }
-#else
-Double2 Select(Int2 mask, Double2 if_true, Double2 if_false) {
-  return reinterpret_cast<Double2>((mask & reinterpret_cast<Int2>(if_true)) |
-                                   (~mask & reinterpret_cast<Int2>(if_false)));
-}
-Double2 Lower(Double2 x, Double2 lo) { return Select(x < lo, x, lo); }
-Double2 Higher(Double2 x, Double2 hi) { return Select(hi < x, x, hi); }
-#endif
+// Two vectors (base/double2.h) per quantity: the four lanes.
+using base::Double2;
+using base::HigherDouble2;
+using base::LoadDouble2;
+using base::LowerDouble2;
+using base::StoreDouble2;
 
 // values[0, n) known finite (Tensor::facts): as TakeChecked without the
 // checks, kLanes elements at a time; the last n % kLanes by TakeChecked.
 template <typename Values>
 void TakeFinite(Lanes& lanes, const Values& values, size_t n) {
-  Double2 sum0 = Load2(lanes.sum), sum1 = Load2(lanes.sum + 2);
-  Double2 sq0 = Load2(lanes.squares), sq1 = Load2(lanes.squares + 2);
-  Double2 lo0 = Load2(lanes.lo), lo1 = Load2(lanes.lo + 2);
-  Double2 hi0 = Load2(lanes.hi), hi1 = Load2(lanes.hi + 2);
+  Double2 sum0 = LoadDouble2(lanes.sum), sum1 = LoadDouble2(lanes.sum + 2);
+  Double2 sq0 = LoadDouble2(lanes.squares), sq1 = LoadDouble2(lanes.squares + 2);
+  Double2 lo0 = LoadDouble2(lanes.lo), lo1 = LoadDouble2(lanes.lo + 2);
+  Double2 hi0 = LoadDouble2(lanes.hi), hi1 = LoadDouble2(lanes.hi + 2);
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     const Double2 x0 = {values[i], values[i + 1]};
@@ -174,19 +154,19 @@ void TakeFinite(Lanes& lanes, const Values& values, size_t n) {
     sum1 += x1;
     sq0 += x0 * x0;
     sq1 += x1 * x1;
-    lo0 = Lower(x0, lo0);
-    lo1 = Lower(x1, lo1);
-    hi0 = Higher(x0, hi0);
-    hi1 = Higher(x1, hi1);
+    lo0 = LowerDouble2(x0, lo0);
+    lo1 = LowerDouble2(x1, lo1);
+    hi0 = HigherDouble2(x0, hi0);
+    hi1 = HigherDouble2(x1, hi1);
   }
-  std::memcpy(lanes.sum, &sum0, sizeof(sum0));
-  std::memcpy(lanes.sum + 2, &sum1, sizeof(sum1));
-  std::memcpy(lanes.squares, &sq0, sizeof(sq0));
-  std::memcpy(lanes.squares + 2, &sq1, sizeof(sq1));
-  std::memcpy(lanes.lo, &lo0, sizeof(lo0));
-  std::memcpy(lanes.lo + 2, &lo1, sizeof(lo1));
-  std::memcpy(lanes.hi, &hi0, sizeof(hi0));
-  std::memcpy(lanes.hi + 2, &hi1, sizeof(hi1));
+  StoreDouble2(lanes.sum, sum0);
+  StoreDouble2(lanes.sum + 2, sum1);
+  StoreDouble2(lanes.squares, sq0);
+  StoreDouble2(lanes.squares + 2, sq1);
+  StoreDouble2(lanes.lo, lo0);
+  StoreDouble2(lanes.lo + 2, lo1);
+  StoreDouble2(lanes.hi, hi0);
+  StoreDouble2(lanes.hi + 2, hi1);
   TakeChecked(lanes, values, i, n);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/double2.h"
 #include "base/message_text.h"
 
 namespace debugplane::rules_engine::internal {
@@ -157,17 +158,11 @@ std::string TensorSelector::Describe() const {
 
 namespace {
 
-// Two doubles (two 64-bit integers) per operation: GCC and Clang vector
-// extensions, which compile to SSE2 / NEON without target-specific code.
-// Four independent accumulators keep the adds out of one dependency chain.
-typedef double Double2 __attribute__((vector_size(16)));
-typedef int64_t Int2 __attribute__((vector_size(16)));
-
-Double2 Load2(const char* p) {
-  Double2 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+// Two doubles (two 64-bit integers) per operation (base/double2.h). Four
+// independent accumulators keep the adds out of one dependency chain.
+using base::Double2;
+using base::Int2;
+using base::LoadDouble2;
 
 }  // namespace
 
@@ -177,7 +172,7 @@ namespace {
 int64_t CountZeroDoubles(const char* bytes, size_t n) {
   const Double2 zero = {0, 0};
   Int2 c0 = {0, 0}, c1 = c0, c2 = c0, c3 = c0;
-  const auto at = [bytes](size_t i) { return Load2(bytes + i * sizeof(double)); };
+  const auto at = [bytes](size_t i) { return LoadDouble2(bytes + i * sizeof(double)); };
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     // A comparison gives -1 (all bits set) per equal lane.
@@ -196,7 +191,7 @@ int64_t CountZeroDoubles(const char* bytes, size_t n) {
 bool AllFiniteDoubles(const char* bytes, size_t n) {
   // x - x is 0 for a finite x and NaN for NaN and +-inf; NaN sticks in a sum.
   Double2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0;
-  const auto at = [bytes](size_t i) { return Load2(bytes + i * sizeof(double)); };
+  const auto at = [bytes](size_t i) { return LoadDouble2(bytes + i * sizeof(double)); };
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const Double2 x0 = at(i), x1 = at(i + 2), x2 = at(i + 4), x3 = at(i + 6);
