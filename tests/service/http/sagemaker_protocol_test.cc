@@ -22,6 +22,7 @@
 #include "service/auth/credential_store.h"
 #include "service/http/sagemaker_json.h"
 #include "tests/support/scoped_temp_dir.h"
+#include "tests/support/wait_until.h"
 #include "tests/core/test_util.h"
 
 namespace debugplane::service::http {
@@ -159,20 +160,21 @@ TEST_F(SageMakerProtocolTest, DescribeAnswersEachCommittedVersionAsPrintedFromTh
   EXPECT_EQ(Call("SageMaker.DescribeTrainingJob", describe).body, first.body);
 
   // A change (a new version): the next Describe shows it.
+  // The stop completes on its own (Stopping, then Stopped: no agent had
+  // started the training), so compare once the record stopped changing.
   Reply stopped = Call("SageMaker.StopTrainingJob", describe);
   ASSERT_EQ(stopped.status, 200) << stopped.body;
+  ASSERT_TRUE(testing::WaitedFor("the job to be Stopped", [&] {
+    return (*direct_json("cached-job"))["TrainingJobStatus"] == "Stopped";
+  }));
   Reply after_stop = Call("SageMaker.DescribeTrainingJob", describe);
   ASSERT_EQ(after_stop.status, 200);
-  EXPECT_NE(after_stop.body["TrainingJobStatus"], first.body["TrainingJobStatus"]);
+  EXPECT_EQ(after_stop.body["TrainingJobStatus"], "Stopped");
   EXPECT_EQ(after_stop.body, *direct_json("cached-job"));
 
   // Gone: NOT_FOUND, not the last version printed; a new job of the same
   // name is described as itself.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    Reply reply = Call("SageMaker.DeleteTrainingJob", describe);
-    if (reply.status == 200) break;
-    absl::SleepFor(absl::Milliseconds(50));  // Stopping -> Stopped first.
-  }
+  ASSERT_EQ(Call("SageMaker.DeleteTrainingJob", describe).status, 200);
   Reply missing = Call("SageMaker.DescribeTrainingJob", describe);
   EXPECT_EQ(missing.status, 400);
   EXPECT_EQ(missing.body["__type"], "ResourceNotFound");
