@@ -202,9 +202,12 @@ void EvaluationScheduler::OnCommit(const std::string& job_name,
 }
 
 bool EvaluationScheduler::ConcludedHereLocked(const std::string& job_name,
-                                              const std::string& rule_name) const {
+                                              const std::string& rule_name,
+                                              const bool profiler) const {
   auto found = concluded_rules_.find(job_name);
-  return found != concluded_rules_.end() && found->second.count(rule_name) > 0;
+  if (found == concluded_rules_.end()) return false;
+  const std::set<std::string>& names = profiler ? found->second.profiler : found->second.debug;
+  return names.count(rule_name) > 0;
 }
 
 void EvaluationScheduler::ForgetRecordedVerdictsLocked(const std::string& job_name,
@@ -215,15 +218,24 @@ void EvaluationScheduler::ForgetRecordedVerdictsLocked(const std::string& job_na
     concluded_rules_.erase(found);
     return;
   }
+  ConcludedRules& concluded = found->second;
   for (int i = 0; i < job->debug_rule_configurations_size() &&
                   i < job->debug_rule_evaluation_statuses_size();
        ++i) {
     if (job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
         v1::RuleEvaluationStatus::InProgress) {
-      found->second.erase(job->debug_rule_configurations(i).rule_configuration_name());
+      concluded.debug.erase(job->debug_rule_configurations(i).rule_configuration_name());
     }
   }
-  if (found->second.empty()) concluded_rules_.erase(found);
+  for (int i = 0; i < job->profiler_rule_configurations_size() &&
+                  i < job->profiler_rule_evaluation_statuses_size();
+       ++i) {
+    if (job->profiler_rule_evaluation_statuses(i).rule_evaluation_status() !=
+        v1::RuleEvaluationStatus::InProgress) {
+      concluded.profiler.erase(job->profiler_rule_configurations(i).rule_configuration_name());
+    }
+  }
+  if (concluded.debug.empty() && concluded.profiler.empty()) concluded_rules_.erase(found);
 }
 
 void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<const JobRecord> job) {
@@ -294,7 +306,7 @@ std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
     if (i >= job->debug_rule_evaluation_statuses_size() ||
         job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
             v1::RuleEvaluationStatus::InProgress ||
-        ConcludedHereLocked(job_name, config.rule_configuration_name())) {
+        ConcludedHereLocked(job_name, config.rule_configuration_name(), /*profiler=*/false)) {
       continue;
     }
     if (!core::IsBuiltinRuleEvaluatorImage(config.rule_evaluator_image())) {
@@ -447,7 +459,10 @@ bool EvaluationScheduler::AddProfilerRunsLocked(JobEvaluation& evaluation, const
   for (int i = 0; i < job.profiler_rule_configurations_size(); ++i) {
     const v1::ProfilerRuleConfiguration& config = job.profiler_rule_configurations(i);
     const std::string& name = config.rule_configuration_name();
-    if (evaluation.profiler_run_names.count(name) > 0) continue;
+    if (evaluation.profiler_run_names.count(name) > 0 ||
+        ConcludedHereLocked(job_name, name, /*profiler=*/true)) {
+      continue;
+    }
     const bool in_progress = i < job.profiler_rule_evaluation_statuses_size() &&
                              job.profiler_rule_evaluation_statuses(i).rule_evaluation_status() ==
                                  v1::RuleEvaluationStatus::InProgress;
@@ -664,8 +679,12 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
       watcher_->Drop(evaluation->job_name);
       jobs_.erase(it);
       if (!evaluation->cancelled) {
+        ConcludedRules& concluded = concluded_rules_[evaluation->job_name];
         for (const JobEvaluation::RuleRun& run : evaluation->rules) {
-          if (run.done) concluded_rules_[evaluation->job_name].insert(run.configuration_name);
+          if (run.done) concluded.debug.insert(run.configuration_name);
+        }
+        for (const JobEvaluation::ProfilerRun& run : evaluation->profiler_runs) {
+          if (run.status_done) concluded.profiler.insert(run.configuration_name);
         }
       }
       // Concluded before the job's final status was known (e.g. on

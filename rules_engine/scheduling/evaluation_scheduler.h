@@ -200,9 +200,16 @@ class EvaluationScheduler {
   void OnCommit(const std::string& job_name, std::shared_ptr<const core::JobRecord> job);
   void Apply(const std::string& job_name, std::shared_ptr<const core::JobRecord> job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `rule_name` of the job concluded here (concluded_rules_).
-  bool ConcludedHereLocked(const std::string& job_name, const std::string& rule_name) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rules of one job whose evaluation concluded here (concluded_rules_),
+  // debugging and profiler rules apart (their names may coincide).
+  struct ConcludedRules {
+    std::set<std::string> debug;
+    std::set<std::string> profiler;
+  };
+  // Whether debugging rule (profiler rule when `profiler`) `rule_name` of the
+  // job concluded here (concluded_rules_).
+  bool ConcludedHereLocked(const std::string& job_name, const std::string& rule_name,
+                           bool profiler) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops from concluded_rules_ what `job` (null: deleted) shows terminal,
   // and all of a deleted or stopping job.
   void ForgetRecordedVerdictsLocked(const std::string& job_name, const core::JobRecord* job)
@@ -301,12 +308,14 @@ class EvaluationScheduler {
   // Custom evaluator runs by job and rule: the runner's id, 0 once finished
   // (kept so that a run is started once per process).
   std::map<std::string, std::map<std::string, uint64_t>> custom_runs_ ABSL_GUARDED_BY(mu_);
-  // The debugging rules whose evaluation concluded here, by job, until a
-  // commit shows their verdicts: the commits before it (the rule's progress,
-  // written ahead of its verdict) still say InProgress, and must not start
-  // the rule again from its first step (a second read of the whole trial).
-  // Dropped when the job is deleted or stopped, or its lease is lost.
-  std::map<std::string, std::set<std::string>> concluded_rules_ ABSL_GUARDED_BY(mu_);
+  // The rules whose evaluation concluded here, by job, until a commit shows
+  // their verdicts: the commits before it (the rule's progress, written
+  // ahead of its verdict, or another rule's verdict) still say InProgress,
+  // and must not start the rule again: a debugging rule from its first step
+  // (a second read of the whole trial), a ProfilerReport anew (a non-final
+  // report over the final one). Dropped when the job is deleted or stopped,
+  // or its lease is lost.
+  std::map<std::string, ConcludedRules> concluded_rules_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
 

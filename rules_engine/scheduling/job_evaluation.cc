@@ -683,10 +683,10 @@ void JobEvaluator::RecordProgress(JobEvaluation& evaluation) const {
   if (trial_read_changed) evaluation.trial_read_recorded = trial_read;
   // The profiler rules' ReadProgress travels with their statuses only
   // (report_status in EvaluateProfilerRules), not as progress during the
-  // run: recorded every turn, it kept a ProfilerReport from concluding after
-  // training_job_end.ts in 3 of 10 loaded runs of
-  // ProfilerSchedulingTest.AJobCompletedAfterItsTrialEndedHasItsFinalStatusInTheReport
-  // (cause not found yet).
+  // run: each such commit reaching the scheduler after the rule concluded
+  // still shows it InProgress (the scheduler's concluded_rules_ now keeps
+  // that from starting it again, see
+  // ProfilerSchedulingTest.AReportConcludedOnTheTrialsEndIsNotStartedAgain).
   if (progress.empty()) return;
   const core::WriteFence fence = core::FenceForWrite(options_.leases, evaluation.job_name);
   if (!fence.allowed) return;  // The lease is lost: the new holder records it.

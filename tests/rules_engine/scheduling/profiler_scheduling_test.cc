@@ -308,6 +308,41 @@ TEST_F(ProfilerSchedulingTest, AStopWaitsForTheProcessAndTheReportEndsWithStoppe
               HasSubstr("<b id=\"job-status\">Stopped</b>"));
 }
 
+// The commits that reach the scheduler after a ProfilerReport concluded on
+// training_job_end.ts (the debugging rule's verdict, progress) still show it
+// InProgress. They once started it anew: a second evaluation read the data
+// again and wrote a non-final report over the final one, and stayed active,
+// with nothing to end it, until the job's end was reported.
+TEST_F(ProfilerSchedulingTest, AReportConcludedOnTheTrialsEndIsNotStartedAgain) {
+  constexpr int kJobs = 4;
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string job = absl::StrCat("ended", j);
+    CreateJobWithTrial(job);
+    WriteSamples(job, 30, 35, 90);
+    testing::TrialWriter writer(TrialDir(job).string());
+    for (int step = 0; step < 3; ++step) {
+      writer.AddStep(step, Mode::kTrain, step, {{"CrossEntropyLoss_output_0", {}, {0.5}}});
+    }
+    writer.EndTraining();
+  }
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string job = absl::StrCat("ended", j);
+    WaitForStatus(job, v1::RuleEvaluationStatus::NoIssuesFound);
+    WaitForReport(job, "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
+  }
+  // Time for a stray evaluation to start and write (it did within
+  // milliseconds of the verdicts' commits).
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(scheduler_->active_jobs(), 0u);
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string job = absl::StrCat("ended", j);
+    const nlohmann::json summary =
+        WaitForReport(job, "ProfilerReport", [](const nlohmann::json&) { return true; });
+    EXPECT_EQ(summary["final"], true) << job;
+    EXPECT_EQ(Points(summary), 30 * 5) << job;
+  }
+}
+
 TEST_F(ProfilerSchedulingTest, AJobCompletedAfterItsTrialEndedHasItsFinalStatusInTheReport) {
   CreateJobWithTrial("closed");
   WriteSamples("closed", 30, 35, 90);
