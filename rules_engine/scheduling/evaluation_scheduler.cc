@@ -219,8 +219,8 @@ void EvaluationScheduler::ForgetRecordedVerdictsLocked(const std::string& job_na
     return;
   }
   ConcludedRules& concluded = found->second;
-  for (int i = 0; i < job->debug_rule_configurations_size() &&
-                  i < job->debug_rule_evaluation_statuses_size();
+  for (int i = 0;
+       i < job->debug_rule_configurations_size() && i < job->debug_rule_evaluation_statuses_size();
        ++i) {
     if (job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
         v1::RuleEvaluationStatus::InProgress) {
@@ -373,8 +373,7 @@ void EvaluationScheduler::OpenTrial(JobEvaluation& evaluation, const JobRecord& 
   // the collections' include_regex.
   const bool hook_is_tensorboard =
       tensorboard.has_value() &&
-      (!job.has_debug_hook_config() ||
-       job.debug_hook_config().s3_output_path().empty() ||
+      (!job.has_debug_hook_config() || job.debug_hook_config().s3_output_path().empty() ||
        job.debug_hook_config().s3_output_path() ==
            job.tensor_board_output_config().s3_output_path());
   if (hook_is_tensorboard) {

@@ -328,7 +328,8 @@ TEST_F(ProfilerSchedulingTest, AReportConcludedOnTheTrialsEndIsNotStartedAgain) 
   for (int j = 0; j < kJobs; ++j) {
     const std::string job = absl::StrCat("ended", j);
     WaitForStatus(job, v1::RuleEvaluationStatus::NoIssuesFound);
-    WaitForReport(job, "ProfilerReport", [](const nlohmann::json& s) { return s["final"] == true; });
+    WaitForReport(job, "ProfilerReport",
+                  [](const nlohmann::json& s) { return s["final"] == true; });
   }
   // Time for a stray evaluation to start and write (it did within
   // milliseconds of the verdicts' commits).

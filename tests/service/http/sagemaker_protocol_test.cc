@@ -21,9 +21,9 @@
 #include "service/auth/credential_authenticator.h"
 #include "service/auth/credential_store.h"
 #include "service/http/sagemaker_json.h"
+#include "tests/core/test_util.h"
 #include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
-#include "tests/core/test_util.h"
 
 namespace debugplane::service::http {
 namespace {
@@ -189,19 +189,18 @@ TEST_F(SageMakerProtocolTest, DescribeAnswersEachCommittedVersionAsPrintedFromTh
 // with a Warning for the rule TensorBoard cannot carry; without the logs'
 // S3OutputPath it is refused naming the field.
 TEST_F(SageMakerProtocolTest, TensorBoardJobIsCreatedWithWarningsForRulesItCannotCarry) {
-  Json job = {
-      {"TrainingJobName", "tb-job"},
-      {"RoleArn", "arn:aws:iam::111122223333:role/service-role/Test"},
-      {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/output"}}},
-      {"TensorBoardOutputConfig",
-       {{"S3OutputPath", "s3://bucket/tb"}, {"LocalPath", "/opt/ml/output/tensorboard"}}},
-      {"DebugRuleConfigurations",
-       {{{"RuleConfigurationName", "Exploding"},
-         {"RuleEvaluatorImage", "builtin"},
-         {"RuleParameters", {{"rule_to_invoke", "ExplodingTensor"}}}},
-        {{"RuleConfigurationName", "Relu"},
-         {"RuleEvaluatorImage", "builtin"},
-         {"RuleParameters", {{"rule_to_invoke", "DeadRelu"}}}}}}};
+  Json job = {{"TrainingJobName", "tb-job"},
+              {"RoleArn", "arn:aws:iam::111122223333:role/service-role/Test"},
+              {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/output"}}},
+              {"TensorBoardOutputConfig",
+               {{"S3OutputPath", "s3://bucket/tb"}, {"LocalPath", "/opt/ml/output/tensorboard"}}},
+              {"DebugRuleConfigurations",
+               {{{"RuleConfigurationName", "Exploding"},
+                 {"RuleEvaluatorImage", "builtin"},
+                 {"RuleParameters", {{"rule_to_invoke", "ExplodingTensor"}}}},
+                {{"RuleConfigurationName", "Relu"},
+                 {"RuleEvaluatorImage", "builtin"},
+                 {"RuleParameters", {{"rule_to_invoke", "DeadRelu"}}}}}}};
   Reply created = Call("SageMaker.CreateTrainingJob", job.dump());
   ASSERT_EQ(created.status, 200) << created.body;
   ASSERT_EQ(created.body["Warnings"].size(), 1u) << created.body;
