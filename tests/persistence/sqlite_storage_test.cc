@@ -247,8 +247,11 @@ TEST_F(SqliteStorageTest, TheWalIsCheckpointedOffTheWritesAndEveryRowStays) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     EXPECT_GE(storage->wal_checkpoints(), 1);
-    // The copied pages are in the database file itself.
-    EXPECT_GT(fs::file_size(db_path()), 1000 * 4096u);
+    // The copied pages are in the database file itself: the first
+    // checkpoint starts once the WAL holds 1000 frames, about 900 distinct
+    // pages (the B-tree's inner pages are written again by each commit);
+    // when it runs, and so how many more pages it finds, is the scheduler's.
+    EXPECT_GT(fs::file_size(db_path()), 800 * 4096u);
     std::sort(written.begin(), written.end());
     EXPECT_EQ(Contents(*storage), written);
   }
