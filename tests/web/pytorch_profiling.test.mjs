@@ -79,8 +79,11 @@ describe('detailed profiling of a PyTorch job from the dashboard', () => {
     // The framework phases chart has data (not its empty text).
     await page.locator('#chart-framework .u-over').waitFor();
     await screenshot(page, 'pytorch-nodes-traced-steps');
+    // The timer is cleared: left pending, it kept node running 60 s more.
+    let timer;
     const code = await Promise.race([agent.exited,
-      new Promise((resolve) => setTimeout(() => resolve('still running after 60 s'), 60000))]);
+      new Promise((resolve) => { timer = setTimeout(() => resolve('still running after 60 s'), 60000); })]);
+    clearTimeout(timer);
     assert.equal(code, 0, agent.log().slice(-2000));
     assert.match(agent.log(), /trained 260 steps/);
   });
