@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/jobs/json_bounds.h"
+#include "core/jobs/profiling_parameters.h"
 #include "nlohmann/json.hpp"
 
 namespace debugplane::service::dashboard {
@@ -174,7 +175,17 @@ absl::StatusOr<std::string> ParseSection(const Section& section, const json& for
     config[std::string((*member)->smdebug)] = *std::move(converted);
   }
   if (absl::Status range = CheckRange(config, prefix, error); !range.ok()) return range;
-  return config.dump();
+  // What UpdateTrainingJob will check of the parameter (e.g. its length: a
+  // long metricsRegex), named here by the form member that made it so.
+  std::string parameter = config.dump();
+  if (absl::Status checked = core::CheckProfilingParameter(section.parameter, parameter);
+      !checked.ok()) {
+    const std::string field =
+        config.contains("MetricsRegex") ? absl::StrCat(prefix, ".metricsRegex") : prefix;
+    return Fail(error, field,
+                absl::StrCat("makes ", section.parameter, " invalid: ", checked.message()));
+  }
+  return parameter;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "service/dashboard/profiling_form.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/jobs/profiling_parameters.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,6 +107,29 @@ TEST(ProfilingFormTest, ErrorsNameTheFormMember) {
   EXPECT_EQ(ParseError("[1, 2]").field, "");
   EXPECT_EQ(ParseError("{").field, "");
   EXPECT_EQ(ParseError(std::string(5000, ' ') + "{}").field, "");
+}
+
+// A section the form accepts member by member can still make a parameter
+// UpdateTrainingJob refuses (found by dashboard_profiling_form_fuzzer): it is
+// refused here, naming the member that made it so.
+TEST(ProfilingFormTest, AMetricsRegexTooLongForTheParameterIsRefusedNamingIt) {
+  const std::string regex(300, 'r');
+  const FormError error = ParseError(absl::StrCat(
+      R"({"dataloaderProfiling": {"startStep": 5, "numSteps": 3, "metricsRegex": ")", regex,
+      R"("}})"));
+  EXPECT_EQ(error.field, "dataloaderProfiling.metricsRegex");
+  EXPECT_THAT(error.message, HasSubstr("DataloaderProfilingConfig"));
+  EXPECT_THAT(error.message, HasSubstr("at most 256"));
+  // The longest regex that fits is accepted, and passes the server's check.
+  const std::string fits(200, 'r');
+  v1::UpdateTrainingJobRequest request = ParseOk(absl::StrCat(
+      R"({"dataloaderProfiling": {"startStep": 5, "numSteps": 3, "metricsRegex": ")", fits,
+      R"("}})"));
+  const auto& parameters = request.profiler_config().profiling_parameters();
+  ASSERT_EQ(parameters.count("DataloaderProfilingConfig"), 1u);
+  EXPECT_TRUE(core::CheckProfilingParameter("DataloaderProfilingConfig",
+                                            parameters.at("DataloaderProfilingConfig"))
+                  .ok());
 }
 
 TEST(ProfilingFormTest, UpdateTrainingJobViolationsMapBackToTheForm) {
