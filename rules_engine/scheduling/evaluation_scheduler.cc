@@ -287,14 +287,14 @@ void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<con
   }
   // Another replica's job (until this one acquires its lease).
   if (options_.leases != nullptr && !options_.leases->Holds(job_name)) return;
-  std::shared_ptr<JobEvaluation> evaluation = NewEvaluationLocked(job_name, std::move(job));
+  std::shared_ptr<JobEvaluation> evaluation = NewEvaluationLocked(job_name, job);
   if (evaluation == nullptr) return;
   jobs_[job_name] = evaluation;
   EnqueueLocked(evaluation);
 }
 
 std::shared_ptr<JobEvaluation> EvaluationScheduler::NewEvaluationLocked(
-    const std::string& job_name, std::shared_ptr<const JobRecord> job) {
+    const std::string& job_name, const std::shared_ptr<const JobRecord>& job) {
   auto evaluation = std::make_shared<JobEvaluation>();
   evaluation->job_name = job_name;
   evaluation->record_time_us = core::ToUnixMicros(job->last_modified_time());

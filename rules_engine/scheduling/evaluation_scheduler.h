@@ -216,8 +216,8 @@ class EvaluationScheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the evaluation of a job not evaluated yet; nullptr if it has no
   // rule to evaluate here (errors and custom rules are started/recorded).
-  std::shared_ptr<JobEvaluation> NewEvaluationLocked(const std::string& job_name,
-                                                     std::shared_ptr<const core::JobRecord> job)
+  std::shared_ptr<JobEvaluation> NewEvaluationLocked(
+      const std::string& job_name, const std::shared_ptr<const core::JobRecord>& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `evaluation` at the back (or marks it for a rerun when a worker
   // runs it now).

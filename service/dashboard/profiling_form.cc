@@ -48,7 +48,7 @@ std::string Shown(const json& value) {
   return text;
 }
 
-absl::Status Fail(FormError* error, std::string field, std::string message) {
+absl::Status Fail(FormError* error, const std::string& field, const std::string& message) {
   *error = FormError{.field = field,
                      .message = field.empty() ? message : absl::StrCat(field, ": ", message)};
   return absl::InvalidArgumentError(error->message);
