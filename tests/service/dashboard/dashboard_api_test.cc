@@ -18,11 +18,11 @@
 #include "gtest/gtest.h"
 #include "re2/re2.h"
 #include "service/server_app.h"
-#include "tests/support/scoped_temp_dir.h"
 #include "tests/rules_engine/trial_writer.h"
 #include "tests/service/agent_process.h"
 #include "tests/service/dashboard/dashboard_client.h"
 #include "tests/service/http/stream_client.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace debugplane::service {
@@ -554,8 +554,8 @@ TEST_F(DashboardApiTest, ARebindingPagesHostIsRefusedByEveryRouteFamily) {
   }
   // Nothing changed, and the same calls by the server's own names work.
   EXPECT_EQ(Call("GET", "/api/jobs").Json()["jobs"][0].value("status", ""), "InProgress");
-  for (const std::string host : {absl::StrCat("localhost:", app_->http_port()),
-                                 absl::StrCat("127.0.0.1:", app_->http_port())}) {
+  for (const std::string& host : {absl::StrCat("localhost:", app_->http_port()),
+                                  absl::StrCat("127.0.0.1:", app_->http_port())}) {
     EXPECT_EQ(Call("GET", "/api/session", {"Host: " + host}).status, 200) << host;
     EXPECT_EQ(Call("GET", "/metrics", {"Host: " + host}).status, 200) << host;
   }
@@ -633,9 +633,15 @@ TEST_F(DashboardApiTest, ServesTheEmbeddedPageAndUplotByteForByte) {
     ASSERT_EQ(reply.status, 200);
     EXPECT_EQ(reply.body, ReadFile(path));
     const std::string type = reply.Header("Content-Type");
-    if (absl::EndsWith(name, ".js")) EXPECT_EQ(type, "text/javascript; charset=utf-8");
-    if (absl::EndsWith(name, ".css")) EXPECT_EQ(type, "text/css; charset=utf-8");
-    if (absl::EndsWith(name, ".html")) EXPECT_EQ(type, "text/html; charset=utf-8");
+    if (absl::EndsWith(name, ".js")) {
+      EXPECT_EQ(type, "text/javascript; charset=utf-8");
+    }
+    if (absl::EndsWith(name, ".css")) {
+      EXPECT_EQ(type, "text/css; charset=utf-8");
+    }
+    if (absl::EndsWith(name, ".html")) {
+      EXPECT_EQ(type, "text/html; charset=utf-8");
+    }
     const std::string etag = reply.Header("ETag");
     EXPECT_TRUE(RE2::FullMatch(etag, "\"[0-9a-f]{32}\"")) << etag;
     const DashboardReply again = Call("GET", "/dashboard/" + name, {"If-None-Match: " + etag});
