@@ -1,14 +1,18 @@
-// Opening a local directory as the rules engine reads it: through a store.
+// Opening a local directory as the rules engine reads it: through a store,
+// plainly (Local) or through a test's own store that counts or changes what
+// the local one answers (LocalStoreWrapper).
 
 #ifndef DEBUGPLANE_TESTS_RULES_ENGINE_LOCAL_STORE_H_
 #define DEBUGPLANE_TESTS_RULES_ENGINE_LOCAL_STORE_H_
 
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
+#include "objectstore/object_store.h"
 
 namespace debugplane::rules_engine::testing {
 
@@ -20,6 +24,43 @@ inline objectstore::StoreLocation Local(const std::string& path) {
   absl::StatusOr<objectstore::StoreLocation> location = objectstore::OpenLocalPath(path);
   EXPECT_TRUE(location.ok()) << location.status();
   return *std::move(location);
+}
+
+// A store answering what a local directory's store answers: List,
+// ReadRangeInto, Stat and Describe go to it, and a test's subclass overrides
+// the ones it counts or changes. What a store may leave out (watching a
+// directory, StatIsARoundTrip) keeps ObjectStore's defaults, so a wrapped
+// directory is polled for, as a remote store would be.
+class LocalStoreWrapper : public objectstore::ObjectStore {
+ public:
+  explicit LocalStoreWrapper(std::shared_ptr<objectstore::LocalObjectStore> local)
+      : local_(std::move(local)) {}
+
+  absl::StatusOr<objectstore::ListResult> List(
+      const objectstore::ListOptions& options) const override {
+    return local_->List(options);
+  }
+  absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
+                             std::string* out) const override {
+    return local_->ReadRangeInto(key, offset, length, out);
+  }
+  absl::StatusOr<objectstore::ObjectEntry> Stat(absl::string_view key) const override {
+    return local_->Stat(key);
+  }
+  std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
+
+ private:
+  std::shared_ptr<objectstore::LocalObjectStore> local_;
+};
+
+// A `Store` (a LocalStoreWrapper) over the local directory `dir`. A failure
+// to open fails the test.
+template <typename Store>
+std::shared_ptr<Store> WrapLocal(const std::string& dir) {
+  absl::StatusOr<std::shared_ptr<objectstore::LocalObjectStore>> local =
+      objectstore::LocalObjectStore::Open(dir);
+  EXPECT_TRUE(local.ok()) << local.status();
+  return std::make_shared<Store>(*std::move(local));
 }
 
 }  // namespace debugplane::rules_engine::testing

@@ -10,10 +10,10 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "objectstore/local_object_store.h"
 #include "rules_engine/catalog/builtin_rules.h"
 #include "rules_engine/scheduling/job_evaluation.h"
 #include "tests/core/test_util.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -25,28 +25,16 @@ using testing::TrialWriter;
 
 // The local store, counting the index and event files read: the reader's
 // units of work.
-class CountingStore : public objectstore::ObjectStore {
+class CountingStore : public testing::LocalStoreWrapper {
  public:
-  explicit CountingStore(std::shared_ptr<objectstore::LocalObjectStore> local)
-      : local_(std::move(local)) {}
-  absl::StatusOr<objectstore::ListResult> List(
-      const objectstore::ListOptions& options) const override {
-    return local_->List(options);
-  }
+  using LocalStoreWrapper::LocalStoreWrapper;
   absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
                              std::string* out) const override {
     if (absl::StartsWith(key, "index/") || absl::StartsWith(key, "events/")) ++units;
-    return local_->ReadRangeInto(key, offset, length, out);
+    return LocalStoreWrapper::ReadRangeInto(key, offset, length, out);
   }
-  absl::StatusOr<objectstore::ObjectEntry> Stat(absl::string_view key) const override {
-    return local_->Stat(key);
-  }
-  std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
 
   mutable std::atomic<int> units{0};
-
- private:
-  std::shared_ptr<objectstore::LocalObjectStore> local_;
 };
 
 // Moves on by a millisecond every time it is read: a turn's deadline then
@@ -104,10 +92,7 @@ TEST(JobTurnBudgetTest, EveryTurnOverABacklogStaysWithinItsSlice) {
                                                    .max_steps_per_turn = 100000,
                                                    .turn_time_slice = absl::Milliseconds(3)});
 
-  absl::StatusOr<std::shared_ptr<objectstore::LocalObjectStore>> local =
-      objectstore::LocalObjectStore::Open(trial);
-  ASSERT_TRUE(local.ok()) << local.status();
-  auto store = std::make_shared<CountingStore>(*std::move(local));
+  std::shared_ptr<CountingStore> store = testing::WrapLocal<CountingStore>(trial);
   JobEvaluation evaluation;
   evaluation.job_name = "replay";
   evaluation.trial = objectstore::StoreLocation{store, ""};

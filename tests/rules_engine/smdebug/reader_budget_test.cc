@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "objectstore/local_object_store.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -25,39 +25,28 @@ bool All(const std::string&, const TrialInfo&) { return true; }
 
 // The local store, counting the index files and event files read and the
 // listings made (the reader's units of work).
-class CountingStore : public objectstore::ObjectStore {
+class CountingStore : public testing::LocalStoreWrapper {
  public:
-  explicit CountingStore(std::shared_ptr<objectstore::LocalObjectStore> local)
-      : local_(std::move(local)) {}
+  using LocalStoreWrapper::LocalStoreWrapper;
   absl::StatusOr<objectstore::ListResult> List(
       const objectstore::ListOptions& options) const override {
     ++lists;
-    return local_->List(options);
+    return LocalStoreWrapper::List(options);
   }
   absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
                              std::string* out) const override {
     if (absl::StartsWith(key, "index/")) ++index_reads;
     if (absl::StartsWith(key, "events/")) ++event_reads;
-    return local_->ReadRangeInto(key, offset, length, out);
+    return LocalStoreWrapper::ReadRangeInto(key, offset, length, out);
   }
-  absl::StatusOr<objectstore::ObjectEntry> Stat(absl::string_view key) const override {
-    return local_->Stat(key);
-  }
-  std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
 
   mutable std::atomic<int> lists{0};
   mutable std::atomic<int> index_reads{0};
   mutable std::atomic<int> event_reads{0};
-
- private:
-  std::shared_ptr<objectstore::LocalObjectStore> local_;
 };
 
 std::shared_ptr<CountingStore> OpenCounting(const std::string& dir) {
-  absl::StatusOr<std::shared_ptr<objectstore::LocalObjectStore>> local =
-      objectstore::LocalObjectStore::Open(dir);
-  EXPECT_TRUE(local.ok()) << local.status();
-  return std::make_shared<CountingStore>(*std::move(local));
+  return testing::WrapLocal<CountingStore>(dir);
 }
 
 // A clock that moves on by `tick` every time it is read: a budget's deadline

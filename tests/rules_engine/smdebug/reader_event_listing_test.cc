@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "objectstore/local_object_store.h"
 #include "rules_engine/smdebug/trial_reader.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/rules_engine/trial_writer.h"
 
 namespace debugplane::rules_engine {
@@ -31,10 +31,9 @@ bool All(const std::string&, const TrialInfo&) { return true; }
 // The local store as a remote one would look: Stat said to be a round trip,
 // listings in pages of at most `page_keys` keys, and faults on demand.
 // Counts the Stat calls and the listings of events/.
-class RemoteLikeStore : public objectstore::ObjectStore {
+class RemoteLikeStore : public testing::LocalStoreWrapper {
  public:
-  explicit RemoteLikeStore(std::shared_ptr<objectstore::LocalObjectStore> local)
-      : local_(std::move(local)) {}
+  using LocalStoreWrapper::LocalStoreWrapper;
 
   absl::StatusOr<objectstore::ListResult> List(
       const objectstore::ListOptions& options) const override {
@@ -45,9 +44,10 @@ class RemoteLikeStore : public objectstore::ObjectStore {
     absl::MutexLock lock(&mu);
     if (events && fail_event_listings > 0) {
       --fail_event_listings;
-      return absl::UnavailableError("S3 at http://127.0.0.1:1 could not serve the listing (SlowDown, HTTP 503)");
+      return absl::UnavailableError(
+          "S3 at http://127.0.0.1:1 could not serve the listing (SlowDown, HTTP 503)");
     }
-    absl::StatusOr<objectstore::ListResult> result = local_->List(paged);
+    absl::StatusOr<objectstore::ListResult> result = LocalStoreWrapper::List(paged);
     if (!result.ok()) return result;
     std::vector<objectstore::ObjectEntry> kept;
     for (objectstore::ObjectEntry& entry : result->objects) {
@@ -67,13 +67,12 @@ class RemoteLikeStore : public objectstore::ObjectStore {
         return absl::NotFoundError(absl::StrCat(Describe(key), ": no such object"));
       }
     }
-    return local_->ReadRangeInto(key, offset, length, out);
+    return LocalStoreWrapper::ReadRangeInto(key, offset, length, out);
   }
   absl::StatusOr<objectstore::ObjectEntry> Stat(absl::string_view key) const override {
     ++stats;
-    return local_->Stat(key);
+    return LocalStoreWrapper::Stat(key);
   }
-  std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
   bool StatIsARoundTrip() const override { return round_trip; }
 
   bool round_trip = true;
@@ -86,16 +85,10 @@ class RemoteLikeStore : public objectstore::ObjectStore {
   std::set<std::string> hidden ABSL_GUARDED_BY(mu);
   std::set<std::string> gone ABSL_GUARDED_BY(mu);
   mutable int fail_event_listings ABSL_GUARDED_BY(mu) = 0;
-
- private:
-  std::shared_ptr<objectstore::LocalObjectStore> local_;
 };
 
 std::shared_ptr<RemoteLikeStore> OpenRemoteLike(const std::string& dir) {
-  absl::StatusOr<std::shared_ptr<objectstore::LocalObjectStore>> local =
-      objectstore::LocalObjectStore::Open(dir);
-  EXPECT_TRUE(local.ok()) << local.status();
-  return std::make_shared<RemoteLikeStore>(*std::move(local));
+  return testing::WrapLocal<RemoteLikeStore>(dir);
 }
 
 // Two workers, `steps` steps of two tensors each.
