@@ -29,7 +29,7 @@ using ::debugplane::persistence::testing::AsTuple;
 using ::debugplane::persistence::testing::AsTuples;
 using ::debugplane::persistence::testing::MakeRow;
 using ::debugplane::persistence::testing::ReadAll;
-using ::debugplane::testing::PostgresTestServer;
+using ::debugplane::testing::ScratchPostgresDatabase;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -37,22 +37,17 @@ using ::testing::HasSubstr;
 class PostgresPipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = PostgresTestServer::Start();
     // A PostgreSQL that cannot start fails the test: it never skips.
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    auto database = server_->CreateDatabase();
-    ASSERT_TRUE(database.ok()) << database.status();
-    database_ = *database;
+    ASSERT_TRUE(database_.status().ok()) << database_.status();
     // One pooled connection: every batch runs on the same one unless a
     // failure leaves it unusable (then the pool opens another).
-    auto storage = PostgresStorage::Open(server_->Uri(database_), {.pool_size = 1});
+    auto storage = PostgresStorage::Open(database_.Uri(), {.pool_size = 1});
     ASSERT_TRUE(storage.ok()) << storage.status();
     storage_ = *std::move(storage);
   }
 
   std::string Query(const std::string& sql) {
-    auto value = server_->Query(database_, sql);
+    auto value = database_.server().Query(database_.name(), sql);
     EXPECT_TRUE(value.ok()) << value.status();
     return value.ok() ? *value : "";
   }
@@ -67,14 +62,14 @@ class PostgresPipelineTest : public ::testing::Test {
   // The database refuses to insert rows named "poison" ("poisoned row
   // refused"); rows named "slow" take `slow_seconds` to insert.
   void InstallTriggers(int slow_seconds) {
-    Query(absl::StrCat(
-        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        "IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned row refused'; END IF; "
-        "IF NEW.name = 'slow' THEN PERFORM pg_sleep(",
-        slow_seconds,
-        "); END IF; RETURN NEW; END $$; "
-        "CREATE TRIGGER poison BEFORE INSERT ON training_jobs FOR EACH ROW "
-        "EXECUTE FUNCTION refuse_poison()"));
+    Query(
+        absl::StrCat("CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                     "IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned row refused'; END IF; "
+                     "IF NEW.name = 'slow' THEN PERFORM pg_sleep(",
+                     slow_seconds,
+                     "); END IF; RETURN NEW; END $$; "
+                     "CREATE TRIGGER poison BEFORE INSERT ON training_jobs FOR EACH ROW "
+                     "EXECUTE FUNCTION refuse_poison()"));
   }
 
   std::vector<testing::RowTuple> Contents() {
@@ -83,8 +78,7 @@ class PostgresPipelineTest : public ::testing::Test {
     return rows.ok() ? AsTuples(*rows) : std::vector<testing::RowTuple>{};
   }
 
-  std::unique_ptr<PostgresTestServer> server_;
-  std::string database_;
+  ScratchPostgresDatabase database_;
   std::unique_ptr<PostgresStorage> storage_;
 };
 
@@ -106,7 +100,7 @@ TEST_F(PostgresPipelineTest, EveryFailedBatchAppliesNothingAndTheConnectionServe
   absl::Status status = storage_->Write(refused);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
   EXPECT_THAT(status.message(),
-              AllOf(HasSubstr(server_->address()), HasSubstr("writing job 'poison'"),
+              AllOf(HasSubstr(database_.server().address()), HasSubstr("writing job 'poison'"),
                     HasSubstr("poisoned row refused"), HasSubstr("operation 3 of 4"),
                     HasSubstr("no write of the batch was applied")));
 
@@ -161,15 +155,16 @@ TEST_F(PostgresPipelineTest, AConnectionLostMidPipelineFailsTheBatchAndTheNextOn
       std::async(std::launch::async, [&] { return storage_->Write(batch); });
   ASSERT_TRUE(debugplane::testing::WaitUntil(
       [&] {
-        return server_->Query(database_,
-                              "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+        return database_.server()
+                   .Query(database_.name(),
+                          "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
                    .value_or("") == "1";
       },
       absl::Seconds(30)));
   Query(absl::StrCat("SELECT pg_terminate_backend(", backend, ")"));
   const absl::Status status = written.get();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(status.message(), AllOf(HasSubstr(server_->address()), HasSubstr("'slow'"),
+  EXPECT_THAT(status.message(), AllOf(HasSubstr(database_.server().address()), HasSubstr("'slow'"),
                                       HasSubstr("no write of the batch was applied")));
 
   // The lost connection is replaced at the next call.
@@ -214,13 +209,11 @@ TEST_F(PostgresPipelineTest, RunsOfPutsKeepTheBatchOrderAcrossKindsAndRepeatedNa
                                change.deleted ? "-" : "", change.row.record));
   }
   EXPECT_THAT(fed, ElementsAre("1:a@1record of a #1", "2:b@1record of b #2", "3:a@2record of a #3",
-                               "4:c@1record of c #4", "5:d@1record of d #5",
-                               "6:b@2record of b #6", "7:kept@2record of kept #7", "8:d@2-",
-                               "9:e@1record of e #8"));
-  EXPECT_THAT(Contents(),
-              ElementsAre(AsTuple(MakeRow("a", 3)), AsTuple(MakeRow("b", 6)),
-                          AsTuple(MakeRow("c", 4)), AsTuple(MakeRow("e", 8)),
-                          AsTuple(MakeRow("kept", 7))));
+                               "4:c@1record of c #4", "5:d@1record of d #5", "6:b@2record of b #6",
+                               "7:kept@2record of kept #7", "8:d@2-", "9:e@1record of e #8"));
+  EXPECT_THAT(Contents(), ElementsAre(AsTuple(MakeRow("a", 3)), AsTuple(MakeRow("b", 6)),
+                                      AsTuple(MakeRow("c", 4)), AsTuple(MakeRow("e", 8)),
+                                      AsTuple(MakeRow("kept", 7))));
 
   // A conflict in the middle of a run names its job; nothing is applied.
   WriteBatch conflicted;
@@ -229,8 +222,8 @@ TEST_F(PostgresPipelineTest, RunsOfPutsKeepTheBatchOrderAcrossKindsAndRepeatedNa
   conflicted.Put(MakeRow("y", 11), kAbsent);
   absl::Status status = storage_->Write(conflicted);
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
-  EXPECT_THAT(status.message(), AllOf(HasSubstr("'c'"), HasSubstr("expected no row"),
-                                      HasSubstr("has version 1")));
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("'c'"), HasSubstr("expected no row"), HasSubstr("has version 1")));
   EXPECT_EQ(*storage_->LatestChangeSequence(), before + 9);
   EXPECT_FALSE(storage_->ReadJob("x")->has_value());
 }
