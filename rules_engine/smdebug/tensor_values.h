@@ -53,26 +53,19 @@ size_t ElementSize(ElementType type);
 // Typed readers of one layout: `r[i]` is element i widened to double, read
 // with memcpy (any alignment). TensorValues::Visit hands one to its
 // function, so that a loop over the elements is compiled per layout.
-struct FloatElements {
+template <typename Element>
+struct LittleEndianElements {
   const char* data;
   size_t count;
   size_t size() const { return count; }
   double operator[](size_t i) const {
-    float v;
-    std::memcpy(&v, data + i * sizeof(float), sizeof(v));
+    Element v;
+    std::memcpy(&v, data + i * sizeof(Element), sizeof(v));
     return static_cast<double>(v);
   }
 };
-struct DoubleElements {
-  const char* data;
-  size_t count;
-  size_t size() const { return count; }
-  double operator[](size_t i) const {
-    double v;
-    std::memcpy(&v, data + i * sizeof(double), sizeof(v));
-    return v;
-  }
-};
+using FloatElements = LittleEndianElements<float>;
+using DoubleElements = LittleEndianElements<double>;
 class TensorValues;
 // Every other layout: one switch per element (integer, bool and 16-bit
 // float tensors are rare and small: labels, masks).
