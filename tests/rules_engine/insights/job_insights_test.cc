@@ -268,7 +268,9 @@ TEST(JobInsightsTest, TrainingSummaryOperationsAndStepsOnTheFixture) {
   EXPECT_LE(ops.size(), JobInsights::kTopOperations);
   double share = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (i > 0) EXPECT_GE(ops[i - 1].total_seconds, ops[i].total_seconds);
+    if (i > 0) {
+      EXPECT_GE(ops[i - 1].total_seconds, ops[i].total_seconds);
+    }
     EXPECT_TRUE(StepEventMode(ops[i].name).empty());
     share += ops[i].share;
   }

@@ -38,7 +38,9 @@ TEST(ProfilerRuleBaseTest, WithoutItsInputEveryRuleEndsInAStickyErrorNamingIt) {
     EXPECT_EQ(waiting.status, Kind::kContinue);
     EXPECT_EQ(waiting.datapoints, 0);
     EXPECT_EQ(waiting.parameters.at("scan_interval_us"), "60000000");
-    if (!framework) EXPECT_EQ(waiting.details, "no system metrics yet");
+    if (!framework) {
+      EXPECT_EQ(waiting.details, "no system metrics yet");
+    }
     const RuleVerdict end = rule->OnEnd();
     EXPECT_EQ(end.kind, Kind::kError);
     EXPECT_THAT(end.details, HasSubstr(framework ? "no framework events were read"
