@@ -40,11 +40,7 @@ class FaultInjectingStorageTest : public ::testing::Test {
 
   std::string db_path() const { return (dir_.path() / "jobs.db").string(); }
 
-  std::vector<testing::RowTuple> Contents() {
-    auto rows = ReadAll(*storage_);
-    EXPECT_TRUE(rows.ok()) << rows.status();
-    return rows.ok() ? AsTuples(*rows) : std::vector<testing::RowTuple>{};
-  }
+  std::vector<testing::RowTuple> Contents() { return testing::Contents(*storage_); }
 
   ScopedTempDir dir_;
   std::unique_ptr<FaultInjectingStorage> storage_;

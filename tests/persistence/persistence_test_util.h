@@ -75,6 +75,14 @@ inline absl::StatusOr<std::vector<JobRow>> ReadAll(Storage& storage) {
   return rows;
 }
 
+// Every row of `storage` as tuples (ReadAll); a failure to read fails the
+// test and gives none.
+inline std::vector<RowTuple> Contents(Storage& storage) {
+  absl::StatusOr<std::vector<JobRow>> rows = ReadAll(storage);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+  return rows.ok() ? AsTuples(*rows) : std::vector<RowTuple>{};
+}
+
 // A plain sqlite3 connection to set up or inspect a database behind
 // SqliteStorage's back.
 class RawDb {

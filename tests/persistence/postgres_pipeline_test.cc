@@ -26,9 +26,7 @@ namespace debugplane::persistence {
 namespace {
 
 using ::debugplane::persistence::testing::AsTuple;
-using ::debugplane::persistence::testing::AsTuples;
 using ::debugplane::persistence::testing::MakeRow;
-using ::debugplane::persistence::testing::ReadAll;
 using ::debugplane::testing::ScratchPostgresDatabase;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
@@ -72,11 +70,7 @@ class PostgresPipelineTest : public ::testing::Test {
                      "EXECUTE FUNCTION refuse_poison()"));
   }
 
-  std::vector<testing::RowTuple> Contents() {
-    auto rows = ReadAll(*storage_);
-    EXPECT_TRUE(rows.ok()) << rows.status();
-    return rows.ok() ? AsTuples(*rows) : std::vector<testing::RowTuple>{};
-  }
+  std::vector<testing::RowTuple> Contents() { return testing::Contents(*storage_); }
 
   ScratchPostgresDatabase database_;
   std::unique_ptr<PostgresStorage> storage_;

@@ -28,7 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::debugplane::persistence::testing::AsTuple;
-using ::debugplane::persistence::testing::AsTuples;
+using ::debugplane::persistence::testing::Contents;
 using ::debugplane::persistence::testing::MakeRow;
 using ::debugplane::persistence::testing::RawDb;
 using ::debugplane::persistence::testing::ReadAll;
@@ -51,12 +51,6 @@ class SqliteStorageTest : public ::testing::Test {
     auto storage = SqliteStorage::Open(db_path());
     EXPECT_TRUE(storage.ok()) << storage.status();
     return storage.ok() ? *std::move(storage) : nullptr;
-  }
-
-  std::vector<testing::RowTuple> Contents(Storage& storage) {
-    auto rows = ReadAll(storage);
-    EXPECT_TRUE(rows.ok()) << rows.status();
-    return rows.ok() ? AsTuples(*rows) : std::vector<testing::RowTuple>{};
   }
 
   ScopedTempDir dir_;

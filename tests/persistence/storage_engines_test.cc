@@ -26,7 +26,7 @@ namespace debugplane::persistence {
 namespace {
 
 using ::debugplane::persistence::testing::AsTuple;
-using ::debugplane::persistence::testing::AsTuples;
+using ::debugplane::persistence::testing::Contents;
 using ::debugplane::persistence::testing::MakeRow;
 using ::debugplane::persistence::testing::RawDb;
 using ::debugplane::persistence::testing::ReadAll;
@@ -117,12 +117,6 @@ class StorageContractTest : public ::testing::TestWithParam<std::string> {
     auto storage = engine_->Open();
     EXPECT_TRUE(storage.ok()) << storage.status();
     return storage.ok() ? *std::move(storage) : nullptr;
-  }
-
-  std::vector<testing::RowTuple> Contents(Storage& storage) {
-    auto rows = ReadAll(storage);
-    EXPECT_TRUE(rows.ok()) << rows.status();
-    return rows.ok() ? AsTuples(*rows) : std::vector<testing::RowTuple>{};
   }
 
   std::unique_ptr<StorageEngine> engine_;
@@ -484,7 +478,9 @@ TEST_P(StorageContractTest, TheFeedHoldsEveryWriteInOrderWithTombstonesForDelete
   ASSERT_EQ(changes.size(), 4u);
   std::vector<std::tuple<std::string, int64_t, bool>> seen;
   for (size_t i = 0; i < changes.size(); ++i) {
-    if (i > 0) EXPECT_GT(changes[i].sequence, changes[i - 1].sequence);
+    if (i > 0) {
+      EXPECT_GT(changes[i].sequence, changes[i - 1].sequence);
+    }
     seen.emplace_back(changes[i].name, changes[i].version, changes[i].deleted);
   }
   EXPECT_THAT(seen, ElementsAre(std::make_tuple("a", 1, false), std::make_tuple("b", 1, false),
