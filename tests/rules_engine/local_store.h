@@ -26,14 +26,14 @@ inline objectstore::StoreLocation Local(const std::string& path) {
   return *std::move(location);
 }
 
-// A store answering what a local directory's store answers: List,
-// ReadRangeInto, Stat and Describe go to it, and a test's subclass overrides
+// A store answering what the store it wraps (a local directory's, in the
+// tests) answers: List, ReadRangeInto, Stat and Describe go to it, and a test's subclass overrides
 // the ones it counts or changes. What a store may leave out (watching a
 // directory, StatIsARoundTrip) keeps ObjectStore's defaults, so a wrapped
 // directory is polled for, as a remote store would be.
 class LocalStoreWrapper : public objectstore::ObjectStore {
  public:
-  explicit LocalStoreWrapper(std::shared_ptr<objectstore::LocalObjectStore> local)
+  explicit LocalStoreWrapper(std::shared_ptr<objectstore::ObjectStore> local)
       : local_(std::move(local)) {}
 
   absl::StatusOr<objectstore::ListResult> List(
@@ -50,7 +50,7 @@ class LocalStoreWrapper : public objectstore::ObjectStore {
   std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
 
  private:
-  std::shared_ptr<objectstore::LocalObjectStore> local_;
+  std::shared_ptr<objectstore::ObjectStore> local_;
 };
 
 // A `Store` (a LocalStoreWrapper) over the local directory `dir`. A failure

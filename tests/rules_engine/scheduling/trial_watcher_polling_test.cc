@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "objectstore/local_object_store.h"
 #include "rules_engine/scheduling/trial_watcher.h"
+#include "tests/rules_engine/local_store.h"
 #include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
@@ -27,27 +28,19 @@ using ::debugplane::testing::ScopedTempDir;
 constexpr absl::Duration kPatience = absl::Seconds(10);
 
 // A local store without change notification: every directory is polled.
-class UnwatchableStore final : public objectstore::ObjectStore {
+class UnwatchableStore final : public testing::LocalStoreWrapper {
  public:
   UnwatchableStore(std::shared_ptr<objectstore::ObjectStore> local,
                    std::shared_ptr<base::Clock> clock)
-      : local_(std::move(local)), clock_(std::move(clock)) {}
+      : LocalStoreWrapper(std::move(local)), clock_(std::move(clock)) {}
 
   absl::StatusOr<objectstore::ListResult> List(
       const objectstore::ListOptions& options) const override {
     absl::MutexLock lock(&mu_);
     list_times_.push_back(clock_->Now());
     if (unreachable_) return absl::UnavailableError("http://127.0.0.1:1 is unreachable");
-    return local_->List(options);
+    return LocalStoreWrapper::List(options);
   }
-  absl::Status ReadRangeInto(absl::string_view key, uint64_t offset, uint64_t length,
-                             std::string* out) const override {
-    return local_->ReadRangeInto(key, offset, length, out);
-  }
-  absl::StatusOr<objectstore::ObjectEntry> Stat(absl::string_view key) const override {
-    return local_->Stat(key);
-  }
-  std::string Describe(absl::string_view key) const override { return local_->Describe(key); }
 
   void set_unreachable(bool unreachable) {
     absl::MutexLock lock(&mu_);
@@ -59,7 +52,6 @@ class UnwatchableStore final : public objectstore::ObjectStore {
   }
 
  private:
-  const std::shared_ptr<objectstore::ObjectStore> local_;
   const std::shared_ptr<base::Clock> clock_;
   mutable absl::Mutex mu_;
   mutable std::vector<absl::Time> list_times_ ABSL_GUARDED_BY(mu_);
