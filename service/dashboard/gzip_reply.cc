@@ -47,6 +47,7 @@ bool AcceptsGzip(absl::string_view accept_encoding) {
 }
 
 std::optional<std::string> Gzip(absl::string_view data, int level) {
+  if (data.size() > kMaxGzipBytes) return std::nullopt;
   z_stream stream{};
   // windowBits 15 + 16: a gzip header and trailer, not zlib's.
   if (deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
@@ -72,13 +73,9 @@ void GzipIfAccepted(absl::string_view accept_encoding, http::HttpResponse& respo
     if (absl::EqualsIgnoreCase(name, "Content-Encoding")) return;
   }
   response.headers.emplace_back("Vary", "Accept-Encoding");
-  // Bodies over 4 GiB do not fit zlib's 32-bit counts in one call; no reply is near that.
-  if (response.body.size() < kMinGzipBytes || response.body.size() > (uint64_t{1} << 31) ||
-      !AcceptsGzip(accept_encoding)) {
-    return;
-  }
+  if (response.body.size() < kMinGzipBytes || !AcceptsGzip(accept_encoding)) return;
   std::optional<std::string> compressed = Gzip(response.body, 1);
-  if (!compressed.has_value()) return;  // Sent as it is.
+  if (!compressed.has_value()) return;  // Sent as it is (e.g. over kMaxGzipBytes).
   response.body = *std::move(compressed);
   response.headers.emplace_back("Content-Encoding", "gzip");
 }

@@ -27,8 +27,13 @@ inline constexpr size_t kMinGzipBytes = 1024;
 // ignored (never an error: the reply is then simply not compressed).
 bool AcceptsGzip(absl::string_view accept_encoding);
 
+// The largest body Gzip compresses: zlib counts bytes in 32 bits, and one
+// deflate call takes the whole body.
+inline constexpr size_t kMaxGzipBytes = size_t{1} << 31;
+
 // `data` as a gzip stream (RFC 1952) at zlib `level` (1 fastest .. 9
-// smallest); nullopt if zlib fails (out of memory).
+// smallest); nullopt if `data` is over kMaxGzipBytes or zlib fails (out of
+// memory).
 std::optional<std::string> Gzip(absl::string_view data, int level);
 
 // Compresses `response`'s body in place (level 1: a reply is compressed

@@ -3,6 +3,7 @@
 
 #include "service/dashboard/gzip_reply.h"
 
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include <string>
@@ -27,16 +28,15 @@ std::string Inflate(const std::string& data) {
 }
 
 TEST(AcceptsGzipTest, ListedWithAPositiveQuality) {
-  for (const char* yes : {"gzip", "gzip, deflate, br", "br;q=1.0, GZIP;q=0.5", "x-gzip",
-                          "*", "identity, *;q=0.1", " deflate ,gzip ", "gzip;q=0.001"}) {
+  for (const char* yes : {"gzip", "gzip, deflate, br", "br;q=1.0, GZIP;q=0.5", "x-gzip", "*",
+                          "identity, *;q=0.1", " deflate ,gzip ", "gzip;q=0.001"}) {
     EXPECT_TRUE(AcceptsGzip(yes)) << yes;
   }
 }
 
 TEST(AcceptsGzipTest, AbsentRefusedOrMalformed) {
-  for (const char* no : {"", "identity", "br, deflate", "gzip;q=0", "gzip;q=0.000",
-                         "*;q=0", "gzip;q=0, *", "gzip;q=abc", "gzip;q=2", "gzipper",
-                         ",,;;", "gzip;q=-1"}) {
+  for (const char* no : {"", "identity", "br, deflate", "gzip;q=0", "gzip;q=0.000", "*;q=0",
+                         "gzip;q=0, *", "gzip;q=abc", "gzip;q=2", "gzipper", ",,;;", "gzip;q=-1"}) {
     EXPECT_FALSE(AcceptsGzip(no)) << no;
   }
 }
@@ -53,6 +53,19 @@ TEST(GzipTest, RoundTrips) {
   const std::optional<std::string> empty = Gzip("", 1);
   ASSERT_TRUE(empty.has_value());
   EXPECT_EQ(Inflate(*empty), "");
+}
+
+// zlib counts in 32 bits: a body past kMaxGzipBytes is refused, not
+// compressed in part. (The body is an untouched anonymous mapping: no
+// memory behind it is used.)
+TEST(GzipTest, ABodyPastTheLimitIsRefusedAndSentAsItIs) {
+  const size_t size = kMaxGzipBytes + 1;
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  const absl::string_view huge(static_cast<const char*>(mapped), size);
+  EXPECT_FALSE(Gzip(huge, 1).has_value());
+  EXPECT_TRUE(Gzip(huge.substr(0, 4096), 1).has_value());
+  munmap(mapped, size);
 }
 
 TEST(GzipIfAcceptedTest, CompressesLargeBodiesOnlyWhenAccepted) {
