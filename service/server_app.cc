@@ -449,6 +449,10 @@ void ServerApp::MakeHandlers() {
     insights_options.bucket_stores =
         objectstore::MakeS3BucketStoreFactory(config_.s3, objectstore::ProcessEnvironment());
     insights_options.clock = manager_->options().clock;
+    // A page told of new data asks again once this store has it.
+    insights_options.on_new_data = [events = dashboard_events_](const std::string& job_name) {
+      events->OnDataRead(job_name, /*last_step=*/-1);
+    };
     insights_ = std::make_unique<rules_engine::insights::InsightsStore>(
         manager_.get(), std::move(insights_options));
   }

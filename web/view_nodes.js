@@ -269,31 +269,12 @@ export function mountNodes(container, context) {
     clearTimeout(zoomTimer);
     zoomTimer = setTimeout(load, 250);
   };
+  const offs = [context.on('data', reload), context.on('describe', () => renderHosts(hosts, context))];
   // Data events come from the rules engine's reads; once a job's rules have
-  // concluded its system metrics still grow: poll while the job runs. The
-  // server's dashboard store reads the job on its own schedule (a data event
-  // can come before it read the same files, and the last files are written
-  // as training ends), so a job seen running here is reloaded when it ends
-  // and polled twice more: the page ends on the last data.
-  const running = () => ['InProgress', 'Stopping'].includes(context.summary && context.summary.status);
-  let pollsAfterEnd = running() ? 0 : null;  // null: not seen running in this view.
-  const onJob = () => {
-    if (running()) {
-      pollsAfterEnd = 0;
-    } else if (pollsAfterEnd === 0) {
-      reload();
-    }
-  };
-  const offs = [context.on('data', reload), context.on('job', onJob),
-    context.on('describe', () => renderHosts(hosts, context))];
+  // concluded its system metrics still grow: poll while the job runs.
   const poll = setInterval(() => {
-    if (running()) {
-      pollsAfterEnd = 0;
-      reload();
-    } else if (pollsAfterEnd !== null && pollsAfterEnd < 2) {
-      pollsAfterEnd += 1;
-      reload();
-    }
+    const status = context.summary && context.summary.status;
+    if (status === 'InProgress' || status === 'Stopping') reload();
   }, 3000);
   load();
   return () => {

@@ -73,8 +73,9 @@ struct InsightsStore::Entry {
   // the readers when its output path is new.
   std::string OpenReaders(const core::DataRootStores& stores)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
-  // Reads what is new into `data`, with the readers' problems.
-  void ReadNew(const InsightsStoreOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
+  // Reads what is new into `data`, with the readers' problems. Returns
+  // whether it added data (points or events, or a timeline read again).
+  bool ReadNew(const InsightsStoreOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
   // The readers' problems (see JobView::read_errors), at most kMaxReadErrors.
   std::vector<std::string> ReadErrors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu);
 };
@@ -108,12 +109,14 @@ std::string InsightsStore::Entry::OpenReaders(const core::DataRootStores& stores
   return "";
 }
 
-void InsightsStore::Entry::ReadNew(const InsightsStoreOptions& options) {
+bool InsightsStore::Entry::ReadNew(const InsightsStoreOptions& options) {
+  bool added = false;
   // Batches of system metrics, so that memory stays bounded while a long
   // job is caught up and queries see the progress.
   do {
     std::vector<SystemMetricPoint> points = system->ReadNew(options.batch_bytes);
     plausible.FilterMetrics(&points, options.clock->Now());
+    added = added || !points.empty();
     absl::MutexLock data_lock(&data_mu);
     data.AddMetrics(points);
   } while (system->more_pending());
@@ -128,11 +131,13 @@ void InsightsStore::Entry::ReadNew(const InsightsStoreOptions& options) {
     events = framework->ReadNew();
   }
   plausible.FilterEvents(&events, options.clock->Now());
+  added = added || start_over || !events.empty();
   std::vector<std::string> errors = ReadErrors();
   absl::MutexLock data_lock(&data_mu);
   if (start_over) data.ResetFramework();
   data.AddFrameworkEvents(events);
   read_errors = std::move(errors);
+  return added;
 }
 
 std::vector<std::string> InsightsStore::Entry::ReadErrors() {
@@ -299,7 +304,7 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
     return;  // Another read of the job is under way; answer with its progress.
   }
   std::string problem = entry.OpenReaders(stores_);
-  if (problem.empty() && entry.system != nullptr) entry.ReadNew(options_);
+  const bool added = problem.empty() && entry.system != nullptr && entry.ReadNew(options_);
   entry.last_read = options_.clock->Now();
   {
     absl::MutexLock data_lock(&entry.data_mu);
@@ -308,6 +313,8 @@ void InsightsStore::Refresh(Entry& entry, bool wait) {
     entry.first_read_done = true;
   }
   entry.read_mu.Unlock();
+  // After the data is in: a page told of it and asking again finds it.
+  if (added && options_.on_new_data) options_.on_new_data(entry.name);
   absl::MutexLock lock(&mu_);
   EvictLocked();
 }

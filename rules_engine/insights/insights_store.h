@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -73,6 +74,12 @@ struct InsightsStoreOptions {
   absl::Duration first_read_wait = absl::Seconds(2);
   int level_capacity = kDefaultLevelCapacity;
   std::shared_ptr<base::Clock> clock = base::SystemClock();
+  // Called with a job's name after a read added data to it, once the data
+  // can be queried (on the store's pool or a requesting thread; must not
+  // block): the dashboard's live updates tell the page to ask again. The
+  // rules engine's reads cannot: they may come before this store read the
+  // same files, or not at all for a job without profiler rules.
+  std::function<void(const std::string& job_name)> on_new_data;
 };
 
 // What a request sees of one job, under the job's data lock.

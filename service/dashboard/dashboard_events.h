@@ -1,6 +1,7 @@
 // The dashboard's live updates (GET /api/events, docs/dashboard-api.md):
-// follows the job manager's commits and the rules engine's reads, and fans
-// them out as server-sent events to every subscribed stream.
+// follows the job manager's commits and the server's reads of new data (the
+// rules engine's, the dashboard store's), and fans them out as server-sent
+// events to every subscribed stream.
 //
 // Threads: the commit observer and OnDataRead only record what changed under
 // a short mutex and wake the hub's own thread, which builds each job's
@@ -65,10 +66,10 @@ class DashboardEvents {
   // joins the thread. Idempotent. REQUIRES: not from a commit observer.
   void Shutdown();
 
-  // The rules engine read new data of `job_name` up to global step
-  // `last_step` (-1: none known): recorded as its lastDataTime (now) and
-  // sent as `event: data` (throttled, see options). Thread-safe; never
-  // blocks beyond a short mutex.
+  // The server (the rules engine, the dashboard's store) read new data of
+  // `job_name` up to global step `last_step` (-1: none known): recorded as
+  // its lastDataTime (now) and sent as `event: data` (throttled, see
+  // options). Thread-safe; never blocks beyond a short mutex.
   void OnDataRead(const std::string& job_name, int64_t last_step);
 
   // Re-checks a subscriber's credentials (a removed key ends its stream).
@@ -86,7 +87,7 @@ class DashboardEvents {
   // first. Thread-safe.
   std::vector<JobView> Jobs() const;
 
-  // When the rules engine last read new data of `job_name`.
+  // When the server last read new data of `job_name` (OnDataRead).
   std::optional<absl::Time> LastDataTime(const std::string& job_name) const;
 
   // Streams subscribed and open (for tests and diagnostics).

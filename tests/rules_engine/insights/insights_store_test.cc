@@ -6,16 +6,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/scoped_temp_dir.h"
 #include "tests/core/test_util.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace debugplane::rules_engine::insights {
@@ -55,11 +57,13 @@ class InsightsStoreTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.status();
   }
 
-  void StartStore(size_t max_jobs = 32) {
+  void StartStore(size_t max_jobs = 32,
+                  std::function<void(const std::string&)> on_new_data = nullptr) {
     InsightsStoreOptions options;
     options.data_roots = {dir_.path()};
     options.clock = clock_;
     options.max_jobs = max_jobs;
+    options.on_new_data = std::move(on_new_data);
     store_ = std::make_unique<InsightsStore>(manager_.get(), options);
   }
 
@@ -107,6 +111,40 @@ TEST_F(InsightsStoreTest, LiveProfiledJobIsReadInTheBackgroundAndPolled) {
   EXPECT_EQ(Points("quiet"), 0);  // Profiling disabled: nothing to read.
   EXPECT_EQ(store_->job_count(), 2u);
   EXPECT_EQ(Points("live"), 1800 * 8 + 1);
+}
+
+// The dashboard's live updates are told of each read that added data, after
+// the data is in (the page then asks again and sees it); polls that find
+// nothing new tell nothing.
+TEST_F(InsightsStoreTest, EveryReadThatAddedDataIsTold) {
+  CreateJob("live");
+  absl::Mutex mu;
+  std::vector<std::string> told;
+  StartStore(32, [&](const std::string& job) {
+    absl::MutexLock lock(&mu);
+    told.push_back(job);
+  });
+  const auto told_count = [&] {
+    absl::MutexLock lock(&mu);
+    return told.size();
+  };
+  ASSERT_TRUE(WaitUntil([&] { return told_count() >= 1; }));
+  EXPECT_EQ(Points("live"), 1800 * 8);
+  // Polls of the same files: nothing new, nothing told.
+  for (int i = 0; i < 4; ++i) clock_->Advance(absl::Milliseconds(500));
+  std::ofstream(dir_.path() / "live/system/incremental/2026112122/1795309999.algo-2.json")
+      << "{\"Type\": \"cpu\", \"Name\": \"cpu0\", \"Dimension\": \"CPUUtilization\", "
+         "\"Value\": 5, \"NodeId\": \"algo-2\", \"Timestamp\": 1795309999.0}\n";
+  ASSERT_TRUE(WaitUntil([&] {
+    clock_->Advance(absl::Milliseconds(500));
+    return told_count() >= 2;
+  }));
+  EXPECT_EQ(Points("live"), 1800 * 8 + 1);
+  // More polls: still nothing new.
+  for (int i = 0; i < 4; ++i) clock_->Advance(absl::Milliseconds(500));
+  EXPECT_EQ(Points("live"), 1800 * 8 + 1);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(told, (std::vector<std::string>{"live", "live"}));
 }
 
 // A timeline of `count` one-microsecond events (a growing file: no "]").
