@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <optional>
 
@@ -96,6 +97,7 @@ class HttpServer::Impl {
   }
 
  private:
+  static MHD_Result OnConnect(void* cls, const struct sockaddr* address, socklen_t length);
   static void* OnRequestStart(void* cls, const char* uri, MHD_Connection* connection);
   static MHD_Result OnAccess(void* cls, MHD_Connection* connection, const char* url,
                              const char* method, const char* version, const char* upload_data,
@@ -109,8 +111,7 @@ class HttpServer::Impl {
   void Release(Exchange& exchange);
   void Dispatch(MHD_Connection* connection, const std::shared_ptr<Exchange>& exchange);
   const HttpRoute* Route(const HttpRequest& request, bool* path_known) const;
-  MHD_Result Queue(MHD_Connection* connection, const HttpRequest& request,
-                   HttpResponse response);
+  MHD_Result Queue(MHD_Connection* connection, const HttpRequest& request, HttpResponse response);
   MHD_Result QueueStream(MHD_Connection* connection, const HttpRequest& request,
                          const StreamStart& start, const std::shared_ptr<StreamState>& stream);
 
@@ -122,6 +123,9 @@ class HttpServer::Impl {
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   bool shut_down_ = false;
+  // Cleared when Shutdown begins: connections accepted afterwards are closed
+  // at once (see OnConnect).
+  std::atomic<bool> accepting_{true};
   const std::shared_ptr<StreamRegistry> streams_ = std::make_shared<StreamRegistry>();
 
   // Requests that libmicrohttpd has started and not yet finished (the reply
@@ -179,7 +183,7 @@ absl::Status HttpServer::Impl::Start() {
     items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key_.data()});
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
-  daemon_ = MHD_start_daemon(flags | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &OnAccess, this,
+  daemon_ = MHD_start_daemon(flags | MHD_USE_ERROR_LOG, 0, &OnConnect, this, &OnAccess, this,
                              MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
   if (daemon_ == nullptr) {
     close(*socket);
@@ -193,9 +197,13 @@ absl::Status HttpServer::Impl::Start() {
 void HttpServer::Impl::Shutdown(absl::Duration grace) {
   if (shut_down_ || daemon_ == nullptr) return;
   shut_down_ = true;
-  // Stop accepting; connections already open finish their requests.
-  const MHD_socket listener = MHD_quiesce_daemon(daemon_);
-  if (listener != MHD_INVALID_SOCKET) close(listener);
+  // Stop accepting; connections already open finish their requests. Not
+  // MHD_quiesce_daemon: with a thread pool on epoll, libmicrohttpd 0.9.75
+  // races each worker for the listening socket's epoll entry and aborts the
+  // process when the worker wins ("Failed to remove listen FD from epoll
+  // set"). A connection that arrives now is closed as soon as it is accepted;
+  // MHD_stop_daemon closes the listening socket.
+  accepting_.store(false);
   // Streams never finish by themselves: end them (each after what was
   // written), which also resumes their suspended connections, as
   // MHD_stop_daemon requires.
@@ -207,6 +215,10 @@ void HttpServer::Impl::Shutdown(absl::Duration grace) {
   }
   MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
+}
+
+MHD_Result HttpServer::Impl::OnConnect(void* cls, const struct sockaddr*, socklen_t) {
+  return static_cast<Impl*>(cls)->accepting_.load() ? MHD_YES : MHD_NO;
 }
 
 void* HttpServer::Impl::OnRequestStart(void* cls, const char* uri, MHD_Connection* connection) {

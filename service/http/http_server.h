@@ -218,7 +218,8 @@ class HttpServer {
   // HttpServerOptions::max_buffered_body_bytes), for tests and metrics.
   size_t peak_buffered_body_bytes() const;
 
-  // Stops accepting connections, closes every open stream (each ends after
+  // Stops accepting connections (one that arrives now is closed unanswered),
+  // closes every open stream (each ends after
   // what was written to it), waits up to `grace` for the requests being
   // handled to be answered and sent, then closes every connection. Blocks
   // until libmicrohttpd's threads are gone. Idempotent.
