@@ -219,10 +219,10 @@ class HttpServer {
   size_t peak_buffered_body_bytes() const;
 
   // Stops accepting connections (one that arrives now is closed unanswered),
-  // closes every open stream (each ends after
-  // what was written to it), waits up to `grace` for the requests being
-  // handled to be answered and sent, then closes every connection. Blocks
-  // until libmicrohttpd's threads are gone. Idempotent.
+  // closes every open stream (each ends after what was written to it), waits
+  // up to `grace` for the requests being handled to be answered and sent,
+  // then closes every connection. Blocks until libmicrohttpd's threads are
+  // gone. Idempotent.
   void Shutdown(absl::Duration grace);
 
   class Impl;
