@@ -46,7 +46,7 @@ namespace {
 
 // Bytes of a refused request's body read and dropped before its
 // connection is closed instead (a client that keeps sending).
-constexpr size_t kMaxDiscardedBytes = 1024 * 1024;
+constexpr size_t kMaxDiscardedBytes = size_t{1024} * 1024;
 
 MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
   static_cast<HttpHeaders*>(cls)->emplace_back(key, value == nullptr ? "" : value);
@@ -417,8 +417,8 @@ MHD_Result HttpServer::Impl::QueueStream(MHD_Connection* connection, const HttpR
                                          const StreamStart& start,
                                          const std::shared_ptr<StreamState>& stream) {
   auto* box = new std::shared_ptr<StreamState>(stream);
-  MHD_Response* reply = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, &ReadStream,
-                                                          box, &FreeStreamBox);
+  MHD_Response* reply = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, size_t{16} * 1024,
+                                                          &ReadStream, box, &FreeStreamBox);
   if (reply == nullptr) {
     delete box;
     return MHD_NO;
