@@ -193,39 +193,41 @@ TEST(HttpServerTest, PrefixRoutesMatchPathsBelowThem) {
   EXPECT_EQ(Fetch(Url(*server, "/other")).status, 404);
 }
 
-TEST(HttpServerTest, ShutdownLetsARequestInFlightBeAnswered) {
-  LaterResponder later;
-  auto server = StartOrDie(
-      {{.method = "POST", .path = "/later", .handler = later.Handler(absl::Milliseconds(500))}});
-  ASSERT_NE(server, nullptr);
-  Reply reply;
-  std::thread client([&] { reply = Fetch(Url(*server, "/later"), "POST", "x"); });
-  absl::SleepFor(absl::Milliseconds(150));  // The request is in the handler.
-  server->Shutdown(absl::Seconds(5));
-  client.join();
-  EXPECT_EQ(reply.status, 200) << reply.error;
-  EXPECT_EQ(reply.body, "later:x");
-  // No longer listening.
-  EXPECT_FALSE(Fetch(Url(*server, "/later"), "POST", "y").error.empty());
-}
-
-TEST(HttpServerTest, AConnectionOpenedDuringTheGraceGetsNoAnswer) {
-  LaterResponder later;
-  auto server = StartOrDie(
-      {{.method = "POST", .path = "/later", .handler = later.Handler(absl::Milliseconds(800))}});
+TEST(HttpServerTest, ShutdownLetsARequestInFlightBeAnsweredAndTakesNoNewOne) {
+  absl::Notification in_handler;
+  absl::Notification release;
+  std::thread answerer;
+  auto held = [&](HttpRequest request, std::unique_ptr<HttpResponder> responder) {
+    answerer = std::thread(
+        [&release, request = std::move(request), responder = std::move(responder)]() mutable {
+          release.WaitForNotification();
+          responder->Respond(Text(200, absl::StrCat("held:", request.body)));
+        });
+    in_handler.Notify();
+  };
+  auto server = StartOrDie({Echo(), {.method = "POST", .path = "/held", .handler = held}});
   ASSERT_NE(server, nullptr);
   Reply in_flight;
-  std::thread client([&] { in_flight = Fetch(Url(*server, "/later"), "POST", "x"); });
-  absl::SleepFor(absl::Milliseconds(150));  // The request is in the handler.
-  std::thread shutdown([&] { server->Shutdown(absl::Seconds(5)); });
-  absl::SleepFor(absl::Milliseconds(150));  // Shutdown waits for the request.
-  const Reply late = Fetch(Url(*server, "/later"), "POST", "y");
-  EXPECT_EQ(late.status, 0);
-  EXPECT_FALSE(late.error.empty());
+  std::thread client([&] { in_flight = Fetch(Url(*server, "/held"), "POST", "x"); });
+  in_handler.WaitForNotification();
+  std::thread shutdown([&] { server->Shutdown(absl::Seconds(30)); });
+  // New requests are answered until Shutdown begins, and then none is,
+  // while the one in the handler still waits for its answer.
+  Reply probe;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  do {
+    probe = Fetch(Url(*server, "/echo"), "POST", "y");
+  } while (probe.status == 201 && absl::Now() < deadline);
+  EXPECT_EQ(probe.status, 0);
+  EXPECT_FALSE(probe.error.empty());
+  release.Notify();
   shutdown.join();
   client.join();
+  answerer.join();
   EXPECT_EQ(in_flight.status, 200) << in_flight.error;
-  EXPECT_EQ(in_flight.body, "later:x");
+  EXPECT_EQ(in_flight.body, "held:x");
+  // No longer listening.
+  EXPECT_FALSE(Fetch(Url(*server, "/echo"), "POST", "z").error.empty());
 }
 
 // libmicrohttpd's own way to stop accepting (MHD_quiesce_daemon) aborts the
