@@ -59,6 +59,18 @@ void LowerThisThreadsPriority(int nice) {
   }
 }
 
+// Erases from `concluded` the rules whose status (statuses[i], beside
+// configurations[i]) is no longer InProgress.
+template <typename Configurations, typename Statuses>
+void ForgetTerminal(const Configurations& configurations, const Statuses& statuses,
+                    std::set<std::string>& concluded) {
+  for (int i = 0; i < configurations.size() && i < statuses.size(); ++i) {
+    if (statuses[i].rule_evaluation_status() != v1::RuleEvaluationStatus::InProgress) {
+      concluded.erase(configurations[i].rule_configuration_name());
+    }
+  }
+}
+
 }  // namespace
 
 EvaluationScheduler::EvaluationScheduler(core::TrainingJobManager* manager,
@@ -219,23 +231,11 @@ void EvaluationScheduler::ForgetRecordedVerdictsLocked(const std::string& job_na
     return;
   }
   ConcludedRules& concluded = found->second;
-  for (int i = 0;
-       i < job->debug_rule_configurations_size() && i < job->debug_rule_evaluation_statuses_size();
-       ++i) {
-    if (job->debug_rule_evaluation_statuses(i).rule_evaluation_status() !=
-        v1::RuleEvaluationStatus::InProgress) {
-      concluded.debug.erase(job->debug_rule_configurations(i).rule_configuration_name());
-    }
-  }
-  for (int i = 0; i < job->profiler_rule_configurations_size() &&
-                  i < job->profiler_rule_evaluation_statuses_size();
-       ++i) {
-    if (job->profiler_rule_evaluation_statuses(i).rule_evaluation_status() !=
-        v1::RuleEvaluationStatus::InProgress) {
-      concluded.profiler.erase(job->profiler_rule_configurations(i).rule_configuration_name());
-    }
-  }
-  if (concluded.debug.empty() && concluded.profiler.empty()) concluded_rules_.erase(found);
+  ForgetTerminal(job->debug_rule_configurations(), job->debug_rule_evaluation_statuses(),
+                 concluded.debug);
+  ForgetTerminal(job->profiler_rule_configurations(), job->profiler_rule_evaluation_statuses(),
+                 concluded.profiler);
+  if (concluded.empty()) concluded_rules_.erase(found);
 }
 
 void EvaluationScheduler::Apply(const std::string& job_name, std::shared_ptr<const JobRecord> job) {
@@ -685,6 +685,7 @@ void EvaluationScheduler::AfterTurnLocked(const std::shared_ptr<JobEvaluation>& 
         for (const JobEvaluation::ProfilerRun& run : evaluation->profiler_runs) {
           if (run.status_done) concluded.profiler.insert(run.configuration_name);
         }
+        if (concluded.empty()) concluded_rules_.erase(evaluation->job_name);
       }
       // Concluded before the job's final status was known (e.g. on
       // training_job_end.ts): the reports are written again with it.

@@ -205,6 +205,7 @@ class EvaluationScheduler {
   struct ConcludedRules {
     std::set<std::string> debug;
     std::set<std::string> profiler;
+    bool empty() const { return debug.empty() && profiler.empty(); }
   };
   // Whether debugging rule (profiler rule when `profiler`) `rule_name` of the
   // job concluded here (concluded_rules_).

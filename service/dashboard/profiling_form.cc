@@ -175,8 +175,9 @@ absl::StatusOr<std::string> ParseSection(const Section& section, const json& for
     config[std::string((*member)->smdebug)] = *std::move(converted);
   }
   if (absl::Status range = CheckRange(config, prefix, error); !range.ok()) return range;
-  // What UpdateTrainingJob will check of the parameter (e.g. its length: a
-  // long metricsRegex), named here by the form member that made it so.
+  // What UpdateTrainingJob will check of the whole parameter: each member
+  // passed alone, so what fails now is the composed value's length. Its one
+  // member of free length is metricsRegex: named when the section has one.
   std::string parameter = config.dump();
   if (absl::Status checked = core::CheckProfilingParameter(section.parameter, parameter);
       !checked.ok()) {
