@@ -27,10 +27,10 @@ inline objectstore::StoreLocation Local(const std::string& path) {
 }
 
 // A store answering what the store it wraps (a local directory's, in the
-// tests) answers: List, ReadRangeInto, Stat and Describe go to it, and a test's subclass overrides
-// the ones it counts or changes. What a store may leave out (watching a
-// directory, StatIsARoundTrip) keeps ObjectStore's defaults, so a wrapped
-// directory is polled for, as a remote store would be.
+// tests) answers: List, ReadRangeInto, Stat and Describe go to it, and a
+// test's subclass overrides the ones it counts or changes. What a store may
+// leave out (watching a directory, StatIsARoundTrip) keeps ObjectStore's
+// defaults, so a wrapped directory is polled for, as a remote store would be.
 class LocalStoreWrapper : public objectstore::ObjectStore {
  public:
   explicit LocalStoreWrapper(std::shared_ptr<objectstore::ObjectStore> local)
